@@ -151,9 +151,9 @@ Status plan_attention(const AttentionRequest& r, AttentionPlan* plan) {
       return Status::RangeError("attnMask of shape " + shape_to_string(m) +
                                 " has more dims than the attention weights " + shape_to_string(w));
     }
-    // Weight dims mapped onto [B, Hq, Lq, Lk]: which normalized axis each weights dim is.
-    int axis_of_weights_dim[4];
-    for (size_t i = 0; i < rank; ++i) axis_of_weights_dim[i] = static_cast<int>(4 - rank + i);
+    // Which axis of [B, Hq, Lq, Lk] each weights dim is: [Lq, Lk], [B, Lq, Lk] or [B, H, Lq, Lk].
+    static const int kAxes[5][4] = {{}, {}, {2, 3}, {0, 2, 3}, {0, 1, 2, 3}};
+    const int* axis_of_weights_dim = kAxes[rank];
     int64_t strides4[4] = {0, 0, 0, 0};
     int64_t stride = 1;
     for (size_t j = 0; j < m.size(); ++j) {

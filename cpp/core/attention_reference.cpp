@@ -1,5 +1,6 @@
 #include "core/attention_reference.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -79,7 +80,7 @@ void attention_reference(const AttentionPlan& p, const AttentionInputs& in,
       for (int64_t i = 0; i < p.Lq; ++i) {
         T* row = s + i * p.Lk;
         const int64_t last_visible = p.last_visible_key(i);
-        for (int64_t j = last_visible + 1; j < p.Lk; ++j) row[j] = kNegInf<T>;
+        for (int64_t j = std::max<int64_t>(last_visible + 1, 0); j < p.Lk; ++j) row[j] = kNegInf<T>;
         const int64_t m0 = p.mask_offset(b, h, i);
         if (p.mask_kind == MaskKind::kBool) {
           const auto* mask = static_cast<const uint8_t*>(in.mask) + m0;

@@ -53,6 +53,14 @@ inline float lane(f32x4 v, int i) {
 using f32x4 = float __attribute__((vector_size(16)));
 using mask32x4 = int32_t __attribute__((vector_size(16)));
 
+template <typename To, typename From>
+inline To bit_cast(const From& from) {
+  static_assert(sizeof(To) == sizeof(From));
+  To to;
+  std::memcpy(&to, &from, sizeof to);
+  return to;
+}
+
 inline f32x4 load(const float* p) {
   f32x4 v;
   std::memcpy(&v, p, sizeof v);
@@ -71,21 +79,14 @@ inline f32x4 max(f32x4 a, f32x4 b) {
 inline mask32x4 less(f32x4 a, f32x4 b) { return a < b; }
 inline mask32x4 equal(f32x4 a, f32x4 b) { return a == b; }
 inline mask32x4 bits_differ(f32x4 a, f32x4 b) {
-  return reinterpret_cast<mask32x4&>(a) != reinterpret_cast<mask32x4&>(b);
+  return bit_cast<mask32x4>(a) != bit_cast<mask32x4>(b);
 }
 inline bool any(mask32x4 m) { return (m[0] | m[1] | m[2] | m[3]) != 0; }
-inline f32x4 keep_where(f32x4 a, mask32x4 m) {
-  const mask32x4 bits = reinterpret_cast<mask32x4&>(a) & m;
-  return reinterpret_cast<const f32x4&>(bits);
-}
+inline f32x4 keep_where(f32x4 a, mask32x4 m) { return bit_cast<f32x4>(bit_cast<mask32x4>(a) & m); }
 inline f32x4 select(mask32x4 m, f32x4 a, f32x4 b) { return m ? a : b; }
-inline f32x4 from_bits(int32_t bits) {
-  const mask32x4 v = {bits, bits, bits, bits};
-  return reinterpret_cast<const f32x4&>(v);
-}
+inline f32x4 from_bits(int32_t bits) { return bit_cast<f32x4>(mask32x4{bits, bits, bits, bits}); }
 inline f32x4 exp2_from_magic(f32x4 n_plus_magic) {
-  const mask32x4 bits = (reinterpret_cast<mask32x4&>(n_plus_magic) + (127 - 0x4B400000)) << 23;
-  return reinterpret_cast<const f32x4&>(bits);
+  return bit_cast<f32x4>((bit_cast<mask32x4>(n_plus_magic) + (127 - 0x4B400000)) << 23);
 }
 inline float lane(f32x4 v, int i) { return v[i]; }
 
