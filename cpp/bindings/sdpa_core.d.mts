@@ -21,9 +21,42 @@ export interface EmscriptenModule {
   _free(ptr: number): void;
 }
 
-// Embind surface of cpp/bindings/sdpa_bindings.cpp.
+// Embind surface of cpp/bindings/sdpa_bindings.cpp (internal: only web/src/ calls it).
+export type ShapeLike = readonly number[];
+/** A core validation error, thrown by the TS layer as a TypeError or RangeError. */
+export interface CoreError {
+  name: 'TypeError' | 'RangeError';
+  message: string;
+}
+export interface AttentionRequest {
+  queryShape: ShapeLike;
+  keyShape: ShapeLike;
+  valueShape: ShapeLike;
+  maskKind: 'none' | 'bool' | 'additive';
+  maskShape: ShapeLike;
+  causal: 'none' | 'top-left' | 'bottom-right';
+  scale: number | undefined;
+  enableGqa: boolean;
+  returnWeights: boolean;
+}
+export interface AttentionPlanInfo {
+  error: CoreError | null;
+  outputShape: number[];
+  weightsShape: number[];
+  maskElements: number;
+  workspaceBytes: { scalar: number; simd: number; reference64: number };
+}
+/** Heap byte addresses; absent/0 entries are null pointers. */
+export type Addresses = Record<string, number>;
+
 export interface SdpaModule extends EmscriptenModule {
-  version(): string;
+  planAttention(request: AttentionRequest): AttentionPlanInfo;
+  runAttention(request: AttentionRequest, backend: 'scalar' | 'simd', pointers: Addresses): CoreError | null;
+  explainAttention(request: AttentionRequest, pointers: Addresses): CoreError | null;
+  referenceAttention64(request: AttentionRequest, pointers: Addresses): CoreError | null;
+  matmul(aShape: ShapeLike, bShape: ShapeLike, pointers?: Addresses): { error: CoreError | null; outputShape: number[] };
+  softmax(shape: ShapeLike, temperature: number, pointers?: Addresses): CoreError | null;
+  heapBytesInUse(): number;
 }
 
 export interface SdpaModuleOptions {
