@@ -39,6 +39,17 @@ void softmax_row(const T* in, int64_t n, T* out) {
   for (int64_t j = 0; j < n; ++j) out[j] *= inv_sum;
 }
 
+// log Σ_j e^(in[j]), stable (subtracts the max); -inf when every entry is -inf, NaN with NaN.
+template <typename T>
+T row_log_sum_exp(const T* in, int64_t n) {
+  T row_max = kNegInf<T>;
+  for (int64_t j = 0; j < n; ++j) row_max = nan_propagating_max(row_max, in[j]);
+  if (row_max == kNegInf<T>) return kNegInf<T>;
+  T sum = 0;
+  for (int64_t j = 0; j < n; ++j) sum += std::exp(in[j] - row_max);
+  return row_max + std::log(sum);
+}
+
 template <typename T>
 void snapshot(const T* scores, int64_t n, T* stage) {
   if (stage) std::memcpy(stage, scores, static_cast<size_t>(n) * sizeof(T));
@@ -100,6 +111,11 @@ void attention_reference(const AttentionPlan& p, const AttentionInputs& in,
       // max -> exp-sum -> normalize, row by row: w = softmax(s)  [Lq, Lk]
       for (int64_t i = 0; i < p.Lq; ++i) softmax_row(s + i * p.Lk, p.Lk, w + i * p.Lk);
       snapshot(w, n, stage(out.weights));
+
+      // log-sum-exp (when asked, for the backward pass): lse_i = m_i + log Σ_j e^(s_ij − m_i)
+      if (out.lse) {
+        for (int64_t i = 0; i < p.Lq; ++i) out.lse[(b * p.Hq + h) * p.Lq + i] = row_log_sum_exp(s + i * p.Lk, p.Lk);
+      }
 
       // ·V: o = w·v  [Lq, Ev]. Keys whose masked score is -inf are skipped, not multiplied by 0,
       // so NaN/Inf values at hidden positions cannot leak.

@@ -28,6 +28,7 @@ struct ReferenceOutputs {
   T* scores = nullptr;         // Q·Kᵀ
   T* scaled_scores = nullptr;  // Q·Kᵀ·scale
   T* masked_scores = nullptr;  // scaled + mask (-inf where masked)
+  T* lse = nullptr;            // [B, Hq, Lq] log Σ_j e^(masked score): -inf for a row seeing nothing
 };
 
 // Scratch bytes attention_reference<T> needs: [Lq, Lk] masked scores and [Lq, Lk] weights.

@@ -14,17 +14,18 @@ uint64_t workspace_bytes(Backend backend, const AttentionPlan& plan) {
 }
 
 void run_attention(Backend backend, const AttentionPlan& plan, const AttentionInputs& in,
-                   float* output, float* weights, void* workspace) {
+                   float* output, float* weights, void* workspace, float* lse) {
   switch (backend) {
     case Backend::kScalar: {
       ReferenceOutputs<float> out;
       out.output = output;
       out.weights = plan.return_weights ? weights : nullptr;
+      out.lse = lse;
       attention_reference<float>(plan, in, out, static_cast<float*>(workspace));
       return;
     }
     case Backend::kSimd128:
-      attention_simd128(plan, in, output, weights, static_cast<float*>(workspace));
+      attention_simd128(plan, in, output, weights, static_cast<float*>(workspace), lse);
       return;
   }
 }

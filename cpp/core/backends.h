@@ -15,8 +15,9 @@ enum class Backend {
 // Scratch bytes `backend` needs for `plan`; the caller allocates them (kernels never allocate).
 uint64_t workspace_bytes(Backend backend, const AttentionPlan& plan);
 
-// Runs attention. `weights` is written only when plan.return_weights.
+// Runs attention. `weights` is written only when plan.return_weights; `lse` ([B, Hq, Lq], the
+// rows' log-sum-exp that the backward pass reuses) only when not null.
 void run_attention(Backend backend, const AttentionPlan& plan, const AttentionInputs& in,
-                   float* output, float* weights, void* workspace);
+                   float* output, float* weights, void* workspace, float* lse = nullptr);
 
 }  // namespace sdpa

@@ -308,7 +308,7 @@ uint64_t simd128_workspace_bytes(const AttentionPlan& plan) {
 }
 
 void attention_simd128(const AttentionPlan& p, const AttentionInputs& in, float* output,
-                       float* weights, float* workspace) {
+                       float* weights, float* workspace, float* lse) {
   const Sizes sz = sizes_of(p);
   float* key_tiles = workspace;
   float* value_rows = key_tiles + sz.key_tiles;
@@ -331,6 +331,12 @@ void attention_simd128(const AttentionPlan& p, const AttentionInputs& in, float*
                             p.return_weights ? weights + head * p.Lq * p.Lk : nullptr};
         for (int64_t i0 = 0; i0 < p.Lq; i0 += kBlockQueries) {
           attend_query_block(c, i0, std::min(kBlockQueries, p.Lq - i0));
+          // lse = m + log l from the block's final online-softmax state (-inf: row sees nothing).
+          if (lse) {
+            for (int64_t r = 0; r < std::min(kBlockQueries, p.Lq - i0); ++r) {
+              lse[head * p.Lq + i0 + r] = row_sum[r] == 0.0f ? kNegInf : row_max[r] + std::log(row_sum[r]);
+            }
+          }
         }
       }
     }

@@ -11,8 +11,9 @@ namespace sdpa {
 // block's tiles, O(Lk·(E + Ev) + tile), never O(Lq·Lk).
 uint64_t simd128_workspace_bytes(const AttentionPlan& plan);
 
-// output [B, Hq, Lq, Ev]; weights [B, Hq, Lq, Lk], written only when plan.return_weights.
+// output [B, Hq, Lq, Ev]; weights [B, Hq, Lq, Lk], written only when plan.return_weights;
+// lse [B, Hq, Lq] (the rows' log-sum-exp, for the backward pass), written only when not null.
 void attention_simd128(const AttentionPlan& plan, const AttentionInputs& in, float* output,
-                       float* weights, float* workspace);
+                       float* weights, float* workspace, float* lse = nullptr);
 
 }  // namespace sdpa
