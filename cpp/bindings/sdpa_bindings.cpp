@@ -10,9 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "core/attention_backward.h"
+#include "core/attention_modules.h"
 #include "core/attention_problem.h"
 #include "core/attention_reference.h"
 #include "core/backends.h"
+#include "core/prng.h"
+#include "core/score_functions.h"
 
 using emscripten::val;
 
@@ -98,13 +102,14 @@ val plan_attention_js(val request) {
   return out;
 }
 
-// pointers: { query, key, value, mask?, output, weights?, workspace }
+// pointers: { query, key, value, mask?, output, weights?, lse?, workspace }
 val run_attention_js(val request, std::string backend, val pointers) {
   AttentionPlan plan;
   const Status s = plan_from_js(request, &plan);
   if (!s.ok()) return error_to_js(s);
   run_attention(backend_named(backend), plan, inputs_from(pointers), address<float>(pointers, "output"),
-                address<float>(pointers, "weights"), address(pointers, "workspace"));
+                address<float>(pointers, "weights"), address(pointers, "workspace"),
+                address<float>(pointers, "lse"));
   return val::null();
 }
 
@@ -132,6 +137,7 @@ val reference_attention64_js(val request, val pointers) {
   ReferenceOutputs<double> out;
   out.output = address<double>(pointers, "output");
   out.weights = address<double>(pointers, "weights");
+  out.lse = address<double>(pointers, "lse");
   attention_reference<double>(plan, inputs_from(pointers), out, address<double>(pointers, "workspace"));
   return val::null();
 }
@@ -165,6 +171,206 @@ val softmax_js(val shape, double temperature, val pointers) {
 // Bytes malloc has handed out and not yet taken back: the leak tests' baseline.
 double heap_bytes_in_use() { return static_cast<double>(mallinfo().uordblks); }
 
+// ---- gradients, PRNG, score functions -------------------------------------------------------
+
+// backward: { dOutputShape, outputShape?, lseShape?, returnAttnMaskGrad }
+Status backward_plan_from_js(const val& request, const val& backward, AttentionPlan* plan) {
+  Status s = plan_from_js(request, plan);
+  if (!s.ok()) return s;
+  BackwardRequest r;
+  r.d_output_shape = shape_of(backward["dOutputShape"]);
+  const val output_shape = backward["outputShape"];
+  r.has_forward = !output_shape.isUndefined() && !output_shape.isNull();
+  r.output_shape = shape_of(output_shape);
+  r.lse_shape = shape_of(backward["lseShape"]);
+  r.want_d_mask = backward["returnAttnMaskGrad"].as<bool>();
+  return check_backward_request(*plan, r);
+}
+
+// -> { error, workspaceBytes: { scalar, simd, reference64 } }
+val plan_attention_backward_js(val request, val backward) {
+  AttentionPlan plan;
+  const Status s = backward_plan_from_js(request, backward, &plan);
+  val out = val::object();
+  out.set("error", error_to_js(s));
+  if (!s.ok()) return out;
+  const val output_shape = backward["outputShape"];
+  const bool has_forward = !output_shape.isUndefined() && !output_shape.isNull();
+  val workspace = val::object();
+  workspace.set("scalar", static_cast<double>(backward_workspace_bytes(Backend::kScalar, plan, has_forward)));
+  workspace.set("simd", static_cast<double>(backward_workspace_bytes(Backend::kSimd128, plan, has_forward)));
+  workspace.set("reference64", static_cast<double>(backward_reference_workspace_bytes<double>(plan)));
+  out.set("workspaceBytes", workspace);
+  return out;
+}
+
+// pointers: inputs + { dOutput, output?, lse?, dQuery, dKey, dValue, dMask?, workspace }
+val run_attention_backward_js(val request, val backward, std::string backend, val pointers) {
+  AttentionPlan plan;
+  const Status s = backward_plan_from_js(request, backward, &plan);
+  if (!s.ok()) return error_to_js(s);
+  BackwardOutputs<float> out{address<float>(pointers, "dQuery"), address<float>(pointers, "dKey"),
+                             address<float>(pointers, "dValue"), address<float>(pointers, "dMask")};
+  run_attention_backward(backend_named(backend), plan, inputs_from(pointers),
+                         address<const float>(pointers, "dOutput"), address<const float>(pointers, "output"),
+                         address<const float>(pointers, "lse"), out, address(pointers, "workspace"));
+  return val::null();
+}
+
+// The float64 analytic gradient. pointers: inputs + dOutput + double { dQuery, dKey, dValue, dMask?, workspace }
+val reference_attention_backward64_js(val request, val backward, val pointers) {
+  AttentionPlan plan;
+  const Status s = backward_plan_from_js(request, backward, &plan);
+  if (!s.ok()) return error_to_js(s);
+  BackwardOutputs<double> out{address<double>(pointers, "dQuery"), address<double>(pointers, "dKey"),
+                              address<double>(pointers, "dValue"), address<double>(pointers, "dMask")};
+  attention_backward_reference<double>(plan, inputs_from(pointers), address<const float>(pointers, "dOutput"),
+                                       out, address<double>(pointers, "workspace"));
+  return val::null();
+}
+
+// -> error or null; with an output address, fills it with a [fanIn, fanOut] Xavier-uniform matrix.
+val xavier_uniform_js(double fan_in, double fan_out, double seed, double offset, val pointers) {
+  const Status s = plan_xavier(fan_in, fan_out, seed);
+  if (s.ok() && !pointers.isUndefined()) {
+    xavier_uniform(static_cast<int64_t>(fan_in), static_cast<int64_t>(fan_out), static_cast<uint32_t>(seed),
+                   static_cast<uint64_t>(offset), address<float>(pointers, "output"));
+  }
+  return error_to_js(s);
+}
+
+// -> error or null; with addresses (x, output), applies inverted dropout to n elements.
+val dropout_js(double n, double p, double seed, val pointers) {
+  const Status s = plan_dropout(p, seed);
+  if (s.ok() && !pointers.isUndefined()) {
+    dropout(address<const float>(pointers, "x"), static_cast<int64_t>(n), p, static_cast<uint32_t>(seed),
+            address<float>(pointers, "output"));
+  }
+  return error_to_js(s);
+}
+
+// request: { kind: 'dot'|'scaled-dot'|'multiplicative'|'additive', queryShape, keyShape, wShape,
+//            w1Shape, w2Shape, vShape, scale? }
+Status score_plan_from_js(const val& request, ScorePlan* plan) {
+  ScoreRequest r;
+  const std::string kind = request["kind"].as<std::string>();
+  r.kind = kind == "dot"              ? ScoreKind::kDot
+           : kind == "multiplicative" ? ScoreKind::kMultiplicative
+           : kind == "additive"       ? ScoreKind::kAdditive
+                                      : ScoreKind::kScaledDot;
+  r.query_shape = shape_of(request["queryShape"]);
+  r.key_shape = shape_of(request["keyShape"]);
+  r.w_shape = shape_of(request["wShape"]);
+  r.w1_shape = shape_of(request["w1Shape"]);
+  r.w2_shape = shape_of(request["w2Shape"]);
+  r.v_shape = shape_of(request["vShape"]);
+  const val scale = request["scale"];
+  r.has_scale = !scale.isUndefined() && !scale.isNull();
+  if (r.has_scale) r.scale = scale.as<double>();
+  return plan_scores(r, plan);
+}
+
+ScoreParams score_params_from(const val& pointers) {
+  return {address<const float>(pointers, "w"), address<const float>(pointers, "w1"),
+          address<const float>(pointers, "w2"), address<const float>(pointers, "v")};
+}
+
+// -> { error, scoresShape, workspaceBytes }
+val plan_scores_js(val request) {
+  ScorePlan plan;
+  const Status s = score_plan_from_js(request, &plan);
+  val out = val::object();
+  out.set("error", error_to_js(s));
+  if (!s.ok()) return out;
+  out.set("scoresShape", shape_to_js(plan.scores_shape));
+  out.set("workspaceBytes", static_cast<double>(score_workspace_elements(plan) * sizeof(float)));
+  return out;
+}
+
+// pointers: { query, key, w?, w1?, w2?, v?, scores, workspace }
+val run_scores_js(val request, val pointers) {
+  ScorePlan plan;
+  const Status s = score_plan_from_js(request, &plan);
+  if (!s.ok()) return error_to_js(s);
+  attention_scores<float>(plan, address<const float>(pointers, "query"), address<const float>(pointers, "key"),
+                          score_params_from(pointers), address<float>(pointers, "scores"),
+                          address<float>(pointers, "workspace"));
+  return val::null();
+}
+
+// pointers: inputs + { dScores, dQuery, dKey, dW?, dW1?, dW2?, dV?, workspace }
+val run_scores_backward_js(val request, val pointers) {
+  ScorePlan plan;
+  const Status s = score_plan_from_js(request, &plan);
+  if (!s.ok()) return error_to_js(s);
+  ScoreGradients<float> g{address<float>(pointers, "dQuery"), address<float>(pointers, "dKey"),
+                          address<float>(pointers, "dW"),     address<float>(pointers, "dW1"),
+                          address<float>(pointers, "dW2"),    address<float>(pointers, "dV")};
+  attention_scores_backward<float>(plan, address<const float>(pointers, "query"),
+                                   address<const float>(pointers, "key"), score_params_from(pointers),
+                                   address<const float>(pointers, "dScores"), g,
+                                   address<float>(pointers, "workspace"));
+  return val::null();
+}
+
+// ---- attention modules (validation only; web/src/modules.ts composes them) ------------------
+
+val plan_self_attention_js(double d_model, double d_k, double d_v, double seed) {
+  return error_to_js(plan_self_attention(d_model, d_k, d_v, seed));
+}
+
+val check_self_attention_input_js(val x_shape, double d_model) {
+  return error_to_js(check_self_attention_input(shape_of(x_shape), static_cast<int64_t>(d_model)));
+}
+
+// config: { embedDim, numHeads, numKvHeads, kdim, vdim, seed, bias, weightShapes: { name: shape } }
+val plan_multihead_js(val config) {
+  MultiheadConfig c;
+  c.embed_dim = config["embedDim"].as<double>();
+  c.num_heads = config["numHeads"].as<double>();
+  c.num_kv_heads = config["numKvHeads"].as<double>();
+  c.kdim = config["kdim"].as<double>();
+  c.vdim = config["vdim"].as<double>();
+  c.seed = config["seed"].as<double>();
+  c.bias = config["bias"].as<bool>();
+  const val shapes = config["weightShapes"];
+  const val names = val::global("Object").call<val>("keys", shapes);
+  const auto n = names["length"].as<unsigned>();
+  for (unsigned i = 0; i < n; ++i) {
+    const std::string name = names[i].as<std::string>();
+    c.weight_shapes[name] = shape_of(shapes[name]);
+  }
+  return error_to_js(plan_multihead(c));
+}
+
+// inputs: { embedDim, numHeads, kdim, vdim, batchFirst, queryShape, keyShape, valueShape,
+//           keyPaddingMaskShape?, attnMaskShape? } -> { error, B, L, S, unbatched }
+val check_multihead_inputs_js(val inputs) {
+  MultiheadInputs in;
+  in.embed_dim = static_cast<int64_t>(inputs["embedDim"].as<double>());
+  in.num_heads = static_cast<int64_t>(inputs["numHeads"].as<double>());
+  in.kdim = static_cast<int64_t>(inputs["kdim"].as<double>());
+  in.vdim = static_cast<int64_t>(inputs["vdim"].as<double>());
+  in.batch_first = inputs["batchFirst"].as<bool>();
+  in.query_shape = shape_of(inputs["queryShape"]);
+  in.key_shape = shape_of(inputs["keyShape"]);
+  in.value_shape = shape_of(inputs["valueShape"]);
+  const val kpm = inputs["keyPaddingMaskShape"], am = inputs["attnMaskShape"];
+  in.has_key_padding_mask = !kpm.isUndefined() && !kpm.isNull();
+  in.has_attn_mask = !am.isUndefined() && !am.isNull();
+  in.key_padding_mask_shape = shape_of(kpm);
+  in.attn_mask_shape = shape_of(am);
+  MultiheadDims d;
+  const Status s = check_multihead_inputs(in, &d);
+  val out = val::object();
+  out.set("error", error_to_js(s));
+  out.set("B", static_cast<double>(d.B));
+  out.set("L", static_cast<double>(d.L));
+  out.set("S", static_cast<double>(d.S));
+  out.set("unbatched", d.unbatched);
+  return out;
+}
+
 }  // namespace
 }  // namespace sdpa
 
@@ -176,4 +382,16 @@ EMSCRIPTEN_BINDINGS(sdpa) {
   emscripten::function("matmul", &sdpa::matmul_js);
   emscripten::function("softmax", &sdpa::softmax_js);
   emscripten::function("heapBytesInUse", &sdpa::heap_bytes_in_use);
+  emscripten::function("planAttentionBackward", &sdpa::plan_attention_backward_js);
+  emscripten::function("runAttentionBackward", &sdpa::run_attention_backward_js);
+  emscripten::function("referenceAttentionBackward64", &sdpa::reference_attention_backward64_js);
+  emscripten::function("xavierUniform", &sdpa::xavier_uniform_js);
+  emscripten::function("dropout", &sdpa::dropout_js);
+  emscripten::function("planScores", &sdpa::plan_scores_js);
+  emscripten::function("runScores", &sdpa::run_scores_js);
+  emscripten::function("runScoresBackward", &sdpa::run_scores_backward_js);
+  emscripten::function("planSelfAttention", &sdpa::plan_self_attention_js);
+  emscripten::function("checkSelfAttentionInput", &sdpa::check_self_attention_input_js);
+  emscripten::function("planMultihead", &sdpa::plan_multihead_js);
+  emscripten::function("checkMultiheadInputs", &sdpa::check_multihead_inputs_js);
 }

@@ -57,6 +57,47 @@ export interface SdpaModule extends EmscriptenModule {
   matmul(aShape: ShapeLike, bShape: ShapeLike, pointers?: Addresses): { error: CoreError | null; outputShape: number[] };
   softmax(shape: ShapeLike, temperature: number, pointers?: Addresses): CoreError | null;
   heapBytesInUse(): number;
+  // Gradients, PRNG and score functions (web/src/gradients.ts, web/src/modules.ts).
+  planAttentionBackward(request: AttentionRequest, backward: BackwardRequest): BackwardPlanInfo;
+  runAttentionBackward(request: AttentionRequest, backward: BackwardRequest, backend: 'scalar' | 'simd', pointers: Addresses): CoreError | null;
+  referenceAttentionBackward64(request: AttentionRequest, backward: BackwardRequest, pointers: Addresses): CoreError | null;
+  xavierUniform(fanIn: number, fanOut: number, seed: number, offset: number, pointers?: Addresses): CoreError | null;
+  dropout(n: number, p: number, seed: number, pointers?: Addresses): CoreError | null;
+  planScores(request: ScoreRequest): { error: CoreError | null; scoresShape: number[]; workspaceBytes: number };
+  runScores(request: ScoreRequest, pointers: Addresses): CoreError | null;
+  runScoresBackward(request: ScoreRequest, pointers: Addresses): CoreError | null;
+  planSelfAttention(dModel: number, dK: number, dV: number, seed: number): CoreError | null;
+  checkSelfAttentionInput(xShape: ShapeLike, dModel: number): CoreError | null;
+  planMultihead(config: {
+    embedDim: number; numHeads: number; numKvHeads: number; kdim: number; vdim: number; seed: number; bias: boolean;
+    weightShapes: Record<string, ShapeLike>;
+  }): CoreError | null;
+  checkMultiheadInputs(inputs: {
+    embedDim: number; numHeads: number; kdim: number; vdim: number; batchFirst: boolean;
+    queryShape: ShapeLike; keyShape: ShapeLike; valueShape: ShapeLike;
+    keyPaddingMaskShape?: ShapeLike; attnMaskShape?: ShapeLike;
+  }): { error: CoreError | null; B: number; L: number; S: number; unbatched: boolean };
+}
+export interface BackwardRequest {
+  dOutputShape: ShapeLike;
+  /** With lseShape: the forward's output and log-sum-exp are passed in (pointers output, lse). */
+  outputShape?: ShapeLike;
+  lseShape?: ShapeLike;
+  returnAttnMaskGrad: boolean;
+}
+export interface BackwardPlanInfo {
+  error: CoreError | null;
+  workspaceBytes: { scalar: number; simd: number; reference64: number };
+}
+export interface ScoreRequest {
+  kind: 'dot' | 'scaled-dot' | 'multiplicative' | 'additive';
+  queryShape: ShapeLike;
+  keyShape: ShapeLike;
+  wShape: ShapeLike;
+  w1Shape: ShapeLike;
+  w2Shape: ShapeLike;
+  vShape: ShapeLike;
+  scale: number | undefined;
 }
 
 export interface SdpaModuleOptions {

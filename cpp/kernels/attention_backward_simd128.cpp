@@ -93,12 +93,6 @@ inline void axpy(float a, const float* x, float* y, int64_t n4) {
   for (int64_t c = 0; c < n4; c += 4) store(y + c, add(load(y + c), mul(av, load(x + c))));
 }
 
-inline float dot(const float* a, const float* b, int64_t n4) {
-  f32x4 acc = splat(0.0f);
-  for (int64_t c = 0; c < n4; c += 4) acc = add(acc, mul(load(a + c), load(b + c)));
-  return horizontal_sum(acc);
-}
-
 }  // namespace
 
 uint64_t simd128_backward_workspace_bytes(const AttentionPlan& plan) {

@@ -48,7 +48,7 @@ export function checkTensor(name: string, tensor: unknown, kind: DataKind = 'flo
   }
 }
 
-function checkBoolean(name: string, value: unknown): boolean {
+export function checkBoolean(name: string, value: unknown): boolean {
   if (value === undefined) return false;
   if (typeof value !== 'boolean') throw new TypeError(`${name} must be a boolean; got ${describe(value)}`);
   return value;

@@ -14,8 +14,18 @@
  */
 import createSdpaModule from './wasm/sdpa_core.mjs';
 import type { AttentionRequest, CoreError, SdpaModule } from './wasm/sdpa_core.mjs';
-import { attentionRequest, checkTensor, describe } from './arguments.js';
+import { attentionRequest, checkBoolean, checkTensor, describe } from './arguments.js';
 import { HeapScope } from './heap.js';
+import * as grad from './gradients.js';
+import type {
+  AttentionGradients,
+  AttentionGradients64,
+  BackwardOptions,
+  DropoutOptions,
+  ScoreGradients,
+  ScoreOptions,
+  ScoreResult,
+} from './gradient-types.js';
 import type {
   AttentionOptions,
   AttentionResult,
@@ -31,6 +41,8 @@ import type {
 } from './types.js';
 
 export type * from './types.js';
+export type * from './gradient-types.js';
+export { createSelfAttention, createMultiheadAttention, SelfAttention, MultiheadAttention } from './modules.js';
 
 let modulePromise: Promise<SdpaModule> | undefined;
 
@@ -86,6 +98,12 @@ export class Attention {
     this.fallbackReason = chosen.fallbackReason;
   }
 
+  /** @internal The wasm module (for web/src/modules.ts). */
+  get core(): SdpaModule {
+    this.checkUsable();
+    return this.module;
+  }
+
   /** Every backend this build knows, whether it can run here, and why not. */
   get availableBackends(): BackendInfo[] {
     return BACKENDS.map((b) => ({ ...b }));
@@ -118,15 +136,19 @@ export class Attention {
     throwIfError(plan.error);
     const outputElements = product(plan.outputShape);
     const weightsElements = request.returnWeights ? product(plan.weightsShape) : 0;
+    const returnLse = checkBoolean('returnLogSumExp', options?.returnLogSumExp);
+    const lseShape = plan.outputShape.slice(0, -1);
+    const lseElements = returnLse ? product(lseShape) : 0;
     const workspaceBytes = plan.workspaceBytes[this.backend];
     HeapScope.checkTotal(
-      inputBytes(query, key, value, options) + 4 * (outputElements + weightsElements) + workspaceBytes,
+      inputBytes(query, key, value, options) + 4 * (outputElements + weightsElements + lseElements) + workspaceBytes,
       'this attention call',
     );
     return this.withHeap((heap) => {
       const pointers = this.copyInputs(heap, query, key, value, options);
       pointers.output = heap.alloc(4 * outputElements, 'output');
       if (request.returnWeights) pointers.weights = heap.alloc(4 * weightsElements, 'weights');
+      if (returnLse) pointers.lse = heap.alloc(4 * lseElements, 'logSumExp');
       pointers.workspace = heap.alloc(workspaceBytes, `the ${this.backend} workspace`);
       throwIfError(this.module.runAttention(request, this.backend, pointers));
       const result: AttentionResult = {
@@ -135,6 +157,7 @@ export class Attention {
       if (request.returnWeights) {
         result.weights = { data: heap.readFloat32(pointers.weights!, weightsElements), shape: plan.weightsShape };
       }
+      if (returnLse) result.logSumExp = { data: heap.readFloat32(pointers.lse!, lseElements), shape: lseShape };
       return result;
     });
   }
@@ -209,7 +232,7 @@ export class Attention {
     checkTensor('x', x);
     const temperature = options.temperature ?? 1;
     if (typeof temperature !== 'number') throw new TypeError(`temperature must be a number; got ${describe(temperature)}`);
-    throwIfError(this.module.softmax(x.shape, temperature));
+    throwIfError(this.module.softmax(x.shape, temperature, undefined));
     return this.withHeap((heap) => {
       const pointers = { x: heap.copyIn(x.data, 'x'), output: heap.alloc(x.data.byteLength, 'output') };
       throwIfError(this.module.softmax(x.shape, temperature, pointers));
@@ -225,7 +248,7 @@ export class Attention {
     this.checkUsable();
     checkTensor('a', a);
     checkTensor('b', b);
-    const plan = this.module.matmul(a.shape, b.shape);
+    const plan = this.module.matmul(a.shape, b.shape, undefined);
     throwIfError(plan.error);
     const n = product(plan.outputShape);
     HeapScope.checkTotal(a.data.byteLength + b.data.byteLength + 4 * n, 'matmul');
@@ -234,6 +257,71 @@ export class Attention {
       this.module.matmul(a.shape, b.shape, pointers);
       return { data: heap.readFloat32(pointers.output, n), shape: plan.outputShape };
     });
+  }
+
+  /**
+   * Backward pass of {@link Attention.scaledDotProductAttention}: given `dOutput` = ∂L/∂output
+   * (the output's shape), returns ∂L/∂query, ∂L/∂key, ∂L/∂value (and ∂L/∂attnMask for an additive
+   * mask with `returnAttnMaskGrad`). Pass the forward's options (mask, `isCausal`, `scale`,
+   * `enableGqa`). On the `'simd'` backend the weights are recomputed tile by tile from the
+   * forward's per-row log-sum-exp (FlashAttention style, no `[Lq, Lk]` matrix): pass `output`
+   * and `logSumExp` from a forward call with `returnLogSumExp: true` to skip recomputing them.
+   *
+   * Semantics match the forward: hidden keys are never read and get no gradient from rows they
+   * are hidden from; rows that see no key have zero gradients; with GQA, dKey/dValue are summed
+   * over the query heads sharing a key/value head. Bad input throws a TypeError/RangeError.
+   *
+   * @example
+   * ```ts
+   * const fwd = attn.scaledDotProductAttentionSync(q, k, v, { isCausal: true, returnLogSumExp: true });
+   * const { dQuery, dKey, dValue } = attn.scaledDotProductAttentionBackward(q, k, v, dOut, {
+   *   isCausal: true, output: fwd.output, logSumExp: fwd.logSumExp,
+   * });
+   * ```
+   */
+  scaledDotProductAttentionBackward(query: Tensor, key: Tensor, value: Tensor, dOutput: Tensor, options?: BackwardOptions): AttentionGradients {
+    this.checkUsable();
+    return grad.attentionBackward(this.module, this.backend, query, key, value, dOutput, options);
+  }
+
+  /** The float64 analytic gradients (the oracle the backward kernels are tested against). */
+  referenceAttentionBackward(query: Tensor, key: Tensor, value: Tensor, dOutput: Tensor, options?: BackwardOptions): AttentionGradients64 {
+    this.checkUsable();
+    return grad.referenceAttentionBackward(this.module, query, key, value, dOutput, options);
+  }
+
+  /**
+   * A `[rows, cols]` Xavier/Glorot-uniform matrix: U(−a, a) with a = √(6 / (rows + cols)),
+   * element i (row-major) from draw `offset + i` of the mulberry32 stream `seed` (README "PRNG").
+   */
+  xavierUniform(shape: readonly [number, number], seed: number, offset = 0): Tensor {
+    this.checkUsable();
+    return grad.xavierUniform(this.module, shape, seed, offset);
+  }
+
+  /**
+   * Inverted dropout: element i (row-major) is zeroed when draw i of the mulberry32 stream
+   * `seed` is < p, else scaled by 1/(1 − p). Deterministic for a seed, on every platform.
+   */
+  dropout(x: Tensor, options: DropoutOptions): Tensor {
+    this.checkUsable();
+    return grad.dropout(this.module, x, options);
+  }
+
+  /**
+   * Attention scores by one of four score functions (scaled dot-product, dot, multiplicative
+   * (Luong), additive (Bahdanau)) and their row softmax, for side-by-side comparison. query
+   * `[..., Lq, Dq]`, key `[..., Lk, Dk]`; computed in float32 by plain loops.
+   */
+  attentionScores(query: Tensor, key: Tensor, options: ScoreOptions): ScoreResult {
+    this.checkUsable();
+    return grad.attentionScores(this.module, query, key, options);
+  }
+
+  /** Gradients of {@link Attention.attentionScores}' scores w.r.t. query, key and the score function's parameters. */
+  attentionScoresBackward(query: Tensor, key: Tensor, dScores: Tensor, options: ScoreOptions): ScoreGradients {
+    this.checkUsable();
+    return grad.attentionScoresBackward(this.module, query, key, dScores, options);
   }
 
   /** Wasm heap usage, for leak checks: `heapBytesInUse` returns to its baseline after every call. */

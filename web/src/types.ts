@@ -50,6 +50,12 @@ export interface AttentionOptions {
   enableGqa?: boolean;
   /** Also return the attention weights `[..., Lq, Lk]`. Default false (the fused kernel then never builds them). */
   returnWeights?: boolean;
+  /**
+   * Also return each query row's log-sum-exp of its scaled, masked scores, `[..., Lq]`
+   * (`-Infinity` for a row that sees no key): with `output`, what the backward pass reuses
+   * instead of recomputing the forward. Default false.
+   */
+  returnLogSumExp?: boolean;
 }
 
 export interface AttentionResult {
@@ -57,6 +63,8 @@ export interface AttentionResult {
   output: Tensor;
   /** `[..., Lq, Lk]`, only when `returnWeights` was set. */
   weights?: Tensor;
+  /** `[..., Lq]`, only when `returnLogSumExp` was set. */
+  logSumExp?: Tensor;
 }
 
 export interface AttentionResult64 {
