@@ -1,0 +1,180 @@
+// The backward pass through the npm API, on both CPU backends, against the float64 analytic
+// gradient (attn.referenceAttentionBackward) with the rule of tests/cpp/attention_backward_test.cpp:
+//   max|g − g64| ≤ 2·e_ref + 1e-5·max(1, max|g64|),  e_ref = error of the float32 scalar backward;
+// plus a float64 finite-difference check of the float64 analytic gradient, the forward's
+// log-sum-exp, and errors.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createAttention, type Attention, type BackendName, type BackwardOptions, type Tensor } from 'sdpa-web';
+import { elements, randomMasks, randomTensor } from './support/tensors.js';
+import { maxAbsDiff } from './support/tolerance.js';
+
+const GRADS = ['dQuery', 'dKey', 'dValue'] as const;
+
+function maxAbs(x: ArrayLike<number>): number {
+  let m = 0;
+  for (let i = 0; i < x.length; i++) if (Number.isFinite(x[i]!)) m = Math.max(m, Math.abs(x[i]!));
+  return m;
+}
+
+let oracle: Attention;
+beforeAll(async () => {
+  oracle = await createAttention({ backend: 'scalar' });
+});
+afterAll(() => oracle.dispose());
+
+for (const backend of ['simd', 'scalar'] as BackendName[]) {
+  describe(`backward on the '${backend}' backend`, () => {
+    let attn: Attention;
+    beforeAll(async () => {
+      attn = await createAttention({ backend });
+    });
+    afterAll(() => attn.dispose());
+
+    const check = (q: Tensor, k: Tensor, v: Tensor, options: BackwardOptions, label: string, seed = 7) => {
+      const { output } = oracle.scaledDotProductAttentionSync(q, k, v, options);
+      const dOut = randomTensor([...output.shape], seed);
+      const ref = oracle.referenceAttentionBackward(q, k, v, dOut, options);
+      const plain = oracle.scaledDotProductAttentionBackward(q, k, v, dOut, options);
+      const fwd = attn.scaledDotProductAttentionSync(q, k, v, { ...options, returnLogSumExp: true });
+      for (const passForward of [false, true]) {
+        const got = attn.scaledDotProductAttentionBackward(q, k, v, dOut, passForward ? { ...options, output: fwd.output, logSumExp: fwd.logSumExp } : options);
+        const names = options.returnAttnMaskGrad ? [...GRADS, 'dAttnMask' as const] : GRADS;
+        for (const name of names) {
+          expect(got[name]!.shape, `${label} ${name} shape`).toEqual(ref[name]!.shape);
+          const eRef = maxAbsDiff(plain[name]!.data, ref[name]!.data);
+          const bound = 2 * eRef + 1e-5 * Math.max(1, maxAbs(ref[name]!.data));
+          const err = maxAbsDiff(got[name]!.data, ref[name]!.data);
+          expect(err, `${label} ${name} error ${err} > ${bound} (e_ref ${eRef})${passForward ? ' with lse' : ''}`).toBeLessThanOrEqual(bound);
+        }
+      }
+    };
+
+    it('matches the float64 gradient over lengths and head dims', () => {
+      let c = 0;
+      for (const lq of [1, 3, 31, 33, 70]) {
+        for (const lk of [1, 17, 32, 65, 130]) {
+          const [e, ev] = ([[8, 8], [15, 4], [64, 33], [1, 16]] as const)[c % 4]!;
+          const lead = c % 2 ? [2, 3] : [2];
+          const q = randomTensor([...lead, lq, e], 3 * c, -2, 2);
+          const k = randomTensor([...lead, lk, e], 3 * c + 1, -2, 2);
+          const v = randomTensor([...lead, lk, ev], 3 * c + 2);
+          check(q, k, v, {}, `Lq=${lq} Lk=${lk} E=${e} Ev=${ev}`);
+          c++;
+        }
+      }
+    });
+
+    it('every option: scale, causal both alignments, GQA, bool and additive masks (with dAttnMask)', () => {
+      const q = randomTensor([2, 4, 37, 16], 1);
+      const k = randomTensor([2, 2, 53, 16], 2);
+      const v = randomTensor([2, 2, 53, 8], 3);
+      check(q, k, v, { enableGqa: true, scale: 0.7 }, 'gqa + scale');
+      for (const isCausal of ['top-left', 'bottom-right'] as const) {
+        check(q, k, v, { enableGqa: true, isCausal }, `gqa + ${isCausal}`);
+        const qq = randomTensor([2, 70, 16], 4);
+        check(qq, randomTensor([2, 45, 16], 5), randomTensor([2, 45, 8], 6), { isCausal }, `${isCausal} Lq > Lk`);
+      }
+      for (const shape of [[2, 4, 37, 53], [37, 53], [2, 1, 1, 53], [1, 4, 37, 1]]) {
+        const { bool, additive } = randomMasks(shape, 11);
+        check(q, k, v, { enableGqa: true, attnMask: bool }, `bool mask [${shape}]`);
+        check(q, k, v, { enableGqa: true, attnMask: additive, returnAttnMaskGrad: true }, `additive mask [${shape}]`);
+      }
+    });
+
+    it('rows that see no key get zero gradients; hidden NaN/Inf never leaks', () => {
+      const q = randomTensor([6, 8], 20);
+      const k = randomTensor([40, 8], 21);
+      const v = randomTensor([40, 4], 22);
+      const mask = { data: new Uint8Array(6 * 40).fill(1), shape: [6, 40] };
+      mask.data.fill(0, 2 * 40, 3 * 40); // row 2 sees nothing
+      for (let i = 0; i < 6; i++) mask.data[i * 40 + 9] = 0; // key 9 hidden everywhere
+      k.data[9 * 8] = NaN;
+      v.data[9 * 4 + 1] = Infinity;
+      const dOut = randomTensor([6, 4], 23);
+      const g = attn.scaledDotProductAttentionBackward(q, k, v, dOut, { attnMask: mask });
+      for (const name of GRADS) for (const x of g[name].data) expect(Number.isFinite(x)).toBe(true);
+      expect([...g.dQuery.data.subarray(16, 24)]).toEqual(new Array(8).fill(0));
+      expect([...g.dKey.data.subarray(72, 80)]).toEqual(new Array(8).fill(0));
+      expect([...g.dValue.data.subarray(36, 40)]).toEqual(new Array(4).fill(0));
+    });
+
+    it('rejects bad input with typed errors naming the argument, and does not leak', () => {
+      const q = randomTensor([2, 5, 8], 1);
+      const k = randomTensor([2, 6, 8], 2);
+      const v = randomTensor([2, 6, 3], 3);
+      const dOut = randomTensor([2, 5, 3], 4);
+      const before = attn.memoryStats().heapBytesInUse;
+      expect(() => attn.scaledDotProductAttentionBackward(q, k, v, randomTensor([2, 5, 4], 5))).toThrow(RangeError);
+      expect(() => attn.scaledDotProductAttentionBackward(q, k, v, randomTensor([2, 5, 4], 5))).toThrow(/dOutput.*\[2, 5, 3\]/);
+      expect(() => attn.scaledDotProductAttentionBackward(q, k, v, { data: [1], shape: [1] } as unknown as Tensor)).toThrow(TypeError);
+      const fwd = attn.scaledDotProductAttentionSync(q, k, v, { returnLogSumExp: true });
+      expect(() => attn.scaledDotProductAttentionBackward(q, k, v, dOut, { output: fwd.output })).toThrow(TypeError);
+      expect(() => attn.scaledDotProductAttentionBackward(q, k, v, dOut, { output: fwd.output, logSumExp: randomTensor([2, 4], 1) })).toThrow(/logSumExp.*\[2, 5\]/);
+      const { bool } = randomMasks([5, 6], 3);
+      expect(() => attn.scaledDotProductAttentionBackward(q, k, v, dOut, { attnMask: bool, returnAttnMaskGrad: true })).toThrow(TypeError);
+      expect(() => attn.scaledDotProductAttentionBackward(q, k, v, dOut, { isCausal: 'sideways' as never })).toThrow(TypeError);
+      expect(() => attn.scaledDotProductAttentionBackward(q, k, v, dOut, { returnAttnMaskGrad: 1 as never })).toThrow(TypeError);
+      expect(attn.memoryStats().heapBytesInUse).toBe(before);
+      expect(attn.scaledDotProductAttentionBackward(q, k, v, dOut).dQuery.shape).toEqual([2, 5, 8]);
+      expect(attn.memoryStats().heapBytesInUse).toBe(before);
+    });
+
+    it('returnLogSumExp gives log Σ exp(masked scores) per row, −Infinity for rows that see nothing', async () => {
+      const q = randomTensor([2, 9, 8], 30, -2, 2);
+      const k = randomTensor([2, 12, 8], 31, -2, 2);
+      const v = randomTensor([2, 12, 4], 32);
+      const { output, logSumExp } = attn.scaledDotProductAttentionSync(q, k, v, { isCausal: 'bottom-right', returnLogSumExp: true });
+      const plain = attn.scaledDotProductAttentionSync(q, k, v, { isCausal: 'bottom-right' });
+      expect(output.data).toEqual(plain.output.data);
+      expect(logSumExp!.shape).toEqual([2, 9]);
+      const stages = await oracle.explain(q, k, v, { isCausal: 'bottom-right' });
+      for (let r = 0; r < 18; r++) {
+        const row = stages.maskedScores.data.subarray(r * 12, (r + 1) * 12);
+        const m = Math.max(...row);
+        const want = m + Math.log(row.reduce((s, x) => s + Math.exp(x - m), 0));
+        expect(Math.abs(logSumExp!.data[r]! - want)).toBeLessThanOrEqual(1e-5 * Math.max(1, Math.abs(want)));
+      }
+      const blind = attn.scaledDotProductAttentionSync(randomTensor([4, 8], 1), randomTensor([2, 8], 2), randomTensor([2, 4], 3), {
+        isCausal: 'bottom-right', returnLogSumExp: true,
+      });
+      expect([...blind.logSumExp!.data]).toEqual([-Infinity, -Infinity, blind.logSumExp!.data[2], blind.logSumExp!.data[3]]);
+      expect(Number.isFinite(blind.logSumExp!.data[2]!)).toBe(true);
+      expect(() => attn.scaledDotProductAttentionSync(q, k, v, { returnLogSumExp: 'yes' as never })).toThrow(TypeError);
+    });
+  });
+}
+
+describe('float64 gradcheck through the API', () => {
+  // Central differences of L = Σ dO ⊙ O(x) with the float64 forward, on a 2^-8 input grid with
+  // steps of 2^-10 (exact in float32), against the float64 analytic gradient.
+  const grid = (t: Tensor): Tensor => ({ data: t.data.map((x) => Math.round(x * 256) / 256), shape: t.shape });
+  const cases: [string, BackwardOptions, number[], number[], number[]][] = [
+    ['plain', {}, [1, 2, 3, 4], [1, 2, 5, 4], [1, 2, 5, 3]],
+    ['scale + top-left causal', { scale: 0.9, isCausal: true }, [2, 4, 3], [2, 4, 3], [2, 4, 2]],
+    ['bottom-right, Lq > Lk', { isCausal: 'bottom-right' }, [5, 3], [3, 3], [3, 2]],
+    ['gqa', { enableGqa: true }, [1, 4, 3, 3], [1, 2, 4, 3], [1, 2, 4, 2]],
+  ];
+  for (const [label, options, qs, ks, vs] of cases) {
+    it(label, () => {
+      const inputs = { q: grid(randomTensor(qs, 1)), k: grid(randomTensor(ks, 2)), v: grid(randomTensor(vs, 3)) };
+      const run = () => oracle.referenceAttention(inputs.q, inputs.k, inputs.v, options).output.data;
+      const out = run();
+      const dOut = randomTensor([...oracle.referenceAttention(inputs.q, inputs.k, inputs.v, options).output.shape], 4);
+      const loss = () => run().reduce((s, x, i) => s + x * dOut.data[i]!, 0);
+      const g = oracle.referenceAttentionBackward(inputs.q, inputs.k, inputs.v, dOut, options);
+      expect(out.length).toBe(elements(dOut.shape));
+      for (const [name, x] of [['dQuery', inputs.q], ['dKey', inputs.k], ['dValue', inputs.v]] as const) {
+        for (let i = 0; i < x.data.length; i++) {
+          const x0 = x.data[i]!;
+          x.data[i] = x0 + 2 ** -10;
+          const up = loss();
+          x.data[i] = x0 - 2 ** -10;
+          const down = loss();
+          x.data[i] = x0;
+          const numeric = (up - down) / 2 ** -9;
+          expect(Math.abs(g[name].data[i]! - numeric), `${label} ${name}[${i}]`).toBeLessThanOrEqual(1e-6 + 1e-4 * Math.abs(numeric));
+        }
+      }
+    });
+  }
+});
