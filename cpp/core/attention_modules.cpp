@@ -1,5 +1,6 @@
 #include "core/attention_modules.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/prng.h"
