@@ -13,7 +13,7 @@ namespace sdpa::testing {
 namespace {
 
 TEST(Prng, Mulberry32KnownAnswers) {
-  // First draws of the reference JavaScript mulberry32 (tests/node/support/tensors.ts) for seeds 42 and 0.
+  // First draws of the JavaScript mulberry32 (web/examples/worked-examples.ts) for seeds 42 and 0.
   EXPECT_EQ(mulberry32_at(42, 0), 2581720956u);
   EXPECT_EQ(mulberry32_at(42, 1), 1925393290u);
   EXPECT_EQ(mulberry32_at(42, 2), 3661312704u);

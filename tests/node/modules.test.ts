@@ -10,7 +10,8 @@ import {
   type ScoreOptions,
   type Tensor,
 } from 'sdpa-web';
-import { randomTensor, rng } from './support/tensors.js';
+import { mulberry32 as rng } from '../../web/examples/worked-examples.js';
+import { randomTensor } from './support/tensors.js';
 import { maxAbsDiff } from './support/tolerance.js';
 
 // ---- float64 helpers ----------------------------------------------------------------------------
@@ -76,7 +77,7 @@ afterAll(() => attn.dispose());
 describe('PRNG and Xavier/Glorot init', () => {
   it('xavierUniform is (2u − 1)·√(6/(rows+cols)) with u the documented mulberry32 draws', () => {
     const w = attn.xavierUniform([32, 16], 42);
-    const next = rng(42); // tests/node/support/tensors.ts: an independent JS mulberry32
+    const next = rng(42); // the worked examples' JS mulberry32: an independent implementation
     const a = Math.sqrt(6 / 48);
     const want = Float32Array.from({ length: 512 }, () => (2 * next() - 1) * a);
     expect(w.shape).toEqual([32, 16]);
