@@ -319,6 +319,19 @@ val plan_self_attention_js(double d_model, double d_k, double d_v, double seed) 
   return error_to_js(plan_self_attention(d_model, d_k, d_v, seed));
 }
 
+// shapes: { wQ?, wK?, wV? }
+val check_self_attention_weights_js(val shapes, double d_model, double d_k, double d_v) {
+  std::map<std::string, std::vector<int64_t>> m;
+  const val names = val::global("Object").call<val>("keys", shapes);
+  const auto n = names["length"].as<unsigned>();
+  for (unsigned i = 0; i < n; ++i) {
+    const std::string name = names[i].as<std::string>();
+    m[name] = shape_of(shapes[name]);
+  }
+  return error_to_js(check_self_attention_weights(m, static_cast<int64_t>(d_model), static_cast<int64_t>(d_k),
+                                                  static_cast<int64_t>(d_v)));
+}
+
 val check_self_attention_input_js(val x_shape, double d_model) {
   return error_to_js(check_self_attention_input(shape_of(x_shape), static_cast<int64_t>(d_model)));
 }
@@ -392,6 +405,7 @@ EMSCRIPTEN_BINDINGS(sdpa) {
   emscripten::function("runScoresBackward", &sdpa::run_scores_backward_js);
   emscripten::function("planSelfAttention", &sdpa::plan_self_attention_js);
   emscripten::function("checkSelfAttentionInput", &sdpa::check_self_attention_input_js);
+  emscripten::function("checkSelfAttentionWeights", &sdpa::check_self_attention_weights_js);
   emscripten::function("planMultihead", &sdpa::plan_multihead_js);
   emscripten::function("checkMultiheadInputs", &sdpa::check_multihead_inputs_js);
 }

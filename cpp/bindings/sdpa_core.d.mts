@@ -69,6 +69,7 @@ export interface SdpaModule extends EmscriptenModule {
   runScoresBackward(request: ScoreRequest, pointers: Addresses): CoreError | null;
   planSelfAttention(dModel: number, dK: number, dV: number, seed: number): CoreError | null;
   checkSelfAttentionInput(xShape: ShapeLike, dModel: number): CoreError | null;
+  checkSelfAttentionWeights(shapes: Record<string, ShapeLike>, dModel: number, dK: number, dV: number): CoreError | null;
   planMultihead(config: {
     embedDim: number; numHeads: number; numKvHeads: number; kdim: number; vdim: number; seed: number; bias: boolean;
     weightShapes: Record<string, ShapeLike>;

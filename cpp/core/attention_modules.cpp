@@ -30,6 +30,25 @@ Status plan_self_attention(double d_model, double d_k, double d_v, double seed) 
   return check_seed(seed, "seed");
 }
 
+Status check_self_attention_weights(const std::map<std::string, std::vector<int64_t>>& shapes,
+                                    int64_t d_model, int64_t d_k, int64_t d_v) {
+  const std::map<std::string, std::vector<int64_t>> expected = {
+      {"wQ", {d_model, d_k}}, {"wK", {d_model, d_k}}, {"wV", {d_model, d_v}}};
+  for (const auto& [name, shape] : shapes) {
+    const auto it = expected.find(name);
+    if (it == expected.end()) return Status::TypeError("weights has an unknown entry '" + name + "'; expected wQ, wK, wV");
+    if (shape != it->second) {
+      return Status::RangeError("weights." + name + " must have shape " + shape_to_string(it->second) +
+                                (name == "wV" ? " ([dModel, dV])" : " ([dModel, dK])") + "; got " +
+                                shape_to_string(shape));
+    }
+  }
+  if (!shapes.empty() && shapes.size() != 3) {
+    return Status::TypeError("weights needs all of wQ, wK and wV (or none: Xavier init from seed)");
+  }
+  return Status::Ok();
+}
+
 Status check_self_attention_input(const std::vector<int64_t>& x, int64_t d_model) {
   if ((x.size() != 2 && x.size() != 3) || x.back() != d_model) {
     return Status::RangeError("x must have shape [L, dModel] or [B, L, dModel] with dModel = " +

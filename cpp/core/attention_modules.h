@@ -19,6 +19,10 @@ namespace sdpa {
 // Each value arrives as a JS number: integers >= 1 are checked here.
 Status plan_self_attention(double d_model, double d_k, double d_v, double seed);
 
+// Given projection weights (any of wQ, wK [dModel, dK], wV [dModel, dV]; empty shape = not given).
+Status check_self_attention_weights(const std::map<std::string, std::vector<int64_t>>& shapes,
+                                    int64_t d_model, int64_t d_k, int64_t d_v);
+
 // x must be [L, dModel] or [B, L, dModel].
 Status check_self_attention_input(const std::vector<int64_t>& x_shape, int64_t d_model);
 

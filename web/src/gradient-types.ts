@@ -107,6 +107,11 @@ export interface SelfAttentionOptions {
    * on every platform.
    */
   seed?: number;
+  /**
+   * Projection weights to use instead of the init: all of `wQ` `[dModel, dK]`, `wK` `[dModel, dK]`,
+   * `wV` `[dModel, dV]` (X·W layout). Copied.
+   */
+  weights?: { wQ: Tensor; wK: Tensor; wV: Tensor };
   /** Backend of the attention engine the module creates; default `'auto'`. */
   backend?: BackendChoice;
 }

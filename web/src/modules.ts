@@ -120,10 +120,13 @@ export class SelfAttention {
     readonly dK: number,
     readonly dV: number,
     readonly seed: number,
+    given?: { wQ: Tensor; wK: Tensor; wV: Tensor },
   ) {
-    this.wQ = attention.xavierUniform([dModel, dK], seed, 0);
-    this.wK = attention.xavierUniform([dModel, dK], seed, dModel * dK);
-    this.wV = attention.xavierUniform([dModel, dV], seed, 2 * dModel * dK);
+    const copy = (t: Tensor): Tensor => ({ data: t.data.slice(), shape: [...t.shape] });
+    // One mulberry32 stream: W_Q is draws [0, dModel·dK), W_K the next dModel·dK, then W_V.
+    this.wQ = given ? copy(given.wQ) : attention.xavierUniform([dModel, dK], seed, 0);
+    this.wK = given ? copy(given.wK) : attention.xavierUniform([dModel, dK], seed, dModel * dK);
+    this.wV = given ? copy(given.wV) : attention.xavierUniform([dModel, dV], seed, 2 * dModel * dK);
   }
 
   /**
@@ -170,11 +173,21 @@ export async function createSelfAttention(options: SelfAttentionOptions): Promis
   const dK = checkNumberOption('dK', options.dK, NaN);
   const dV = checkNumberOption('dV', options.dV, dK);
   const seed = checkNumberOption('seed', options.seed, 0);
+  const shapes: Record<string, readonly number[]> = {};
+  if (options.weights !== undefined) {
+    checkObject('weights', options.weights);
+    for (const [name, t] of Object.entries(options.weights)) {
+      checkTensor(`weights.${name}`, t);
+      shapes[name] = (t as Tensor).shape;
+    }
+  }
   const attention = await createAttention({ backend: options.backend ?? 'auto' });
-  const error = attention.core.planSelfAttention(dModel, dK, dV, seed);
+  const error =
+    attention.core.planSelfAttention(dModel, dK, dV, seed) ??
+    attention.core.checkSelfAttentionWeights(shapes, dModel, dK, dV);
   if (error) attention.dispose();
   throwIfError(error);
-  return new SelfAttention(attention, true, dModel, dK, dV, seed);
+  return new SelfAttention(attention, true, dModel, dK, dV, seed, options.weights);
 }
 
 interface ResolvedWeights {
