@@ -151,6 +151,52 @@ describe('createSelfAttention', () => {
     sa.dispose();
   });
 
+  it('backward: dX, dW_Q, dW_K, dW_V match float64 and finite differences of the forward', async () => {
+    const sa = await createSelfAttention({ dModel: 6, dK: 4, dV: 3, seed: 9 });
+    const x = randomTensor([2, 5, 6], 3);
+    const dOut = randomTensor([2, 5, 3], 4);
+    for (const options of [{}, { isCausal: true }] as const) {
+      const g = sa.backward(x, dOut, options);
+      expect(g.dX.shape).toEqual([2, 5, 6]);
+      expect(g.dWQ.shape).toEqual([6, 4]);
+      expect(g.dWV.shape).toEqual([6, 3]);
+      // float64 chain rule from the float64 SDPA gradient of the projected (float32) Q, K, V
+      const [q, k, v] = [sa.wQ, sa.wK, sa.wV].map((w) => attn.matmul(x, w)) as [Tensor, Tensor, Tensor];
+      const g64 = attn.referenceAttentionBackward(q, k, v, dOut, options);
+      const xT = (cols: number, d: ArrayLike<number>) => {
+        const out = new Float64Array(6 * cols);
+        for (let r = 0; r < 10; r++) for (let i = 0; i < 6; i++) for (let c = 0; c < cols; c++) out[i * cols + c]! += x.data[r * 6 + i]! * d[r * cols + c]!;
+        return out;
+      };
+      expectClose(g.dWQ.data, xT(4, g64.dQuery.data), 'dWQ');
+      expectClose(g.dWK.data, xT(4, g64.dKey.data), 'dWK');
+      expectClose(g.dWV.data, xT(3, g64.dValue.data), 'dWV');
+      const dX = new Float64Array(60);
+      for (const [d, w, cols] of [[g64.dQuery.data, sa.wQ, 4], [g64.dKey.data, sa.wK, 4], [g64.dValue.data, sa.wV, 3]] as const) {
+        for (let r = 0; r < 10; r++) for (let i = 0; i < 6; i++) for (let c = 0; c < cols; c++) dX[r * 6 + i]! += d[r * cols + c]! * w.data[i * cols + c]!;
+      }
+      expectClose(g.dX.data, dX, 'dX');
+      // finite differences of L = Σ dOut ⊙ forward(x).output (float32, so a loose bound)
+      const loss = () => sa.forward(x, options).output.data.reduce((s, o, i) => s + o * dOut.data[i]!, 0);
+      const h = 1e-2;
+      for (const [name, t, grad] of [['wQ', sa.wQ, g.dWQ], ['wV', sa.wV, g.dWV], ['x', x, g.dX]] as const) {
+        for (const i of [0, 5, t.data.length - 1]) {
+          const t0 = t.data[i]!;
+          t.data[i] = t0 + h;
+          const up = loss();
+          t.data[i] = t0 - h;
+          const down = loss();
+          t.data[i] = t0;
+          const numeric = (up - down) / (2 * h);
+          expect(Math.abs(grad.data[i]! - numeric), `${name}[${i}]`).toBeLessThanOrEqual(2e-3 * Math.max(1, Math.abs(numeric)));
+        }
+      }
+    }
+    expect(() => sa.backward(x, randomTensor([2, 5, 4], 1))).toThrow(/dOutput/);
+    expect(() => sa.backward(x, dOut, { dropout: { p: 0.1, seed: 1 } } as never)).toThrow(TypeError);
+    sa.dispose();
+  });
+
   it('rejects bad configurations and inputs with typed errors', async () => {
     await expect(createSelfAttention({ dModel: 0, dK: 4 })).rejects.toThrow(/dModel/);
     await expect(createSelfAttention({ dModel: 4, dK: 2.5 })).rejects.toThrow(RangeError);

@@ -124,6 +124,21 @@ export interface SelfAttentionForwardOptions {
   dropout?: DropoutOptions | null;
 }
 
+/** Options of {@link SelfAttention.backward}: the forward's mask and causal setting (no dropout). */
+export type SelfAttentionBackwardOptions = Omit<SelfAttentionForwardOptions, 'dropout'>;
+
+/** Gradients of a loss L through a {@link SelfAttention} forward, given dOutput = ∂L/∂output. */
+export interface SelfAttentionGradients {
+  /** ∂L/∂x, x's shape. */
+  dX: Tensor;
+  /** ∂L/∂W_Q `[dModel, dK]` (summed over the batch). */
+  dWQ: Tensor;
+  /** ∂L/∂W_K `[dModel, dK]`. */
+  dWK: Tensor;
+  /** ∂L/∂W_V `[dModel, dV]`. */
+  dWV: Tensor;
+}
+
 export interface ModuleOutput {
   /** `[..., L, dV]` (self-attention) or the query's layout with `embedDim` (multi-head). */
   output: Tensor;

@@ -232,6 +232,8 @@ export function attentionScores(module: SdpaModule, query: Tensor, key: Tensor, 
   const plan = module.planScores(request);
   throwIfError(plan.error);
   const n = product(plan.scoresShape);
+  const params = SCORE_PARAMS.map((name) => options[name]);
+  HeapScope.checkTotal(inputBytes([query, key, ...params]) + 8 * n + plan.workspaceBytes, 'attentionScores');
   return withHeap(module, (heap) => {
     const pointers = copyScoreInputs(heap, query, key, options);
     pointers.scores = heap.alloc(4 * n, 'scores');
@@ -255,6 +257,8 @@ export function attentionScoresBackward(module: SdpaModule, query: Tensor, key: 
   if (dScores.shape.length !== plan.scoresShape.length || dScores.shape.some((d, i) => d !== plan.scoresShape[i])) {
     throw new RangeError(`dScores must have the scores' shape [${plan.scoresShape.join(', ')}] ([..., Lq, Lk]); got [${dScores.shape.join(', ')}]`);
   }
+  const params = SCORE_PARAMS.map((name) => options[name]);
+  HeapScope.checkTotal(2 * inputBytes([query, key, ...params]) + dScores.data.byteLength + plan.workspaceBytes, 'attentionScoresBackward');
   return withHeap(module, (heap) => {
     const pointers = copyScoreInputs(heap, query, key, options);
     pointers.dScores = heap.copyIn(dScores.data, 'dScores');

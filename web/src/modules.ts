@@ -11,7 +11,9 @@ import type {
   MultiheadAttentionOptions,
   MultiheadAttentionWeights,
   MultiheadForwardOptions,
+  SelfAttentionBackwardOptions,
   SelfAttentionForwardOptions,
+  SelfAttentionGradients,
   SelfAttentionOptions,
 } from './gradient-types.js';
 import type { MaskTensor, Tensor } from './types.js';
@@ -149,6 +151,44 @@ export class SelfAttention {
     if (!dropout) return { output, weights: weights! };
     const dropped = this.attention.dropout(weights!, dropout);
     return { output: this.attention.matmul(dropped, v), weights: dropped };
+  }
+
+  /**
+   * Backward pass of {@link SelfAttention.forward} (without dropout): given dOutput = ∂L/∂output
+   * `[..., L, dV]`, returns ∂L/∂x and the projections' gradients ∂L/∂W_Q = xᵀ·dQ, ∂L/∂W_K = xᵀ·dK,
+   * ∂L/∂W_V = xᵀ·dV (summed over the batch), with dQ, dK, dV from
+   * {@link Attention.scaledDotProductAttentionBackward} and ∂L/∂x = dQ·W_Qᵀ + dK·W_Kᵀ + dV·W_Vᵀ.
+   * Pass the forward's `attnMask` / `isCausal`.
+   */
+  backward(x: Tensor, dOutput: Tensor, options: SelfAttentionBackwardOptions = {}): SelfAttentionGradients {
+    checkTensor('x', x);
+    checkTensor('dOutput', dOutput);
+    checkObject('options', options);
+    if ('dropout' in options && (options as SelfAttentionForwardOptions).dropout) {
+      throw new TypeError('SelfAttention.backward does not support dropout: run the forward without it');
+    }
+    const a = this.attention;
+    throwIfError(a.core.checkSelfAttentionInput(x.shape, this.dModel));
+    const q = a.matmul(x, this.wQ);
+    const k = a.matmul(x, this.wK);
+    const v = a.matmul(x, this.wV);
+    const g = a.scaledDotProductAttentionBackward(q, k, v, dOutput, {
+      attnMask: options.attnMask ?? null,
+      isCausal: options.isCausal ?? false,
+    });
+    const rows = x.data.length / this.dModel;
+    const xt = transpose2({ data: x.data, shape: [rows, this.dModel] });
+    const flat = (t: Tensor, cols: number): Tensor => ({ data: t.data, shape: [rows, cols] });
+    const dX = a.matmul(g.dQuery, transpose2(this.wQ));
+    const fromK = a.matmul(g.dKey, transpose2(this.wK)).data;
+    const fromV = a.matmul(g.dValue, transpose2(this.wV)).data;
+    for (let i = 0; i < dX.data.length; i++) dX.data[i]! += fromK[i]! + fromV[i]!;
+    return {
+      dX,
+      dWQ: a.matmul(xt, flat(g.dQuery, this.dK)),
+      dWK: a.matmul(xt, flat(g.dKey, this.dK)),
+      dWV: a.matmul(xt, flat(g.dValue, this.dV)),
+    };
   }
 
   /** Releases the module (and the engine it created). */
