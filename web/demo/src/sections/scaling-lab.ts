@@ -1,0 +1,1 @@
+import type { App } from '../lib/app'; export function mountScalingLab(_app: App): void {}
