@@ -3,7 +3,7 @@
 import type { Tensor } from 'sdpa-web';
 import type { Matrix, MaskSpec, PrintedValue, Target, WorkedExample } from '../../../examples/worked-examples';
 import { mat, mulberry32, normalSampler, resolveMatrix } from '../../../examples/worked-examples';
-import { entropy, eye, isFullyMasked, maxOf, rowsOf, seqLabels, size, slice0, tensor, toTensor, transpose, type NumTensor } from './tensors';
+import { entropy, eye, stdOf, isFullyMasked, maxOf, rowsOf, seqLabels, size, slice0, tensor, toTensor, transpose, type NumTensor } from './tensors';
 
 /** The slice of the sdpa-web API the page uses. */
 export interface AttentionLike {
@@ -174,7 +174,7 @@ function rowStats(w: NumTensor, f: (r: number[]) => number): NumTensor {
 }
 
 const pyList = (t: NumTensor): string => {
-  const fmtN = (x: number) => (Number.isInteger(x) ? `${x}.` : `${+x.toPrecision(9)}`);
+  const fmtN = (x: number) => (Number.isInteger(x) ? `${x}.` : `${+x.toPrecision(8)}`);
   const rec = (off: number, shape: number[]): string => {
     if (shape.length === 0) return fmtN(t.data[off]);
     const inner = size(shape.slice(1));
@@ -184,8 +184,12 @@ const pyList = (t: NumTensor): string => {
 };
 
 /** PyTorch snippet for full attention. */
-export function pytorchAttention(q: NumTensor, k: NumTensor, v: NumTensor, o: { scale?: number; mask?: AttnOpts; title: string; extraLines?: string[] }): string {
-  const lines = [`# ${o.title}`, 'import math, torch', 'import torch.nn.functional as F', 'torch.set_printoptions(precision=4, sci_mode=False)', '', `q = torch.tensor(${pyList(q)}, dtype=torch.float64)`, `k = torch.tensor(${pyList(k)}, dtype=torch.float64)`, `v = torch.tensor(${pyList(v)}, dtype=torch.float64)`];
+export function pytorchAttention(q: NumTensor, k: NumTensor, v: NumTensor, o: { scale?: number; mask?: AttnOpts; title: string; extraLines?: string[]; projections?: { x: NumTensor; wq: NumTensor; wk: NumTensor; wv: NumTensor } }): string {
+  const lines = [`# ${o.title}`, 'import math, torch', 'import torch.nn.functional as F', 'torch.set_printoptions(precision=4, sci_mode=False)', ''];
+  const p = o.projections;
+  if (p)
+    lines.push(`X = torch.tensor(${pyList(p.x)}, dtype=torch.float64)`, `W_Q = torch.tensor(${pyList(p.wq)}, dtype=torch.float64)`, `W_K = torch.tensor(${pyList(p.wk)}, dtype=torch.float64)`, `W_V = torch.tensor(${pyList(p.wv)}, dtype=torch.float64)`, 'q, k, v = X @ W_Q, X @ W_K, X @ W_V', 'print("Q =", q, "K =", k, "V =", v, sep="\\n")');
+  else lines.push(`q = torch.tensor(${pyList(q)}, dtype=torch.float64)`, `k = torch.tensor(${pyList(k)}, dtype=torch.float64)`, `v = torch.tensor(${pyList(v)}, dtype=torch.float64)`);
   const scale = o.scale ?? 1 / Math.sqrt(q.shape[q.shape.length - 1]);
   lines.push(`scale = ${o.scale === undefined ? `1 / math.sqrt(q.shape[-1])  # ${+scale.toPrecision(6)}` : +scale.toPrecision(9)}`);
   const lq = q.shape[q.shape.length - 2];
@@ -219,16 +223,10 @@ export interface StatsRow {
   entropyScaled: number;
   /** The first scores (unscaled), for histograms. */
   sampleScores: Float32Array;
+  /** The same scores after the library's ÷√d_k. */
+  sampleScaled: Float32Array;
 }
 
-function std(a: ArrayLike<number>): number {
-  let m = 0;
-  for (let i = 0; i < a.length; i++) m += a[i];
-  m /= a.length;
-  let s = 0;
-  for (let i = 0; i < a.length; i++) s += (a[i] - m) ** 2;
-  return Math.sqrt(s / (a.length - 1));
-}
 const mean = (a: number[]) => a.reduce((x, y) => x + y, 0) / a.length;
 
 export function randn(shape: number[], seed: number): Tensor {
@@ -248,13 +246,14 @@ export async function scoreStatsFor(attn: AttentionLike, dk: number, samples: nu
   const uRows = rowsOf(unscaledW);
   return {
     dk,
-    unscaledStd: std(st.scores.data),
-    scaledStd: std(st.scaledScores.data),
+    unscaledStd: stdOf(st.scores.data),
+    scaledStd: stdOf(st.scaledScores.data),
     maxWeightUnscaled: mean(uRows.map(maxOf)),
     maxWeightScaled: mean(wRows.map(maxOf)),
     entropyUnscaled: mean(uRows.map(entropy)),
     entropyScaled: mean(wRows.map(entropy)),
     sampleScores: st.scores.data.slice(0, 4096),
+    sampleScaled: st.scaledScores.data.slice(0, 4096),
   };
 }
 
@@ -280,7 +279,7 @@ export async function runExample(attn: AttentionLike, ex: WorkedExample, opts: {
   const qLabels = (n: number) => ex.tokens?.queries.slice(0, n) ?? seqLabels('q', n);
   const kLabels = (n: number) => ex.tokens?.keys.slice(0, n) ?? seqLabels('k', n);
 
-  const runAttention = async (q: Tensor, k: Tensor, v: Tensor, mask: MaskSpec | undefined) => {
+  const runAttention = async (q: Tensor, k: Tensor, v: Tensor, mask: MaskSpec | undefined, projections?: { x: NumTensor; wq: NumTensor; wk: NumTensor; wv: NumTensor }) => {
     const lq = q.shape[q.shape.length - 2];
     const lk = k.shape[k.shape.length - 2];
     const dk = q.shape[q.shape.length - 1];
@@ -290,7 +289,7 @@ export async function runExample(attn: AttentionLike, ex: WorkedExample, opts: {
     const scale = inp.scale ?? 1 / Math.sqrt(dk);
     stages.push(...attentionStages(st, { qLabels: qLabels(lq), kLabels: kLabels(lk), vDims: v.shape[v.shape.length - 1], scale, dk, maskLabel: m.label, maskTex: m.tex }));
     Object.assign(values, { scores: st.scores, scaledScores: st.scaledScores, weights: st.weights, output: st.output });
-    pytorch = pytorchAttention(q, k, v, { scale: inp.scale, mask: m.opts, title: `${ex.id}: ${ex.title}` });
+    pytorch = pytorchAttention(q, k, v, { scale: inp.scale, mask: m.opts, title: `${ex.id}: ${ex.title}`, projections });
     return st;
   };
 
@@ -330,7 +329,7 @@ export async function runExample(attn: AttentionLike, ex: WorkedExample, opts: {
         ]);
       }
       const variant = inp.maskVariants?.[opts.maskVariant ?? 0]?.mask ?? inp.mask;
-      await runAttention(q, k, v, variant);
+      await runAttention(q, k, v, variant, inp.x ? { x: toTensor(inp.x), wq: toTensor(inp.wq!), wk: toTensor(inp.wk!), wv: toTensor(inp.wv!) } : undefined);
       break;
     }
     case 'batched': {

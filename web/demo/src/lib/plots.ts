@@ -95,10 +95,10 @@ export function linePlot(x: Extract<Extra, { kind: 'lines' }>, extraMarks: Plot.
     style: { background: 'transparent', fontSize: '12px' },
     x: { type: x.xLog ? 'log' : 'linear', label: x.xLabel, grid: true },
     y: { type: x.yLog ? 'log' : 'linear', label: x.yLabel, grid: true },
-    color: { legend: true, scheme: 'observable10' },
+    color: { legend: true, scheme: 'observable10', domain: [...new Set(x.points.map((p) => p.series))] },
     marks: [
-      Plot.line(x.points.filter((p) => !p.series.startsWith('reference')), { x: 'x', y: 'y', stroke: 'series', strokeWidth: 2 }),
-      Plot.line(x.points.filter((p) => p.series.startsWith('reference')), { x: 'x', y: 'y', stroke: 'series', strokeWidth: 1.5, strokeDasharray: '5,4' }),
+      Plot.line(x.points.filter((p) => !p.series.startsWith('reference')), { x: 'x', y: 'y', z: 'series', stroke: 'series', strokeWidth: 2 }),
+      Plot.line(x.points.filter((p) => p.series.startsWith('reference')), { x: 'x', y: 'y', z: 'series', stroke: 'series', strokeWidth: 1.5, strokeDasharray: '5,4' }),
       Plot.dot(x.points.filter((p) => !p.series.startsWith('reference')), { x: 'x', y: 'y', stroke: 'series', r: 2.5, tip: true }),
       ...extraMarks,
     ],

@@ -59,6 +59,16 @@ export function entropy(row: ArrayLike<number>): number {
   return h;
 }
 
+/** Sample standard deviation (a display statistic). */
+export function stdOf(a: ArrayLike<number>): number {
+  let m = 0;
+  for (let i = 0; i < a.length; i++) m += a[i];
+  m /= a.length;
+  let s = 0;
+  for (let i = 0; i < a.length; i++) s += (a[i] - m) ** 2;
+  return Math.sqrt(s / (a.length - 1));
+}
+
 export function maxOf(row: ArrayLike<number>): number {
   let m = -Infinity;
   for (let i = 0; i < row.length; i++) if (row[i] > m) m = row[i];
