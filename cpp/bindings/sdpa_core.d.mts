@@ -1,0 +1,72 @@
+// Types for the Emscripten output web/src/wasm/sdpa_core.mjs (3.1.6 cannot emit
+// them). CMake copies this file next to the generated module as
+// sdpa_core.d.mts; scripts/build.sh copies it on into dist/wasm/.
+// infra wrote the generic part (EmscriptenModule); whoever changes
+// cpp/bindings/*.cpp keeps `SdpaModule` in step with the Embind surface.
+
+export interface EmscriptenModule {
+  /**
+   * Heap views. They are replaced (the old ones become detached, length 0)
+   * whenever the wasm memory grows, i.e. during any call that may allocate.
+   * Always re-read `module.HEAPF32` / `module.HEAPU8` after such a call;
+   * never keep a view across one.
+   */
+  readonly HEAPU8: Uint8Array;
+  readonly HEAPF32: Float32Array;
+  /**
+   * Returns a byte address, or 0 on failure (-sABORTING_MALLOC=0).
+   * Addresses >= 2 GiB come back negative: use `ptr >>> 0`.
+   */
+  _malloc(bytes: number): number;
+  _free(ptr: number): void;
+}
+
+// Embind surface of cpp/bindings/sdpa_bindings.cpp (internal: only web/src/ calls it).
+export type ShapeLike = readonly number[];
+/** A core validation error, thrown by the TS layer as a TypeError or RangeError. */
+export interface CoreError {
+  name: 'TypeError' | 'RangeError';
+  message: string;
+}
+export interface AttentionRequest {
+  queryShape: ShapeLike;
+  keyShape: ShapeLike;
+  valueShape: ShapeLike;
+  maskKind: 'none' | 'bool' | 'additive';
+  maskShape: ShapeLike;
+  causal: 'none' | 'top-left' | 'bottom-right';
+  scale: number | undefined;
+  enableGqa: boolean;
+  returnWeights: boolean;
+}
+export interface AttentionPlanInfo {
+  error: CoreError | null;
+  outputShape: number[];
+  weightsShape: number[];
+  maskElements: number;
+  workspaceBytes: { scalar: number; simd: number; reference64: number };
+}
+/** Heap byte addresses; absent/0 entries are null pointers. */
+export type Addresses = Record<string, number>;
+
+export interface SdpaModule extends EmscriptenModule {
+  planAttention(request: AttentionRequest): AttentionPlanInfo;
+  runAttention(request: AttentionRequest, backend: 'scalar' | 'simd', pointers: Addresses): CoreError | null;
+  explainAttention(request: AttentionRequest, pointers: Addresses): CoreError | null;
+  referenceAttention64(request: AttentionRequest, pointers: Addresses): CoreError | null;
+  /** Plans only when `pointers` is undefined (Embind needs every argument passed). */
+  matmul(aShape: ShapeLike, bShape: ShapeLike, pointers: Addresses | undefined): { error: CoreError | null; outputShape: number[] };
+  softmax(shape: ShapeLike, temperature: number, pointers: Addresses | undefined): CoreError | null;
+  heapBytesInUse(): number;
+}
+
+export interface SdpaModuleOptions {
+  locateFile?(path: string, prefix: string): string;
+  wasmBinary?: ArrayBuffer | Uint8Array;
+  print?(text: string): void;
+  printErr?(text: string): void;
+  [key: string]: unknown;
+}
+
+declare function createSdpaModule(options?: SdpaModuleOptions): Promise<SdpaModule>;
+export default createSdpaModule;

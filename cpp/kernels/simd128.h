@@ -1,0 +1,127 @@
+// f32x4: the 128-bit float vector the SIMD kernels are written in. Under Emscripten with
+// -msimd128 it is wasm SIMD128 (wasm_simd128.h); natively it is a GCC/Clang vector extension, so
+// the same kernel code runs in native unit tests and fuzzers. Only operations whose semantics are
+// identical on both sides are offered (max propagates NaN, as wasm's f32x4.max does).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__wasm_simd128__)
+#include <wasm_simd128.h>
+#endif
+
+namespace sdpa::simd {
+
+#if defined(__wasm_simd128__)
+
+using f32x4 = v128_t;
+using mask32x4 = v128_t;  // all-ones lanes where a comparison holds
+
+inline f32x4 load(const float* p) { return wasm_v128_load(p); }
+inline void store(float* p, f32x4 v) { wasm_v128_store(p, v); }
+inline f32x4 splat(float x) { return wasm_f32x4_splat(x); }
+inline f32x4 add(f32x4 a, f32x4 b) { return wasm_f32x4_add(a, b); }
+inline f32x4 sub(f32x4 a, f32x4 b) { return wasm_f32x4_sub(a, b); }
+inline f32x4 mul(f32x4 a, f32x4 b) { return wasm_f32x4_mul(a, b); }
+inline f32x4 max(f32x4 a, f32x4 b) { return wasm_f32x4_max(a, b); }
+inline mask32x4 less(f32x4 a, f32x4 b) { return wasm_f32x4_lt(a, b); }
+inline mask32x4 equal(f32x4 a, f32x4 b) { return wasm_f32x4_eq(a, b); }
+inline mask32x4 bits_differ(f32x4 a, f32x4 b) { return wasm_i32x4_ne(a, b); }
+inline bool any(mask32x4 m) { return wasm_v128_any_true(m); }
+// Lanes of `a` where `m` holds, else 0.
+inline f32x4 keep_where(f32x4 a, mask32x4 m) { return wasm_v128_and(a, m); }
+// Lanes of `a` where `m` holds, else `b`.
+inline f32x4 select(mask32x4 m, f32x4 a, f32x4 b) { return wasm_v128_bitselect(a, b, m); }
+inline f32x4 from_bits(int32_t bits) { return wasm_i32x4_splat(bits); }
+// 2^n from lanes holding 1.5·2^23 + n (bit pattern 0x4B400000 + n), n in [-126, 127]: move
+// n + 127 into the exponent field.
+inline f32x4 exp2_from_magic(f32x4 n_plus_magic) {
+  return wasm_i32x4_shl(wasm_i32x4_add(n_plus_magic, wasm_i32x4_splat(127 - 0x4B400000)), 23);
+}
+inline float lane(f32x4 v, int i) {
+  switch (i) {
+    case 0: return wasm_f32x4_extract_lane(v, 0);
+    case 1: return wasm_f32x4_extract_lane(v, 1);
+    case 2: return wasm_f32x4_extract_lane(v, 2);
+    default: return wasm_f32x4_extract_lane(v, 3);
+  }
+}
+
+#else
+
+using f32x4 = float __attribute__((vector_size(16)));
+using mask32x4 = int32_t __attribute__((vector_size(16)));
+
+template <typename To, typename From>
+inline To bit_cast(const From& from) {
+  static_assert(sizeof(To) == sizeof(From));
+  To to;
+  std::memcpy(&to, &from, sizeof to);
+  return to;
+}
+
+inline f32x4 load(const float* p) {
+  f32x4 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store(float* p, f32x4 v) { std::memcpy(p, &v, sizeof v); }
+inline f32x4 splat(float x) { return f32x4{x, x, x, x}; }
+inline f32x4 add(f32x4 a, f32x4 b) { return a + b; }
+inline f32x4 sub(f32x4 a, f32x4 b) { return a - b; }
+inline f32x4 mul(f32x4 a, f32x4 b) { return a * b; }
+inline f32x4 max(f32x4 a, f32x4 b) {
+  const mask32x4 nan = (a != a) | (b != b);
+  const f32x4 larger = a > b ? a : b;
+  return nan ? a + b : larger;
+}
+inline mask32x4 less(f32x4 a, f32x4 b) { return a < b; }
+inline mask32x4 equal(f32x4 a, f32x4 b) { return a == b; }
+inline mask32x4 bits_differ(f32x4 a, f32x4 b) {
+  return bit_cast<mask32x4>(a) != bit_cast<mask32x4>(b);
+}
+inline bool any(mask32x4 m) { return (m[0] | m[1] | m[2] | m[3]) != 0; }
+inline f32x4 keep_where(f32x4 a, mask32x4 m) { return bit_cast<f32x4>(bit_cast<mask32x4>(a) & m); }
+inline f32x4 select(mask32x4 m, f32x4 a, f32x4 b) { return m ? a : b; }
+inline f32x4 from_bits(int32_t bits) { return bit_cast<f32x4>(mask32x4{bits, bits, bits, bits}); }
+inline f32x4 exp2_from_magic(f32x4 n_plus_magic) {
+  return bit_cast<f32x4>((bit_cast<mask32x4>(n_plus_magic) + (127 - 0x4B400000)) << 23);
+}
+inline float lane(f32x4 v, int i) { return v[i]; }
+
+#endif
+
+inline float max_propagating_nan(float a, float b) {
+  return (a != a || b != b) ? a + b : (a > b ? a : b);
+}
+inline float horizontal_sum(f32x4 v) { return (lane(v, 0) + lane(v, 1)) + (lane(v, 2) + lane(v, 3)); }
+inline float horizontal_max(f32x4 v) {
+  return max_propagating_nan(max_propagating_nan(lane(v, 0), lane(v, 1)),
+                             max_propagating_nan(lane(v, 2), lane(v, 3)));
+}
+
+// e^x for x <= 0 (the only range softmax needs after subtracting the row max), Cephes-style:
+// x = n·ln2 + r with |r| <= ln2/2, e^r by a degree-6 polynomial (about 1 ulp), times 2^n.
+// Returns exactly 0 below -87.33 (and for -inf), NaN for NaN.
+inline f32x4 exp_nonpositive(f32x4 x) {
+  const f32x4 kLowest = splat(-87.33654f);  // e^-87.33654 = FLT_MIN: below, the result is 0
+  const f32x4 clamped = max(x, kLowest);
+  // Round-to-nearest via the 1.5·2^23 "magic" add: the low mantissa bits then hold n.
+  const float kMagic = 12582912.0f;
+  const f32x4 n_plus_magic = add(mul(clamped, splat(1.44269504088896341f)), splat(kMagic));
+  const f32x4 n = sub(n_plus_magic, splat(kMagic));
+  f32x4 r = sub(clamped, mul(n, splat(0.693359375f)));
+  r = sub(r, mul(n, splat(-2.12194440e-4f)));
+  f32x4 y = splat(1.9875691500e-4f);
+  y = add(mul(y, r), splat(1.3981999507e-3f));
+  y = add(mul(y, r), splat(8.3334519073e-3f));
+  y = add(mul(y, r), splat(4.1665795894e-2f));
+  y = add(mul(y, r), splat(1.6666665459e-1f));
+  y = add(mul(y, r), splat(5.0000001201e-1f));
+  y = add(add(mul(mul(y, r), r), r), splat(1.0f));
+  const f32x4 result = mul(y, exp2_from_magic(n_plus_magic));
+  return select(less(x, kLowest), splat(0.0f), result);
+}
+
+}  // namespace sdpa::simd

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Full test run: set-up, build, native tests, Node tests.
+# Every step is a function in STEPS; later ones (e.g. browser tests in
+# tests/browser/ driving /usr/bin/chromium) are added as another function +
+# entry. SDPA_TEST_STEPS="ctest vitest" runs a subset (skip set-up/build).
+set -euo pipefail
+SDPA_SCRIPT=test
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$ROOT"
+
+run_setup()     { step "setup";  bash scripts/setup.sh; }
+run_build()     { step "build (native wasm dist)"; bash scripts/build.sh native wasm dist; }
+run_typecheck() { step "typecheck: tsc -p tsconfig.json (web/src + tests/node)"; node_modules/.bin/tsc -p tsconfig.json; }
+run_ctest()     { step "ctest (build/native)"; ctest --test-dir build/native --output-on-failure -j "$(nproc 2>/dev/null || echo 2)"; }
+run_vitest()    { step "vitest run (tests/node)"; node_modules/.bin/vitest run --config vitest.config.ts; }
+# run_browser() { step "browser tests (tests/browser, chromium)"; ...; }
+
+STEPS=(${SDPA_TEST_STEPS:-setup build typecheck ctest vitest})
+for s in "${STEPS[@]}"; do "run_$s"; done
+step "all tests passed (${STEPS[*]})"

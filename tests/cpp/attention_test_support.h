@@ -1,0 +1,118 @@
+// Shared helpers for the native tests: random inputs, running a backend, the float64 oracle and
+// the tolerance rule  max|o − o64| ≤ 2·e_ref + 1e-5·max(1, |V|max),
+// where e_ref = max|o_scalar32 − o64| is the error of the plain float32 reference.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "core/attention_problem.h"
+#include "core/attention_reference.h"
+#include "core/backends.h"
+
+namespace sdpa::testing {
+
+inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+struct Problem {
+  AttentionRequest request;
+  std::vector<float> query, key, value, float_mask;
+  std::vector<uint8_t> bool_mask;
+
+  const void* mask() const {
+    if (request.mask_kind == MaskKind::kBool) return bool_mask.data();
+    if (request.mask_kind == MaskKind::kAdditive) return float_mask.data();
+    return nullptr;
+  }
+};
+
+inline int64_t product(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+inline Problem make_problem(std::vector<int64_t> q, std::vector<int64_t> k, std::vector<int64_t> v,
+                            uint32_t seed, float scale_of_values = 1.0f) {
+  Problem p;
+  p.request.query_shape = std::move(q);
+  p.request.key_shape = std::move(k);
+  p.request.value_shape = std::move(v);
+  p.query = random_floats(product(p.request.query_shape), seed, -scale_of_values, scale_of_values);
+  p.key = random_floats(product(p.request.key_shape), seed + 1, -scale_of_values, scale_of_values);
+  p.value = random_floats(product(p.request.value_shape), seed + 2);
+  return p;
+}
+
+struct Result {
+  std::vector<float> output, weights;
+};
+
+inline AttentionPlan plan_or_die(const AttentionRequest& r) {
+  AttentionPlan plan;
+  Status s = plan_attention(r, &plan);
+  if (!s.ok()) throw std::runtime_error(s.message);
+  return plan;
+}
+
+inline Result run_backend(Backend backend, const Problem& problem) {
+  const AttentionPlan plan = plan_or_die(problem.request);
+  Result r;
+  r.output.assign(plan.output_elements(), NAN);
+  if (plan.return_weights) r.weights.assign(plan.weights_elements(), NAN);
+  std::vector<uint8_t> workspace(workspace_bytes(backend, plan) + 16);
+  const AttentionInputs in{problem.query.data(), problem.key.data(), problem.value.data(),
+                           problem.mask()};
+  run_attention(backend, plan, in, r.output.data(), r.weights.data(), workspace.data());
+  return r;
+}
+
+struct Result64 {
+  std::vector<double> output, weights;
+};
+
+inline Result64 run_reference64(const Problem& problem) {
+  const AttentionPlan plan = plan_or_die(problem.request);
+  Result64 r;
+  r.output.assign(plan.output_elements(), NAN);
+  r.weights.assign(plan.weights_elements(), NAN);
+  std::vector<double> workspace(reference_workspace_bytes<double>(plan) / sizeof(double) + 1);
+  ReferenceOutputs<double> out;
+  out.output = r.output.data();
+  out.weights = r.weights.data();
+  const AttentionInputs in{problem.query.data(), problem.key.data(), problem.value.data(),
+                           problem.mask()};
+  attention_reference<double>(plan, in, out, workspace.data());
+  return r;
+}
+
+// max |a − b| where NaN positions must agree (NaN vs non-NaN counts as infinite error).
+template <typename A>
+double max_abs_diff(const std::vector<A>& a, const std::vector<double>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const bool nan_a = std::isnan(static_cast<double>(a[i])), nan_b = std::isnan(b[i]);
+    if (nan_a != nan_b) return INFINITY;
+    if (!nan_a) worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]));
+  }
+  return worst;
+}
+
+inline double tolerance(const Problem& problem, double e_ref) {
+  double vmax = 0;
+  for (float x : problem.value) {
+    if (std::isfinite(x)) vmax = std::max(vmax, static_cast<double>(std::fabs(x)));
+  }
+  return 2 * e_ref + 1e-5 * std::max(1.0, vmax);
+}
+
+}  // namespace sdpa::testing

@@ -1,0 +1,251 @@
+// The one test body every backend runs (tests/node/attention-<backend>.test.ts instantiate it).
+// Expected values always come from the float64 reference, never from numbers in the texts.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createAttention, type Attention, type AttentionOptions, type BackendName, type Tensor } from 'sdpa-web';
+import { elements, randomMasks, randomTensor, tensor } from './tensors.js';
+import { expectMatchesReference } from './tolerance.js';
+
+export interface SuiteOptions {
+  /** f of the tolerance rule (support/tolerance.ts). */
+  factor: number;
+  /** Creates the backend under test (default: createAttention({ backend })). */
+  create?: () => Promise<Attention>;
+}
+
+// Lengths straddle every kernel's tiles (SIMD: 32 query rows, 64 keys; WebGPU tiles are in range too).
+const LENGTHS = [1, 2, 3, 17, 31, 32, 33, 63, 64, 65, 127, 257, 1000];
+const DIMS = [1, 8, 15, 16, 64, 100];
+const DIM_PAIRS = DIMS.flatMap((e) => DIMS.filter((ev) => ev !== e).map((ev) => [e, ev] as const));
+const BATCH_HEADS = [[1, 1], [2, 1], [1, 3], [2, 3]] as const;
+
+export function defineAttentionSuite(backend: BackendName, { factor, create }: SuiteOptions): void {
+  describe(`attention on the '${backend}' backend`, () => {
+    let attn: Attention;
+    let oracle: Attention;
+    const check = (q: Tensor, k: Tensor, v: Tensor, options: AttentionOptions = {}, label = '') =>
+      expectMatchesReference(attn, oracle, q, k, v, options, { factor }, label);
+
+    beforeAll(async () => {
+      attn = await (create ? create() : createAttention({ backend }));
+      oracle = await createAttention({ backend: 'scalar' });
+      expect(attn.backend).toBe(backend);
+    });
+    afterAll(() => {
+      attn.dispose();
+      oracle.dispose();
+    });
+
+    it('matches the float64 reference over lengths, head dims, batches and heads', async () => {
+      // Every (Lq, Lk) pair; (E, Ev) with E ≠ Ev and (B, H) rotate through their lists.
+      let c = 0;
+      for (const lq of LENGTHS) {
+        for (const lk of LENGTHS) {
+          const [e, ev] = DIM_PAIRS[c % DIM_PAIRS.length]!;
+          const [b, h] = BATCH_HEADS[c % BATCH_HEADS.length]!;
+          // Keep the float64 reference cheap on the largest shapes.
+          const [bb, hh, ee] = lq * lk >= 100_000 ? [1, 1, Math.min(e, 16)] : [b, h, e];
+          const lead = [bb, hh];
+          const q = randomTensor([...lead, lq, ee], 3 * c, -2, 2);
+          const k = randomTensor([...lead, lk, ee], 3 * c + 1, -2, 2);
+          const v = randomTensor([...lead, lk, ev], 3 * c + 2);
+          await check(q, k, v, { returnWeights: c % 4 === 0 }, `B=${bb} H=${hh} Lq=${lq} Lk=${lk} E=${ee} Ev=${ev}`);
+          c++;
+        }
+      }
+    });
+
+    it('accepts rank-2 and rank-3 inputs and keeps the leading dims in the output', async () => {
+      for (const lead of [[], [2], [2, 3]]) {
+        const q = randomTensor([...lead, 5, 8], 1);
+        const k = randomTensor([...lead, 7, 8], 2);
+        const v = randomTensor([...lead, 7, 4], 3);
+        const { output, weights } = await attn.scaledDotProductAttention(q, k, v, { returnWeights: true });
+        expect(output.shape).toEqual([...lead, 5, 4]);
+        expect(weights!.shape).toEqual([...lead, 5, 7]);
+        await check(q, k, v, { returnWeights: true }, `lead [${lead}]`);
+      }
+    });
+
+    it('applies every mask broadcast shape, bool and additive', async () => {
+      const [B, H, Lq, Lk] = [2, 3, 33, 70];
+      const q = randomTensor([B, H, Lq, 16], 10);
+      const k = randomTensor([B, H, Lk, 16], 11);
+      const v = randomTensor([B, H, Lk, 8], 12);
+      for (let bits = 0; bits < 16; bits++) {
+        const full = [bits & 8 ? B : 1, bits & 4 ? H : 1, bits & 2 ? Lq : 1, bits & 1 ? Lk : 1];
+        // PyTorch also allows dropping leading dims: try the shortest spelling of each shape too.
+        const short = full.slice(full.findIndex((d, i) => d !== 1 || i === 3));
+        const masks = randomMasks(full, 100 + bits);
+        for (const [kind, mask] of Object.entries(masks)) {
+          for (const shape of [full, short]) {
+            await check(q, k, v, { attnMask: { data: mask.data, shape }, returnWeights: bits % 3 === 0 }, `${kind} mask [${shape}]`);
+          }
+        }
+      }
+    });
+
+    it('a broadcast mask gives the same result as its expanded copy, bit for bit', async () => {
+      const q = randomTensor([2, 2, 9, 8], 20), k = randomTensor([2, 2, 11, 8], 21), v = randomTensor([2, 2, 11, 5], 22);
+      const small = randomMasks([2, 1, 1, 11], 23).bool;
+      const expanded = new Uint8Array(2 * 2 * 9 * 11);
+      for (let b = 0; b < 2; b++) for (let h = 0; h < 2; h++) for (let i = 0; i < 9; i++) for (let j = 0; j < 11; j++) {
+        expanded[((b * 2 + h) * 9 + i) * 11 + j] = small.data[b * 11 + j]!;
+      }
+      const a = await attn.scaledDotProductAttention(q, k, v, { attnMask: small });
+      const b = await attn.scaledDotProductAttention(q, k, v, { attnMask: { data: expanded, shape: [2, 2, 9, 11] } });
+      expect(a.output.data).toEqual(b.output.data);
+    });
+
+    it('causal masking, top-left and bottom-right, with Lq < Lk and Lq > Lk', async () => {
+      for (const [lq, lk] of [[40, 100], [100, 40], [65, 65], [1, 130], [130, 1]]) {
+        const q = randomTensor([2, lq, 16], lq), k = randomTensor([2, lk, 16], lk + 1), v = randomTensor([2, lk, 8], lk + 2);
+        for (const isCausal of [true, 'top-left', 'bottom-right'] as const) {
+          await check(q, k, v, { isCausal, returnWeights: true }, `causal ${isCausal} ${lq}x${lk}`);
+        }
+      }
+    });
+
+    it('causal equals the explicit lower-triangular mask', async () => {
+      const [lq, lk] = [6, 9];
+      const q = randomTensor([lq, 4], 30), k = randomTensor([lk, 4], 31), v = randomTensor([lk, 3], 32);
+      for (const [isCausal, offset] of [['top-left', 0], ['bottom-right', lk - lq]] as const) {
+        const mask = new Uint8Array(lq * lk).map((_, x) => (x % lk <= Math.floor(x / lk) + offset ? 1 : 0));
+        const a = await attn.scaledDotProductAttention(q, k, v, { isCausal });
+        const b = await attn.scaledDotProductAttention(q, k, v, { attnMask: { data: mask, shape: [lq, lk] } });
+        expect(a.output.data).toEqual(b.output.data);
+      }
+    });
+
+    it('grouped-query attention maps query head h to key/value head floor(h / (Hq/Hkv))', async () => {
+      const q = randomTensor([2, 6, 40, 32], 40), k = randomTensor([2, 2, 90, 32], 41), v = randomTensor([2, 2, 90, 24], 42);
+      await check(q, k, v, { enableGqa: true, returnWeights: true }, 'gqa 6/2');
+      await check(q, randomTensor([2, 1, 90, 32], 43), randomTensor([2, 1, 90, 24], 44), { enableGqa: true, isCausal: true }, 'mqa');
+    });
+
+    it('fully masked rows give zeros, never NaN, and leave other rows unchanged', async () => {
+      const q = randomTensor([6, 8], 50), k = randomTensor([70, 8], 51), v = randomTensor([70, 4], 52);
+      const rowMask = { data: new Uint8Array([1, 0, 1, 0, 0, 1]), shape: [6, 1] };
+      const masked = await attn.scaledDotProductAttention(q, k, v, { attnMask: rowMask, returnWeights: true });
+      const plain = await attn.scaledDotProductAttention(q, k, v);
+      for (const row of [1, 3, 4]) {
+        expect([...masked.output.data.subarray(row * 4, row * 4 + 4)]).toEqual([0, 0, 0, 0]);
+        expect(masked.weights!.data.subarray(row * 70, row * 70 + 70).every((w) => w === 0)).toBe(true);
+      }
+      for (const row of [0, 2, 5]) {
+        expect(masked.output.data.subarray(row * 4, row * 4 + 4)).toEqual(plain.output.data.subarray(row * 4, row * 4 + 4));
+      }
+      // Additive -Infinity everywhere, and bottom-right causal with Lq > Lk, hide whole rows too.
+      const minusInf = { data: new Float32Array(70).fill(-Infinity), shape: [70] };
+      const allHidden = await attn.scaledDotProductAttention(q, k, v, { attnMask: minusInf });
+      expect(allHidden.output.data.every((x) => x === 0)).toBe(true);
+      const br = await attn.scaledDotProductAttention(randomTensor([5, 8], 53), randomTensor([2, 8], 54), randomTensor([2, 3], 55), { isCausal: 'bottom-right' });
+      expect([...br.output.data.subarray(0, 9)]).toEqual(new Array(9).fill(0)); // rows 0..2 see no key
+    });
+
+    it('large logits (scores 90–100 and 1e4) do not overflow', async () => {
+      // E = 1, scale 1: q·k spans 90..100.
+      const q = { data: new Float32Array(20).fill(10), shape: [20, 1] };
+      const k = { data: new Float32Array(50).map((_, j) => 9 + j / 49), shape: [50, 1] };
+      const v = randomTensor([50, 3], 60);
+      await check(q, k, v, { scale: 1, returnWeights: true }, 'logits 90-100');
+      const big = { data: new Float32Array(50).map((_, j) => 100 - j / 10), shape: [50, 1] };
+      const q100 = { data: new Float32Array(20).fill(100), shape: [20, 1] };
+      const r = await attn.scaledDotProductAttention(q100, big, v, { scale: 1 });
+      expect(r.output.data.every(Number.isFinite)).toBe(true);
+      await check(q100, big, v, { scale: 1 }, 'logits 1e4');
+    });
+
+    it('Lk = 1 returns the value row exactly; scale = 0 returns the mean of V', async () => {
+      const q = randomTensor([2, 7, 16], 70, -50, 50), k = randomTensor([2, 1, 16], 71), v = randomTensor([2, 1, 5], 72);
+      const single = await attn.scaledDotProductAttention(q, k, v);
+      for (let b = 0; b < 2; b++) for (let i = 0; i < 7; i++) {
+        expect(single.output.data.subarray((b * 7 + i) * 5, (b * 7 + i + 1) * 5)).toEqual(v.data.subarray(b * 5, b * 5 + 5));
+      }
+      const k2 = randomTensor([2, 40, 16], 73), v2 = randomTensor([2, 40, 5], 74);
+      const mean = await attn.scaledDotProductAttention(q, k2, v2, { scale: 0 });
+      for (let b = 0; b < 2; b++) for (let c = 0; c < 5; c++) {
+        let m = 0;
+        for (let j = 0; j < 40; j++) m += v2.data[(b * 40 + j) * 5 + c]! / 40;
+        for (let i = 0; i < 7; i++) expect(mean.output.data[(b * 7 + i) * 5 + c]).toBeCloseTo(m, 5);
+      }
+    });
+
+    it('zero-size batches, heads and queries give empty outputs; Lk = 0 gives zeros', async () => {
+      const empty = await attn.scaledDotProductAttention(randomTensor([0, 3, 4], 1), randomTensor([0, 5, 4], 2), randomTensor([0, 5, 2], 3));
+      expect(empty.output.shape).toEqual([0, 3, 2]);
+      expect(empty.output.data.length).toBe(0);
+      const noKeys = await attn.scaledDotProductAttention(randomTensor([3, 4], 1), randomTensor([0, 4], 2), randomTensor([0, 2], 3));
+      expect([...noKeys.output.data]).toEqual([0, 0, 0, 0, 0, 0]);
+    });
+
+    it('rejects bad input with a TypeError/RangeError naming the argument, and keeps working', async () => {
+      const q = randomTensor([2, 3, 5, 8], 1), k = randomTensor([2, 3, 7, 8], 2), v = randomTensor([2, 3, 7, 4], 3);
+      const bad: [string, () => Promise<unknown>, typeof TypeError | typeof RangeError, RegExp][] = [
+        ['rank', () => attn.scaledDotProductAttention(randomTensor([8], 1), k, v), RangeError, /query must have shape/],
+        ['key rank', () => attn.scaledDotProductAttention(q, randomTensor([7, 8], 2), v), RangeError, /key must have the same rank/],
+        ['E', () => attn.scaledDotProductAttention(q, randomTensor([2, 3, 7, 9], 2), v), RangeError, /key must have shape.*E = 8/],
+        ['Lk', () => attn.scaledDotProductAttention(q, k, randomTensor([2, 3, 6, 4], 3)), RangeError, /value must have shape/],
+        ['gqa off', () => attn.scaledDotProductAttention(q, randomTensor([2, 1, 7, 8], 2), randomTensor([2, 1, 7, 4], 3)), RangeError, /enableGqa/],
+        ['gqa divisibility', () => attn.scaledDotProductAttention(q, randomTensor([2, 2, 7, 8], 2), randomTensor([2, 2, 7, 4], 3), { enableGqa: true }), RangeError, /multiple/],
+        ['mask', () => attn.scaledDotProductAttention(q, k, v, { attnMask: randomMasks([5, 6], 4).bool }), RangeError, /attnMask .* does not broadcast/],
+        ['data length', () => attn.scaledDotProductAttention({ data: new Float32Array(3), shape: [2, 2] }, k, v), RangeError, /query.data has 3 elements/],
+        ['non-integer dim', () => attn.scaledDotProductAttention({ data: new Float32Array(3), shape: [1.5, 2] }, k, v), RangeError, /query.shape must hold non-negative integers/],
+        ['negative dim', () => attn.scaledDotProductAttention({ data: new Float32Array(0), shape: [-1, 2] }, k, v), RangeError, /non-negative/],
+        ['NaN scale', () => attn.scaledDotProductAttention(q, k, v, { scale: NaN }), RangeError, /scale must be a finite number/],
+        ['causal + mask', () => attn.scaledDotProductAttention(q, k, v, { isCausal: true, attnMask: randomMasks([7], 5).bool }), TypeError, /attnMask and isCausal/],
+        ['data type', () => attn.scaledDotProductAttention({ data: new Float64Array(80), shape: [2, 5, 8] } as never, k, v), TypeError, /query.data must be a Float32Array/],
+        ['mask type', () => attn.scaledDotProductAttention(q, k, v, { attnMask: { data: new Int32Array(7), shape: [7] } as never }), TypeError, /attnMask.data must be a Uint8Array/],
+        ['isCausal value', () => attn.scaledDotProductAttention(q, k, v, { isCausal: 'upper' as never }), TypeError, /isCausal must be/],
+        ['not a tensor', () => attn.scaledDotProductAttention([1, 2, 3] as never, k, v), TypeError, /query must be a tensor/],
+        ['scale type', () => attn.scaledDotProductAttention(q, k, v, { scale: '0.5' as never }), TypeError, /scale must be a number/],
+        ['oversize weights', () => attn.scaledDotProductAttention(randomTensor([65536, 1], 6), randomTensor([65536, 1], 7), randomTensor([65536, 1], 8), { returnWeights: true }), RangeError, /2\^30 elements/],
+      ];
+      const heapBefore = attn.memoryStats().heapBytesInUse;
+      for (const [label, call, type, message] of bad) {
+        const error = await call().then(() => undefined, (e: unknown) => e);
+        expect(error, label).toBeInstanceOf(type);
+        expect((error as Error).message, label).toMatch(message);
+      }
+      expect(attn.memoryStats().heapBytesInUse).toBe(heapBefore);
+      await check(q, k, v, {}, 'after errors');
+    });
+
+    it('10,000 calls (some failing) leave the wasm heap at its baseline', async () => {
+      const q = randomTensor([3, 4], 1), k = randomTensor([5, 4], 2), v = randomTensor([5, 2], 3);
+      const wrong = randomTensor([5, 3], 4);
+      await attn.scaledDotProductAttention(q, k, v, { returnWeights: true });
+      const before = attn.memoryStats().heapBytesInUse;
+      for (let i = 0; i < 10_000; i++) {
+        if (i % 10 === 9) await attn.scaledDotProductAttention(q, wrong, v).catch(() => undefined);
+        else await attn.scaledDotProductAttention(q, k, v, { returnWeights: i % 2 === 0, isCausal: i % 3 === 0 });
+      }
+      expect(attn.memoryStats().heapBytesInUse).toBe(before);
+    });
+
+    it('requests beyond wasm32 memory are RangeErrors, and the instance survives', async () => {
+      // Inputs of 2 × 1 GiB would fit JS but not one wasm32 heap alongside the output.
+      const n = 2 ** 28;
+      const huge = { data: new Float32Array(n), shape: [n / 64, 64] };
+      const error = await attn.scaledDotProductAttention(huge, huge, huge).then(() => undefined, (e: unknown) => e);
+      expect(error).toBeInstanceOf(RangeError);
+      expect((error as Error).message).toMatch(/WebAssembly memory/);
+      await check(randomTensor([3, 4], 1), randomTensor([5, 4], 2), randomTensor([5, 2], 3), {}, 'after oversize');
+    });
+
+    it('use after dispose throws, and so does a second dispose', async () => {
+      const a = await (create ? create() : createAttention({ backend }));
+      a.dispose();
+      expect(() => a.dispose()).toThrow(/disposed/);
+      await expect(a.scaledDotProductAttention(tensor([[1]]), tensor([[1]]), tensor([[1]]))).rejects.toThrow(/disposed/);
+    });
+
+    it('handles inputs that are views into larger buffers', async () => {
+      const backing = new Float32Array(100).map((_, i) => Math.sin(i));
+      const q = { data: backing.subarray(3, 3 + 12), shape: [3, 4] };
+      const k = { data: backing.subarray(20, 40), shape: [5, 4] };
+      const v = { data: backing.subarray(50, 60), shape: [5, 2] };
+      expect(elements(q.shape)).toBe(q.data.length);
+      await check(q, k, v, { returnWeights: true }, 'subarray views');
+    });
+  });
+}

@@ -1,0 +1,41 @@
+// Seeded test inputs (mulberry32), so every backend sees the same numbers.
+import type { MaskTensor, Tensor } from 'sdpa-web';
+
+export function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export const elements = (shape: readonly number[]): number => shape.reduce((a, b) => a * b, 1);
+
+/** Uniform in [lo, hi). */
+export function randomTensor(shape: number[], seed: number, lo = -1, hi = 1): Tensor {
+  const next = rng(seed);
+  const data = new Float32Array(elements(shape));
+  for (let i = 0; i < data.length; i++) data[i] = lo + (hi - lo) * next();
+  return { data, shape };
+}
+
+export function tensor(rows: number[][]): Tensor {
+  return { data: new Float32Array(rows.flat()), shape: [rows.length, rows[0]!.length] };
+}
+
+/** A bool mask (1 = may attend) where about `visible` of the entries are 1, and its additive twin. */
+export function randomMasks(shape: number[], seed: number, visible = 0.75): { bool: MaskTensor; additive: MaskTensor } {
+  const next = rng(seed);
+  const n = elements(shape);
+  const bool = new Uint8Array(n);
+  const additive = new Float32Array(n);
+  for (let i = 0; i < n; i++) {
+    const keep = next() < visible;
+    bool[i] = keep ? 1 : 0;
+    additive[i] = keep ? Math.round(next() * 6 - 3) : -Infinity;
+  }
+  return { bool: { data: bool, shape }, additive: { data: additive, shape } };
+}

@@ -1,0 +1,63 @@
+// The tolerance rule every backend is held to, against the float64 reference (the C++ scalar
+// reference instantiated in double, exposed as attn.referenceAttention):
+//   max|o − o64| ≤ f·e_ref + 1e-5·max(1, |V|max)
+// where e_ref = max|o32 − o64| is the error of the plain float32 implementation (the 'scalar'
+// backend) on the same inputs, and f = 2 for CPU backends (4 for WebGPU).
+import { expect } from 'vitest';
+import type { Attention, AttentionOptions, Tensor } from 'sdpa-web';
+
+export function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  expect(a.length).toBe(b.length);
+  let worst = 0;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i]!, y = b[i]!;
+    if (Number.isNaN(x) || Number.isNaN(y)) {
+      if (Number.isNaN(x) !== Number.isNaN(y)) return Infinity;
+      continue;
+    }
+    if (x !== y) worst = Math.max(worst, Math.abs(x - y));
+  }
+  return worst;
+}
+
+function maxFinite(data: Float32Array): number {
+  let m = 0;
+  for (const x of data) if (Number.isFinite(x)) m = Math.max(m, Math.abs(x));
+  return m;
+}
+
+export interface CheckOptions {
+  /** f in the rule: 2 for CPU backends, 4 for WebGPU. */
+  factor: number;
+}
+
+/**
+ * Runs `attn` and checks output (and weights, when requested) against the float64 reference.
+ * `oracle` is a scalar-backend instance: it provides both the float64 reference and e_ref.
+ */
+export async function expectMatchesReference(
+  attn: Attention,
+  oracle: Attention,
+  q: Tensor,
+  k: Tensor,
+  v: Tensor,
+  options: AttentionOptions,
+  { factor }: CheckOptions,
+  label = '',
+): Promise<void> {
+  const got = await attn.scaledDotProductAttention(q, k, v, options);
+  const ref = oracle.referenceAttention(q, k, v, options);
+  const plain = oracle.scaledDotProductAttentionSync(q, k, v, { ...options, returnWeights: true });
+  expect(got.output.shape, label).toEqual(ref.output.shape);
+  const eRef = maxAbsDiff(plain.output.data, ref.output.data);
+  const bound = factor * eRef + 1e-5 * Math.max(1, maxFinite(v.data));
+  const err = maxAbsDiff(got.output.data, ref.output.data);
+  expect(err, `${label} output error ${err} > ${bound} (e_ref ${eRef})`).toBeLessThanOrEqual(bound);
+  if (options.returnWeights) {
+    expect(got.weights!.shape, label).toEqual(ref.weights.shape);
+    const weRef = maxAbsDiff(plain.weights!.data, ref.weights.data);
+    const wErr = maxAbsDiff(got.weights!.data, ref.weights.data);
+    const wBound = factor * weRef + 1e-6;
+    expect(wErr, `${label} weights error ${wErr} > ${wBound}`).toBeLessThanOrEqual(wBound);
+  }
+}

@@ -1,0 +1,95 @@
+// Checks of the JavaScript-level types of every argument (is it a Float32Array, is the shape a
+// list of non-negative integers, does the data length match). Semantic shape rules (ranks,
+// matching dims, broadcasting, GQA) live in the C++ core (cpp/core/attention_problem.cpp), so
+// native and wasm callers get the same checks and messages.
+import type { AttentionRequest } from './wasm/sdpa_core.mjs';
+import type { AttentionOptions, MaskTensor, Tensor } from './types.js';
+
+export function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an Array';
+  if (ArrayBuffer.isView(value)) return `a ${value.constructor.name}`;
+  if (typeof value === 'object') return `an object with keys [${Object.keys(value).join(', ')}]`;
+  return `${typeof value} ${String(value)}`;
+}
+
+export function checkShape(name: string, shape: unknown): number {
+  if (!Array.isArray(shape)) {
+    throw new TypeError(`${name}.shape must be an array of dimension sizes; got ${describe(shape)}`);
+  }
+  let elements = 1;
+  for (const d of shape) {
+    if (typeof d !== 'number' || !Number.isSafeInteger(d) || d < 0) {
+      throw new RangeError(`${name}.shape must hold non-negative integers; got [${shape.join(', ')}]`);
+    }
+    elements *= d;
+  }
+  return elements;
+}
+
+type DataKind = 'float32' | 'mask';
+
+export function checkTensor(name: string, tensor: unknown, kind: DataKind = 'float32'): void {
+  if (typeof tensor !== 'object' || tensor === null || !('data' in tensor) || !('shape' in tensor)) {
+    const expected = kind === 'mask' ? '{ data: Uint8Array | Float32Array, shape }' : '{ data: Float32Array, shape }';
+    throw new TypeError(`${name} must be a tensor ${expected}; got ${describe(tensor)}`);
+  }
+  const { data, shape } = tensor as { data: unknown; shape: unknown };
+  const ok = data instanceof Float32Array || (kind === 'mask' && data instanceof Uint8Array);
+  if (!ok) {
+    const expected = kind === 'mask' ? 'a Uint8Array (bool mask, 1 = may attend) or Float32Array (additive mask)' : 'a Float32Array';
+    throw new TypeError(`${name}.data must be ${expected}; got ${describe(data)}`);
+  }
+  const elements = checkShape(name, shape);
+  if (elements !== data.length) {
+    throw new RangeError(
+      `${name}.data has ${data.length} elements but shape [${(shape as number[]).join(', ')}] needs ${elements}`,
+    );
+  }
+}
+
+function checkBoolean(name: string, value: unknown): boolean {
+  if (value === undefined) return false;
+  if (typeof value !== 'boolean') throw new TypeError(`${name} must be a boolean; got ${describe(value)}`);
+  return value;
+}
+
+/** Validates the JS types of one attention call and builds the core's request. */
+export function attentionRequest(
+  query: Tensor,
+  key: Tensor,
+  value: Tensor,
+  options: AttentionOptions | undefined,
+): AttentionRequest {
+  checkTensor('query', query);
+  checkTensor('key', key);
+  checkTensor('value', value);
+  if (options !== undefined && (typeof options !== 'object' || options === null)) {
+    throw new TypeError(`options must be an object; got ${describe(options)}`);
+  }
+  const { attnMask, isCausal, scale, enableGqa, returnWeights } = options ?? {};
+  let maskKind: AttentionRequest['maskKind'] = 'none';
+  if (attnMask !== undefined && attnMask !== null) {
+    checkTensor('attnMask', attnMask, 'mask');
+    maskKind = (attnMask as MaskTensor).data instanceof Uint8Array ? 'bool' : 'additive';
+  }
+  let causal: AttentionRequest['causal'];
+  if (isCausal === undefined || isCausal === false) causal = 'none';
+  else if (isCausal === true || isCausal === 'top-left') causal = 'top-left';
+  else if (isCausal === 'bottom-right') causal = 'bottom-right';
+  else throw new TypeError(`isCausal must be false, true, 'top-left' or 'bottom-right'; got ${describe(isCausal)}`);
+  if (scale !== undefined && scale !== null && typeof scale !== 'number') {
+    throw new TypeError(`scale must be a number; got ${describe(scale)}`);
+  }
+  return {
+    queryShape: query.shape,
+    keyShape: key.shape,
+    valueShape: value.shape,
+    maskKind,
+    maskShape: attnMask?.shape ?? [],
+    causal,
+    scale: scale ?? undefined,
+    enableGqa: checkBoolean('enableGqa', enableGqa),
+    returnWeights: checkBoolean('returnWeights', returnWeights),
+  };
+}

@@ -1,0 +1,61 @@
+// Per-call wasm heap allocations: every buffer a call needs is allocated through one HeapScope
+// and freed in `release()`, so an error anywhere cannot leak. Heap views are re-read on every
+// access because any allocation may grow (and thereby replace) the wasm memory.
+import type { SdpaModule } from './wasm/sdpa_core.mjs';
+
+/** wasm32 addresses are 32-bit: no request, in total, can reach this many bytes. */
+const ADDRESS_SPACE_BYTES = 2 ** 32;
+
+export class HeapScope {
+  private readonly addresses: number[] = [];
+
+  constructor(private readonly module: SdpaModule) {}
+
+  /**
+   * Checks a whole call's byte count before anything is allocated, so an oversize request is a
+   * RangeError, not a failed half-allocation.
+   */
+  static checkTotal(bytes: number, what: string): void {
+    if (!(bytes < ADDRESS_SPACE_BYTES)) {
+      throw new RangeError(
+        `${what} needs ${formatBytes(bytes)} of WebAssembly memory, more than the 4 GiB a wasm32 module can address`,
+      );
+    }
+  }
+
+  /** Allocates `bytes` (16-byte aligned); a RangeError when the wasm heap cannot grow enough. */
+  alloc(bytes: number, what: string): number {
+    HeapScope.checkTotal(bytes, what);
+    const address = this.module._malloc(Math.max(16, Math.ceil(bytes / 16) * 16)) >>> 0;
+    if (address === 0) {
+      throw new RangeError(`out of WebAssembly memory: ${what} needs ${formatBytes(bytes)} more`);
+    }
+    this.addresses.push(address);
+    return address;
+  }
+
+  /** Allocates a buffer holding a copy of `data`. */
+  copyIn(data: Float32Array | Uint8Array, what: string): number {
+    const address = this.alloc(data.byteLength, what);
+    this.module.HEAPU8.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), address);
+    return address;
+  }
+
+  readFloat32(address: number, length: number): Float32Array {
+    const start = address >>> 2;
+    return this.module.HEAPF32.slice(start, start + length);
+  }
+
+  readFloat64(address: number, length: number): Float64Array {
+    return new Float64Array(this.module.HEAPU8.buffer, address, length).slice();
+  }
+
+  release(): void {
+    for (const address of this.addresses) this.module._free(address);
+    this.addresses.length = 0;
+  }
+}
+
+export function formatBytes(bytes: number): string {
+  return bytes >= 2 ** 20 ? `${(bytes / 2 ** 20).toFixed(1)} MiB` : `${bytes} bytes`;
+}

@@ -1,0 +1,107 @@
+// Public types of sdpa-web. Shape letters, as in PyTorch: B batch, H heads, Lq query length,
+// Lk key length, E query/key dim, Ev value dim.
+
+/**
+ * A dense row-major float32 tensor. `data.length` must equal the product of `shape`.
+ * Attention inputs use PyTorch's layout: query `[..., Lq, E]`, key `[..., Lk, E]`,
+ * value `[..., Lk, Ev]` where `...` is nothing, `[B]` or `[B, H]`.
+ */
+export interface Tensor {
+  data: Float32Array;
+  shape: readonly number[];
+}
+
+/** A float64 tensor, as returned by the float64 reference. */
+export interface Tensor64 {
+  data: Float64Array;
+  shape: readonly number[];
+}
+
+/**
+ * An attention mask broadcastable (PyTorch rules) to the weights shape `[..., Lq, Lk]`.
+ * `Uint8Array` data is a bool mask: 1 = the query may attend to the key, 0 = hidden.
+ * `Float32Array` data is an additive mask, added to the scaled scores (`-Infinity` hides a key).
+ */
+export interface MaskTensor {
+  data: Uint8Array | Float32Array;
+  shape: readonly number[];
+}
+
+/** The compute backends. */
+export type BackendName = 'simd' | 'scalar';
+/** What `createAttention` accepts: a backend, or `'auto'` for the fastest available one. */
+export type BackendChoice = 'auto' | BackendName;
+
+export interface AttentionOptions {
+  /** Optional mask; cannot be combined with `isCausal` (as in PyTorch). */
+  attnMask?: MaskTensor | null;
+  /**
+   * Causal masking. `true` / `'top-left'`: query i sees keys j ≤ i (PyTorch's `is_causal`).
+   * `'bottom-right'`: query i sees keys j ≤ i + Lk − Lq (aligned to the last key, as for a
+   * KV cache). Rows that see no key return zeros.
+   */
+  isCausal?: boolean | 'top-left' | 'bottom-right';
+  /** Multiplier of QKᵀ; default `1/√E`. Must be finite. */
+  scale?: number | null;
+  /**
+   * Grouped-query attention (PyTorch semantics): key/value may have fewer heads Hkv than the
+   * query's Hq (Hq a multiple of Hkv); query head h uses key/value head ⌊h / (Hq/Hkv)⌋.
+   */
+  enableGqa?: boolean;
+  /** Also return the attention weights `[..., Lq, Lk]`. Default false (the fused kernel then never builds them). */
+  returnWeights?: boolean;
+}
+
+export interface AttentionResult {
+  /** `[..., Lq, Ev]` (the query's leading dims). */
+  output: Tensor;
+  /** `[..., Lq, Lk]`, only when `returnWeights` was set. */
+  weights?: Tensor;
+}
+
+export interface AttentionResult64 {
+  output: Tensor64;
+  weights: Tensor64;
+}
+
+/**
+ * Every stage of one attention call, for step-by-step explanation. All score stages have the
+ * weights shape `[..., Lq, Lk]`.
+ */
+export interface AttentionStages {
+  /** QKᵀ. */
+  scores: Tensor;
+  /** QKᵀ · scale. */
+  scaledScores: Tensor;
+  /** scaled + additive mask; `-Infinity` where the mask or causality hides a key. */
+  maskedScores: Tensor;
+  /** softmax of each row of `maskedScores`; a row that sees no key is all zeros. */
+  weights: Tensor;
+  /** weights · V, `[..., Lq, Ev]`. */
+  output: Tensor;
+}
+
+/** Whether a backend can run here, and if not, why. */
+export interface BackendInfo {
+  name: BackendName;
+  available: boolean;
+  reason?: string;
+}
+
+export interface CreateAttentionOptions {
+  /** Default `'auto'`. */
+  backend?: BackendChoice;
+}
+
+export interface SoftmaxOptions {
+  /** Divides the inputs before the softmax; finite and > 0. Default 1. Small T sharpens, large T flattens. */
+  temperature?: number;
+}
+
+/** Memory diagnostics of the wasm module (for leak checks). */
+export interface MemoryStats {
+  /** Bytes currently allocated on the wasm heap. Back at its baseline after every call. */
+  heapBytesInUse: number;
+  /** Size of the wasm linear memory. */
+  memoryBytes: number;
+}
