@@ -549,7 +549,8 @@ export async function runExample(attn: AttentionLike, ex: WorkedExample, opts: {
     const t = values[p.target];
     if (!t) throw new Error(`${ex.id}: nothing computed for printed ${p.target}`);
     const c = compare(p, pick(t, p.rows));
-    comparisons.push({ ...c, cols: t.shape.length > 1 ? t.shape[t.shape.length - 1] : c.computed.length, why: c.status === 'slip' ? await explainSlip(attn, ex, p) : undefined });
+    const cols = t.shape.length > 1 ? t.shape[t.shape.length - 1] : c.computed.length;
+    comparisons.push({ ...c, cols, why: c.status === 'slip' ? await explainSlip(attn, ex, p, cols) : undefined });
   }
   return { example: ex, backend: attn.backend, stages, values, comparisons, extras, notes, pytorch };
 }
@@ -559,7 +560,7 @@ export async function runExample(attn: AttentionLike, ex: WorkedExample, opts: {
  * (with the library). If that agrees with the printed value, the difference was inherited; if not,
  * the slip is in this step.
  */
-async function explainSlip(attn: AttentionLike, ex: WorkedExample, p: PrintedValue): Promise<string | undefined> {
+async function explainSlip(attn: AttentionLike, ex: WorkedExample, p: PrintedValue, cols: number): Promise<string | undefined> {
   const printed = (t: Target) => ex.printed.find((x) => x.target === t && !x.rows);
   const asT = (pv: PrintedValue, shape: number[]) => tensor(pv.values, shape);
   const inp = ex.inputs;
@@ -578,34 +579,25 @@ async function explainSlip(attn: AttentionLike, ex: WorkedExample, p: PrintedVal
   } else if (p.target === 'scaledScores') {
     const ps = printed('scores');
     if (ps && inp.x) {
-      const n = Math.sqrt(ps.values.length);
       const dk = toTensor(inp.wq!).shape[1];
       // With K = I, QKᵀ is the printed scores exactly; the library applies the ÷√d_k.
-      from = (await attn.explain(asT(ps, [n, n]), eye(n), eye(n), { scale: 1 / Math.sqrt(dk) })).scaledScores;
+      from = (await attn.explain(asT(ps, shapeOf(ps, cols)), eye(cols), eye(cols), { scale: 1 / Math.sqrt(dk) })).scaledScores;
       desc = `the text’s printed QKᵀ ÷ √${dk}`;
     }
   } else if (p.target === 'weights') {
     const pss = printed('scaledScores');
     if (pss && !p.rows) {
-      const n = Math.sqrt(pss.values.length);
-      from = attn.softmax(asT(pss, [n, n]));
+      from = attn.softmax(asT(pss, shapeOf(pss, cols)));
       desc = 'the softmax of the text’s printed scaled scores';
     } else if (inp.scores && inp.scale === undefined) {
       return 'The scores are the text’s own, so the printed weights are not their softmax: an arithmetic slip or an illustrative number.';
-    } else if (inp.scores && inp.scale !== undefined) {
-      const psc = ex.printed.find((x) => x.target === 'scaledScores');
-      if (psc) {
-        from = attn.softmax(tensor(psc.values, [1, psc.values.length]));
-        desc = 'the softmax of the text’s own printed scaled scores';
-      }
     }
   } else if (p.target === 'output') {
     const pw = printed('weights');
     const pv = printed('V');
     if (pw) {
-      const v = pv ? asT(pv, shapeOf(pv, 2)) : toTensor(inp.v!);
-      const n = Math.sqrt(pw.values.length);
-      const all = attn.matmul(asT(pw, [n, n]), v);
+      const v = pv ? asT(pv, shapeOf(pv, cols)) : toTensor(inp.v!);
+      const all = attn.matmul(asT(pw, shapeOf(pw, v.shape[0])), v);
       from = p.rows ? { data: pick(all, p.rows), shape: [p.rows.length, v.shape[1]] } : all;
       desc = pv ? 'the text’s printed A times its printed V' : 'the text’s printed weights times V';
     }

@@ -104,6 +104,7 @@ export function mountExamples(app: App): { rerun(): void } {
     prev.disabled = stageIndex === 0;
     next.disabled = stageIndex === run.stages.length - 1;
     stagePanel.replaceChildren(renderStage(run.stages[stageIndex]));
+    stagePanel.dataset.shown = `${run.example.id}:${stageIndex}`;
   }
 
   function renderStage(s: Stage): HTMLElement {
@@ -146,7 +147,12 @@ export function mountExamples(app: App): { rerun(): void } {
         }),
       );
       const want = Number(getParam('step') ?? 0);
-      showStage(getParam('ex') === id && want < r.stages.length ? want : 0);
+      if (r.stages.length) showStage(getParam('ex') === id && want < r.stages.length ? want : 0);
+      else {
+        prev.disabled = next.disabled = true;
+        stagePanel.replaceChildren(el('p', { class: 'note' }, 'This example is not one attention call to step through: its results (tables and plots) are in ', el('a', { href: '#example-detail', text: 'Worked examples' }), ' below.'));
+        stagePanel.dataset.shown = `${id}:none`;
+      }
       renderDetail(r);
       code.textContent = r.pytorch;
       pyTitle.replaceChildren('Current example: ', el('strong', { text: ex.title }), ` (${ex.id}). Paste into Python with PyTorch to check the numbers above; it prints the same stages.`);
