@@ -1,6 +1,6 @@
 import { createAttention } from 'sdpa-web';
 import './style.css';
-import type { App } from './lib/app';
+import { backendList, type App } from './lib/app';
 import type { AttentionLike } from './lib/compute';
 import { mountExamples } from './sections/examples';
 import { mountPlayground } from './sections/playground';
@@ -18,13 +18,15 @@ function showError(where: string, e: unknown): void {
 
 async function main(): Promise<void> {
   const attn = (await createAttention({ backend: 'auto' })) as unknown as App['attn'];
-  const unavailable = (attn.availableBackends ?? []).filter((b) => !b.available);
-  status.textContent = `Backend: ${attn.backend}${attn.fallbackReason ? ` — ${attn.fallbackReason}` : ''}${unavailable.length && !attn.fallbackReason ? ` — unavailable: ${unavailable.map((b) => `${b.name} (${b.reason})`).join('; ')}` : ''}`;
+  const backends = backendList(attn.availableBackends, attn.backend);
+  const unavailable = backends.filter((b) => !b.available);
+  status.textContent = `Backend: ${attn.backend} (auto)${attn.fallbackReason ? `, fell back: ${attn.fallbackReason}` : ''}.${unavailable.length ? ` Unavailable: ${unavailable.map((b) => `${b.name} — ${b.reason}`).join('; ')}.` : ''}`;
   status.dataset.backend = attn.backend;
   const app: App = {
     attn,
     create: async (backend) => (await createAttention({ backend: backend as 'auto' })) as unknown as AttentionLike,
     error: showError,
+    backends,
   };
   mountExamples(app);
   mountPlayground(app);

@@ -14,6 +14,18 @@ export interface App {
   create(backend: string): Promise<AttentionLike & { dispose?: () => void; fallbackReason?: string; availableBackends?: BackendInfo[] }>;
   /** Report an error visibly (never only to the console). */
   error(where: string, e: unknown): void;
+  /** Every backend the page knows (the library's list, plus WebGPU when this build lacks it), with reasons. */
+  backends: BackendInfo[];
+}
+
+/** The library's backend list; WebGPU is listed as unavailable, with the reason, when the build has no such backend. */
+export function backendList(lib: BackendInfo[] | undefined, fallback: string): BackendInfo[] {
+  const list = lib?.length ? lib.map((b) => ({ ...b })) : [{ name: fallback, available: true }];
+  if (!list.some((b) => b.name === 'webgpu')) {
+    const gpu = typeof navigator !== 'undefined' && 'gpu' in navigator;
+    list.unshift({ name: 'webgpu', available: false, reason: `this build of sdpa-web has no WebGPU backend${gpu ? ' (the browser does expose navigator.gpu)' : ' (and this browser exposes no navigator.gpu)'}` });
+  }
+  return list;
 }
 
 /** Read a parameter from the page URL's query string. */

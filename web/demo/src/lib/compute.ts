@@ -175,7 +175,7 @@ function rowStats(w: NumTensor, f: (r: number[]) => number): NumTensor {
 
 const pyList = (t: NumTensor): string => {
   const fmtN = (x: number) => (Number.isInteger(x) ? `${x}.` : `${+x.toPrecision(8)}`);
-  const rec = (off: number, shape: number[]): string => {
+  const rec = (off: number, shape: readonly number[]): string => {
     if (shape.length === 0) return fmtN(t.data[off]);
     const inner = size(shape.slice(1));
     return `[${Array.from({ length: shape[0] }, (_, i) => rec(off + i * inner, shape.slice(1))).join(', ')}]`;

@@ -7,17 +7,17 @@ import { resolveMatrix } from '../../../examples/worked-examples';
 /** Any numeric tensor the page displays (float32 from the library, float64 from its reference). */
 export interface NumTensor {
   data: ArrayLike<number>;
-  shape: number[];
+  shape: readonly number[];
 }
 
-export const size = (shape: number[]): number => shape.reduce((a, b) => a * b, 1);
+export const size = (shape: readonly number[]): number => shape.reduce((a, b) => a * b, 1);
 
 export function toTensor(m: Matrix | MatrixInput): Tensor {
   const r = resolveMatrix(m as MatrixInput);
   return { data: Float32Array.from(r.data), shape: r.shape.slice() };
 }
 
-export function tensor(data: ArrayLike<number>, shape: number[]): Tensor {
+export function tensor(data: ArrayLike<number>, shape: readonly number[]): Tensor {
   return { data: Float32Array.from(data as ArrayLike<number>), shape: shape.slice() };
 }
 

@@ -72,8 +72,8 @@ export function mountCost(app: App): void {
     sec.dataset.benchDone = '';
     const E = 64;
     const ns = [64, 128, 256, 512, 1024, 2048].filter((x) => x <= Number(maxN.value));
-    const backends = (app.attn.availableBackends ?? [{ name: app.attn.backend, available: true }]).filter((x) => x.available).map((x) => x.name);
-    const skipped = (app.attn.availableBackends ?? []).filter((x) => !x.available);
+    const backends = app.backends.filter((x) => x.available).map((x) => x.name);
+    const skipped = app.backends.filter((x) => !x.available);
     const results: { n: number; gflops: number; backend: string; ms: number }[] = [];
     progress.max = ns.length * backends.length;
     progress.value = 0;

@@ -5,7 +5,7 @@ import { currentExample, getParam, setParams, type App } from '../lib/app';
 import { runExample, type Comparison, type ExampleRun, type Stage } from '../lib/compute';
 import { tex } from '../lib/katex';
 import { heatmap, matrixTable, renderExtra } from '../lib/plots';
-import { el, entropy, fmt, isFullyMasked, maxOf, rowsOf } from '../lib/tensors';
+import { el, entropy, fmt, isFullyMasked, maxOf, rowsOf, type NumTensor } from '../lib/tensors';
 
 const FORMULA = '\\operatorname{Attention}(Q, K, V) = \\operatorname{softmax}\\!\\left(\\frac{QK^{\\top}}{\\sqrt{d_k}} + M\\right) V';
 
@@ -222,7 +222,7 @@ export function mountExamples(app: App): { rerun(): void } {
   return { rerun: () => void load(currentExample.id) };
 }
 
-function rowStatsTable(w: { data: ArrayLike<number>; shape: number[] }, labels: string[]): HTMLElement {
+function rowStatsTable(w: NumTensor, labels: string[]): HTMLElement {
   const table = el('table', { class: 'data row-stats' });
   table.append(el('thead', {}, el('tr', {}, el('th', { scope: 'col', text: 'row' }), el('th', { scope: 'col', text: 'sum' }), el('th', { scope: 'col', text: 'max weight' }), el('th', { scope: 'col', text: 'entropy (nats)' }))));
   const body = el('tbody');

@@ -95,7 +95,7 @@ export function mountPlayground(app: App): void {
   let version = 0;
 
   // Backend list, with reasons for unavailable ones.
-  const backends = app.attn.availableBackends ?? [{ name: app.attn.backend, available: true }];
+  const backends = app.backends;
   backendSel.append(el('option', { value: 'auto', text: `auto (${app.attn.backend})` }));
   for (const b of backends) backendSel.append(el('option', { value: b.name, disabled: !b.available, text: b.available ? b.name : `${b.name} — unavailable: ${b.reason ?? 'unknown reason'}` }));
   const wantBackend = getParam('pbackend');
