@@ -171,6 +171,21 @@ describe('demo page', () => {
     expect(s.problems).toEqual([]);
   });
 
+  it('opens a worked example in the playground with the same result', async () => {
+    const page = s.page;
+    await page.selectOption('#example-select', 'ex-full-pipeline-3x4');
+    await page.waitForSelector('#stage-panel[data-ready="ex-full-pipeline-3x4"]');
+    await page.selectOption('#pg-backend', 'auto');
+    const v = Number(await page.getAttribute('#pg-results', 'data-version'));
+    await page.click('#open-in-playground');
+    await expect.poll(async () => Number(await page.getAttribute('#pg-results', 'data-version'))).toBeGreaterThan(v);
+    await expect.poll(() => page.inputValue('#pg-mode')).toBe('x');
+    await expect.poll(async () => (await page.textContent('#pg-summary')) ?? '').toContain('mask: none');
+    const run = await runExample(attn, workedExamples.find((e) => e.id === 'ex-full-pipeline-3x4')!);
+    const out = await page.$$eval('#pg-output table.matrix td', (tds) => tds.map((td) => Number((td as HTMLElement).dataset.v)));
+    out.forEach((x, i) => expect(x).toBeCloseTo(run.values.output!.data[i], 5));
+  });
+
   it('scaling lab finishes and plots', async () => {
     const page = s.page;
     await page.click('#lab-run');

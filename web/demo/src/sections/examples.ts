@@ -1,11 +1,12 @@
 // Sections 1, 2 and 7: the formula with a stepper, the worked examples with the texts' printed numbers
 // beside the computed ones, and the PyTorch snippet of the current example.
-import { workedExamples, getExample, type WorkedExample } from '../../../examples/worked-examples';
+import { workedExamples, getExample, type MatrixInput, type WorkedExample } from '../../../examples/worked-examples';
+import type { PlaygroundLoad } from './playground';
 import { currentExample, getParam, setParams, type App } from '../lib/app';
 import { runExample, type Comparison, type ExampleRun, type Stage } from '../lib/compute';
 import { tex } from '../lib/katex';
 import { heatmap, matrixTable, renderExtra } from '../lib/plots';
-import { el, entropy, fmt, isFullyMasked, maxOf, rowsOf, type NumTensor } from '../lib/tensors';
+import { el, entropy, fmt, isFullyMasked, maxOf, rowsOf, toTensor, type NumTensor } from '../lib/tensors';
 
 const FORMULA = '\\operatorname{Attention}(Q, K, V) = \\operatorname{softmax}\\!\\left(\\frac{QK^{\\top}}{\\sqrt{d_k}} + M\\right) V';
 
@@ -167,6 +168,11 @@ export function mountExamples(app: App): { rerun(): void } {
     const out = el('div', { 'data-example': ex.id });
     out.append(el('h3', { text: `${ex.title}` }), sourceLine(ex), el('p', { text: ex.summary }));
     if (ex.constructionNote) out.append(el('p', { class: 'constructed', text: `Constructed: ${ex.constructionNote}` }));
+    if (ex.compute === 'attention' || ex.compute === 'projection-attention') {
+      const b = el('button', { type: 'button', id: 'open-in-playground', text: 'Edit this example in the playground' });
+      b.addEventListener('click', () => document.dispatchEvent(new CustomEvent('sdpa:playground-load', { detail: playgroundLoad(ex, Number(variantSelect.value || 0)) })));
+      out.append(el('p', {}, b));
+    }
     if (r.comparisons.length) out.append(comparisonTable(r.comparisons));
     else out.append(el('p', { class: 'note', text: 'The text prints no numbers for this example: the stepper above shows every computed step.' }));
     if (ex.claims?.length) out.append(el('div', { class: 'claims' }, el('h4', { text: 'What the text says' }), el('ul', {}, ...ex.claims.map((c) => el('li', { text: c })))));
@@ -220,6 +226,20 @@ export function mountExamples(app: App): { rerun(): void } {
   }
 
   return { rerun: () => void load(currentExample.id) };
+}
+
+function playgroundLoad(ex: WorkedExample, variant: number): PlaygroundLoad {
+  const i = ex.inputs;
+  const t = (m: MatrixInput) => toTensor(m);
+  const mask = i.maskVariants?.[variant]?.mask ?? i.mask;
+  return {
+    mode: i.x ? 'x' : 'qkv',
+    matrices: i.x ? { x: t(i.x), wq: t(i.wq!), wk: t(i.wk!), wv: t(i.wv!) } : { q: t(i.q!), k: t(i.k!), v: t(i.v!) },
+    queryTokens: ex.tokens?.queries ?? [],
+    keyTokens: ex.tokens?.keys ?? [],
+    mask: !mask ? 'none' : mask.kind === 'causal' ? (mask.align === 'top-left' ? 'causal-tl' : 'causal-br') : mask.kind === 'padding' ? 'padding' : 'none',
+    validKeys: mask?.kind === 'padding' ? mask.validKeys : undefined,
+  };
 }
 
 function rowStatsTable(w: NumTensor, labels: string[]): HTMLElement {

@@ -40,7 +40,7 @@ export function parseMatrix(text: string, name: string): Tensor {
   return { data: Float32Array.from(rows.flat()), shape: [rows.length, n] };
 }
 
-const matText = (t: Tensor) => rowsOf(t).map((r) => r.map((x) => +x.toFixed(3)).join(' ')).join('\n');
+const matText = (t: Tensor, digits = 3) => rowsOf(t).map((r) => r.map((x) => +x.toFixed(digits)).join(' ')).join('\n');
 const urlMat = (s: string) => s.trim().split('\n').map((r) => r.trim().split(/\s+/).join(',')).join(';');
 const fromUrlMat = (s: string) => s.split(';').map((r) => r.split(',').join(' ')).join('\n');
 
@@ -260,11 +260,36 @@ export function mountPlayground(app: App): void {
   });
   for (const c of [mode, scaled, maskSel]) c.addEventListener('change', () => void recompute());
 
+  // "Edit in the playground" from a worked example.
+  document.addEventListener('sdpa:playground-load', (e) => {
+    const d = (e as CustomEvent<PlaygroundLoad>).detail;
+    mode.value = d.mode;
+    for (const [m, t] of Object.entries(d.matrices) as [MatName, Tensor][]) areas[m].value = matText(t, 7);
+    tokQ.value = d.queryTokens.join(', ');
+    tokK.value = d.keyTokens.join(', ');
+    scaled.checked = true;
+    temp.value = '0';
+    maskSel.value = d.mask ?? 'none';
+    if (d.validKeys !== undefined) keyLen.value = String(d.validKeys);
+    void recompute();
+    sec.scrollIntoView({ behavior: 'smooth', block: 'start' });
+  });
+
   (async () => {
     if (backendSel.value !== 'auto') attn = await app.create(backendSel.value).catch(() => app.attn);
     describeBackends();
     await recompute();
   })().catch((e) => app.error('playground', e));
+}
+
+/** What a worked example hands to the playground. */
+export interface PlaygroundLoad {
+  mode: Mode;
+  matrices: Partial<Record<MatName, Tensor>>;
+  queryTokens: string[];
+  keyTokens: string[];
+  mask?: MaskKind;
+  validKeys?: number;
 }
 
 function tokLabels(text: string, prefix: string, n: number): string[] {
