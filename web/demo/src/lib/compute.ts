@@ -1,8 +1,8 @@
 // Runs a worked example through sdpa-web and collects each stage for the stepper, plus the comparison of
 // the text's printed numbers with the computed ones. DOM-free, so the browser tests can import it too.
 import type { Tensor } from 'sdpa-web';
-import type { Matrix, MaskSpec, PrintedValue, Target, WorkedExample } from '../../../examples/worked-examples';
-import { mat, mulberry32, normalSampler, resolveMatrix } from '../../../examples/worked-examples';
+import type { MaskSpec, PrintedValue, Target, WorkedExample } from '../../../examples/worked-examples';
+import { mulberry32, normalSampler } from '../../../examples/worked-examples';
 import { entropy, eye, stdOf, isFullyMasked, maxOf, rowsOf, seqLabels, size, slice0, tensor, toTensor, transpose, type NumTensor } from './tensors';
 
 /** The slice of the sdpa-web API the page uses. */
@@ -338,7 +338,11 @@ export async function runExample(attn: AttentionLike, ex: WorkedExample, opts: {
       const whole = await attn.explain(q, k, v);
       const rows: (string | number)[][] = [];
       for (let i = 0; i < b; i++) {
-        const one = await attn.explain(toTensor({ ...slice0(q, i), data: Array.from(slice0(q, i).data) } as Matrix), toTensor({ ...slice0(k, i), data: Array.from(slice0(k, i).data) } as Matrix), toTensor({ ...slice0(v, i), data: Array.from(slice0(v, i).data) } as Matrix));
+        const item = (t: Tensor) => {
+          const x = slice0(t, i);
+          return tensor(x.data, x.shape);
+        };
+        const one = await attn.explain(item(q), item(k), item(v));
         const bo = slice0(whole.output, i);
         let d = 0;
         for (let j = 0; j < one.output.data.length; j++) d = Math.max(d, Math.abs(one.output.data[j] - bo.data[j]));
@@ -612,4 +616,3 @@ async function explainSlip(attn: AttentionLike, ex: WorkedExample, p: PrintedVal
     : `Does not follow from ${desc} either (that gives ${shown}): a slip in this step.`;
 }
 
-export { mat };
