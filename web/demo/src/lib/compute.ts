@@ -106,7 +106,10 @@ export function attentionStages(st: Stages, o: { qLabels: string[]; kLabels: str
   const { qLabels, kLabels } = o;
   const qk = { rowLabels: qLabels, colLabels: kLabels, rowAxis: 'query', colAxis: 'key' };
   const defaultScale = Math.abs(o.scale - 1 / Math.sqrt(o.dk)) < 1e-12;
-  const scaleTex = o.givenScores ? (o.scale === 1 ? '' : `\\times ${+o.scale.toPrecision(4)}`) : defaultScale ? `/\\sqrt{d_k} = /\\sqrt{${o.dk}}` : `\\times ${+o.scale.toPrecision(4)}`;
+  // A given scale of exactly 1/√m (e.g. the text's ÷√512) is shown as such.
+  const m = Math.round(1 / o.scale ** 2);
+  const rootOf = o.scale !== 1 && Number.isFinite(m) && m > 1 && Math.abs(1 / Math.sqrt(m) - o.scale) < 1e-12 ? m : undefined;
+  const scaleTex = defaultScale && !o.givenScores ? `/\\sqrt{d_k} = /\\sqrt{${o.dk}}` : rootOf ? `/\\sqrt{${rootOf}}` : o.scale === 1 ? '' : `\\times ${+o.scale.toPrecision(4)}`;
   const maskedRows = maskedRowsOf(st.weights);
   const stages: Stage[] = [
     {
@@ -119,7 +122,7 @@ export function attentionStages(st: Stages, o: { qLabels: string[]; kLabels: str
   if (!o.givenScores || o.scale !== 1)
     stages.push({
       id: 'scaled',
-      title: o.givenScores ? `Scale × ${+o.scale.toPrecision(4)}` : defaultScale ? `÷ √d_k = ÷ √${o.dk} ≈ ${Math.sqrt(o.dk).toFixed(3)}` : `× scale = ${+o.scale.toPrecision(4)}`,
+      title: defaultScale && !o.givenScores ? `÷ √d_k = ÷ √${o.dk} ≈ ${Math.sqrt(o.dk).toFixed(3)}` : rootOf ? `÷ √${rootOf} ≈ ${Math.sqrt(rootOf).toFixed(3)}` : `× scale = ${+o.scale.toPrecision(4)}`,
       tex: `\\tilde S = S ${scaleTex}`,
       views: [{ name: 'scaled scores', tensor: st.scaledScores, ...qk, kind: 'signed' }],
     });
