@@ -8,6 +8,9 @@ import { tex } from '../lib/katex';
 import { heatmap, matrixTable, renderExtra } from '../lib/plots';
 import { el, entropy, fmt, isFullyMasked, maxOf, rowsOf, toTensor, type NumTensor } from '../lib/tensors';
 
+/** Which stepper stage shows each printed target. */
+const STAGE_OF: Partial<Record<string, Stage['id']>> = { Q: 'projections', K: 'projections', V: 'projections', scores: 'scores', scaledScores: 'scaled', weights: 'weights', maxWeight: 'weights', entropy: 'weights', output: 'output' };
+
 const FORMULA = '\\operatorname{Attention}(Q, K, V) = \\operatorname{softmax}\\!\\left(\\frac{QK^{\\top}}{\\sqrt{d_k}} + M\\right) V';
 
 /** The stages of the general formula, for the overview strip. */
@@ -119,6 +122,9 @@ export function mountExamples(app: App): { rerun(): void } {
       grid.append(card);
     }
     box.append(grid);
+    // The text's printed numbers for this stage, beside the computed ones.
+    const here = run?.comparisons.filter((c) => STAGE_OF[c.printed.target] === s.id) ?? [];
+    if (here.length) box.append(el('h4', { text: 'What the text prints for this step' }), comparisonTable(here));
     return box;
   }
 

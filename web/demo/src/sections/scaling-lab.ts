@@ -109,6 +109,14 @@ export function mountScalingLab(app: App): void {
   }
 
   runBtn.addEventListener('click', () => void run());
+  // Run once, with the default (small) sample size, when the section first scrolls into view.
+  const seen = new IntersectionObserver((entries) => {
+    if (entries.some((e) => e.isIntersecting)) {
+      seen.disconnect();
+      if (!rows.length) void run();
+    }
+  });
+  seen.observe(plots);
   dkSel.addEventListener('change', () => {
     drawHist();
     void drawTemp();
