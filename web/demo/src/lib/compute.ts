@@ -177,7 +177,7 @@ function rowStats(w: NumTensor, f: (r: number[]) => number): NumTensor {
 }
 
 const pyList = (t: NumTensor): string => {
-  const fmtN = (x: number) => (Number.isInteger(x) ? `${x}.` : `${+x.toPrecision(8)}`);
+  const fmtN = (x: number) => (Number.isInteger(x) ? `${x}.` : `${+x.toPrecision(7)}`);  // 7 significant digits: float32 noise (0.80000001) disappears
   const rec = (off: number, shape: readonly number[]): string => {
     if (shape.length === 0) return fmtN(t.data[off]);
     const inner = size(shape.slice(1));
