@@ -9,11 +9,12 @@ const isolationHeaders = {
   'Cross-Origin-Embedder-Policy': 'require-corp',
 };
 
+// The demo page. `sdpa-web` resolves to the library's TypeScript source, so the page always runs the
+// library in this checkout (and its WebAssembly, emitted as a hashed asset by `vite build`).
 export default defineConfig({
   root: fileURLToPath(new URL('.', import.meta.url)),
   base: './',
   resolve: {
-    // The demo imports the library by its package name, served from source.
     alias: { 'sdpa-web': fileURLToPath(new URL('../src/index.ts', import.meta.url)) },
   },
   server: {
@@ -28,5 +29,7 @@ export default defineConfig({
     outDir: 'dist',
     emptyOutDir: true,
     target: 'es2022',
+    // KaTeX and Observable Plot (with d3) make one ~1 MB chunk; fine for a demo page.
+    chunkSizeWarningLimit: 2000,
   },
 });

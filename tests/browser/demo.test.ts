@@ -1,0 +1,224 @@
+// Browser tests of the demo page: `vite build` output served by `vite preview`, driven in headless
+// Debian Chromium. Every number the page shows is checked against sdpa-web run here in Node.
+import { join } from 'node:path';
+import { createAttention } from 'sdpa-web';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { workedExamples } from '../../web/examples/worked-examples';
+import { runExample, type AttentionLike } from '../../web/demo/src/lib/compute';
+import { buildDemo, OUT, start, type Session } from './support';
+
+let s: Session;
+let attn: AttentionLike;
+
+/** Parse a number as the page prints it (Unicode minus, −∞). */
+function parseShown(t: string): number {
+  const x = t.trim().replace(/−/g, '-');
+  if (x === '-∞') return -Infinity;
+  if (x === '∞') return Infinity;
+  return Number(x);
+}
+
+/** |shown − value| within the display rounding of `shown` (plus float32 slack). */
+function shownMatches(shown: string, value: number): boolean {
+  const x = parseShown(shown);
+  if (!Number.isFinite(value) || !Number.isFinite(x)) return x === value;
+  const decimals = (shown.split('.')[1] ?? '').length;
+  return Math.abs(x - value) <= 0.5 * 10 ** -decimals + 1e-6 * Math.max(1, Math.abs(value));
+}
+
+const shot = (id: string) => s.page.locator(`#${id.replace('-dark', '')}`).screenshot({ path: join(OUT, `section-${id}.png`) });
+
+beforeAll(async () => {
+  buildDemo();
+  attn = (await createAttention({ backend: 'auto' })) as unknown as AttentionLike;
+  s = await start();
+  await s.page.goto(s.url);
+  await s.page.waitForSelector('body[data-ready="true"]', { timeout: 60_000 });
+  await s.page.waitForSelector('.catalogue[data-ready="true"]', { timeout: 120_000 });
+});
+
+afterAll(async () => {
+  await s?.close();
+});
+
+describe('demo page', () => {
+  it('loads with no console errors, names its backend, and shows the formula', async () => {
+    const status = await s.page.textContent('#backend-status');
+    expect(status).toMatch(/Backend: (simd|scalar)/);
+    expect(await s.page.locator('#formula .katex').count()).toBeGreaterThan(0);
+    expect(await s.page.evaluate(() => document.getElementById('errors')?.textContent ?? null)).toBeNull();
+    expect(s.problems).toEqual([]);
+    await shot('formula');
+  });
+
+  it('renders every worked example; its shown numbers equal the library’s within display rounding', async () => {
+    const page = s.page;
+    for (const ex of workedExamples) {
+      const run = await runExample(attn, ex);
+      await page.selectOption('#example-select', ex.id);
+      await page.waitForSelector(`#stage-panel[data-ready="${ex.id}"]`, { timeout: 60_000, state: 'attached' });
+      for (const [i, stage] of run.stages.entries()) {
+        await page.locator('#stepper .steps button').nth(i).click();
+        await page.waitForSelector(`#stage-panel[data-shown="${ex.id}:${i}"]`);
+        const tables = await page.$$eval('#stage-panel table.matrix', (ts) => ts.map((t) => ({ name: (t as HTMLElement).dataset.name, cells: [...t.querySelectorAll('td')].map((td) => td.textContent ?? '') })));
+        const maps = page.locator('#stage-panel figure[data-testid="heatmap"]');
+        expect(await maps.count(), `${ex.id} stage ${stage.id}: heatmaps`).toBe(stage.views.length);
+        for (let m = 0; m < stage.views.length; m++) expect(await maps.nth(m).locator('svg').count()).toBeGreaterThan(0);
+        expect(tables.map((t) => t.name)).toEqual(stage.views.map((v) => v.name));
+        stage.views.forEach((v, j) => {
+          const cells = tables[j].cells;
+          expect(cells.length, `${ex.id} ${v.name}`).toBe(v.tensor.data.length);
+          cells.forEach((c, k) => expect(shownMatches(c, v.tensor.data[k]), `${ex.id} ${stage.id} ${v.name}[${k}]: page ${c}, library ${v.tensor.data[k]}`).toBe(true));
+        });
+      }
+      // Printed-vs-computed: the page's verdicts and computed numbers are the library's.
+      const rows = await page.$$eval('#example-detail table.compare tbody tr', (trs) => trs.map((tr) => ({ status: (tr as HTMLElement).dataset.status, computed: [...tr.querySelectorAll('[data-computed]')].map((e) => e.textContent ?? '') })));
+      expect(rows.length, ex.id).toBe(run.comparisons.length);
+      run.comparisons.forEach((c, j) => {
+        expect(rows[j].status, `${ex.id} ${c.printed.label}`).toBe(c.status);
+        rows[j].computed.forEach((t, k) => expect(shownMatches(t, c.computed[k]), `${ex.id} ${c.printed.label}[${k}]: page ${t}, library ${c.computed[k]}`).toBe(true));
+      });
+      if (!run.stages.length) expect(await page.locator('#example-detail figure.extra').count(), ex.id).toBeGreaterThan(0);
+    }
+    expect(s.problems).toEqual([]);
+  });
+
+  it('flags a slip with both the printed and the computed value', async () => {
+    const page = s.page;
+    await page.selectOption('#example-select', 'ex-full-pipeline-3x4');
+    await page.waitForSelector('#stage-panel[data-ready="ex-full-pipeline-3x4"]');
+    const q = page.locator('#example-detail tr[data-target="Q"]');
+    await expect.poll(() => q.getAttribute('data-status')).toBe('slip');
+    expect(await q.locator('.printed').textContent()).toContain('1.07');
+    expect(await q.locator('.computed').textContent()).toContain('1.180');
+    expect(await q.textContent()).toContain('slip');
+    expect(await page.locator('#example-detail tr[data-target="output"] .why').textContent()).toMatch(/slip in this step/);
+    await shot('examples');
+
+    await page.selectOption('#example-select', 'ex-google-analogy');
+    await page.waitForSelector('#stage-panel[data-ready="ex-google-analogy"]');
+    const w = page.locator('#example-detail tr[data-target="weights"]');
+    expect(await w.getAttribute('data-status')).toBe('slip');
+    expect(await w.locator('.printed').textContent()).toContain('0.52');
+    expect(await w.locator('.computed').textContent()).toContain('0.338');
+  });
+
+  it('steps through the stages with the keyboard', async () => {
+    const page = s.page;
+    await page.selectOption('#example-select', 'ex-exercise-4');
+    await page.waitForSelector('#stage-panel[data-ready="ex-exercise-4"]');
+    await page.locator('#stepper .steps button').first().click();
+    await page.keyboard.press('ArrowRight');
+    expect(await page.locator('#stepper .steps button[aria-selected="true"]').getAttribute('data-stage')).toBe('scores');
+    await page.keyboard.press('End');
+    expect(await page.locator('#stepper .steps button[aria-selected="true"]').getAttribute('data-stage')).toBe('output');
+    expect(await page.evaluate(() => document.activeElement?.getAttribute('data-stage'))).toBe('output');
+  });
+
+  it('playground reacts to an edit, the causal toggle and the backend switch; state lives in the URL', async () => {
+    const page = s.page;
+    const version = async () => Number(await page.getAttribute('#pg-results', 'data-version'));
+    const weights = () => page.$$eval('#pg-weights table.matrix tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => Number((td as HTMLElement).dataset.v))));
+    await expect.poll(version).toBeGreaterThan(0);
+    const before = await weights();
+    expect(before.length).toBe(3);
+
+    let v = await version();
+    await page.fill('#pg-q', '3 0 1\n0 1 0\n1 1 2');
+    await expect.poll(version).toBeGreaterThan(v);
+    const edited = await weights();
+    expect(edited).not.toEqual(before);
+    edited.forEach((r) => expect(r.reduce((a, b) => a + b, 0)).toBeCloseTo(1, 5));
+
+    v = await version();
+    await page.selectOption('#pg-mask', 'causal-tl');
+    await expect.poll(version).toBeGreaterThan(v);
+    const tl = await weights();
+    tl.forEach((r, i) => r.forEach((x, j) => (j > i ? expect(x).toBe(0) : expect(x).toBeGreaterThan(0))));
+
+    v = await version();
+    await page.selectOption('#pg-mask', 'causal-br');
+    await expect.poll(version).toBeGreaterThan(v);
+    const br = await weights();
+    br.forEach((r, i) => r.forEach((x, j) => (j > i + 2 ? expect(x).toBe(0) : expect(x).toBeGreaterThan(0))));
+    expect(page.url()).toContain('pmask=causal-br');
+
+    v = await version();
+    await page.selectOption('#pg-backend', 'scalar');
+    await expect.poll(() => page.getAttribute('#pg-results', 'data-backend')).toBe('scalar');
+    expect(await page.textContent('#pg-summary')).toContain('backend scalar');
+    const scalar = await weights();
+    scalar.forEach((r, i) => r.forEach((x, j) => expect(x).toBeCloseTo(br[i][j], 5)));
+
+    // A padding mask with no valid key leaves every row fully masked, and the page says so.
+    v = await version();
+    await page.selectOption('#pg-mask', 'padding');
+    await page.fill('#pg-keylen', '0');
+    await expect.poll(async () => (await page.textContent('#pg-row-stats')) ?? '').toContain('fully masked');
+    expect(await weights()).toEqual([[0, 0, 0, 0, 0], [0, 0, 0, 0, 0], [0, 0, 0, 0, 0]]);
+    await page.fill('#pg-keylen', '4');
+    await expect.poll(async () => (await page.textContent('#pg-row-stats')) ?? '').not.toContain('fully masked');
+
+    // The URL carries the view: reloading it restores the edited Q, mask and backend.
+    await page.goto(page.url());
+    await page.waitForSelector('body[data-ready="true"]');
+    await expect.poll(version).toBeGreaterThan(0);
+    expect(await page.inputValue('#pg-q')).toBe('3 0 1\n0 1 0\n1 1 2');
+    expect(await page.inputValue('#pg-mask')).toBe('padding');
+    expect(await page.inputValue('#pg-backend')).toBe('scalar');
+    await page.waitForSelector('.catalogue[data-ready="true"]', { timeout: 120_000 });
+    await shot('playground');
+    expect(s.problems).toEqual([]);
+  });
+
+  it('opens a worked example in the playground with the same result', async () => {
+    const page = s.page;
+    await page.selectOption('#example-select', 'ex-full-pipeline-3x4');
+    await page.waitForSelector('#stage-panel[data-ready="ex-full-pipeline-3x4"]');
+    await page.selectOption('#pg-backend', 'auto');
+    const v = Number(await page.getAttribute('#pg-results', 'data-version'));
+    await page.click('#open-in-playground');
+    await expect.poll(async () => Number(await page.getAttribute('#pg-results', 'data-version'))).toBeGreaterThan(v);
+    await expect.poll(() => page.inputValue('#pg-mode')).toBe('x');
+    await expect.poll(async () => (await page.textContent('#pg-summary')) ?? '').toContain('mask: none');
+    const run = await runExample(attn, workedExamples.find((e) => e.id === 'ex-full-pipeline-3x4')!);
+    const out = await page.$$eval('#pg-output table.matrix td', (tds) => tds.map((td) => Number((td as HTMLElement).dataset.v)));
+    out.forEach((x, i) => expect(x).toBeCloseTo(run.values.output!.data[i], 5));
+  });
+
+  it('scaling lab finishes and plots', async () => {
+    const page = s.page;
+    await page.click('#lab-run');
+    await page.waitForSelector('#scaling[data-done="true"]', { timeout: 120_000 });
+    expect(await page.locator('[data-testid="lab-std"] svg').count()).toBeGreaterThan(0);
+    expect(await page.locator('[data-testid="lab-hist"] svg').count()).toBe(2);
+    expect(await page.textContent('#lab-progress-text')).toMatch(/^Done/);
+    // The temperature slider acts on the attention weights.
+    const before = await page.textContent('#lab-temp-stats');
+    await page.locator('#lab-temp').fill('-1');
+    await expect.poll(() => page.textContent('#lab-temp-stats')).not.toBe(before);
+    await shot('scaling');
+    expect(s.problems).toEqual([]);
+  });
+
+  it('multi-head view, cost calculator and benchmark, and the PyTorch snippet render', async () => {
+    const page = s.page;
+    expect(await page.locator('#multihead [data-testid="head-view"] [data-head]').count()).toBe(4);
+    expect(await page.locator('#mh-causal-overlay [data-align]').count()).toBe(2);
+    await shot('multihead');
+    expect(await page.textContent('#cost-result')).toContain('144.0 MiB');
+    await page.selectOption('#bench-max', '256');
+    await page.click('#bench-run');
+    await page.waitForSelector('#cost[data-bench-done="true"]', { timeout: 120_000 });
+    expect(await page.locator('[data-testid="bench-plot"] svg').count()).toBeGreaterThan(0);
+    await shot('cost');
+    await page.selectOption('#example-select', 'ex-dog-bites-man');
+    await page.waitForSelector('#stage-panel[data-ready="ex-dog-bites-man"]');
+    expect(await page.textContent('#pytorch code')).toContain('torch.softmax');
+    await shot('pytorch');
+    await page.emulateMedia({ colorScheme: 'dark' });
+    await shot('formula-dark');
+    await page.emulateMedia({ colorScheme: 'light' });
+    expect(s.problems).toEqual([]);
+  });
+});

@@ -1,0 +1,63 @@
+// Shared set-up for the browser tests: build the demo, serve it with `vite preview`, and start
+// Debian's Chromium headless through playwright-core.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { preview, type PreviewServer } from 'vite';
+
+export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+export const OUT = join(ROOT, 'test-output');
+const CONFIG = join(ROOT, 'web/demo/vite.config.ts');
+export const CHROMIUM = process.env.SDPA_CHROMIUM ?? '/usr/bin/chromium';
+
+/** Chromium flags for a headless run as root on a machine with no network. */
+export const CHROMIUM_FLAGS = ['--headless', '--no-sandbox', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--enable-unsafe-webgpu'];
+
+export interface Session {
+  url: string;
+  context: BrowserContext;
+  page: Page;
+  /** Console errors, page errors and failed requests seen so far. */
+  problems: string[];
+  close(): Promise<void>;
+}
+
+/** Build the demo (unless SDPA_DEMO_PREBUILT=1 and it exists) with the library's wasm already built. */
+export function buildDemo(): void {
+  if (!existsSync(join(ROOT, 'web/src/wasm/sdpa_core.wasm'))) throw new Error('web/src/wasm/sdpa_core.wasm is missing: run `bash scripts/build.sh wasm` first');
+  if (process.env.SDPA_DEMO_PREBUILT === '1' && existsSync(join(ROOT, 'web/demo/dist/index.html'))) return;
+  execFileSync(join(ROOT, 'node_modules/.bin/vite'), ['build', '--config', CONFIG, '--logLevel', 'warn'], { cwd: ROOT, stdio: 'inherit' });
+}
+
+export async function start(): Promise<Session> {
+  mkdirSync(OUT, { recursive: true });
+  const server: PreviewServer = await preview({ configFile: CONFIG, logLevel: 'warn', preview: { port: 0, host: '127.0.0.1', strictPort: false } });
+  const url = server.resolvedUrls?.local[0];
+  if (!url) throw new Error('vite preview did not report a URL');
+  const profile = mkdtempSync(join(tmpdir(), 'sdpa-chromium-'));
+  const context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS, viewport: { width: 1280, height: 900 } });
+  const page = context.pages()[0] ?? (await context.newPage());
+  const problems: string[] = [];
+  page.on('console', (m) => {
+    if (m.type() === 'error' || m.type() === 'warning') problems.push(`console.${m.type()}: ${m.text()}`);
+  });
+  page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
+  page.on('requestfailed', (r) => problems.push(`requestfailed: ${r.url()} ${r.failure()?.errorText}`));
+  page.on('response', (r) => {
+    if (r.status() >= 400) problems.push(`HTTP ${r.status()}: ${r.url()}`);
+  });
+  return {
+    url,
+    context,
+    page,
+    problems,
+    async close() {
+      await context.close();
+      await server.close();
+      rmSync(profile, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,621 @@
+// Runs a worked example through sdpa-web and collects each stage for the stepper, plus the comparison of
+// the text's printed numbers with the computed ones. DOM-free, so the browser tests can import it too.
+import type { Tensor } from 'sdpa-web';
+import type { MaskSpec, PrintedValue, Target, WorkedExample } from '../../../examples/worked-examples';
+import { mulberry32, normalSampler } from '../../../examples/worked-examples';
+import { entropy, eye, stdOf, isFullyMasked, maxOf, rowsOf, seqLabels, size, slice0, tensor, toTensor, transpose, type NumTensor } from './tensors';
+
+/** The slice of the sdpa-web API the page uses. */
+export interface AttentionLike {
+  backend: string;
+  explain(q: Tensor, k: Tensor, v: Tensor, opts?: AttnOpts): Promise<Stages>;
+  scaledDotProductAttention(q: Tensor, k: Tensor, v: Tensor, opts?: AttnOpts): Promise<{ output: Tensor; weights?: Tensor }>;
+  scaledDotProductAttentionSync(q: Tensor, k: Tensor, v: Tensor, opts?: AttnOpts): { output: Tensor; weights?: Tensor };
+  softmax(x: Tensor, opts?: { temperature?: number }): Tensor;
+  matmul(a: Tensor, b: Tensor): Tensor;
+  referenceAttention(q: Tensor, k: Tensor, v: Tensor, opts?: AttnOpts): { output: NumTensor; weights: NumTensor };
+}
+export interface AttnOpts {
+  attnMask?: { data: Uint8Array | Float32Array; shape: number[] };
+  isCausal?: boolean | 'top-left' | 'bottom-right';
+  scale?: number;
+  enableGqa?: boolean;
+  returnWeights?: boolean;
+}
+export interface Stages {
+  scores: Tensor;
+  scaledScores: Tensor;
+  maskedScores: Tensor;
+  weights: Tensor;
+  output: Tensor;
+}
+
+/** One labelled matrix shown in a stage. */
+export interface MatrixView {
+  name: string;
+  tensor: NumTensor;
+  rowLabels: string[];
+  colLabels: string[];
+  rowAxis: string;
+  colAxis: string;
+  /** Colour scale: weights in [0, 1], or signed values. */
+  kind: 'weights' | 'signed';
+  /** Rows that are fully masked (all weights 0). */
+  maskedRows?: number[];
+}
+
+/** One step of the stepper. */
+export interface Stage {
+  id: 'inputs' | 'projections' | 'scores' | 'scaled' | 'masked' | 'weights' | 'output' | 'temperature';
+  title: string;
+  /** KaTeX source of this step's formula. */
+  tex: string;
+  views: MatrixView[];
+  note?: string;
+}
+
+/** A printed number set beside the computed one. */
+export interface Comparison {
+  printed: PrintedValue;
+  computed: number[];
+  /** Per value: does the printed value agree with the computed one within the printed rounding? */
+  agrees: boolean[];
+  status: 'ok' | 'slip';
+  /** Where the difference comes from, when the page can tell. */
+  why?: string;
+  /** Values per displayed row (the target's last dimension). */
+  cols: number;
+}
+
+/** Extra panels (tables and plots) for examples that are not a single stepper run. */
+export type Extra =
+  | { kind: 'table'; title: string; columns: string[]; rows: (string | number)[][] }
+  | { kind: 'lines'; title: string; xLabel: string; yLabel: string; xLog?: boolean; yLog?: boolean; points: { x: number; y: number; series: string }[] };
+
+export interface ExampleRun {
+  example: WorkedExample;
+  backend: string;
+  stages: Stage[];
+  values: Partial<Record<Target, NumTensor>>;
+  comparisons: Comparison[];
+  extras: Extra[];
+  notes: string[];
+  /** Python snippet that reproduces the numbers with PyTorch. */
+  pytorch: string;
+}
+
+const dims = (p: string, n: number) => seqLabels(p, n);
+
+function maskToTensor(mask: MaskSpec | undefined, lq: number, lk: number): { opts: AttnOpts; label: string; tex: string } {
+  if (!mask) return { opts: {}, label: 'none', tex: 'M = 0' };
+  if (mask.kind === 'causal') return { opts: { isCausal: mask.align }, label: `causal (${mask.align})`, tex: `M_{ij} = -\\infty \\text{ for } j > i${mask.align === 'bottom-right' ? ' + (L_k - L_q)' : ''}` };
+  if (mask.kind === 'padding') {
+    const d = new Uint8Array(lq * lk);
+    for (let i = 0; i < lq; i++) for (let j = 0; j < Math.min(mask.validKeys, lk); j++) d[i * lk + j] = 1;
+    return { opts: { attnMask: { data: d, shape: [lq, lk] } }, label: `padding (first ${mask.validKeys} keys valid)`, tex: `M_{ij} = -\\infty \\text{ for } j \\geq ${mask.validKeys}` };
+  }
+  return { opts: { attnMask: { data: Uint8Array.from(mask.mask.data), shape: mask.mask.shape.slice() } }, label: 'custom', tex: 'M_{ij} = -\\infty \\text{ where masked}' };
+}
+
+function maskedRowsOf(w: NumTensor): number[] {
+  return rowsOf(w).flatMap((r, i) => (isFullyMasked(r) ? [i] : []));
+}
+
+/** Attention stages (scores … output) from an `explain` result. */
+export function attentionStages(st: Stages, o: { qLabels: string[]; kLabels: string[]; vDims: number; scale: number; dk: number; maskLabel: string; maskTex: string; givenScores?: boolean; withOutput?: boolean }): Stage[] {
+  const { qLabels, kLabels } = o;
+  const qk = { rowLabels: qLabels, colLabels: kLabels, rowAxis: 'query', colAxis: 'key' };
+  const defaultScale = Math.abs(o.scale - 1 / Math.sqrt(o.dk)) < 1e-12;
+  // A given scale of exactly 1/√m (e.g. the text's ÷√512) is shown as such.
+  const m = Math.round(1 / o.scale ** 2);
+  const rootOf = o.scale !== 1 && Number.isFinite(m) && m > 1 && Math.abs(1 / Math.sqrt(m) - o.scale) < 1e-12 ? m : undefined;
+  const scaleTex = defaultScale && !o.givenScores ? `/\\sqrt{d_k} = /\\sqrt{${o.dk}}` : rootOf ? `/\\sqrt{${rootOf}}` : o.scale === 1 ? '' : `\\times ${+o.scale.toPrecision(4)}`;
+  const maskedRows = maskedRowsOf(st.weights);
+  const stages: Stage[] = [
+    {
+      id: 'scores',
+      title: o.givenScores ? 'Scores (given by the text)' : 'QKᵀ — similarity of every query with every key',
+      tex: o.givenScores ? 'S \\;(\\text{given})' : 'S = QK^{\\top}',
+      views: [{ name: o.givenScores ? 'S (given)' : 'QKᵀ', tensor: st.scores, ...qk, kind: 'signed' }],
+    },
+  ];
+  if (!o.givenScores || o.scale !== 1)
+    stages.push({
+      id: 'scaled',
+      title: defaultScale && !o.givenScores ? `÷ √d_k = ÷ √${o.dk} ≈ ${Math.sqrt(o.dk).toFixed(3)}` : rootOf ? `÷ √${rootOf} ≈ ${Math.sqrt(rootOf).toFixed(3)}` : `× scale = ${+o.scale.toPrecision(4)}`,
+      tex: `\\tilde S = S ${scaleTex}`,
+      views: [{ name: 'scaled scores', tensor: st.scaledScores, ...qk, kind: 'signed' }],
+    });
+  if (!o.givenScores)
+    stages.push({
+      id: 'masked',
+      title: `+ mask (${o.maskLabel})`,
+      tex: `\\tilde S + M, \\quad ${o.maskTex}`,
+      views: [{ name: 'masked scores', tensor: st.maskedScores, ...qk, kind: 'signed' }],
+      note: o.maskLabel === 'none' ? 'No mask: M = 0, the scores pass through unchanged.' : 'Masked positions are −∞: their weight after the softmax is exactly 0.',
+    });
+  stages.push({
+    id: 'weights',
+    title: 'softmax — each row becomes a probability distribution',
+    tex: 'A = \\operatorname{softmax}_{\\text{row}}(\\tilde S + M), \\quad A_{ij} = \\frac{e^{\\tilde S_{ij}}}{\\sum_{j\'} e^{\\tilde S_{ij\'}}}',
+    views: [{ name: 'weights A', tensor: st.weights, ...qk, kind: 'weights', maskedRows }],
+    note: maskedRows.length ? `Rows ${maskedRows.map((r) => qLabels[r]).join(', ')} are fully masked: all their weights are 0.` : undefined,
+  });
+  if (o.withOutput !== false)
+    stages.push({
+      id: 'output',
+      title: '· V — each output row is a weighted average of the value rows',
+      tex: 'O = AV, \\quad O_i = \\sum_j A_{ij} v_j',
+      views: [{ name: 'output O', tensor: st.output, rowLabels: qLabels, colLabels: dims('v', o.vDims), rowAxis: 'query', colAxis: 'value dim', kind: 'signed' }],
+    });
+  return stages;
+}
+
+const tol = (d: number) => 0.5 * 10 ** -d + 1e-9;
+
+function pick(t: NumTensor, rows?: number[]): number[] {
+  if (!rows) return Array.from(t.data);
+  if (t.shape.length <= 1) return rows.map((r) => t.data[r]);
+  const n = t.shape[t.shape.length - 1];
+  return rows.flatMap((r) => Array.from({ length: n }, (_, j) => t.data[r * n + j]));
+}
+
+function compare(p: PrintedValue, computed: number[]): Omit<Comparison, 'why' | 'cols'> {
+  const agrees = p.values.map((v, i) => {
+    const c = computed[i];
+    const d = Array.isArray(p.decimals) ? p.decimals[i] : p.decimals;
+    if (p.relation === 'at-least') return c >= v;
+    if (p.relation === 'statistical') return Math.abs(c - v) <= (p.tolerance ?? tol(d));
+    return Math.abs(c - v) <= tol(d);
+  });
+  return { printed: p, computed, agrees, status: agrees.every(Boolean) ? 'ok' : 'slip' };
+}
+
+function rowStats(w: NumTensor, f: (r: number[]) => number): NumTensor {
+  const rows = rowsOf(w);
+  return { data: rows.map(f), shape: [rows.length] };
+}
+
+const pyList = (t: NumTensor): string => {
+  const fmtN = (x: number) => (Number.isInteger(x) ? `${x}.` : `${+x.toPrecision(7)}`);  // 7 significant digits: float32 noise (0.80000001) disappears
+  const rec = (off: number, shape: readonly number[]): string => {
+    if (shape.length === 0) return fmtN(t.data[off]);
+    const inner = size(shape.slice(1));
+    return `[${Array.from({ length: shape[0] }, (_, i) => rec(off + i * inner, shape.slice(1))).join(', ')}]`;
+  };
+  return rec(0, t.shape);
+};
+
+/** PyTorch snippet for full attention. */
+export function pytorchAttention(q: NumTensor, k: NumTensor, v: NumTensor, o: { scale?: number; mask?: AttnOpts; title: string; extraLines?: string[]; projections?: { x: NumTensor; wq: NumTensor; wk: NumTensor; wv: NumTensor } }): string {
+  const lines = [`# ${o.title}`, 'import math, torch', 'import torch.nn.functional as F', 'torch.set_printoptions(precision=4, sci_mode=False)', ''];
+  const p = o.projections;
+  if (p)
+    lines.push(`X = torch.tensor(${pyList(p.x)}, dtype=torch.float64)`, `W_Q = torch.tensor(${pyList(p.wq)}, dtype=torch.float64)`, `W_K = torch.tensor(${pyList(p.wk)}, dtype=torch.float64)`, `W_V = torch.tensor(${pyList(p.wv)}, dtype=torch.float64)`, 'q, k, v = X @ W_Q, X @ W_K, X @ W_V', 'print("Q =", q, "K =", k, "V =", v, sep="\\n")');
+  else lines.push(`q = torch.tensor(${pyList(q)}, dtype=torch.float64)`, `k = torch.tensor(${pyList(k)}, dtype=torch.float64)`, `v = torch.tensor(${pyList(v)}, dtype=torch.float64)`);
+  const scale = o.scale ?? 1 / Math.sqrt(q.shape[q.shape.length - 1]);
+  lines.push(`scale = ${o.scale === undefined ? `1 / math.sqrt(q.shape[-1])  # ${+scale.toPrecision(6)}` : +scale.toPrecision(9)}`);
+  const lq = q.shape[q.shape.length - 2];
+  const lk = k.shape[k.shape.length - 2];
+  let maskArg = '';
+  if (o.mask?.isCausal) {
+    const diag = o.mask.isCausal === 'bottom-right' ? lk - lq : 0;
+    lines.push(`mask = torch.ones(${lq}, ${lk}, dtype=torch.bool).tril(diagonal=${diag})  # causal, ${o.mask.isCausal === 'bottom-right' ? 'bottom-right' : 'top-left'}`);
+    maskArg = ', attn_mask=mask';
+  } else if (o.mask?.attnMask) {
+    lines.push(`mask = torch.tensor(${pyList({ data: Array.from(o.mask.attnMask.data), shape: o.mask.attnMask.shape })}).bool()  # True = may attend`);
+    maskArg = ', attn_mask=mask';
+  }
+  lines.push('', 'scores = q @ k.transpose(-2, -1)', 'scaled = scores * scale');
+  lines.push(maskArg ? "masked = scaled.masked_fill(~mask, float('-inf'))" : 'masked = scaled');
+  lines.push('weights = torch.softmax(masked, dim=-1).nan_to_num(0.0)  # fully masked rows -> 0', 'output = weights @ v', `ref = F.scaled_dot_product_attention(q, k, v${maskArg}, scale=scale)`);
+  lines.push('print("QK^T =", scores, "scaled =", scaled, "weights =", weights, "output =", output, sep="\\n")');
+  lines.push('print("max |output - F.sdpa| =", (output - ref).nan_to_num(0.0).abs().max().item())');
+  if (o.extraLines) lines.push(...o.extraLines);
+  return lines.join('\n');
+}
+
+/** Run the score-statistics experiment (random q, k ~ N(0,1)) for each d_k. */
+export interface StatsRow {
+  dk: number;
+  unscaledStd: number;
+  scaledStd: number;
+  maxWeightUnscaled: number;
+  maxWeightScaled: number;
+  entropyUnscaled: number;
+  entropyScaled: number;
+  /** The first scores (unscaled), for histograms. */
+  sampleScores: Float32Array;
+  /** The same scores after the library's ÷√d_k. */
+  sampleScaled: Float32Array;
+}
+
+const mean = (a: number[]) => a.reduce((x, y) => x + y, 0) / a.length;
+
+export function randn(shape: number[], seed: number): Tensor {
+  const normal = normalSampler(mulberry32(seed));
+  const d = new Float32Array(size(shape));
+  for (let i = 0; i < d.length; i++) d[i] = normal();
+  return { data: d, shape };
+}
+
+export async function scoreStatsFor(attn: AttentionLike, dk: number, samples: number, seed: number): Promise<StatsRow> {
+  const q = randn([samples, dk], seed * 7919 + dk);
+  const k = randn([samples, dk], seed * 104729 + dk);
+  const v = tensor(new Float32Array(samples), [samples, 1]);
+  const st = await attn.explain(q, k, v);
+  const unscaledW = attn.softmax(st.scores);
+  const wRows = rowsOf(st.weights);
+  const uRows = rowsOf(unscaledW);
+  return {
+    dk,
+    unscaledStd: stdOf(st.scores.data),
+    scaledStd: stdOf(st.scaledScores.data),
+    maxWeightUnscaled: mean(uRows.map(maxOf)),
+    maxWeightScaled: mean(wRows.map(maxOf)),
+    entropyUnscaled: mean(uRows.map(entropy)),
+    entropyScaled: mean(wRows.map(entropy)),
+    sampleScores: st.scores.data.slice(0, 4096),
+    sampleScaled: st.scaledScores.data.slice(0, 4096),
+  };
+}
+
+function statsExtras(rows: StatsRow[]): Extra[] {
+  return [
+    {
+      kind: 'table',
+      title: 'Score statistics (computed)',
+      columns: ['d_k', '√d_k', 'std unscaled', 'std scaled', 'mean max weight unscaled', 'mean max weight scaled', 'mean entropy unscaled', 'mean entropy scaled'],
+      rows: rows.map((r) => [r.dk, Math.sqrt(r.dk).toFixed(2), r.unscaledStd.toFixed(2), r.scaledStd.toFixed(3), r.maxWeightUnscaled.toFixed(3), r.maxWeightScaled.toFixed(3), r.entropyUnscaled.toFixed(3), r.entropyScaled.toFixed(3)]),
+    },
+  ];
+}
+
+/** Run one worked example through the library. */
+export async function runExample(attn: AttentionLike, ex: WorkedExample, opts: { maskVariant?: number; samples?: number } = {}): Promise<ExampleRun> {
+  const inp = ex.inputs;
+  const stages: Stage[] = [];
+  const values: Partial<Record<Target, NumTensor>> = {};
+  const extras: Extra[] = [];
+  const notes: string[] = [];
+  let pytorch = '';
+  const qLabels = (n: number) => ex.tokens?.queries.slice(0, n) ?? seqLabels('q', n);
+  const kLabels = (n: number) => ex.tokens?.keys.slice(0, n) ?? seqLabels('k', n);
+
+  const runAttention = async (q: Tensor, k: Tensor, v: Tensor, mask: MaskSpec | undefined, projections?: { x: NumTensor; wq: NumTensor; wk: NumTensor; wv: NumTensor }) => {
+    const lq = q.shape[q.shape.length - 2];
+    const lk = k.shape[k.shape.length - 2];
+    const dk = q.shape[q.shape.length - 1];
+    const m = maskToTensor(mask, lq, lk);
+    const o: AttnOpts = { ...m.opts, ...(inp.scale !== undefined ? { scale: inp.scale } : {}) };
+    const st = await attn.explain(q, k, v, o);
+    const scale = inp.scale ?? 1 / Math.sqrt(dk);
+    stages.push(...attentionStages(st, { qLabels: qLabels(lq), kLabels: kLabels(lk), vDims: v.shape[v.shape.length - 1], scale, dk, maskLabel: m.label, maskTex: m.tex }));
+    Object.assign(values, { scores: st.scores, scaledScores: st.scaledScores, weights: st.weights, output: st.output });
+    pytorch = pytorchAttention(q, k, v, { scale: inp.scale, mask: m.opts, title: `${ex.id}: ${ex.title}`, projections });
+    return st;
+  };
+
+  const inputStage = (id: 'inputs' | 'projections', title: string, tex: string, views: [string, NumTensor, string[], string, string][]) =>
+    stages.push({ id, title, tex, views: views.map(([name, t, rl, ra, cp]) => ({ name, tensor: t, rowLabels: rl, colLabels: dims(cp, t.shape[t.shape.length - 1]), rowAxis: ra, colAxis: 'dimension', kind: 'signed' as const })) });
+
+  switch (ex.compute) {
+    case 'attention':
+    case 'projection-attention': {
+      let q: Tensor, k: Tensor, v: Tensor;
+      if (ex.compute === 'projection-attention') {
+        const x = toTensor(inp.x!);
+        const n = x.shape[0];
+        inputStage('inputs', 'Inputs: X and the projections W_Q, W_K, W_V', 'X \\in \\mathbb{R}^{n \\times d_{model}},\\; W_Q, W_K \\in \\mathbb{R}^{d_{model} \\times d_k},\\; W_V \\in \\mathbb{R}^{d_{model} \\times d_v}', [
+          ['X', x, qLabels(n), 'token', 'x'],
+          ['W_Q', toTensor(inp.wq!), dims('x', x.shape[1]), 'input dim', 'q'],
+          ['W_K', toTensor(inp.wk!), dims('x', x.shape[1]), 'input dim', 'k'],
+          ['W_V', toTensor(inp.wv!), dims('x', x.shape[1]), 'input dim', 'v'],
+        ]);
+        q = attn.matmul(x, toTensor(inp.wq!));
+        k = attn.matmul(x, toTensor(inp.wk!));
+        v = attn.matmul(x, toTensor(inp.wv!));
+        Object.assign(values, { Q: q, K: k, V: v });
+        inputStage('projections', 'Projections Q = XW_Q, K = XW_K, V = XW_V', 'Q = XW_Q,\\quad K = XW_K,\\quad V = XW_V', [
+          ['Q', q, qLabels(n), 'query', 'q'],
+          ['K', k, kLabels(n), 'key', 'k'],
+          ['V', v, kLabels(n), 'key', 'v'],
+        ]);
+      } else {
+        q = toTensor(inp.q!);
+        k = toTensor(inp.k!);
+        v = toTensor(inp.v!);
+        inputStage('inputs', 'Inputs: Q, K, V', 'Q \\in \\mathbb{R}^{L_q \\times d_k},\\; K \\in \\mathbb{R}^{L_k \\times d_k},\\; V \\in \\mathbb{R}^{L_k \\times d_v}', [
+          ['Q', q, qLabels(q.shape[0]), 'query', 'd'],
+          ['K', k, kLabels(k.shape[0]), 'key', 'd'],
+          ['V', v, kLabels(v.shape[0]), 'key', 'v'],
+        ]);
+      }
+      const variant = inp.maskVariants?.[opts.maskVariant ?? 0]?.mask ?? inp.mask;
+      await runAttention(q, k, v, variant, inp.x ? { x: toTensor(inp.x), wq: toTensor(inp.wq!), wk: toTensor(inp.wk!), wv: toTensor(inp.wv!) } : undefined);
+      break;
+    }
+    case 'batched': {
+      const q = toTensor(inp.q!), k = toTensor(inp.k!), v = toTensor(inp.v!);
+      const b = q.shape[0];
+      const whole = await attn.explain(q, k, v);
+      const rows: (string | number)[][] = [];
+      for (let i = 0; i < b; i++) {
+        const item = (t: Tensor) => {
+          const x = slice0(t, i);
+          return tensor(x.data, x.shape);
+        };
+        const one = await attn.explain(item(q), item(k), item(v));
+        const bo = slice0(whole.output, i);
+        let d = 0;
+        for (let j = 0; j < one.output.data.length; j++) d = Math.max(d, Math.abs(one.output.data[j] - bo.data[j]));
+        rows.push([`sequence ${i + 1}`, `[${one.output.shape.join(', ')}]`, d.toExponential(2), d === 0 ? 'identical' : d < 1e-5 ? 'equal to float32 rounding' : 'DIFFERENT']);
+      }
+      extras.push({ kind: 'table', title: `Batched call ${`[${q.shape.join(', ')}]`} vs one call per sequence`, columns: ['sequence', 'output shape (alone)', 'max |batched − alone|', 'verdict'], rows });
+      const first = { scores: slice0(whole.scores, 0), scaledScores: slice0(whole.scaledScores, 0), maskedScores: slice0(whole.maskedScores, 0), weights: slice0(whole.weights, 0), output: slice0(whole.output, 0) } as Stages;
+      inputStage('inputs', 'Inputs: Q, K, V of sequence 1 (of 3)', 'Q, K, V \\in \\mathbb{R}^{B \\times L \\times E},\\; B = 3', [
+        ['Q[0]', slice0(q, 0), qLabels(4), 'query', 'd'],
+        ['K[0]', slice0(k, 0), kLabels(4), 'key', 'd'],
+        ['V[0]', slice0(v, 0), kLabels(4), 'key', 'v'],
+      ]);
+      stages.push(...attentionStages(first, { qLabels: qLabels(4), kLabels: kLabels(4), vDims: v.shape[2], scale: 1 / Math.sqrt(q.shape[2]), dk: q.shape[2], maskLabel: 'none', maskTex: 'M = 0' }));
+      Object.assign(values, { weights: first.weights, output: first.output });
+      notes.push(`The stepper shows sequence 1 of the batch; the batched output has shape [${whole.output.shape.join(', ')}].`);
+      pytorch = pytorchAttention(q, k, v, { title: `${ex.id}: ${ex.title}` });
+      break;
+    }
+    case 'scores': {
+      const q = toTensor(inp.q!), k = toTensor(inp.k!);
+      const s = attn.matmul(q, transpose(k));
+      values.scores = s;
+      inputStage('inputs', 'Inputs: Q and K', 'Q, K', [
+        ['Q', q, qLabels(q.shape[0]), 'query', 'd'],
+        ['K', k, kLabels(k.shape[0]), 'key', 'd'],
+      ]);
+      stages.push({ id: 'scores', title: 'QKᵀ — dot product of every query with every key', tex: 'S = QK^{\\top},\\quad S_{ij} = q_i \\cdot k_j', views: [{ name: 'QKᵀ', tensor: s, rowLabels: qLabels(q.shape[0]), colLabels: kLabels(k.shape[0]), rowAxis: 'query', colAxis: 'key', kind: 'signed' }] });
+      pytorch = ['# ' + ex.id, 'import torch', `Q = torch.tensor(${pyList(q)})`, `K = torch.tensor(${pyList(k)})`, 'print(Q @ K.T)'].join('\n');
+      break;
+    }
+    case 'weights-values': {
+      const w = toTensor(inp.weights!), v = toTensor(inp.v!);
+      const out = attn.matmul(w, v);
+      Object.assign(values, { weights: w, output: out });
+      stages.push({ id: 'weights', title: 'Attention weights (given by the text)', tex: 'A \\;(\\text{given})', views: [{ name: 'A (given)', tensor: w, rowLabels: qLabels(w.shape[0]), colLabels: kLabels(w.shape[1]), rowAxis: 'query', colAxis: 'value', kind: 'weights' }] });
+      stages.push({ id: 'output', title: '· V — weighted average of the value rows', tex: 'O = AV', views: [{ name: 'V', tensor: v, rowLabels: kLabels(v.shape[0]), colLabels: dims('v', v.shape[1]), rowAxis: 'value', colAxis: 'value dim', kind: 'signed' }, { name: 'output O', tensor: out, rowLabels: qLabels(w.shape[0]), colLabels: dims('v', v.shape[1]), rowAxis: 'query', colAxis: 'value dim', kind: 'signed' }] });
+      pytorch = ['# ' + ex.id, 'import torch', `A = torch.tensor(${pyList(w)})`, `V = torch.tensor(${pyList(v)})`, 'print(A @ V)'].join('\n');
+      break;
+    }
+    case 'softmax':
+    case 'softmax-values': {
+      // Given scores S [r, n]: run them through the library's attention with K = I (so QKᵀ = S exactly),
+      // the given scale (1 unless the text scales), and V = I (weights only) or the text's V.
+      const s = toTensor(inp.scores!);
+      const n = s.shape[1];
+      const v = inp.v ? toTensor(inp.v) : eye(n);
+      const scale = inp.scale ?? 1;
+      const st = await attn.explain(s, eye(n), v, { scale });
+      stages.push(...attentionStages(st, { qLabels: qLabels(s.shape[0]), kLabels: kLabels(n), vDims: v.shape[1], scale, dk: n, maskLabel: 'none', maskTex: 'M = 0', givenScores: true, withOutput: !!inp.v }));
+      Object.assign(values, { scores: st.scores, scaledScores: st.scaledScores, weights: st.weights, ...(inp.v ? { output: st.output } : {}) });
+      const lines = ['# ' + ex.id + ': ' + ex.title, 'import torch', 'torch.set_printoptions(precision=6, sci_mode=False)', `S = torch.tensor(${pyList(s)}, dtype=torch.float64)`];
+      lines.push(scale === 1 ? 'A = torch.softmax(S, dim=-1)' : `A = torch.softmax(S * ${+scale.toPrecision(9)}, dim=-1)`, 'print(A)');
+      if (inp.v) lines.push(`V = torch.tensor(${pyList(v)}, dtype=torch.float64)`, 'print(A @ V)');
+      lines.push('print("max weight:", A.max(-1).values, "entropy:", -(A * A.clamp_min(1e-300).log()).sum(-1))');
+      pytorch = lines.join('\n');
+      break;
+    }
+    case 'temperature': {
+      const s = toTensor(inp.scores!);
+      const ts = inp.temperatures!;
+      const rows: number[] = [];
+      for (const t of ts) rows.push(...attn.softmax(s, { temperature: t }).data);
+      const w: NumTensor = { data: rows, shape: [ts.length, s.shape[1]] };
+      values.weights = w;
+      stages.push({ id: 'scores', title: 'Scores', tex: 'x = [1, 2, 3]', views: [{ name: 'scores', tensor: s, rowLabels: ['x'], colLabels: kLabels(s.shape[1]), rowAxis: '', colAxis: 'position', kind: 'signed' }] });
+      stages.push({ id: 'temperature', title: 'softmax(x / T) for each temperature T', tex: '\\operatorname{softmax}(x/T)_i = \\frac{e^{x_i/T}}{\\sum_j e^{x_j/T}}', views: [{ name: 'softmax(x/T)', tensor: w, rowLabels: ts.map((t) => `T = ${t}`), colLabels: kLabels(s.shape[1]), rowAxis: 'temperature', colAxis: 'position', kind: 'weights' }] });
+      const pts: { x: number; y: number; series: string }[] = [];
+      const grid = Array.from({ length: 41 }, (_, i) => 10 ** (-2 + i * 0.1));
+      for (const t of grid) attn.softmax(s, { temperature: t }).data.forEach((y, j) => pts.push({ x: t, y, series: `weight of ${kLabels(s.shape[1])[j]} (score ${s.data[j]})` }));
+      extras.push({ kind: 'lines', title: 'Weights as the temperature goes from 0.01 to 100', xLabel: 'temperature T (log scale)', yLabel: 'weight', xLog: true, points: pts });
+      notes.push('T → 0: all weight on the largest score (argmax, one-hot). T → ∞: uniform, 1/3 each.');
+      pytorch = ['# ' + ex.id, 'import torch', `x = torch.tensor(${pyList(s)}, dtype=torch.float64)`, `for T in ${JSON.stringify(ts)}:`, '    print(T, torch.softmax(x / T, dim=-1))'].join('\n');
+      break;
+    }
+    case 'score-stats': {
+      const samples = opts.samples ?? inp.samples ?? 64;
+      const rows: StatsRow[] = [];
+      for (const dk of inp.dks!) rows.push(await scoreStatsFor(attn, dk, samples, inp.seed ?? 1));
+      values.unscaledStd = { data: rows.map((r) => r.unscaledStd), shape: [rows.length] };
+      values.scaledStd = { data: rows.map((r) => r.scaledStd), shape: [rows.length] };
+      extras.push(...statsExtras(rows));
+      if (rows.length > 1)
+        extras.push({
+          kind: 'lines',
+          title: 'Score std vs d_k: unscaled grows as √d_k, scaled stays at 1',
+          xLabel: 'd_k (log scale)',
+          yLabel: 'std of scores (log scale)',
+          xLog: true,
+          yLog: true,
+          points: rows.flatMap((r) => [
+            { x: r.dk, y: r.unscaledStd, series: 'unscaled q·k' },
+            { x: r.dk, y: r.scaledStd, series: 'scaled q·k/√d_k' },
+            { x: r.dk, y: Math.sqrt(r.dk), series: 'reference √d_k' },
+            { x: r.dk, y: 1, series: 'reference 1' },
+          ]),
+        });
+      notes.push(`${samples} random queries and ${samples} keys per d_k, entries N(0, 1), seed ${inp.seed}; scores and softmax by sdpa-web (${attn.backend}).`);
+      pytorch = ['# ' + ex.id, 'import torch', `for d_k in ${JSON.stringify(inp.dks)}:`, `    q = torch.randn(${samples}, d_k); k = torch.randn(${samples}, d_k)`, '    s = q @ k.T', '    print(d_k, "unscaled std", s.std().item(), "scaled std", (s / d_k ** 0.5).std().item(),', '          "max weight unscaled", torch.softmax(s, -1).max(-1).values.mean().item(),', '          "max weight scaled", torch.softmax(s / d_k ** 0.5, -1).max(-1).values.mean().item())'].join('\n');
+      break;
+    }
+    case 'memory': {
+      const m = inp.memory!;
+      const per = m.n * m.n * m.bytesPerElement;
+      const total = per * m.layers * m.heads;
+      values.memoryPerMatrixMiB = { data: [per / 2 ** 20], shape: [1] };
+      values.memoryTotalMiB = { data: [total / 2 ** 20], shape: [1] };
+      extras.push({ kind: 'table', title: 'Memory of the attention weights', columns: ['quantity', 'formula', 'bytes', 'MiB (2²⁰ B)', 'MB (10⁶ B)'], rows: [
+        ['one attention matrix', `${m.n}² × ${m.bytesPerElement} B`, per.toLocaleString('en'), (per / 2 ** 20).toFixed(2), (per / 1e6).toFixed(2)],
+        [`${m.layers} layers × ${m.heads} heads`, `${m.layers * m.heads} × ${m.n}² × ${m.bytesPerElement} B`, total.toLocaleString('en'), (total / 2 ** 20).toFixed(2), (total / 1e6).toFixed(2)],
+      ] });
+      notes.push('Arithmetic only (no attention is run); the Cost section below has the full calculator and a live benchmark.');
+      pytorch = ['# ' + ex.id, `n, layers, heads = ${m.n}, ${m.layers}, ${m.heads}`, `per = n * n * ${m.bytesPerElement}`, 'print(per, per / 2**20, "MiB;", per * layers * heads / 2**20, "MiB total")'].join('\n');
+      break;
+    }
+    case 'score-functions': {
+      const q = toTensor(inp.q!), k = toTensor(inp.k!);
+      const f = inp.scoreFunctions!;
+      const lq = q.shape[0], lk = k.shape[0];
+      // Multiplicative (Luong): qᵀWk = (QW)Kᵀ — two library matmuls.
+      const luong = attn.matmul(attn.matmul(q, toTensor(f.w)), transpose(k));
+      // Additive (Bahdanau): vᵀ tanh(W₁q + W₂k). The projections and the final dot with v are library
+      // matmuls; the sum and tanh in between are element-wise (sdpa-web has no tanh).
+      const a = attn.matmul(q, transpose(toTensor(f.w1)));
+      const b = attn.matmul(k, transpose(toTensor(f.w2)));
+      const h = f.va.length;
+      const hid = new Float32Array(lq * lk * h);
+      for (let i = 0; i < lq; i++) for (let j = 0; j < lk; j++) for (let t = 0; t < h; t++) hid[(i * lk + j) * h + t] = Math.tanh(a.data[i * h + t] + b.data[j * h + t]);
+      const bahdanau = attn.matmul({ data: hid, shape: [lq * lk, h] }, tensor(f.va, [h, 1]));
+      const bah = { data: bahdanau.data, shape: [lq, lk] };
+      const dot = await attn.explain(q, k, eye(lk));
+      const views: MatrixView[] = [];
+      const lab = { rowLabels: qLabels(lq), colLabels: kLabels(lk), rowAxis: 'query', colAxis: 'key' };
+      const rows: (string | number)[][] = [];
+      for (const [name, sc] of [['additive (Bahdanau) vᵀtanh(W₁q + W₂k)', bah], ['multiplicative (Luong) qᵀWk', luong], ['scaled dot product qᵀk/√d_k', dot.scaledScores]] as [string, NumTensor][]) {
+        const w = attn.softmax(tensor(sc.data, sc.shape));
+        views.push({ name: `${name.split(' ')[0]} scores`, tensor: sc, ...lab, kind: 'signed' });
+        views.push({ name: `${name.split(' ')[0]} weights`, tensor: w, ...lab, kind: 'weights' });
+        rowsOf(w).forEach((r, i) => rows.push([name, lab.rowLabels[i], r.map((x) => x.toFixed(3)).join(', '), maxOf(r).toFixed(3), entropy(r).toFixed(3)]));
+      }
+      stages.push({ id: 'scores', title: 'Three score functions on the same queries and keys, and their softmax', tex: '\\text{additive: } v^{\\top}\\tanh(W_1 q + W_2 k) \\quad \\text{multiplicative: } q^{\\top} W k \\quad \\text{scaled dot: } \\frac{q^{\\top}k}{\\sqrt{d_k}}', views });
+      extras.push({ kind: 'table', title: 'Weights per score function', columns: ['score function', 'query', 'weights', 'max', 'entropy'], rows });
+      values.weights = dot.weights;
+      notes.push('The additive score’s element-wise sum and tanh run in JavaScript (sdpa-web has no tanh); every product and every softmax is sdpa-web’s.');
+      pytorch = ['# ' + ex.id, 'import torch', `Q = torch.tensor(${pyList(q)}); K = torch.tensor(${pyList(k)})`, `W = torch.tensor(${pyList(toTensor(f.w))})`, `W1 = torch.tensor(${pyList(toTensor(f.w1))}); W2 = torch.tensor(${pyList(toTensor(f.w2))}); v = torch.tensor(${JSON.stringify(f.va)})`, 'additive = torch.tanh((Q @ W1.T)[:, None, :] + (K @ W2.T)[None, :, :]) @ v', 'multiplicative = Q @ W @ K.T', 'dot = Q @ K.T / Q.shape[-1] ** 0.5', 'for s in (additive, multiplicative, dot): print(torch.softmax(s, -1))'].join('\n');
+      break;
+    }
+    case 'gradients': {
+      const q = toTensor(inp.q!), k = toTensor(inp.k!), v = toTensor(inp.v!), dO = toTensor(inp.dOutput!);
+      const dk = q.shape[1];
+      const scale = 1 / Math.sqrt(dk);
+      inputStage('inputs', 'Inputs: Q, K, V and the upstream gradient ∂L/∂O', 'Q, K, V, \\; \\partial L/\\partial O', [
+        ['Q', q, qLabels(q.shape[0]), 'query', 'd'],
+        ['K', k, kLabels(k.shape[0]), 'key', 'd'],
+        ['V', v, kLabels(k.shape[0]), 'key', 'v'],
+        ['∂L/∂O', dO, qLabels(q.shape[0]), 'query', 'v'],
+      ]);
+      const st = await runAttention(q, k, v, undefined);
+      const A = st.weights;
+      const dV = attn.matmul(transpose(A), dO);
+      const dA = attn.matmul(dO, transpose(v));
+      // Softmax backward: dS_ij = A_ij (dA_ij − Σ_j' A_ij' dA_ij') — the Jacobian s_i(δ_ij − s_j) applied row-wise.
+      const lq = A.shape[0], lk = A.shape[1];
+      const dS = new Float32Array(lq * lk);
+      for (let i = 0; i < lq; i++) {
+        let dot = 0;
+        for (let j = 0; j < lk; j++) dot += A.data[i * lk + j] * dA.data[i * lk + j];
+        for (let j = 0; j < lk; j++) dS[i * lk + j] = A.data[i * lk + j] * (dA.data[i * lk + j] - dot) * scale;
+      }
+      const dSt = { data: dS, shape: [lq, lk] };
+      const dQ = attn.matmul(dSt, k);
+      const dK = attn.matmul(transpose(dSt), q);
+      const lab = (t: NumTensor, rl: string[], cp: string, name: string): MatrixView => ({ name, tensor: t, rowLabels: rl, colLabels: dims(cp, t.shape[1]), rowAxis: '', colAxis: '', kind: 'signed' });
+      stages.push({ id: 'output', title: 'Backward pass', tex: '\\frac{\\partial L}{\\partial V} = A^{\\top}\\frac{\\partial L}{\\partial O},\\; \\frac{\\partial L}{\\partial A} = \\frac{\\partial L}{\\partial O}V^{\\top},\\; \\frac{\\partial s_i}{\\partial x_j} = s_i(\\delta_{ij} - s_j),\\; \\frac{\\partial L}{\\partial Q} = \\frac{\\partial L}{\\partial S}\\frac{K}{\\sqrt{d_k}},\\; \\frac{\\partial L}{\\partial K} = \\Big(\\frac{\\partial L}{\\partial S}\\Big)^{\\!\\top}\\frac{Q}{\\sqrt{d_k}}', views: [
+        lab(dV, kLabels(lk), 'v', '∂L/∂V'), lab(dA, qLabels(lq), 'k', '∂L/∂A'), lab(dQ, qLabels(lq), 'd', '∂L/∂Q'), lab(dK, kLabels(lk), 'd', '∂L/∂K'),
+      ] });
+      // Finite-difference check with the library's float64 reference forward pass.
+      const L = (qq: Tensor, kk: Tensor, vv: Tensor) => {
+        const o = attn.referenceAttention(qq, kk, vv).output;
+        let s = 0;
+        for (let i = 0; i < o.data.length; i++) s += o.data[i] * dO.data[i];
+        return s;
+      };
+      const h = 1e-4;
+      const fd = (t: Tensor, which: 0 | 1 | 2) => Array.from(t.data, (_, i) => {
+        const plus = tensor(t.data, t.shape), minus = tensor(t.data, t.shape);
+        plus.data[i] += h; minus.data[i] -= h;
+        const args = (x: Tensor): [Tensor, Tensor, Tensor] => (which === 0 ? [x, k, v] : which === 1 ? [q, x, v] : [q, k, x]);
+        return (L(...args(plus)) - L(...args(minus))) / (2 * h);
+      });
+      const rows = ([['∂L/∂Q', dQ, fd(q, 0)], ['∂L/∂K', dK, fd(k, 1)], ['∂L/∂V', dV, fd(v, 2)]] as [string, Tensor, number[]][]).map(([n, an, num]) => {
+        const err = Math.max(...num.map((x, i) => Math.abs(x - an.data[i])));
+        return [n, Array.from(an.data, (x) => x.toFixed(4)).join(', '), num.map((x) => x.toFixed(4)).join(', '), err.toExponential(1)];
+      });
+      extras.push({ kind: 'table', title: 'Analytic gradients vs central finite differences (h = 1e−4) of sdpa-web’s float64 reference forward', columns: ['gradient', 'analytic (formulas above)', 'finite difference', 'max |difference|'], rows });
+      notes.push('sdpa-web has no backward pass: the matrix products above are its matmul, the softmax Jacobian is applied element-wise in JavaScript, and the finite differences use its float64 referenceAttention.');
+      break;
+    }
+  }
+
+  // Derived per-row statistics for the printed max weight / entropy.
+  if (values.weights) {
+    values.maxWeight = rowStats(values.weights, maxOf);
+    values.entropy = rowStats(values.weights, entropy);
+  }
+
+  const comparisons: Comparison[] = [];
+  for (const p of ex.printed) {
+    const t = values[p.target];
+    if (!t) throw new Error(`${ex.id}: nothing computed for printed ${p.target}`);
+    const c = compare(p, pick(t, p.rows));
+    const cols = t.shape.length > 1 ? t.shape[t.shape.length - 1] : c.computed.length;
+    comparisons.push({ ...c, cols, why: c.status === 'slip' ? await explainSlip(attn, ex, p, cols) : undefined });
+  }
+  return { example: ex, backend: attn.backend, stages, values, comparisons, extras, notes, pytorch };
+}
+
+/**
+ * Tell where a slip comes from: recompute the printed step from the text's OWN printed previous step
+ * (with the library). If that agrees with the printed value, the difference was inherited; if not,
+ * the slip is in this step.
+ */
+async function explainSlip(attn: AttentionLike, ex: WorkedExample, p: PrintedValue, cols: number): Promise<string | undefined> {
+  const printed = (t: Target) => ex.printed.find((x) => x.target === t && !x.rows);
+  const asT = (pv: PrintedValue, shape: number[]) => tensor(pv.values, shape);
+  const inp = ex.inputs;
+  let from: NumTensor | undefined;
+  let desc = '';
+  const shapeOf = (pv: PrintedValue, cols: number) => [pv.values.length / cols, cols];
+  if (p.target === 'Q' || p.target === 'K' || p.target === 'V') {
+    return `The inputs X and W are the text’s own, so the slip is in this step (X·W_${p.target}).`;
+  } else if (p.target === 'scores') {
+    const pq = printed('Q'), pk = printed('K');
+    if (pq && pk) {
+      const e = (toTensor(inp.wq!).shape[1]);
+      from = attn.matmul(asT(pq, shapeOf(pq, e)), transpose(asT(pk, shapeOf(pk, e))));
+      desc = 'the text’s printed Q and K';
+    }
+  } else if (p.target === 'scaledScores') {
+    const ps = printed('scores');
+    if (ps && inp.x) {
+      const dk = toTensor(inp.wq!).shape[1];
+      // With K = I, QKᵀ is the printed scores exactly; the library applies the ÷√d_k.
+      from = (await attn.explain(asT(ps, shapeOf(ps, cols)), eye(cols), eye(cols), { scale: 1 / Math.sqrt(dk) })).scaledScores;
+      desc = `the text’s printed QKᵀ ÷ √${dk}`;
+    }
+  } else if (p.target === 'weights') {
+    const pss = printed('scaledScores');
+    if (pss && !p.rows) {
+      from = attn.softmax(asT(pss, shapeOf(pss, cols)));
+      desc = 'the softmax of the text’s printed scaled scores';
+    } else if (inp.scores && inp.scale === undefined) {
+      return 'The scores are the text’s own, so the printed weights are not their softmax: an arithmetic slip or an illustrative number.';
+    }
+  } else if (p.target === 'output') {
+    const pw = printed('weights');
+    const pv = printed('V');
+    if (pw) {
+      const v = pv ? asT(pv, shapeOf(pv, cols)) : toTensor(inp.v!);
+      const all = attn.matmul(asT(pw, shapeOf(pw, v.shape[0])), v);
+      from = p.rows ? { data: pick(all, p.rows), shape: [p.rows.length, v.shape[1]] } : all;
+      desc = pv ? 'the text’s printed A times its printed V' : 'the text’s printed weights times V';
+    }
+  } else if (p.target === 'maxWeight' || p.target === 'entropy') {
+    return undefined;
+  }
+  if (!from) return undefined;
+  const again = compare({ ...p, decimals: Array.isArray(p.decimals) ? p.decimals.map((d) => d - 1) : p.decimals - 1 }, Array.from(from.data));
+  const shown = Array.from(from.data, (x) => x.toFixed(Array.isArray(p.decimals) ? p.decimals[0] : p.decimals)).join(', ');
+  return again.status === 'ok'
+    ? `Follows from ${desc} (${shown}): the difference is inherited from an earlier slip, not made in this step.`
+    : `Does not follow from ${desc} either (that gives ${shown}): a slip in this step.`;
+}
+

@@ -1,0 +1,106 @@
+// Heatmaps, matrix tables and line plots, drawn with Observable Plot.
+import * as Plot from '@observablehq/plot';
+import type { Extra, MatrixView } from './compute';
+import { el, fmt, fmtExact, rowsOf } from './tensors';
+
+const CELL = 46;
+
+/** Cell text colour that stays readable on the cell's fill (viridis is dark at 0, light at 1). */
+function textFill(kind: MatrixView['kind'], v: number, maxAbs: number): string {
+  if (!Number.isFinite(v)) return 'currentColor';
+  if (kind === 'weights') return v > 0.55 ? '#111' : '#fff';
+  return Math.abs(v) / (maxAbs || 1) > 0.55 ? '#fff' : '#111';
+}
+
+/** A labelled heatmap of a 2-D matrix (rows = queries, columns = keys). −∞ cells are hatched grey. */
+export function heatmap(view: MatrixView, opts: { decimals?: number; title?: string } = {}): HTMLElement {
+  const t = view.tensor;
+  const rows = t.shape.length === 1 ? [Array.from(t.data)] : rowsOf(t);
+  const nr = rows.length;
+  const nc = rows[0]?.length ?? 0;
+  const masked = new Set(view.maskedRows ?? []);
+  const cells = rows.flatMap((r, i) => r.map((v, j) => ({ i, j, v })));
+  const finite = cells.filter((c) => Number.isFinite(c.v));
+  const maxAbs = Math.max(1e-12, ...finite.map((c) => Math.abs(c.v)));
+  const decimals = opts.decimals ?? (nc > 8 ? 2 : 3);
+  const showText = nc <= 12 && nr <= 16;
+  const rowLabel = (i: number) => `${view.rowLabels[i] ?? i + 1}${masked.has(i) ? ' (fully masked)' : ''}`;
+  const longest = Math.max(...Array.from({ length: nr }, (_, i) => rowLabel(i).length));
+  const marginLeft = Math.min(260, 16 + longest * 7);
+  const colLongest = Math.max(...view.colLabels.map((s) => s.length));
+  const rotate = colLongest * 7 > CELL;
+  const marginBottom = rotate ? Math.min(160, 28 + colLongest * 5) : 40;
+  const color =
+    view.kind === 'weights'
+      ? { type: 'linear' as const, scheme: 'viridis' as const, domain: [0, 1], label: 'weight', legend: true }
+      : { type: 'linear' as const, scheme: 'rdbu' as const, domain: [-maxAbs, maxAbs], reverse: true, label: 'value', legend: true };
+  const plot = Plot.plot({
+    title: opts.title,
+    width: marginLeft + 20 + Math.max(nc, 2) * CELL,
+    height: 30 + marginBottom + nr * Math.min(CELL, 36),
+    marginLeft,
+    marginBottom,
+    marginTop: 30,
+    padding: 0.04,
+    style: { background: 'transparent', fontSize: '12px' },
+    x: { domain: Array.from({ length: nc }, (_, j) => j), tickFormat: (j: number) => view.colLabels[j] ?? String(j + 1), label: `${view.colAxis || 'column'} →`, labelAnchor: 'center', tickRotate: rotate ? -35 : 0, axis: 'bottom' },
+    y: { domain: Array.from({ length: nr }, (_, i) => i), tickFormat: rowLabel, label: `${view.rowAxis || 'row'} ↓`, labelAnchor: 'top' },
+    color,
+    marks: [
+      Plot.cell(finite, { x: 'j', y: 'i', fill: 'v', inset: 0.5, title: (c: { v: number; i: number; j: number }) => `${rowLabel(c.i)} → ${view.colLabels[c.j]}: ${fmtExact(c.v)}` }),
+      Plot.cell(cells.filter((c) => !Number.isFinite(c.v)), { x: 'j', y: 'i', fill: 'var(--masked-cell)', inset: 0.5, title: () => 'masked (−∞)' }),
+      showText ? Plot.text(cells, { x: 'j', y: 'i', text: (c: { v: number }) => fmt(c.v, decimals), fill: (c: { v: number }) => textFill(view.kind, c.v, maxAbs), fontSize: 11 }) : null,
+    ],
+  });
+  const fig = el('figure', { class: 'heatmap', 'data-testid': 'heatmap', 'data-name': view.name, role: 'img', 'aria-label': `Heatmap of ${view.name}, ${nr} × ${nc}, rows ${view.rowAxis}, columns ${view.colAxis}` });
+  fig.append(el('figcaption', { text: `${view.name} [${t.shape.join(' × ')}]` }), plot);
+  return fig;
+}
+
+/** The exact numbers of a matrix as a table with row and column labels (`data-v` holds full precision). */
+export function matrixTable(view: MatrixView, decimals = 4): HTMLElement {
+  const t = view.tensor;
+  const rows = t.shape.length === 1 ? [Array.from(t.data)] : rowsOf(t);
+  const masked = new Set(view.maskedRows ?? []);
+  const table = el('table', { class: 'matrix', 'data-name': view.name, 'data-shape': t.shape.join(',') });
+  const head = el('tr', {}, el('th', { scope: 'col', class: 'corner', text: `${view.rowAxis} \\ ${view.colAxis}` }));
+  view.colLabels.slice(0, rows[0]?.length ?? 0).forEach((c) => head.append(el('th', { scope: 'col', text: c })));
+  table.append(el('thead', {}, head));
+  const body = el('tbody');
+  rows.forEach((r, i) => {
+    const tr = el('tr', masked.has(i) ? { class: 'fully-masked' } : {}, el('th', { scope: 'row', text: `${view.rowLabels[i] ?? i + 1}${masked.has(i) ? ' (fully masked)' : ''}` }));
+    r.forEach((v) => tr.append(el('td', { 'data-v': String(v), text: fmt(v, decimals), class: Number.isFinite(v) ? undefined : 'neg-inf' })));
+    body.append(tr);
+  });
+  table.append(body);
+  return el('div', { class: 'table-scroll' }, table);
+}
+
+/** Render an extra panel (table or line plot). */
+export function renderExtra(x: Extra): HTMLElement {
+  if (x.kind === 'table') {
+    const table = el('table', { class: 'data' });
+    table.append(el('thead', {}, el('tr', {}, ...x.columns.map((c) => el('th', { scope: 'col', text: c })))));
+    table.append(el('tbody', {}, ...x.rows.map((r) => el('tr', {}, ...r.map((c) => el('td', { text: String(c) }))))));
+    return el('figure', { class: 'extra' }, el('figcaption', { text: x.title }), el('div', { class: 'table-scroll' }, table));
+  }
+  return el('figure', { class: 'extra', 'data-testid': 'line-plot' }, el('figcaption', { text: x.title }), linePlot(x));
+}
+
+export function linePlot(x: Extract<Extra, { kind: 'lines' }>, extraMarks: Plot.Markish[] = []): Element {
+  return Plot.plot({
+    width: 640,
+    height: 320,
+    marginLeft: 56,
+    style: { background: 'transparent', fontSize: '12px' },
+    x: { type: x.xLog ? 'log' : 'linear', label: x.xLabel, grid: true },
+    y: { type: x.yLog ? 'log' : 'linear', label: x.yLabel, grid: true },
+    color: { legend: true, scheme: 'observable10', domain: [...new Set(x.points.map((p) => p.series))] },
+    marks: [
+      Plot.line(x.points.filter((p) => !p.series.startsWith('reference')), { x: 'x', y: 'y', z: 'series', stroke: 'series', strokeWidth: 2 }),
+      Plot.line(x.points.filter((p) => p.series.startsWith('reference')), { x: 'x', y: 'y', z: 'series', stroke: 'series', strokeWidth: 1.5, strokeDasharray: '5,4' }),
+      Plot.dot(x.points.filter((p) => !p.series.startsWith('reference')), { x: 'x', y: 'y', stroke: 'series', r: 2.5, tip: true }),
+      ...extraMarks,
+    ],
+  });
+}

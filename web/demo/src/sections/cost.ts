@@ -1,0 +1,129 @@
+// Section 6: the n²·d compute and n² memory of attention (the seed's 512-token, 12-layer, 12-head example),
+// and a live benchmark of sdpa-web's backends in this browser.
+import * as Plot from '@observablehq/plot';
+import type { App } from '../lib/app';
+import { randn, type AttentionLike } from '../lib/compute';
+import { el, nextFrame } from '../lib/tensors';
+
+const MiB = 2 ** 20;
+const fmtBytes = (b: number) => (b >= 2 ** 30 ? `${(b / 2 ** 30).toFixed(2)} GiB` : `${(b / MiB).toFixed(b < MiB ? 3 : 1)} MiB`);
+const fmtFlops = (f: number) => (f >= 1e12 ? `${(f / 1e12).toFixed(2)} TFLOP` : f >= 1e9 ? `${(f / 1e9).toFixed(2)} GFLOP` : `${(f / 1e6).toFixed(2)} MFLOP`);
+
+export function mountCost(app: App): void {
+  const sec = document.getElementById('cost')!;
+  const num = (id: string, label: string, value: number, min = 1) => {
+    const i = el('input', { type: 'number', id, value, min });
+    return [i, el('label', {}, label, i)] as const;
+  };
+  const [n, nL] = num('cost-n', 'sequence length n', 512);
+  const [d, dL] = num('cost-d', 'head dimension d', 64);
+  const [h, hL] = num('cost-heads', 'heads', 12);
+  const [l, lL] = num('cost-layers', 'layers', 12);
+  const [b, bL] = num('cost-batch', 'batch', 1);
+  const bytes = el('select', { id: 'cost-bytes' }, el('option', { value: '4', text: 'float32 (4 B)' }), el('option', { value: '2', text: 'float16 (2 B)' }));
+  const result = el('div', { id: 'cost-result', 'aria-live': 'polite' });
+  const growth = el('div', { id: 'cost-growth' });
+  sec.append(
+    el('p', { text: 'Per head and layer, QKᵀ costs 2·n²·d floating-point operations and A·V another 2·n²·d; the softmax is O(n²). The weights A are an n × n matrix per head and layer. The defaults are the text’s example: n = 512, float32, 12 layers × 12 heads.' }),
+    el('div', { class: 'controls' }, nL, dL, hL, lL, bL, el('label', {}, 'element type', bytes)),
+    el('div', { class: 'cost-grid' }, result, growth),
+  );
+
+  function calc(): void {
+    const N = Number(n.value), D = Number(d.value), H = Number(h.value), L = Number(l.value), B = Number(b.value), by = Number(bytes.value);
+    const flopsHead = 4 * N * N * D;
+    const per = N * N * by;
+    const total = per * H * L * B;
+    result.replaceChildren(el('table', { class: 'data' }, el('tbody', {},
+      ...([
+        ['scores per head and layer (n²)', (N * N).toLocaleString('en')],
+        ['FLOPs per head and layer (4·n²·d)', fmtFlops(flopsHead)],
+        [`FLOPs, all ${H} heads × ${L} layers × batch ${B}`, fmtFlops(flopsHead * H * L * B)],
+        ['weights memory per head and layer (n² × bytes)', `${fmtBytes(per)} (${(per / 1e6).toFixed(2)} MB)`],
+        [`weights memory, ${H} × ${L} × ${B}`, `${fmtBytes(total)} (${(total / 1e6).toFixed(1)} MB)`],
+      ] as [string, string][]).map(([k, v]) => el('tr', {}, el('th', { scope: 'row', text: k }), el('td', {}, el('output', { class: 'big', text: v })))),
+    )));
+    const ns = [128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768];
+    const pts = ns.flatMap((x) => [{ n: x, y: (x * x * by * H * L * B) / MiB, what: 'weights memory (MiB)' }, { n: x, y: (4 * x * x * D * H * L * B) / 1e9, what: 'compute (GFLOP)' }]);
+    growth.replaceChildren(el('figure', {}, el('figcaption', { text: 'Both grow with n²: doubling n quadruples them' }), Plot.plot({
+      width: 520, height: 300, marginLeft: 60,
+      style: { background: 'transparent', fontSize: '12px' },
+      x: { type: 'log', label: 'sequence length n (log scale)', grid: true },
+      y: { type: 'log', label: 'MiB or GFLOP (log scale)', grid: true },
+      color: { legend: true, scheme: 'observable10' },
+      marks: [Plot.line(pts, { x: 'n', y: 'y', z: 'what', stroke: 'what', strokeWidth: 2 }), Plot.dot(pts, { x: 'n', y: 'y', stroke: 'what', tip: true }), Plot.ruleX([N], { strokeDasharray: '4,3' }), Plot.text([N], { x: (x: number) => x, frameAnchor: 'top', text: () => `n = ${N}`, dy: 8, dx: 4, textAnchor: 'start' })],
+    })));
+  }
+  for (const c of [n, d, h, l, b, bytes]) c.addEventListener('input', calc);
+  calc();
+
+  // ── Live benchmark ──
+  const maxN = el('select', { id: 'bench-max' }, ...[256, 512, 1024, 2048].map((x) => el('option', { value: String(x), text: `up to n = ${x}` })));
+  maxN.value = '1024';
+  const runBtn = el('button', { type: 'button', class: 'primary', id: 'bench-run', text: 'Run benchmark' });
+  const progress = el('progress', { id: 'bench-progress', value: 0, max: 1 });
+  const status = el('span', { id: 'bench-status', role: 'status', text: 'Not run yet. It times single-head attention [n × 64] on every available backend.' });
+  const plot = el('div', { id: 'bench-plot' });
+  const table = el('div', { id: 'bench-table' });
+  sec.append(el('h3', { text: 'Live benchmark in this browser' }), el('div', { class: 'controls' }, el('label', {}, 'Sizes', maxN), runBtn, el('div', {}, progress, ' ', status)), el('div', { class: 'cost-grid' }, plot, table));
+
+  runBtn.addEventListener('click', async () => {
+    runBtn.disabled = true;
+    sec.dataset.benchDone = '';
+    const E = 64;
+    const ns = [64, 128, 256, 512, 1024, 2048].filter((x) => x <= Number(maxN.value));
+    const backends = app.backends.filter((x) => x.available).map((x) => x.name);
+    const skipped = app.backends.filter((x) => !x.available);
+    const results: { n: number; gflops: number; backend: string; ms: number }[] = [];
+    progress.max = ns.length * backends.length;
+    progress.value = 0;
+    try {
+      for (const name of backends) {
+        let inst: AttentionLike & { dispose?: () => void };
+        try {
+          inst = await app.create(name);
+        } catch (e) {
+          status.textContent = `${name}: ${e instanceof Error ? e.message : e}`;
+          continue;
+        }
+        for (const N of ns) {
+          status.textContent = `${name}: n = ${N}…`;
+          await nextFrame();
+          const q = randn([N, E], N), k = randn([N, E], N + 1), v = randn([N, E], N + 2);
+          await inst.scaledDotProductAttention(q, k, v); // warm-up
+          const times: number[] = [];
+          const start = performance.now();
+          while (times.length < 3 || (times.length < 15 && performance.now() - start < 250)) {
+            const t0 = performance.now();
+            await inst.scaledDotProductAttention(q, k, v);
+            times.push(performance.now() - t0);
+          }
+          times.sort((a, c) => a - c);
+          const ms = Math.max(times[Math.floor(times.length / 2)], 1e-3);
+          results.push({ n: N, backend: name, ms, gflops: (4 * N * N * E) / (ms * 1e6) });
+          progress.value += 1;
+          draw();
+        }
+        if (inst !== app.attn) inst.dispose?.();
+      }
+      status.textContent = `Done. Median of up to 15 runs per point; this machine’s other work adds noise.${skipped.length ? ` Not measured: ${skipped.map((s) => `${s.name} (${s.reason})`).join('; ')}.` : ''}`;
+      sec.dataset.benchDone = 'true';
+    } catch (e) {
+      app.error('benchmark', e);
+    } finally {
+      runBtn.disabled = false;
+    }
+
+    function draw(): void {
+      plot.replaceChildren(el('figure', { 'data-testid': 'bench-plot' }, el('figcaption', { text: 'Attention throughput: 4·n²·d FLOP per call, d = 64' }), Plot.plot({
+        width: 560, height: 320, marginLeft: 56,
+        style: { background: 'transparent', fontSize: '12px' },
+        x: { type: 'log', label: 'sequence length n (log scale)', grid: true },
+        y: { label: 'GFLOP/s', grid: true, zero: true },
+        color: { legend: true, scheme: 'observable10' },
+        marks: [Plot.line(results, { x: 'n', y: 'gflops', z: 'backend', stroke: 'backend', strokeWidth: 2 }), Plot.dot(results, { x: 'n', y: 'gflops', stroke: 'backend', tip: true })],
+      })));
+      table.replaceChildren(el('table', { class: 'data' }, el('thead', {}, el('tr', {}, ...['backend', 'n', 'median ms', 'GFLOP/s'].map((c) => el('th', { scope: 'col', text: c })))), el('tbody', {}, ...results.map((r) => el('tr', {}, el('td', { text: r.backend }), el('td', { text: String(r.n) }), el('td', { text: r.ms.toFixed(3) }), el('td', { text: r.gflops.toFixed(2) }))))));
+    }
+  });
+}

@@ -1,0 +1,298 @@
+// Section 3: edit Q, K, V (or X and W_Q/W_K/W_V), choose scaling, temperature, mask and backend, and see the
+// weights, their entropy and max per row, and the output. All state lives in the URL.
+import type { Tensor } from 'sdpa-web';
+import { mulberry32, normalSampler } from '../../../examples/worked-examples';
+import { getParam, setParams, type App } from '../lib/app';
+import { attentionStages, pytorchAttention, type AttentionLike, type AttnOpts } from '../lib/compute';
+import { tex } from '../lib/katex';
+import { heatmap, matrixTable } from '../lib/plots';
+import { el, entropy, fmt, isFullyMasked, maxOf, rowsOf, seqLabels } from '../lib/tensors';
+
+type Mode = 'qkv' | 'x';
+type MaskKind = 'none' | 'causal-tl' | 'causal-br' | 'padding' | 'custom';
+const MATS = ['q', 'k', 'v', 'x', 'wq', 'wk', 'wv'] as const;
+type MatName = (typeof MATS)[number];
+
+const DEFAULTS: Record<MatName, string> = {
+  q: '1 0 1\n0 1 0\n1 1 0',
+  k: '1 0 1\n0 1 1\n1 0 0\n0 0 1\n1 1 1',
+  v: '1 0\n0 1\n1 1\n0.5 0\n0 0.5',
+  x: '1.0 0.5 0.2 0.8\n0.3 0.9 0.1 0.4\n0.7 0.2 0.6 0.3',
+  wq: '0.5 0.3\n0.2 0.4\n0.1 0.6\n0.7 0.2',
+  wk: '0.4 0.1\n0.3 0.5\n0.6 0.2\n0.2 0.4',
+  wv: '0.6 0.3\n0.2 0.7\n0.4 0.1\n0.3 0.5',
+};
+const LABELS: Record<MatName, string> = { q: 'Q  [Lq × d_k]', k: 'K  [Lk × d_k]', v: 'V  [Lk × d_v]', x: 'X  [n × d_model]', wq: 'W_Q  [d_model × d_k]', wk: 'W_K  [d_model × d_k]', wv: 'W_V  [d_model × d_v]' };
+
+/** Parse a small matrix from text: rows on lines (or `;`), numbers split by spaces/commas; `[[…],[…]]` pastes work too. */
+export function parseMatrix(text: string, name: string): Tensor {
+  const norm = text.replace(/\]\s*,?\s*\[/g, '\n').replace(/[[\]]/g, '').trim();
+  if (!norm) throw new Error(`${name} is empty`);
+  const rows = norm.split(/\n|;/).map((r) => r.trim()).filter(Boolean).map((r) => r.split(/[\s,]+/).filter(Boolean).map((s) => {
+    const x = Number(s.replace('−', '-'));
+    if (!Number.isFinite(x)) throw new Error(`${name}: “${s}” is not a number`);
+    return x;
+  }));
+  const n = rows[0].length;
+  rows.forEach((r, i) => {
+    if (r.length !== n) throw new Error(`${name}: row ${i + 1} has ${r.length} numbers, row 1 has ${n}`);
+  });
+  return { data: Float32Array.from(rows.flat()), shape: [rows.length, n] };
+}
+
+const matText = (t: Tensor, digits = 3) => rowsOf(t).map((r) => r.map((x) => +x.toFixed(digits)).join(' ')).join('\n');
+const urlMat = (s: string) => s.trim().split('\n').map((r) => r.trim().split(/\s+/).join(',')).join(';');
+const fromUrlMat = (s: string) => s.split(';').map((r) => r.split(',').join(' ')).join('\n');
+
+export function mountPlayground(app: App): void {
+  const sec = document.getElementById('playground')!;
+  sec.append(el('p', { text: 'Edit the matrices (one row per line; pasting [[1, 2], [3, 4]] works too), then change the scaling, temperature, mask or backend. Everything recomputes through sdpa-web and the URL keeps the state, so you can share this exact view.' }));
+
+  const mode = el('select', { id: 'pg-mode', 'aria-label': 'Inputs' }, el('option', { value: 'qkv', text: 'Q, K, V directly' }), el('option', { value: 'x', text: 'X and W_Q, W_K, W_V (self-attention)' }));
+  const areas = {} as Record<MatName, HTMLTextAreaElement>;
+  const areaLabels = {} as Record<MatName, HTMLElement>;
+  const inputs = el('div', { class: 'matrix-inputs' });
+  for (const m of MATS) {
+    const ta = el('textarea', { id: `pg-${m}`, rows: 5, cols: 22, spellcheck: 'false', 'aria-describedby': 'pg-error' });
+    ta.value = getParam(`p${m}`) ? fromUrlMat(getParam(`p${m}`)!) : DEFAULTS[m];
+    areas[m] = ta;
+    areaLabels[m] = el('label', { for: `pg-${m}` }, LABELS[m], ta);
+    inputs.append(areaLabels[m]);
+  }
+  const tokQ = el('input', { type: 'text', id: 'pg-tokq', size: 28, placeholder: 'e.g. The, cat, sat', value: getParam('ptq') ?? '' });
+  const tokK = el('input', { type: 'text', id: 'pg-tokk', size: 28, placeholder: 'e.g. The, cat, sat, on, mat', value: getParam('ptk') ?? '' });
+  const rnd = el('button', { type: 'button', id: 'pg-random', text: 'Random Q, K, V' });
+  const lqIn = el('input', { type: 'number', min: 1, max: 16, value: 4, id: 'pg-lq', 'aria-label': 'Lq' });
+  const lkIn = el('input', { type: 'number', min: 1, max: 16, value: 6, id: 'pg-lk', 'aria-label': 'Lk' });
+  const dIn = el('input', { type: 'number', min: 1, max: 64, value: 4, id: 'pg-d', 'aria-label': 'd_k' });
+
+  const scaled = el('input', { type: 'checkbox', id: 'pg-scaled', checked: getParam('pscaled') !== '0' });
+  const temp = el('input', { type: 'range', id: 'pg-temp', min: -1.5, max: 1.5, step: 0.05, value: Math.log10(Number(getParam('pT') ?? 1)) });
+  const tempOut = el('output', { for: 'pg-temp', class: 'big' });
+  const maskSel = el('select', { id: 'pg-mask' }, ...([['none', 'none'], ['causal-tl', 'causal, top-left (is_causal=True)'], ['causal-br', 'causal, bottom-right (aligned to the last key)'], ['padding', 'padding / key length'], ['custom', 'custom: click cells']] as const).map(([v, t]) => el('option', { value: v, text: t })));
+  maskSel.value = getParam('pmask') ?? 'none';
+  const keyLen = el('input', { type: 'number', id: 'pg-keylen', min: 0, max: 64, value: Number(getParam('pkeylen') ?? 3) });
+  const backendSel = el('select', { id: 'pg-backend' });
+  const backendNote = el('p', { id: 'pg-backend-status', class: 'note', role: 'status' });
+  const maskGrid = el('div', { class: 'mask-grid', role: 'group', 'aria-label': 'Custom mask: pressed = may attend' });
+  let customCells = getParam('pcells') ?? '';
+
+  const controls = el('div', { class: 'controls' },
+    el('label', {}, 'Inputs', mode),
+    el('label', {}, el('span', {}, scaled, ' divide by √d_k')),
+    el('label', {}, 'Temperature T (softmax(S·scale / T))', temp, tempOut),
+    el('label', {}, 'Mask', maskSel),
+    el('label', { id: 'pg-keylen-label' }, 'Valid keys (padding)', keyLen),
+    el('label', {}, 'Backend', backendSel),
+  );
+  const randomRow = el('div', { class: 'row' }, rnd, el('label', {}, 'Lq ', lqIn), el('label', {}, 'Lk ', lkIn), el('label', {}, 'd_k = d_v ', dIn));
+  const error = el('p', { id: 'pg-error', class: 'error-text', role: 'alert' });
+  const results = el('div', { id: 'pg-results', 'data-version': '0' });
+  sec.append(controls, backendNote, randomRow, inputs, el('div', { class: 'row' }, el('label', {}, 'Query tokens ', tokQ), el('label', {}, 'Key tokens ', tokK)), el('div', { id: 'pg-mask-cells' }, maskGrid), error, results);
+
+  mode.value = (getParam('pmode') as Mode) ?? 'qkv';
+  let attn: AttentionLike = app.attn;
+  let version = 0;
+
+  // Backend list, with reasons for unavailable ones.
+  const backends = app.backends;
+  backendSel.append(el('option', { value: 'auto', text: `auto (${app.attn.backend})` }));
+  for (const b of backends) backendSel.append(el('option', { value: b.name, disabled: !b.available, text: b.available ? b.name : `${b.name} — unavailable: ${b.reason ?? 'unknown reason'}` }));
+  const wantBackend = getParam('pbackend');
+  if (wantBackend && backends.some((b) => b.name === wantBackend && b.available)) backendSel.value = wantBackend;
+  const describeBackends = () => {
+    const off = backends.filter((b) => !b.available);
+    backendNote.textContent = `Computing with ${attn.backend}.${off.length ? ` Unavailable here: ${off.map((b) => `${b.name} (${b.reason})`).join('; ')}.` : ''}${app.attn.fallbackReason && backendSel.value === 'auto' ? ` Auto chose ${app.attn.backend}: ${app.attn.fallbackReason}` : ''}`;
+  };
+
+  function sizes(): { lq: number; lk: number } {
+    try {
+      if (mode.value === 'x') {
+        const n = parseMatrix(areas.x.value, 'X').shape[0];
+        return { lq: n, lk: n };
+      }
+      return { lq: parseMatrix(areas.q.value, 'Q').shape[0], lk: parseMatrix(areas.k.value, 'K').shape[0] };
+    } catch {
+      return { lq: 0, lk: 0 };
+    }
+  }
+
+  function renderMaskGrid(): void {
+    const { lq, lk } = sizes();
+    const show = maskSel.value === 'custom' && lq > 0;
+    maskGrid.hidden = !show;
+    if (!show) return;
+    if (customCells.length !== lq * lk) customCells = '1'.repeat(lq * lk);
+    maskGrid.style.gridTemplateColumns = `repeat(${lk}, 30px)`;
+    maskGrid.replaceChildren(...Array.from({ length: lq * lk }, (_, idx) => {
+      const i = Math.floor(idx / lk), j = idx % lk;
+      const on = customCells[idx] === '1';
+      const b = el('button', { type: 'button', 'aria-pressed': String(on), 'aria-label': `query ${i + 1} → key ${j + 1}: ${on ? 'may attend' : 'masked'}`, text: on ? '✓' : '−∞', 'data-cell': `${i},${j}` });
+      b.addEventListener('click', () => {
+        customCells = customCells.slice(0, idx) + (on ? '0' : '1') + customCells.slice(idx + 1);
+        renderMaskGrid();
+        (maskGrid.children[idx] as HTMLElement).focus();
+        void recompute();
+      });
+      return b;
+    }));
+  }
+
+  function syncVisibility(): void {
+    const x = mode.value === 'x';
+    for (const m of MATS) areaLabels[m].hidden = x ? ['q', 'k', 'v'].includes(m) : !['q', 'k', 'v'].includes(m);
+    randomRow.hidden = x;
+    tokK.disabled = x;
+    (document.getElementById('pg-keylen-label') as HTMLElement).hidden = maskSel.value !== 'padding';
+    tempOut.textContent = `T = ${(10 ** Number(temp.value)).toFixed(2)}`;
+  }
+
+  async function recompute(): Promise<void> {
+    syncVisibility();
+    renderMaskGrid();
+    const T = 10 ** Number(temp.value);
+    setParams({
+      pmode: mode.value, pscaled: scaled.checked ? null : '0', pT: Math.abs(T - 1) < 1e-9 ? null : T.toFixed(3), pmask: maskSel.value === 'none' ? null : maskSel.value,
+      pkeylen: maskSel.value === 'padding' ? keyLen.value : null, pcells: maskSel.value === 'custom' ? customCells : null, pbackend: backendSel.value === 'auto' ? null : backendSel.value,
+      ptq: tokQ.value || null, ptk: tokK.value || null,
+      ...Object.fromEntries(MATS.map((m) => [`p${m}`, (mode.value === 'x') === ['x', 'wq', 'wk', 'wv'].includes(m) && areas[m].value.trim() !== DEFAULTS[m] ? urlMat(areas[m].value) : null])),
+    });
+    const my = ++version;
+    try {
+      error.textContent = '';
+      MATS.forEach((m) => areas[m].removeAttribute('aria-invalid'));
+      let q: Tensor, k: Tensor, v: Tensor;
+      const parse = (m: MatName, n: string) => {
+        try {
+          return parseMatrix(areas[m].value, n);
+        } catch (e) {
+          areas[m].setAttribute('aria-invalid', 'true');
+          throw e;
+        }
+      };
+      const extra: HTMLElement[] = [];
+      if (mode.value === 'x') {
+        const x = parse('x', 'X');
+        q = attn.matmul(x, parse('wq', 'W_Q'));
+        k = attn.matmul(x, parse('wk', 'W_K'));
+        v = attn.matmul(x, parse('wv', 'W_V'));
+        const lbl = tokLabels(tokQ.value, 'x', x.shape[0]);
+        extra.push(...([['Q = XW_Q', q], ['K = XW_K', k], ['V = XW_V', v]] as [string, Tensor][]).map(([n, t]) => el('div', { class: 'view' }, heatmap({ name: n, tensor: t, rowLabels: lbl, colLabels: seqLabels('d', t.shape[1]), rowAxis: 'token', colAxis: 'dimension', kind: 'signed' }))));
+      } else {
+        q = parse('q', 'Q');
+        k = parse('k', 'K');
+        v = parse('v', 'V');
+      }
+      const lq = q.shape[0], lk = k.shape[0], dk = q.shape[1];
+      const base = scaled.checked ? 1 / Math.sqrt(dk) : 1;
+      const opts: AttnOpts = { scale: base / T };
+      if (maskSel.value === 'causal-tl') opts.isCausal = 'top-left';
+      else if (maskSel.value === 'causal-br') opts.isCausal = 'bottom-right';
+      else if (maskSel.value === 'padding' || maskSel.value === 'custom') {
+        const d = new Uint8Array(lq * lk);
+        for (let i = 0; i < lq; i++) for (let j = 0; j < lk; j++) d[i * lk + j] = maskSel.value === 'padding' ? Number(j < Number(keyLen.value)) : Number(customCells[i * lk + j] === '1');
+        opts.attnMask = { data: d, shape: [lq, lk] };
+      }
+      const st = await attn.explain(q, k, v, opts);
+      if (my !== version) return;
+      const ql = tokLabels(tokQ.value, 'q', lq);
+      const kl = mode.value === 'x' ? ql : tokLabels(tokK.value, 'k', lk);
+      const maskLabel = maskSel.selectedOptions[0].textContent ?? '';
+      const stages = attentionStages(st, { qLabels: ql, kLabels: kl, vDims: v.shape[1], scale: opts.scale!, dk, maskLabel, maskTex: 'M' });
+      const weights = stages.find((s) => s.id === 'weights')!.views[0];
+      const masked = stages.find((s) => s.id === 'masked')!.views[0];
+      const output = stages.find((s) => s.id === 'output')!.views[0];
+      const w = rowsOf(st.weights);
+      const stats = el('table', { class: 'data', id: 'pg-row-stats' }, el('thead', {}, el('tr', {}, ...['query', 'max weight', 'entropy (nats)', 'of max ln Lk', 'status'].map((h) => el('th', { scope: 'col', text: h })))), el('tbody', {}, ...w.map((r, i) => {
+        const fm = isFullyMasked(r);
+        return el('tr', fm ? { class: 'fully-masked' } : {}, el('th', { scope: 'row', text: ql[i] }), el('td', { text: fm ? '—' : fmt(maxOf(r), 3) }), el('td', { text: fm ? '—' : fmt(entropy(r), 3) }), el('td', { text: fm ? '—' : `${((100 * entropy(r)) / Math.log(lk || 1) || 0).toFixed(0)}%` }), el('td', { text: fm ? 'fully masked: every key is masked, all weights 0' : 'ok' }));
+      })));
+      results.replaceChildren(
+        el('p', { class: 'note', id: 'pg-summary', text: `Q [${lq} × ${dk}], K [${lk} × ${dk}], V [${lk} × ${v.shape[1]}] · scale ${+opts.scale!.toPrecision(4)} (${scaled.checked ? `1/√${dk}` : '1'} / T) · mask: ${maskLabel} · backend ${attn.backend}` }),
+        tex(`A = \\operatorname{softmax}\\!\\left(\\frac{QK^{\\top} \\cdot ${scaled.checked ? `\\frac{1}{\\sqrt{${dk}}}` : '1'}}{T = ${T.toFixed(2)}} + M\\right),\\quad O = AV`, true),
+        el('div', { class: 'views' },
+          ...extra,
+          el('div', { class: 'view', id: 'pg-masked' }, heatmap(masked)),
+          el('div', { class: 'view', id: 'pg-weights' }, heatmap(weights), el('details', { class: 'numbers' }, el('summary', { text: 'Numbers of the weights' }), matrixTable(weights))),
+          el('div', { class: 'view', id: 'pg-stats' }, el('figcaption', { text: 'Per row: max weight and entropy' }), stats),
+          el('div', { class: 'view', id: 'pg-output' }, heatmap(output), el('details', { class: 'numbers', open: true }, el('summary', { text: 'Numbers of the output' }), matrixTable(output))),
+        ),
+        el('details', {}, el('summary', { text: 'Copy this view as PyTorch' }), el('pre', { class: 'snippet', id: 'pg-pytorch' }, el('code', { text: pytorchAttention(q, k, v, { scale: opts.scale, mask: opts, title: 'sdpa-web playground' }) }))),
+      );
+      results.dataset.version = String(my);
+      results.dataset.backend = attn.backend;
+    } catch (e) {
+      if (my !== version) return;
+      error.textContent = e instanceof Error ? `${e.name === 'Error' ? '' : `${e.name}: `}${e.message}` : String(e);
+      results.dataset.version = String(my);
+    }
+  }
+
+  rnd.addEventListener('click', () => {
+    const uni = mulberry32((Date.now() >>> 0) ^ 0x9e3779b9);
+    const nrm = normalSampler(uni);
+    const mk = (r: number, c: number) => matText({ data: Float32Array.from({ length: r * c }, () => nrm()), shape: [r, c] });
+    const lq = Number(lqIn.value), lk = Number(lkIn.value), d = Number(dIn.value);
+    areas.q.value = mk(lq, d);
+    areas.k.value = mk(lk, d);
+    areas.v.value = mk(lk, d);
+    void recompute();
+  });
+  backendSel.addEventListener('change', async () => {
+    try {
+      attn = backendSel.value === 'auto' ? app.attn : await app.create(backendSel.value);
+      describeBackends();
+    } catch (e) {
+      backendNote.textContent = `Could not start ${backendSel.value}: ${e instanceof Error ? e.message : String(e)}`;
+    }
+    void recompute();
+  });
+  let timer: number | undefined;
+  const debounced = () => {
+    clearTimeout(timer);
+    timer = window.setTimeout(() => void recompute(), 200);
+  };
+  for (const m of MATS) areas[m].addEventListener('input', debounced);
+  for (const c of [tokQ, tokK, keyLen]) c.addEventListener('input', debounced);
+  temp.addEventListener('input', () => {
+    tempOut.textContent = `T = ${(10 ** Number(temp.value)).toFixed(2)}`;
+    debounced();
+  });
+  for (const c of [mode, scaled, maskSel]) c.addEventListener('change', () => void recompute());
+
+  // "Edit in the playground" from a worked example.
+  document.addEventListener('sdpa:playground-load', (e) => {
+    const d = (e as CustomEvent<PlaygroundLoad>).detail;
+    mode.value = d.mode;
+    for (const [m, t] of Object.entries(d.matrices) as [MatName, Tensor][]) areas[m].value = matText(t, 7);
+    tokQ.value = d.queryTokens.join(', ');
+    tokK.value = d.keyTokens.join(', ');
+    scaled.checked = true;
+    temp.value = '0';
+    maskSel.value = d.mask ?? 'none';
+    if (d.validKeys !== undefined) keyLen.value = String(d.validKeys);
+    void recompute();
+    sec.scrollIntoView({ behavior: 'smooth', block: 'start' });
+  });
+
+  (async () => {
+    if (backendSel.value !== 'auto') attn = await app.create(backendSel.value).catch(() => app.attn);
+    describeBackends();
+    await recompute();
+  })().catch((e) => app.error('playground', e));
+}
+
+/** What a worked example hands to the playground. */
+export interface PlaygroundLoad {
+  mode: Mode;
+  matrices: Partial<Record<MatName, Tensor>>;
+  queryTokens: string[];
+  keyTokens: string[];
+  mask?: MaskKind;
+  validKeys?: number;
+}
+
+function tokLabels(text: string, prefix: string, n: number): string[] {
+  const t = text.split(',').map((s) => s.trim()).filter(Boolean);
+  return Array.from({ length: n }, (_, i) => t[i] ?? `${prefix}${i + 1}`);
+}
