@@ -293,6 +293,16 @@ TEST_P(BackwardKernelTest, HiddenGarbageNeverLeaksAndMaskedRowsAreZero) {
   ExpectMatches(p, "hidden garbage");
 }
 
+TEST_P(BackwardKernelTest, LargeLogits) {
+  for (float magnitude : {10.0f, 30.0f}) {  // scores up to ~1e2 and ~1e4: peaked softmax rows
+    Problem p = make_problem({2, 20, 16}, {2, 70, 16}, {2, 70, 8}, 4050, magnitude);
+    ExpectMatches(p, "large logits x" + std::to_string(magnitude));
+    const Grads32 g = backward32(GetParam(), p, random_d_output(p, 3), true);
+    for (float x : g.dq) ASSERT_TRUE(std::isfinite(x));
+    for (float x : g.dk) ASSERT_TRUE(std::isfinite(x));
+  }
+}
+
 TEST_P(BackwardKernelTest, NaNPropagatesToItsRow) {
   Problem p = make_problem({4, 8}, {9, 8}, {9, 4}, 4100);
   p.query[2 * 8 + 1] = NAN;

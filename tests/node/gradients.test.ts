@@ -119,6 +119,26 @@ for (const backend of ['simd', 'scalar'] as BackendName[]) {
       expect(attn.memoryStats().heapBytesInUse).toBe(before);
     });
 
+    it('zero sizes: empty gradients, and Lk = 0 gives zero dQuery', () => {
+      const cases: [number[], number[], number[]][] = [
+        [[0, 3, 4], [0, 5, 4], [0, 5, 2]],
+        [[2, 0, 4], [2, 5, 4], [2, 5, 2]],
+        [[2, 3, 4], [2, 0, 4], [2, 0, 2]],
+      ];
+      for (const [qs, ks, vs] of cases) {
+        const q = randomTensor(qs, 1), k = randomTensor(ks, 2), v = randomTensor(vs, 3);
+        const dOut = randomTensor([...qs.slice(0, -1), vs.at(-1)!], 4);
+        const fwd = attn.scaledDotProductAttentionSync(q, k, v, { returnLogSumExp: true });
+        for (const options of [{}, { output: fwd.output, logSumExp: fwd.logSumExp }]) {
+          const g = attn.scaledDotProductAttentionBackward(q, k, v, dOut, options);
+          expect(g.dQuery.shape).toEqual(qs);
+          expect(g.dKey.shape).toEqual(ks);
+          expect(g.dValue.shape).toEqual(vs);
+          expect(g.dQuery.data.every((x) => x === 0)).toBe(true);
+        }
+      }
+    });
+
     it('returnLogSumExp gives log Σ exp(masked scores) per row, −Infinity for rows that see nothing', async () => {
       const q = randomTensor([2, 9, 8], 30, -2, 2);
       const k = randomTensor([2, 12, 8], 31, -2, 2);
