@@ -4,16 +4,13 @@
 #include <cmath>
 #include <limits>
 
+#include "core/attention_reference.h"
+
 namespace sdpa {
 namespace {
 
 template <typename T>
 constexpr T kNegInf = -std::numeric_limits<T>::infinity();
-
-template <typename T>
-T nan_propagating_max(T a, T b) {
-  return (b > a || std::isnan(b)) && !std::isnan(a) ? b : a;
-}
 
 template <typename T>
 void zero(T* p, int64_t n) {
@@ -57,37 +54,11 @@ void attention_backward_reference(const AttentionPlan& p, const AttentionInputs&
           for (int64_t e = 0; e < p.E; ++e) dot += T(q[i * p.E + e]) * T(k[j * p.E + e]);
           row[j] = dot * T(p.scale);
         }
-        const int64_t last_visible = p.last_visible_key(i);
-        for (int64_t j = std::max<int64_t>(last_visible + 1, 0); j < p.Lk; ++j) row[j] = kNegInf<T>;
-        const int64_t m0 = p.mask_offset(b, h, i);
-        if (p.mask_kind == MaskKind::kBool) {
-          const auto* mask = static_cast<const uint8_t*>(in.mask) + m0;
-          for (int64_t j = 0; j < p.Lk; ++j) {
-            if (!mask[j * p.mask_stride_k]) row[j] = kNegInf<T>;
-          }
-        } else if (p.mask_kind == MaskKind::kAdditive) {
-          const auto* mask = static_cast<const float*>(in.mask) + m0;
-          for (int64_t j = 0; j < p.Lk; ++j) {
-            const T m = T(mask[j * p.mask_stride_k]);
-            row[j] = m == kNegInf<T> ? kNegInf<T> : row[j] + m;
-          }
-        }
+        mask_score_row(p, in.mask, b, h, i, row);
       }
 
       // softmax: w = softmax(s) row-wise; a row that sees nothing is all zeros  [Lq, Lk]
-      for (int64_t i = 0; i < p.Lq; ++i) {
-        const T* srow = s + i * p.Lk;
-        T* wrow = w + i * p.Lk;
-        T row_max = kNegInf<T>;
-        for (int64_t j = 0; j < p.Lk; ++j) row_max = nan_propagating_max(row_max, srow[j]);
-        if (row_max == kNegInf<T>) {
-          for (int64_t j = 0; j < p.Lk; ++j) wrow[j] = T(0);
-          continue;
-        }
-        T sum = 0;
-        for (int64_t j = 0; j < p.Lk; ++j) sum += wrow[j] = std::exp(srow[j] - row_max);
-        for (int64_t j = 0; j < p.Lk; ++j) wrow[j] /= sum;
-      }
+      for (int64_t i = 0; i < p.Lq; ++i) softmax_row(s + i * p.Lk, p.Lk, w + i * p.Lk);
 
       // dV += wᵀ·dout  [Lk, Ev] (hidden keys skipped)
       for (int64_t i = 0; i < p.Lq; ++i) {

@@ -17,6 +17,13 @@ T nan_propagating_max(T a, T b) {
   return (b > a || std::isnan(b)) && !std::isnan(a) ? b : a;
 }
 
+template <typename T>
+void snapshot(const T* scores, int64_t n, T* stage) {
+  if (stage) std::memcpy(stage, scores, static_cast<size_t>(n) * sizeof(T));
+}
+
+}  // namespace
+
 // Stable softmax of one row: max -> exp-sum -> normalize. `in` and `out` may alias.
 // A row whose max is -inf (every entry masked) becomes all zeros.
 template <typename T>
@@ -53,12 +60,8 @@ T row_log_sum_exp(const T* in, int64_t n) {
   return row_max + std::log(sum);
 }
 
-template <typename T>
-void snapshot(const T* scores, int64_t n, T* stage) {
-  if (stage) std::memcpy(stage, scores, static_cast<size_t>(n) * sizeof(T));
-}
-
-}  // namespace
+template void softmax_row<float>(const float*, int64_t, float*);
+template void softmax_row<double>(const double*, int64_t, double*);
 
 template <typename T>
 void attention_reference(const AttentionPlan& p, const AttentionInputs& in,
@@ -91,24 +94,7 @@ void attention_reference(const AttentionPlan& p, const AttentionInputs& in,
       snapshot(s, n, stage(out.scaled_scores));
 
       // mask: hidden keys become -inf (selected, not added, so a NaN score there cannot leak)
-      for (int64_t i = 0; i < p.Lq; ++i) {
-        T* row = s + i * p.Lk;
-        const int64_t last_visible = p.last_visible_key(i);
-        for (int64_t j = std::max<int64_t>(last_visible + 1, 0); j < p.Lk; ++j) row[j] = kNegInf<T>;
-        const int64_t m0 = p.mask_offset(b, h, i);
-        if (p.mask_kind == MaskKind::kBool) {
-          const auto* mask = static_cast<const uint8_t*>(in.mask) + m0;
-          for (int64_t j = 0; j < p.Lk; ++j) {
-            if (!mask[j * p.mask_stride_k]) row[j] = kNegInf<T>;
-          }
-        } else if (p.mask_kind == MaskKind::kAdditive) {
-          const auto* mask = static_cast<const float*>(in.mask) + m0;
-          for (int64_t j = 0; j < p.Lk; ++j) {
-            const T m = T(mask[j * p.mask_stride_k]);
-            row[j] = m == kNegInf<T> ? kNegInf<T> : row[j] + m;
-          }
-        }
-      }
+      for (int64_t i = 0; i < p.Lq; ++i) mask_score_row(p, in.mask, b, h, i, s + i * p.Lk);
       snapshot(s, n, stage(out.masked_scores));
 
       // max -> exp-sum -> normalize, row by row: w = softmax(s)  [Lq, Lk]

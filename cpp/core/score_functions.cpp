@@ -22,6 +22,26 @@ void zero(T* p, int64_t n) {
   if (p) std::fill(p, p + n, T(0));
 }
 
+// Additive (Bahdanau) scores' projections of one head: a = q·W₁ᵀ [Lq, H], c = k·W₂ᵀ [Lk, H].
+template <typename T>
+void additive_projections(const ScorePlan& p, const ScoreParams& w, const float* q, const float* k,
+                          T* a, T* c) {
+  for (int64_t i = 0; i < p.Lq; ++i) {
+    for (int64_t h = 0; h < p.H; ++h) {
+      T dot = 0;
+      for (int64_t e = 0; e < p.Dq; ++e) dot += T(w.w1[h * p.Dq + e]) * T(q[i * p.Dq + e]);
+      a[i * p.H + h] = dot;
+    }
+  }
+  for (int64_t j = 0; j < p.Lk; ++j) {
+    for (int64_t h = 0; h < p.H; ++h) {
+      T dot = 0;
+      for (int64_t e = 0; e < p.Dk; ++e) dot += T(w.w2[h * p.Dk + e]) * T(k[j * p.Dk + e]);
+      c[j * p.H + h] = dot;
+    }
+  }
+}
+
 }  // namespace
 
 Status plan_scores(const ScoreRequest& r, ScorePlan* plan) {
@@ -148,20 +168,7 @@ void attention_scores(const ScorePlan& p, const float* query, const float* key,
         // a = q·W₁ᵀ [Lq, H], c = k·W₂ᵀ [Lk, H];  s_ij = Σ_h v_h·tanh(a_ih + c_jh)
         T* a = ws;
         T* c = ws + p.Lq * p.H;
-        for (int64_t i = 0; i < p.Lq; ++i) {
-          for (int64_t h = 0; h < p.H; ++h) {
-            T dot = 0;
-            for (int64_t e = 0; e < p.Dq; ++e) dot += T(w.w1[h * p.Dq + e]) * T(q[i * p.Dq + e]);
-            a[i * p.H + h] = dot;
-          }
-        }
-        for (int64_t j = 0; j < p.Lk; ++j) {
-          for (int64_t h = 0; h < p.H; ++h) {
-            T dot = 0;
-            for (int64_t e = 0; e < p.Dk; ++e) dot += T(w.w2[h * p.Dk + e]) * T(k[j * p.Dk + e]);
-            c[j * p.H + h] = dot;
-          }
-        }
+        additive_projections(p, w, q, k, a, c);
         for (int64_t i = 0; i < p.Lq; ++i) {
           for (int64_t j = 0; j < p.Lk; ++j) {
             T sum = 0;
@@ -246,20 +253,7 @@ void attention_scores_backward(const ScorePlan& p, const float* query, const flo
         T* c = a + p.Lq * p.H;
         T* da = c + p.Lk * p.H;
         T* dc = da + p.Lq * p.H;
-        for (int64_t i = 0; i < p.Lq; ++i) {
-          for (int64_t h = 0; h < p.H; ++h) {
-            T dot = 0;
-            for (int64_t e = 0; e < p.Dq; ++e) dot += T(w.w1[h * p.Dq + e]) * T(q[i * p.Dq + e]);
-            a[i * p.H + h] = dot;
-          }
-        }
-        for (int64_t j = 0; j < p.Lk; ++j) {
-          for (int64_t h = 0; h < p.H; ++h) {
-            T dot = 0;
-            for (int64_t e = 0; e < p.Dk; ++e) dot += T(w.w2[h * p.Dk + e]) * T(k[j * p.Dk + e]);
-            c[j * p.H + h] = dot;
-          }
-        }
+        additive_projections(p, w, q, k, a, c);
         std::fill(da, da + (p.Lq + p.Lk) * p.H, T(0));
         for (int64_t i = 0; i < p.Lq; ++i) {
           for (int64_t j = 0; j < p.Lk; ++j) {
