@@ -13,6 +13,7 @@
 #include "core/attention_problem.h"
 #include "core/attention_reference.h"
 #include "core/backends.h"
+#include "webgpu/webgpu_attention.h"
 
 using emscripten::val;
 
@@ -162,6 +163,20 @@ val softmax_js(val shape, double temperature, val pointers) {
   return error_to_js(s);
 }
 
+// The WebGPU backend (cpp/webgpu/webgpu_attention.h): plans like runAttention, then submits.
+// pointers: { query, key, value, mask?, output, weights? } -> { error } | { error: null, promise, job }
+val webgpu_run_js(WebGpuAttention& gpu, val request, val pointers) {
+  AttentionPlan plan;
+  const Status s = plan_from_js(request, &plan);
+  if (!s.ok()) {
+    val out = val::object();
+    out.set("error", error_to_js(s));
+    return out;
+  }
+  return gpu.run(plan, inputs_from(pointers), address<float>(pointers, "output"),
+                 address<float>(pointers, "weights"));
+}
+
 // Bytes malloc has handed out and not yet taken back: the leak tests' baseline.
 double heap_bytes_in_use() { return static_cast<double>(mallinfo().uordblks); }
 
@@ -176,4 +191,10 @@ EMSCRIPTEN_BINDINGS(sdpa) {
   emscripten::function("matmul", &sdpa::matmul_js);
   emscripten::function("softmax", &sdpa::softmax_js);
   emscripten::function("heapBytesInUse", &sdpa::heap_bytes_in_use);
+  emscripten::class_<sdpa::WebGpuAttention>("WebGpuAttention")
+      .constructor<val, val>()
+      .function("run", &sdpa::webgpu_run_js)
+      .function("finish", &sdpa::WebGpuAttention::finish)
+      .function("release", &sdpa::WebGpuAttention::release)
+      .function("info", &sdpa::WebGpuAttention::info);
 }

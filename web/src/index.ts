@@ -13,7 +13,7 @@
  * @packageDocumentation
  */
 import createSdpaModule from './wasm/sdpa_core.mjs';
-import type { AttentionRequest, CoreError, SdpaModule } from './wasm/sdpa_core.mjs';
+import type { AttentionRequest, CoreError, SdpaModule, WebGpuAttention } from './wasm/sdpa_core.mjs';
 import { attentionRequest, checkTensor, describe } from './arguments.js';
 import { HeapScope } from './heap.js';
 import type {
@@ -25,9 +25,13 @@ import type {
   BackendInfo,
   BackendName,
   CreateAttentionOptions,
+  GpuDeviceLike,
+  GpuLike,
   MemoryStats,
   SoftmaxOptions,
   Tensor,
+  WebGPUErrorKind,
+  WebGpuInfo,
 } from './types.js';
 
 export type * from './types.js';
@@ -47,48 +51,142 @@ function throwIfError(error: CoreError | null): void {
   if (error) throw error.name === 'TypeError' ? new TypeError(error.message) : new RangeError(error.message);
 }
 
-const BACKENDS: readonly BackendInfo[] = [
-  { name: 'simd', available: true },
-  { name: 'scalar', available: true },
-];
+/**
+ * A fault of the WebGPU backend: no device could be had (`'unavailable'`), the device was lost
+ * (`'device-lost'`, e.g. `device.destroy()` during a call), or the call raised a validation,
+ * out-of-memory or internal error (caught with error scopes). The call rejects with it; the next
+ * call re-initializes (a new device from `gpu`/`navigator.gpu` after a loss) or, for
+ * `backend: 'auto'` instances, falls back to SIMD.
+ */
+export class WebGPUError extends Error {
+  override name = 'WebGPUError';
+  constructor(
+    readonly kind: WebGPUErrorKind,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`sdpa-web (WebGPU, ${kind}): ${message}`, options);
+  }
+}
+
+/** A device and its C++ context (pipelines, in-flight calls). */
+interface GpuState {
+  device: GpuDeviceLike;
+  context: WebGpuAttention;
+  /** Rejects with a 'device-lost' WebGPUError when the device is lost. */
+  lost: Promise<never>;
+  isLost: boolean;
+}
+
+type DeviceOrReason = { device: GpuDeviceLike; reason?: undefined } | { device?: undefined; reason: string };
+
+function gpuSource(options: CreateAttentionOptions): GpuLike | undefined {
+  if (options.gpu !== undefined) return options.gpu ?? undefined;
+  return (globalThis as { navigator?: { gpu?: GpuLike } }).navigator?.gpu ?? undefined;
+}
+
+/** A GPUDevice from `gpu` (default navigator.gpu), or why none can be had. */
+async function requestDevice(gpu: GpuLike | undefined): Promise<DeviceOrReason> {
+  if (!gpu) return { reason: 'navigator.gpu is not available (no WebGPU in this runtime; browsers need a secure context)' };
+  let adapter;
+  try {
+    adapter = await gpu.requestAdapter();
+  } catch (cause) {
+    return { reason: `navigator.gpu.requestAdapter() failed: ${String(cause)}` };
+  }
+  if (!adapter) return { reason: 'navigator.gpu.requestAdapter() returned null (no WebGPU adapter here)' };
+  try {
+    // Larger buffers mean fewer split dispatches; the adapter says what it can give.
+    const limits = adapter.limits as Record<string, number>;
+    const requiredLimits: Record<string, number> = {};
+    for (const name of ['maxStorageBufferBindingSize', 'maxBufferSize']) {
+      if (typeof limits[name] === 'number') requiredLimits[name] = limits[name];
+    }
+    return { device: await adapter.requestDevice({ requiredLimits }) };
+  } catch (cause) {
+    return { reason: `GPUAdapter.requestDevice() failed: ${String(cause)}` };
+  }
+}
+
+/** The backends this build knows, fastest first. */
+const BACKENDS: readonly BackendName[] = ['webgpu', 'simd', 'scalar'];
+
+interface Chosen {
+  backend: BackendName;
+  fallbackReason?: string;
+  device?: GpuDeviceLike;
+  /** Why WebGPU is not available (when it was probed and failed). */
+  webgpuReason?: string;
+}
 
 /**
- * The one place that picks a backend: `'auto'` takes the first available of `BACKENDS`
- * (fastest first).
+ * The one place that picks a backend. `'auto'` takes the first of `BACKENDS` that can run:
+ * WebGPU when a device can be had (the given `gpuDevice`, or one from navigator.gpu), else SIMD.
  */
-function chooseBackend(choice: BackendChoice): { backend: BackendName; fallbackReason?: string } {
-  if (choice === 'auto') {
-    const best = BACKENDS.find((b) => b.available)!;
-    return { backend: best.name };
+async function chooseBackend(choice: BackendChoice, options: CreateAttentionOptions): Promise<Chosen> {
+  if (choice !== 'auto' && !BACKENDS.includes(choice)) {
+    throw new TypeError(`backend must be 'auto', ${BACKENDS.map((b) => `'${b}'`).join(', ')}; got ${describe(choice)}`);
   }
-  const info = BACKENDS.find((b) => b.name === choice);
-  if (!info) {
-    throw new TypeError(`backend must be 'auto', ${BACKENDS.map((b) => `'${b.name}'`).join(', ')}; got ${describe(choice)}`);
+  if (choice === 'webgpu' || choice === 'auto') {
+    const got: DeviceOrReason = options.gpuDevice ? { device: options.gpuDevice } : await requestDevice(gpuSource(options));
+    if (got.device) return { backend: 'webgpu', device: got.device };
+    if (choice === 'webgpu') throw new WebGPUError('unavailable', `backend 'webgpu' is not available: ${got.reason}`);
+    return { backend: 'simd', fallbackReason: `WebGPU is not available: ${got.reason}`, webgpuReason: got.reason };
   }
-  if (!info.available) throw new Error(`backend '${choice}' is not available: ${info.reason}`);
-  return { backend: info.name };
+  return { backend: choice };
 }
 
 /** One attention engine bound to a backend. Create with {@link createAttention}. */
 export class Attention {
-  /** The backend in use. */
-  readonly backend: BackendName;
-  /** Why `'auto'` did not pick a faster backend, when it fell back. */
-  readonly fallbackReason: string | undefined;
+  private currentBackend: BackendName;
+  private currentFallbackReason: string | undefined;
+  private webgpuReason: string | undefined;
+  private gpu: GpuState | undefined;
+  /** A pending re-initialization after a device loss (shared by concurrent calls). */
+  private gpuInit: Promise<GpuState> | undefined;
   private disposed = false;
 
   /** @internal */
   constructor(
     private readonly module: SdpaModule,
-    chosen: { backend: BackendName; fallbackReason?: string },
+    chosen: Chosen,
+    private readonly options: CreateAttentionOptions & { backend: BackendChoice },
   ) {
-    this.backend = chosen.backend;
-    this.fallbackReason = chosen.fallbackReason;
+    this.currentBackend = chosen.backend;
+    this.currentFallbackReason = chosen.fallbackReason;
+    this.webgpuReason = chosen.webgpuReason;
+    if (chosen.device) this.gpu = this.attachDevice(chosen.device);
+  }
+
+  /**
+   * The backend in use. An `'auto'` instance whose GPU device is lost and cannot be replaced
+   * switches to `'simd'` (see `fallbackReason`).
+   */
+  get backend(): BackendName {
+    return this.currentBackend;
+  }
+
+  /** Why `'auto'` did not pick (or no longer uses) a faster backend, when it fell back. */
+  get fallbackReason(): string | undefined {
+    return this.currentFallbackReason;
   }
 
   /** Every backend this build knows, whether it can run here, and why not. */
   get availableBackends(): BackendInfo[] {
-    return BACKENDS.map((b) => ({ ...b }));
+    return BACKENDS.map((name): BackendInfo => {
+      if (name !== 'webgpu') return { name, available: true };
+      if (this.currentBackend === 'webgpu') return { name, available: true };
+      if (this.webgpuReason) return { name, available: false, reason: this.webgpuReason };
+      return gpuSource(this.options)
+        ? { name, available: true, reason: 'navigator.gpu is present (no adapter requested: this instance uses a CPU backend)' }
+        : { name, available: false, reason: 'navigator.gpu is not available' };
+    });
+  }
+
+  /** The WebGPU backend's limits and compiled pipelines (undefined on CPU backends). */
+  webgpuInfo(): WebGpuInfo | undefined {
+    this.checkUsable();
+    return this.gpu && !this.gpu.isLost ? this.gpu.context.info() : undefined;
   }
 
   /**
@@ -107,18 +205,28 @@ export class Attention {
     value: Tensor,
     options?: AttentionOptions,
   ): Promise<AttentionResult> {
+    if (this.currentBackend === 'webgpu') return this.runWebGpu(query, key, value, options);
     return this.scaledDotProductAttentionSync(query, key, value, options);
   }
 
-  /** Synchronous {@link Attention.scaledDotProductAttention} (CPU backends). */
+  /**
+   * Synchronous {@link Attention.scaledDotProductAttention}, CPU backends only: on a `'webgpu'`
+   * instance it throws (GPU results arrive asynchronously).
+   */
   scaledDotProductAttentionSync(query: Tensor, key: Tensor, value: Tensor, options?: AttentionOptions): AttentionResult {
     this.checkUsable();
+    if (this.currentBackend === 'webgpu') {
+      throw new Error(
+        "sdpa-web: scaledDotProductAttentionSync runs on the CPU backends only; this instance uses 'webgpu': " +
+          "use `await scaledDotProductAttention(...)`, or create a 'simd' instance",
+      );
+    }
     const request = attentionRequest(query, key, value, options);
     const plan = this.module.planAttention(request);
     throwIfError(plan.error);
     const outputElements = product(plan.outputShape);
     const weightsElements = request.returnWeights ? product(plan.weightsShape) : 0;
-    const workspaceBytes = plan.workspaceBytes[this.backend];
+    const workspaceBytes = plan.workspaceBytes[this.currentBackend === 'scalar' ? 'scalar' : 'simd'];
     HeapScope.checkTotal(
       inputBytes(query, key, value, options) + 4 * (outputElements + weightsElements) + workspaceBytes,
       'this attention call',
@@ -128,7 +236,7 @@ export class Attention {
       pointers.output = heap.alloc(4 * outputElements, 'output');
       if (request.returnWeights) pointers.weights = heap.alloc(4 * weightsElements, 'weights');
       pointers.workspace = heap.alloc(workspaceBytes, `the ${this.backend} workspace`);
-      throwIfError(this.module.runAttention(request, this.backend, pointers));
+      throwIfError(this.module.runAttention(request, this.currentBackend === 'scalar' ? 'scalar' : 'simd', pointers));
       const result: AttentionResult = {
         output: { data: heap.readFloat32(pointers.output, outputElements), shape: plan.outputShape },
       };
@@ -241,10 +349,107 @@ export class Attention {
     return { heapBytesInUse: this.module.heapBytesInUse(), memoryBytes: this.module.HEAPU8.byteLength };
   }
 
-  /** Releases the instance. Later calls, including a second `dispose()`, throw. */
+  /**
+   * Releases the instance (and its GPU pipelines; a `gpuDevice` you passed stays yours). Later
+   * calls, including a second `dispose()`, throw.
+   */
   dispose(): void {
     this.checkUsable();
     this.disposed = true;
+    this.gpu?.context.delete();
+    this.gpu = undefined;
+  }
+
+  private attachDevice(device: GpuDeviceLike): GpuState {
+    const state: GpuState = {
+      device,
+      context: new this.module.WebGpuAttention(device, this.options.gpuLimits),
+      lost: undefined as unknown as Promise<never>,
+      isLost: false,
+    };
+    state.lost = device.lost.then((info) => {
+      state.isLost = true;
+      throw new WebGPUError('device-lost', `the GPU device was lost (${info?.reason ?? 'unknown'}): ${info?.message ?? ''}`);
+    });
+    state.lost.catch(() => undefined); // observed by every call's race; never unhandled
+    return state;
+  }
+
+  /**
+   * The live device, re-initialized after a loss: a new device from `gpu`/navigator.gpu; when
+   * none can be had an `'auto'` instance falls back to SIMD (undefined), a `'webgpu'` one rejects.
+   */
+  private async liveGpu(): Promise<GpuState | undefined> {
+    if (this.gpu && !this.gpu.isLost) return this.gpu;
+    this.gpuInit ??= (async () => {
+      const lost = this.gpu;
+      this.gpu = undefined;
+      lost?.context.delete();
+      const got = await requestDevice(gpuSource(this.options));
+      if (!got.device) throw new WebGPUError('unavailable', `the GPU device was lost and no new one can be had: ${got.reason}`);
+      return this.attachDevice(got.device);
+    })().finally(() => {
+      this.gpuInit = undefined;
+    });
+    try {
+      this.gpu = await this.gpuInit;
+      return this.gpu;
+    } catch (error) {
+      if (this.options.backend !== 'auto' || !(error instanceof WebGPUError)) throw error;
+      this.currentBackend = 'simd';
+      this.currentFallbackReason = error.message;
+      this.webgpuReason = error.message;
+      return undefined;
+    }
+  }
+
+  /** One call on the WebGPU backend: inputs go through the wasm heap, the C++ core submits. */
+  private async runWebGpu(query: Tensor, key: Tensor, value: Tensor, options?: AttentionOptions): Promise<AttentionResult> {
+    this.checkUsable();
+    const request = attentionRequest(query, key, value, options);
+    const plan = this.module.planAttention(request);
+    throwIfError(plan.error);
+    const outputElements = product(plan.outputShape);
+    const weightsElements = request.returnWeights ? product(plan.weightsShape) : 0;
+    HeapScope.checkTotal(inputBytes(query, key, value, options) + 4 * (outputElements + weightsElements), 'this attention call');
+    const gpu = await this.liveGpu();
+    if (!gpu) return this.scaledDotProductAttentionSync(query, key, value, options); // fell back
+    const heap = new HeapScope(this.module);
+    let job = 0;
+    try {
+      const pointers = this.copyInputs(heap, query, key, value, options);
+      pointers.output = heap.alloc(4 * outputElements, 'output');
+      if (request.returnWeights) pointers.weights = heap.alloc(4 * weightsElements, 'weights');
+      const started = gpu.context.run(request, pointers);
+      throwIfError(started.error);
+      if (!('promise' in started)) throw new Error('unreachable');
+      job = started.job;
+      let results: unknown[];
+      try {
+        results = await Promise.race([started.promise, gpu.lost]);
+      } catch (cause) {
+        if (cause instanceof WebGPUError) throw cause;
+        // mapAsync rejects when the device is lost (or destroyed) under it.
+        if (await settlesWithin(gpu.lost, 200)) {
+          throw new WebGPUError('device-lost', `the GPU device was lost during the call: ${String(cause)}`, { cause });
+        }
+        throw new WebGPUError('internal', `reading the result back failed: ${String(cause)}`, { cause });
+      }
+      if (this.disposed) throw new Error('sdpa-web: this Attention instance was disposed during the call');
+      if (gpu.isLost) throw new WebGPUError('device-lost', 'the GPU device was lost during the call');
+      const fault = gpu.context.finish(job, results);
+      if (fault) throw new WebGPUError(fault.kind, fault.message);
+      const result: AttentionResult = {
+        output: { data: heap.readFloat32(pointers.output, outputElements), shape: plan.outputShape },
+      };
+      if (request.returnWeights) {
+        result.weights = { data: heap.readFloat32(pointers.weights!, weightsElements), shape: plan.weightsShape };
+      }
+      return result;
+    } finally {
+      if (job && !this.disposed && this.gpu === gpu) gpu.context.release(job);
+      heap.release();
+    }
   }
 
   private checkUsable(): void {
@@ -271,6 +476,15 @@ export class Attention {
   }
 }
 
+/** Whether `promise` settles (either way) within `ms` milliseconds. */
+function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  return Promise.race([promise.then(() => true, () => true), timeout]).finally(() => clearTimeout(timer));
+}
+
 function product(shape: readonly number[]): number {
   return shape.reduce((a, b) => a * b, 1);
 }
@@ -285,7 +499,8 @@ function inputBytes(query: Tensor, key: Tensor, value: Tensor, options?: Attenti
  */
 export async function createAttention(options: CreateAttentionOptions = {}): Promise<Attention> {
   if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object; got ${describe(options)}`);
-  const chosen = chooseBackend(options.backend ?? 'auto');
-  return new Attention(await loadModule(), chosen);
+  const backend = options.backend ?? 'auto';
+  const chosen = await chooseBackend(backend, options);
+  return new Attention(await loadModule(), chosen, { ...options, backend });
 }
 
