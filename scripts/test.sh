@@ -14,7 +14,9 @@ run_typecheck() { step "typecheck: tsc -p tsconfig.json (web/src + tests/node)";
 run_ctest()     { step "ctest (build/native)"; ctest --test-dir build/native --output-on-failure -j "$(nproc 2>/dev/null || echo 2)"; }
 run_vitest()    { step "vitest run (tests/node)"; node_modules/.bin/vitest run --config vitest.config.ts; }
 # run_browser() { step "browser tests (tests/browser, chromium)"; ...; }
+# The WebGPU backend in headless Debian Chromium (tests/browser/webgpu-*.test.ts, SwiftShader).
+run_browser_webgpu() { step "browser WebGPU tests (tests/browser/webgpu-*, chromium)"; node_modules/.bin/vitest run --config vitest.browser-webgpu.config.ts; }
 
-STEPS=(${SDPA_TEST_STEPS:-setup build typecheck ctest vitest})
+STEPS=(${SDPA_TEST_STEPS:-setup build typecheck ctest vitest browser_webgpu})
 for s in "${STEPS[@]}"; do "run_$s"; done
 step "all tests passed (${STEPS[*]})"
