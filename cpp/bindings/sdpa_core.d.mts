@@ -77,8 +77,9 @@ export interface SdpaModule extends EmscriptenModule {
   runAttention(request: AttentionRequest, backend: 'scalar' | 'simd', pointers: Addresses): CoreError | null;
   explainAttention(request: AttentionRequest, pointers: Addresses): CoreError | null;
   referenceAttention64(request: AttentionRequest, pointers: Addresses): CoreError | null;
-  matmul(aShape: ShapeLike, bShape: ShapeLike, pointers?: Addresses): { error: CoreError | null; outputShape: number[] };
-  softmax(shape: ShapeLike, temperature: number, pointers?: Addresses): CoreError | null;
+  /** Plans only when `pointers` is undefined (Embind needs every argument passed). */
+  matmul(aShape: ShapeLike, bShape: ShapeLike, pointers: Addresses | undefined): { error: CoreError | null; outputShape: number[] };
+  softmax(shape: ShapeLike, temperature: number, pointers: Addresses | undefined): CoreError | null;
   heapBytesInUse(): number;
 }
 

@@ -28,15 +28,18 @@ void softmax_row(const T* in, int64_t n, T* out) {
     for (int64_t j = 0; j < n; ++j) out[j] = T(0);
     return;
   }
-  // exp-sum
+  // exp-sum. Hidden entries (-inf) are marked -0.0 (exp never returns -0.0), so that normalize
+  // can keep them exactly 0 even in a row whose max or sum is NaN, and even when in == out.
   T sum = 0;
   for (int64_t j = 0; j < n; ++j) {
-    out[j] = std::exp(in[j] - row_max);
+    out[j] = in[j] == kNegInf<T> ? T(-0.0) : std::exp(in[j] - row_max);
     sum += out[j];
   }
   // normalize
   const T inv_sum = T(1) / sum;
-  for (int64_t j = 0; j < n; ++j) out[j] *= inv_sum;
+  for (int64_t j = 0; j < n; ++j) {
+    out[j] = out[j] == T(0) && std::signbit(out[j]) ? T(0) : out[j] * inv_sum;
+  }
 }
 
 template <typename T>

@@ -9,7 +9,8 @@
 //    the causal alignment hides it. After masking, a key whose score is -inf has weight exactly 0
 //    and its value row is never read, so NaN/Inf stored at masked positions cannot leak.
 //  - A row with every key masked gets weights 0 and output 0 (PyTorch's _safe_softmax), not NaN.
-//  - NaN in an unmasked score propagates to that row's weights and output.
+//  - NaN in an unmasked score propagates to that row's output and visible weights; hidden keys
+//    keep weight 0.
 #pragma once
 
 #include <cstddef>

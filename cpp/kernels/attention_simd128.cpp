@@ -290,9 +290,10 @@ void attend_query_block(const HeadContext& c, int64_t i0, int64_t rows) {
         std::fill_n(w, tile_len, 0.0f);
         continue;
       }
-      const f32x4 m = splat(c.row_max[r]), inv = splat(1.0f / l);
+      const f32x4 m = splat(c.row_max[r]), inv = splat(1.0f / l), neg_inf = splat(kNegInf);
       for (int64_t col = 0; col < kTileKeys; col += 4) {
-        store(s + col, mul(exp_nonpositive(sub(load(s + col), m)), inv));
+        const f32x4 sv = load(s + col);  // hidden keys: exactly 0, even when the row is NaN
+        store(s + col, select(equal(sv, neg_inf), splat(0.0f), mul(exp_nonpositive(sub(sv, m)), inv)));
       }
       std::copy(s, s + tile_len, w);
     }

@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "core/attention_problem.h"
@@ -64,16 +67,44 @@ inline AttentionPlan plan_or_die(const AttentionRequest& r) {
   return plan;
 }
 
+// Guard values written around every output buffer and the workspace; a kernel that writes out
+// of bounds changes them (checked after every run: odd shapes, the sweep and the fuzz corpus).
+constexpr size_t kCanaryFloats = 64;
+constexpr float kCanary = -1234.5f;
+
+inline std::vector<float> with_canaries(size_t n) {
+  std::vector<float> v(n + 2 * kCanaryFloats, NAN);
+  std::fill_n(v.begin(), kCanaryFloats, kCanary);
+  std::fill_n(v.end() - kCanaryFloats, kCanaryFloats, kCanary);
+  return v;
+}
+
+inline void check_canaries(const std::vector<float>& v, const char* what) {
+  for (size_t i = 0; i < kCanaryFloats; ++i) {
+    if (v[i] != kCanary || v[v.size() - 1 - i] != kCanary) {
+      std::fprintf(stderr, "out-of-bounds write around %s\n", what);
+      std::abort();
+    }
+  }
+}
+
+inline std::vector<float> strip_canaries(const std::vector<float>& v) {
+  return std::vector<float>(v.begin() + kCanaryFloats, v.end() - kCanaryFloats);
+}
+
 inline Result run_backend(Backend backend, const Problem& problem) {
   const AttentionPlan plan = plan_or_die(problem.request);
-  Result r;
-  r.output.assign(plan.output_elements(), NAN);
-  if (plan.return_weights) r.weights.assign(plan.weights_elements(), NAN);
-  std::vector<uint8_t> workspace(workspace_bytes(backend, plan) + 16);
+  std::vector<float> output = with_canaries(plan.output_elements());
+  std::vector<float> weights = with_canaries(plan.return_weights ? plan.weights_elements() : 0);
+  std::vector<float> workspace = with_canaries((workspace_bytes(backend, plan) + 3) / 4);
   const AttentionInputs in{problem.query.data(), problem.key.data(), problem.value.data(),
                            problem.mask()};
-  run_attention(backend, plan, in, r.output.data(), r.weights.data(), workspace.data());
-  return r;
+  run_attention(backend, plan, in, output.data() + kCanaryFloats, weights.data() + kCanaryFloats,
+                workspace.data() + kCanaryFloats);
+  check_canaries(output, "output");
+  check_canaries(weights, "weights");
+  check_canaries(workspace, "workspace");
+  return {strip_canaries(output), strip_canaries(weights)};
 }
 
 struct Result64 {

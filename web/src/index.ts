@@ -317,7 +317,7 @@ export class Attention {
     checkTensor('x', x);
     const temperature = options.temperature ?? 1;
     if (typeof temperature !== 'number') throw new TypeError(`temperature must be a number; got ${describe(temperature)}`);
-    throwIfError(this.module.softmax(x.shape, temperature));
+    throwIfError(this.module.softmax(x.shape, temperature, undefined));
     return this.withHeap((heap) => {
       const pointers = { x: heap.copyIn(x.data, 'x'), output: heap.alloc(x.data.byteLength, 'output') };
       throwIfError(this.module.softmax(x.shape, temperature, pointers));
@@ -333,7 +333,7 @@ export class Attention {
     this.checkUsable();
     checkTensor('a', a);
     checkTensor('b', b);
-    const plan = this.module.matmul(a.shape, b.shape);
+    const plan = this.module.matmul(a.shape, b.shape, undefined);
     throwIfError(plan.error);
     const n = product(plan.outputShape);
     HeapScope.checkTotal(a.data.byteLength + b.data.byteLength + 4 * n, 'matmul');

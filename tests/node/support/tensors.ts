@@ -1,16 +1,7 @@
-// Seeded test inputs (mulberry32), so every backend sees the same numbers.
+// Seeded test inputs (mulberry32, shared with the worked examples), so every backend sees the
+// same numbers.
 import type { MaskTensor, Tensor } from 'sdpa-web';
-
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { mulberry32 as rng } from '../../../web/examples/worked-examples.js';
 
 export const elements = (shape: readonly number[]): number => shape.reduce((a, b) => a * b, 1);
 

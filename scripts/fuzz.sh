@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Differential fuzzing of the SIMD kernel against the scalar reference (tests/fuzz/attention_fuzz.cpp)
+# with libFuzzer under ASan + UBSan.   Usage: npm run fuzz -- [seconds, default 60]
+# New interesting inputs go to build/fuzz/corpus (seeded from tests/fuzz/corpus); a failing input
+# is saved as build/fuzz/crash-* and can be replayed with build/fuzz/attention_fuzz <file>.
+set -euo pipefail
+SDPA_SCRIPT=fuzz
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$ROOT"
+seconds="${1:-60}"
+
+if ! dpkg -s libclang-rt-14-dev >/dev/null 2>&1; then
+  step "installing clang's sanitizer and libFuzzer runtime (libclang-rt-14-dev)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang libclang-rt-14-dev >/dev/null
+fi
+mkdir -p build/fuzz/corpus
+step "building build/fuzz/attention_fuzz (clang, -fsanitize=fuzzer,address,undefined)"
+clang++ -std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
+  -fno-sanitize-recover=undefined -Icpp \
+  cpp/core/*.cpp cpp/kernels/*.cpp tests/fuzz/attention_fuzz.cpp -o build/fuzz/attention_fuzz
+step "fuzzing for ${seconds}s (2 workers)"
+build/fuzz/attention_fuzz -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 \
+  -artifact_prefix=build/fuzz/ -print_final_stats=1 -jobs=2 -workers=2 \
+  build/fuzz/corpus tests/fuzz/corpus 2>&1 | tee build/fuzz/last-run.log | grep -E "^#|DONE|stat::|ERROR|SUMMARY|attention_fuzz:" || true
+if ls build/fuzz/crash-* >/dev/null 2>&1; then die "fuzzing found failing inputs: $(ls build/fuzz/crash-*)"; fi
+step "no failures in ${seconds}s; corpus: $(ls build/fuzz/corpus | wc -l) inputs in build/fuzz/corpus"

@@ -1,0 +1,164 @@
+// Differential fuzz target: the SIMD kernel against the float32 and float64 scalar reference on
+// fuzzer-chosen shapes, masks, options and values (NaN, ±Inf, −0, subnormals, FLT_MAX mixed into
+// random data). Built three ways: with libFuzzer + ASan/UBSan (`npm run fuzz -- <seconds>`), and
+// with replay_main.cpp natively and to wasm, to replay the corpus in `npm test`.
+//
+// Rule, per output (and weights) element, against the float32 reference r32 and float64 r64:
+//  - non-finite exactly where r32 is non-finite. Which non-finite value (NaN or ±Inf) may differ
+//    where ±Inf meets 0 or −Inf in a different order (Inf·0, Inf − Inf), but two infinities must
+//    have the same sign: a NaN never turns finite, a finite result never turns NaN;
+//  - elsewhere |simd − r64| ≤ 2·e_ref + 1e-5·max(1, |V|max), e_ref = max finite |r32 − r64|.
+// Any difference beyond that aborts (libFuzzer reports it as a crash with its input).
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "../cpp/attention_test_support.h"
+
+namespace sdpa::testing {
+namespace {
+
+class ByteReader {
+ public:
+  ByteReader(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  uint8_t next() { return pos_ < size_ ? data_[pos_++] : 0; }
+  uint32_t next32() { return next() | next() << 8 | next() << 16 | static_cast<uint32_t>(next()) << 24; }
+  bool empty() const { return pos_ >= size_; }
+
+ private:
+  const uint8_t* data_;
+  size_t size_, pos_ = 0;
+};
+
+const float kSpecials[] = {NAN, INFINITY, -INFINITY, -0.0f, 0.0f, FLT_MIN / 4, -FLT_MIN / 8,
+                           FLT_MIN, FLT_MAX, -FLT_MAX, 1e10f, -1e10f, 1e3f, -3.4e38f, -1e4f, 1.0f};
+
+// Random data (seeded by the input), then (position, special value) overrides from the input.
+void fill(std::vector<float>& v, ByteReader& in, uint32_t seed, float magnitude) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-magnitude, magnitude);
+  for (auto& x : v) x = dist(rng);
+  const int overrides = in.next() % 8;
+  for (int i = 0; i < overrides && !v.empty(); ++i) {
+    const uint32_t at = in.next32() % v.size();
+    v[at] = kSpecials[in.next() % (sizeof kSpecials / sizeof *kSpecials)];
+  }
+}
+
+Problem decode(const uint8_t* data, size_t size) {
+  ByteReader in(data, size);
+  Problem p;
+  AttentionRequest& r = p.request;
+  const int rank = 2 + in.next() % 3;
+  const int64_t B = rank >= 3 ? 1 + in.next() % 2 : 1;
+  const int64_t Hkv = rank == 4 ? 1 + in.next() % 2 : 1;
+  const int64_t group = rank == 4 ? 1 + in.next() % 3 : 1;
+  const int64_t Lq = in.next() % 80, Lk = in.next() % 140, E = 1 + in.next() % 40, Ev = in.next() % 40;
+  auto shape = [&](int64_t h, int64_t l, int64_t d) {
+    std::vector<int64_t> s = {B, h, l, d};
+    return std::vector<int64_t>(s.end() - rank, s.end());
+  };
+  r.query_shape = shape(Hkv * group, Lq, E);
+  r.key_shape = shape(Hkv, Lk, E);
+  r.value_shape = shape(Hkv, Lk, Ev);
+  r.enable_gqa = group > 1;
+  const uint8_t mode = in.next();
+  switch (mode % 5) {
+    case 1: r.mask_kind = MaskKind::kBool; break;
+    case 2: r.mask_kind = MaskKind::kAdditive; break;
+    case 3: r.causal = CausalAlignment::kTopLeft; break;
+    case 4: r.causal = CausalAlignment::kBottomRight; break;
+    default: break;
+  }
+  if (r.mask_kind != MaskKind::kNone) {
+    std::vector<int64_t> weights = shape(Hkv * group, Lq, Lk);
+    weights.back() = Lk;
+    const uint8_t broadcast = in.next();
+    for (size_t d = 0; d < weights.size(); ++d) {
+      if (broadcast & (1 << d)) weights[d] = 1;
+    }
+    r.mask_shape = weights;
+  }
+  switch ((mode / 5) % 4) {
+    case 1: r.has_scale = true, r.scale = 0; break;
+    case 2: r.has_scale = true, r.scale = -0.5; break;
+    case 3: r.has_scale = true, r.scale = (in.next() + 1) / 8.0; break;
+    default: break;
+  }
+  r.return_weights = mode & 0x80;
+  const uint32_t seed = in.next32();
+  const float magnitude = in.next() % 2 ? 30.0f : 1.0f;  // 30: logits up to ~1e4·scale
+  p.query.resize(product(r.query_shape));
+  p.key.resize(product(r.key_shape));
+  p.value.resize(product(r.value_shape));
+  fill(p.query, in, seed, magnitude);
+  fill(p.key, in, seed + 1, magnitude);
+  fill(p.value, in, seed + 2, 1.0f);
+  const size_t mask_n = static_cast<size_t>(product(r.mask_shape));
+  std::mt19937 rng(seed + 3);
+  for (size_t i = 0; i < mask_n && r.mask_kind != MaskKind::kNone; ++i) {
+    const bool visible = rng() % 3 != 0;
+    p.bool_mask.push_back(visible);
+    p.float_mask.push_back(visible ? static_cast<float>(static_cast<int>(rng() % 9) - 4) : -INFINITY);
+  }
+  if (r.mask_kind == MaskKind::kAdditive) fill(p.float_mask, in, seed + 4, 4.0f);
+  return p;
+}
+
+const Problem* current = nullptr;  // for the failure report
+
+[[noreturn]] void fail(const char* what, size_t at, double got, double want) {
+  const AttentionRequest& r = current->request;
+  std::fprintf(stderr,
+               "attention_fuzz: %s at element %zu: simd %.9g, reference %.9g\n"
+               "  query %s key %s value %s mask kind %d shape %s causal %d scale %s%g gqa %d weights %d\n",
+               what, at, got, want, shape_to_string(r.query_shape).c_str(),
+               shape_to_string(r.key_shape).c_str(), shape_to_string(r.value_shape).c_str(),
+               static_cast<int>(r.mask_kind), shape_to_string(r.mask_shape).c_str(),
+               static_cast<int>(r.causal), r.has_scale ? "" : "default/", r.scale, r.enable_gqa,
+               r.return_weights);
+  std::abort();
+}
+
+template <typename T>
+void compare(const char* what, const std::vector<float>& simd, const std::vector<float>& r32,
+             const std::vector<T>& r64, double value_scale) {
+  double e_ref = 0;
+  for (size_t i = 0; i < r32.size(); ++i) {
+    if (std::isfinite(r32[i]) && std::isfinite(r64[i])) e_ref = std::max(e_ref, std::fabs(r32[i] - r64[i]));
+  }
+  const double bound = 2 * e_ref + 1e-5 * std::max(1.0, value_scale);
+  for (size_t i = 0; i < simd.size(); ++i) {
+    const float s = simd[i], f = r32[i];
+    if (!std::isfinite(f) || !std::isfinite(s)) {
+      if (std::isfinite(f) || std::isfinite(s)) fail(what, i, s, f);
+      if (std::isinf(f) && std::isinf(s) && s != f) fail(what, i, s, f);
+      continue;
+    }
+    if (!std::isfinite(r64[i])) continue;  // float32 finite where float64 is not: no finite oracle
+    if (std::fabs(s - r64[i]) > bound) fail(what, i, s, r64[i]);
+  }
+}
+
+}  // namespace
+}  // namespace sdpa::testing
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace sdpa::testing;
+  const Problem p = decode(data, size);
+  current = &p;
+  sdpa::AttentionPlan plan;
+  if (!sdpa::plan_attention(p.request, &plan).ok()) return 0;  // invalid shapes are the plan tests' job
+  const Result simd = run_backend(sdpa::Backend::kSimd128, p);
+  const Result r32 = run_backend(sdpa::Backend::kScalar, p);
+  const Result64 r64 = run_reference64(p);
+  double value_scale = 0;
+  for (float v : p.value) {
+    if (std::isfinite(v)) value_scale = std::max(value_scale, static_cast<double>(std::fabs(v)));
+  }
+  compare("output", simd.output, r32.output, r64.output, value_scale);
+  if (plan.return_weights) compare("weights", simd.weights, r32.weights, r64.weights, 1.0);
+  return 0;
+}

@@ -1,0 +1,245 @@
+// The reliability checklist of the hardening issue, as one test body run on every backend
+// (tests/node/hardening-<backend>.test.ts). Expected values come from the float64 reference.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createAttention, type Attention, type AttentionOptions, type BackendName, type Tensor } from 'sdpa-web';
+import { elements, randomMasks, randomTensor } from './tensors.js';
+import { expectMatchesReference } from './tolerance.js';
+import type { SuiteOptions } from './attention-suite.js';
+
+const TILES = [4, 8, 16, 32, 64, 128, 256];
+
+export function defineHardeningSuite(backend: BackendName, { factor, create }: SuiteOptions): void {
+  const make = () => (create ? create() : createAttention({ backend }));
+
+  describe(`hardening checklist on the '${backend}' backend`, () => {
+    let attn: Attention;
+    let oracle: Attention;
+    const check = (q: Tensor, k: Tensor, v: Tensor, options: AttentionOptions = {}, label = '') =>
+      expectMatchesReference(attn, oracle, q, k, v, options, { factor }, label);
+    const run = (q: Tensor, k: Tensor, v: Tensor, options: AttentionOptions = {}) => attn.scaledDotProductAttention(q, k, v, options);
+
+    beforeAll(async () => {
+      attn = await make();
+      oracle = await createAttention({ backend: 'scalar' });
+    });
+    afterAll(() => {
+      attn.dispose();
+      oracle.dispose();
+    });
+
+    it('1. odd shapes and head dims 1, 59, 111, 128, 256 with Ev ≠ E', async () => {
+      const cases = [[1, 239, 59, 111], [239, 1, 128, 256], [3, 799, 256, 1], [127, 513, 111, 59], [1023, 1025, 128, 64], [40, 70, 1, 59]];
+      for (const [lq, lk, e, ev] of cases as [number, number, number, number][]) {
+        const q = randomTensor([lq, e], lq + e), k = randomTensor([lk, e], lk + 1), v = randomTensor([lk, ev], ev + 2);
+        await check(q, k, v, { returnWeights: lq * lk < 200_000 }, `${lq}x${lk} E=${e} Ev=${ev}`);
+      }
+    });
+
+    it('2. every length at tile−1, tile and tile+1 for tiles 4…256', async () => {
+      for (const tile of TILES) {
+        for (const n of [tile - 1, tile, tile + 1]) {
+          await check(randomTensor([n, 8], n), randomTensor([n + 3, 8], n + 1), randomTensor([n + 3, 5], n + 2), { returnWeights: true }, `Lq=${n}`);
+          await check(randomTensor([5, 8], n), randomTensor([n, 8], n + 1), randomTensor([n, 5], n + 2), { isCausal: 'bottom-right' }, `Lk=${n}`);
+        }
+      }
+    });
+
+    it('3. every broadcast mask equals its expanded copy bit for bit (bool and additive)', async () => {
+      const [B, H, Lq, Lk] = [2, 2, 7, 9];
+      const q = randomTensor([B, H, Lq, 4], 1), k = randomTensor([B, H, Lk, 4], 2), v = randomTensor([B, H, Lk, 3], 3);
+      for (let bits = 0; bits < 16; bits++) {
+        const shape = [bits & 8 ? B : 1, bits & 4 ? H : 1, bits & 2 ? Lq : 1, bits & 1 ? Lk : 1];
+        for (const mask of Object.values(randomMasks(shape, bits))) {
+          const expanded = new (mask.data.constructor as Uint8ArrayConstructor | Float32ArrayConstructor)(B * H * Lq * Lk);
+          for (let b = 0; b < B; b++) for (let h = 0; h < H; h++) for (let i = 0; i < Lq; i++) for (let j = 0; j < Lk; j++) {
+            const src = (((bits & 8 ? b : 0) * shape[1]! + (bits & 4 ? h : 0)) * shape[2]! + (bits & 2 ? i : 0)) * shape[3]! + (bits & 1 ? j : 0);
+            expanded[((b * H + h) * Lq + i) * Lk + j] = mask.data[src]!;
+          }
+          const a = await run(q, k, v, { attnMask: mask, returnWeights: true });
+          const e = await run(q, k, v, { attnMask: { data: expanded, shape: [B, H, Lq, Lk] }, returnWeights: true });
+          expect(a.output.data, `mask [${shape}]`).toEqual(e.output.data);
+          expect(a.weights!.data).toEqual(e.weights!.data);
+        }
+      }
+    });
+
+    it('4. fully masked rows are zeros; other rows unchanged; huge negative additive masks give no NaN', async () => {
+      const q = randomTensor([6, 8], 1), k = randomTensor([10, 8], 2), v = randomTensor([10, 3], 3);
+      const plain = await run(q, k, v);
+      // Padding (keys 6..9 hidden) + causal in one bool mask: row i sees keys j ≤ i, j < 6.
+      const paddedCausal = new Uint8Array(60).map((_, x) => (x % 10 <= Math.floor(x / 10) && x % 10 < 6 ? 1 : 0));
+      const r = await run(q, k, v, { attnMask: { data: paddedCausal, shape: [6, 10] }, returnWeights: true });
+      await check(q, k, v, { attnMask: { data: paddedCausal, shape: [6, 10] } }, 'padding + causal');
+      const rowMask = new Uint8Array(60).fill(1).fill(0, 20, 30); // row 2 sees nothing
+      const hidden = await run(q, k, v, { attnMask: { data: rowMask, shape: [6, 10] }, returnWeights: true });
+      expect([...hidden.output.data.subarray(6, 9)]).toEqual([0, 0, 0]);
+      expect(hidden.weights!.data.subarray(20, 30).every((w) => w === 0)).toBe(true);
+      expect(hidden.output.data.subarray(9)).toEqual(plain.output.data.subarray(9));
+      expect(hidden.output.data.subarray(0, 6)).toEqual(plain.output.data.subarray(0, 6));
+      expect(r.output.data.every(Number.isFinite)).toBe(true);
+      for (const big of [-3.4e38, -1e4]) {
+        const additive = new Float32Array(60).fill(0).fill(big, 20, 30).fill(big, 3, 5);
+        const out = await run(q, k, v, { attnMask: { data: additive, shape: [6, 10] }, returnWeights: true });
+        expect(out.output.data.every(Number.isFinite), `additive ${big}`).toBe(true);
+        await check(q, k, v, { attnMask: { data: additive, shape: [6, 10] }, returnWeights: true }, `additive ${big}`);
+      }
+      const br = await run(randomTensor([9, 8], 4), randomTensor([4, 8], 5), randomTensor([4, 3], 6), { isCausal: 'bottom-right', returnWeights: true });
+      expect(br.output.data.subarray(0, 15).every((x) => x === 0)).toBe(true); // rows 0..4 see no key
+      expect(br.weights!.data.subarray(0, 20).every((x) => x === 0)).toBe(true);
+    });
+
+    it('5. hidden keys holding 1e10 or NaN in K or V do not change the output', async () => {
+      const q = randomTensor([2, 5, 8], 1), k = randomTensor([2, 70, 8], 2), v = randomTensor([2, 70, 4], 3);
+      const mask = new Uint8Array(70).map((_, j) => (j % 7 === 3 ? 0 : 1));
+      const clean = await run(q, k, v, { attnMask: { data: mask, shape: [70] } });
+      for (const garbage of [1e10, NaN, Infinity]) {
+        const k2 = { data: k.data.slice(), shape: k.shape }, v2 = { data: v.data.slice(), shape: v.shape };
+        for (let b = 0; b < 2; b++) for (let j = 3; j < 70; j += 7) {
+          k2.data.fill(garbage, (b * 70 + j) * 8, (b * 70 + j + 1) * 8);
+          v2.data.fill(garbage, (b * 70 + j) * 4, (b * 70 + j + 1) * 4);
+        }
+        for (const attnMask of [{ data: mask, shape: [70] }, { data: Float32Array.from(mask, (m) => (m ? 0 : -Infinity)), shape: [70] }]) {
+          const dirty = await run(q, k2, v2, { attnMask });
+          expect(dirty.output.data, `garbage ${garbage}`).toEqual(clean.output.data);
+        }
+      }
+      // Causal: keys after the diagonal hold garbage.
+      const kc = { data: k.data.slice(0, 5 * 8), shape: [5, 8] }, vc = { data: v.data.slice(0, 5 * 4), shape: [5, 4] };
+      const qc = { data: q.data.slice(0, 5 * 8), shape: [5, 8] };
+      const cleanCausal = await run(qc, kc, vc, { isCausal: true });
+      const vNaN = { data: vc.data.slice(), shape: vc.shape };
+      vNaN.data.fill(NaN, 4 * 4); // key 4: visible only to the last row
+      const dirtyCausal = await run(qc, kc, vNaN, { isCausal: true });
+      expect(dirtyCausal.output.data.subarray(0, 16)).toEqual(cleanCausal.output.data.subarray(0, 16));
+      expect(dirtyCausal.output.data.subarray(16).every(Number.isNaN)).toBe(true);
+    });
+
+    it('6. NaN in a visible input makes exactly the affected rows NaN', async () => {
+      const q = randomTensor([4, 8], 1), k = randomTensor([9, 8], 2), v = randomTensor([9, 3], 3);
+      q.data[2 * 8 + 5] = NaN; // query row 2
+      const r = await run(q, k, v, { returnWeights: true });
+      for (let i = 0; i < 4; i++) {
+        const row = r.output.data.subarray(i * 3, i * 3 + 3);
+        expect(row.every(i === 2 ? Number.isNaN : Number.isFinite), `row ${i}`).toBe(true);
+      }
+      const v2 = { data: v.data.slice(), shape: v.shape };
+      v2.data[4 * 3 + 1] = NaN; // value of key 4, column 1: every row, column 1 only
+      const r2 = await run(randomTensor([4, 8], 4), k, v2);
+      for (let i = 0; i < 4; i++) {
+        expect(Number.isNaN(r2.output.data[i * 3 + 1]!)).toBe(true);
+        expect(Number.isFinite(r2.output.data[i * 3]!) && Number.isFinite(r2.output.data[i * 3 + 2]!)).toBe(true);
+      }
+    });
+
+    it('7. large logits stay finite; an overflowing score makes its row NaN; equal scores average V; Lk = 1 is exact', async () => {
+      const q = randomTensor([8, 16], 1, -1e3, 1e3), k = randomTensor([30, 16], 2, -1e3, 1e3), v = randomTensor([30, 4], 3);
+      const r = await run(q, k, v, { returnWeights: true });
+      expect(r.output.data.every(Number.isFinite)).toBe(true);
+      await check(q, k, v, { returnWeights: true }, '|q|,|k| ~ 1e3');
+      // Score overflow: q·k·scale = +Inf in row 0 (documented: that row is NaN, as in PyTorch).
+      const qInf = { data: new Float32Array([3e38, 1, 1, 1]), shape: [2, 2] };
+      const kInf = { data: new Float32Array([3e38, 0, 0, 1]), shape: [2, 2] };
+      const overflow = await run(qInf, kInf, randomTensor([2, 2], 4), { scale: 1 });
+      expect(overflow.output.data.subarray(0, 2).every(Number.isNaN)).toBe(true);
+      expect(overflow.output.data.subarray(2).every(Number.isFinite)).toBe(true);
+      // All-equal scores (identical keys) → mean of V.
+      const same = { data: new Float32Array(40 * 4).fill(0.5), shape: [40, 4] };
+      const v2 = randomTensor([40, 3], 5);
+      const mean = await run(randomTensor([3, 4], 6), same, v2);
+      for (let c = 0; c < 3; c++) {
+        let m = 0;
+        for (let j = 0; j < 40; j++) m += v2.data[j * 3 + c]! / 40;
+        for (let i = 0; i < 3; i++) expect(mean.output.data[i * 3 + c]).toBeCloseTo(m, 6);
+      }
+      const one = await run(randomTensor([5, 4], 7, -1e3, 1e3), randomTensor([1, 4], 8, -1e3, 1e3), { data: new Float32Array([1e-40, -7, 3e38]), shape: [1, 3] });
+      for (let i = 0; i < 5; i++) expect([...one.output.data.subarray(i * 3, i * 3 + 3)]).toEqual([1e-40, -7, 3e38].map(Math.fround));
+    });
+
+    it('8. subnormal inputs give no NaN and stay within tolerance', async () => {
+      const tiny = (shape: number[], seed: number) => {
+        const t = randomTensor(shape, seed);
+        t.data.forEach((x, i) => (t.data[i] = x * 1e-39));
+        return t;
+      };
+      const q = tiny([9, 16], 1), k = tiny([20, 16], 2), v = tiny([20, 5], 3);
+      const r = await run(q, k, v, { returnWeights: true });
+      expect(r.output.data.every(Number.isFinite)).toBe(true);
+      await check(q, k, v, { returnWeights: true }, 'subnormal');
+      await check(randomTensor([9, 16], 4), randomTensor([20, 16], 5), v, {}, 'subnormal values');
+    });
+
+    it('9. zero sizes: B, H or Lq = 0 → empty; Lk = 0 → zeros; E = 0 → RangeError', async () => {
+      for (const [qs, ks, vs] of [[[0, 2, 3, 4], [0, 2, 5, 4], [0, 2, 5, 6]], [[2, 0, 3, 4], [2, 0, 5, 4], [2, 0, 5, 6]], [[2, 2, 0, 4], [2, 2, 5, 4], [2, 2, 5, 6]]]) {
+        const r = await run(randomTensor(qs!, 1), randomTensor(ks!, 2), randomTensor(vs!, 3), { returnWeights: true });
+        expect(r.output.data.length).toBe(0);
+        expect(r.output.shape).toEqual([...qs!.slice(0, 3), 6]);
+      }
+      const noKeys = await run(randomTensor([2, 3, 4], 1), randomTensor([2, 0, 4], 2), randomTensor([2, 0, 6], 3), { returnWeights: true });
+      expect(noKeys.output.data.every((x) => x === 0) && noKeys.output.data.length === 36).toBe(true);
+      await expect(run(randomTensor([3, 0], 1), randomTensor([4, 0], 2), randomTensor([4, 2], 3))).rejects.toThrow(RangeError);
+    });
+
+    it('10. dimension products past 32 bits and buffers past 4 GiB are RangeErrors before allocation', async () => {
+      const before = attn.memoryStats().heapBytesInUse;
+      const col = randomTensor([46341, 1], 1);
+      await expect(run(col, col, col, { returnWeights: true })).rejects.toThrow(/2\^30 elements/);
+      await expect(run({ data: new Float32Array(1), shape: [46341, 46341, 0, 1] }, col, col)).rejects.toThrow(RangeError);
+      expect(attn.memoryStats().heapBytesInUse).toBe(before);
+    });
+
+    it('11. 250 repeats of the same call are bitwise identical', async () => {
+      const q = randomTensor([2, 3, 45, 24], 1), k = randomTensor([2, 3, 77, 24], 2), v = randomTensor([2, 3, 77, 16], 3);
+      const first = await run(q, k, v, { returnWeights: true, isCausal: 'bottom-right' });
+      const bytes = (a: Float32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
+      let identical = 0;
+      for (let i = 0; i < 250; i++) {
+        const again = await run(q, k, v, { returnWeights: true, isCausal: 'bottom-right' });
+        if (bytes(again.output.data).equals(bytes(first.output.data)) && bytes(again.weights!.data).equals(bytes(first.weights!.data))) identical++;
+      }
+      expect(identical).toBe(250);
+    });
+
+    it('15. results stay right across wasm memory growth', async () => {
+      const q = randomTensor([7, 8], 1), k = randomTensor([9, 8], 2), v = randomTensor([9, 3], 3);
+      const before = await run(q, k, v);
+      const kept = before.output.data.slice();
+      // Weights of 2048 × 2048 (16 MiB) force the heap to grow.
+      const big = randomTensor([2048, 4], 4);
+      const grown = await run(big, big, big, { returnWeights: true });
+      expect(grown.weights!.data.length).toBe(2048 * 2048);
+      expect(before.output.data).toEqual(kept); // results are copies, not views into wasm memory
+      const after = await run(q, k, v);
+      expect(after.output.data).toEqual(kept);
+    });
+
+    it('16. 10,000 create/run/dispose cycles return the wasm heap to its baseline', async () => {
+      const q = randomTensor([3, 4], 1), k = randomTensor([5, 4], 2), v = randomTensor([5, 2], 3);
+      const probe = await make();
+      await probe.scaledDotProductAttention(q, k, v);
+      const baseline = probe.memoryStats().heapBytesInUse;
+      for (let i = 0; i < 10_000; i++) {
+        const a = await make();
+        await a.scaledDotProductAttention(q, k, v, { returnWeights: i % 2 === 0 });
+        a.dispose();
+      }
+      expect(probe.memoryStats().heapBytesInUse).toBe(baseline);
+      probe.dispose();
+    });
+
+    it('17. 32 calls in flight at once, mixed shapes and options, all resolve correctly', async () => {
+      const jobs = Array.from({ length: 32 }, (_, i) => {
+        const lq = 1 + ((i * 7) % 40), lk = 1 + ((i * 13) % 90), e = 1 + (i % 9) * 4, ev = 1 + (i % 5) * 3;
+        const q = randomTensor([1 + (i % 2), lq, e], 3 * i), k = randomTensor([1 + (i % 2), lk, e], 3 * i + 1), v = randomTensor([1 + (i % 2), lk, ev], 3 * i + 2);
+        const options: AttentionOptions = { isCausal: [false, true, 'bottom-right'][i % 3] as AttentionOptions['isCausal'], returnWeights: i % 4 === 0 };
+        return { q, k, v, options, pending: run(q, k, v, options) };
+      });
+      const results = await Promise.all(jobs.map((j) => j.pending));
+      for (const [i, { q, k, v, options }] of jobs.entries()) {
+        const ref = oracle.referenceAttention(q, k, v, options);
+        expect(results[i]!.output.shape).toEqual(ref.output.shape);
+        expect(elements(results[i]!.output.shape)).toBe(results[i]!.output.data.length);
+        await check(q, k, v, options, `job ${i}`);
+      }
+    });
+  });
+}
