@@ -16,7 +16,8 @@
 //
 // Semantics (as cpp/core/attention_reference.cpp): hidden keys (bool 0, additive -inf, causal)
 // are never read into the sums, so NaN/Inf there cannot leak; a row that sees no key writes
-// zeros; a NaN score on a visible key makes the whole row NaN. NaN/-inf are tested through their
+// zeros; a NaN score on a visible key makes the whole row NaN; a row with exactly one visible key
+// gets that key's value row bit for bit. NaN/-inf are tested through their
 // bit patterns, since WGSL lets implementations assume float math stays finite.
 //
 // Prepended by the C++ glue (cpp/core/webgpu_plan.cpp, FlashVariant::wgsl_constants):
@@ -92,6 +93,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   var l = 0.0;          // running denominator
   var seen = false;     // some visible key so far
   var nan_row = false;  // a visible score was NaN
+  var visible_count = 0u;
+  var single_key = 0u;  // the visible key, when there is exactly one
   var acc: array<f32, EV_PAD>;
   var s_tile: array<f32, BLOCK_KEYS>;
   var visible: array<bool, BLOCK_KEYS>;
@@ -145,6 +148,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         }
         for (var jj = 0u; jj < nk; jj++) {
           if (visible[jj]) {
+            visible_count += 1u;
+            single_key = j0 + jj;
             let w = exp(s_tile[jj] - m_new);
             l += w;
             for (var c = 0u; c < p.Ev; c++) { acc[c] += w * v_tile[jj * EV_PAD + c]; }
@@ -160,8 +165,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   if (!in_range) { return; }
   let nan = bitcast<f32>(p.nan_bits);
   let inv_l = select(0.0, 1.0 / l, seen);
+  // One visible key: its weight is exactly 1, so the output is its value row, copied (not
+  // multiplied: GPUs may flush subnormal products to zero, WGSL allows it).
+  let single_row = (kv * p.Lk + single_key) * p.Ev;
   for (var c = 0u; c < p.Ev; c++) {
     var o = acc[c] * inv_l;
+    if (visible_count == 1u) { o = value[single_row + c]; }
     if (!seen) { o = 0.0; }
     if (nan_row) { o = nan; }
     output[out_row * p.Ev + c] = o;

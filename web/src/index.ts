@@ -69,13 +69,59 @@ export class WebGPUError extends Error {
   }
 }
 
-/** A device and its C++ context (pipelines, in-flight calls). */
+/**
+ * A device and its C++ context (compiled pipelines, in-flight calls), shared by every instance
+ * on that device with the same `gpuLimits` (so pipelines compile once per device, not per
+ * instance) and deleted when the last of them lets go.
+ */
 interface GpuState {
   device: GpuDeviceLike;
   context: WebGpuAttention;
   /** Rejects with a 'device-lost' WebGPUError when the device is lost. */
   lost: Promise<never>;
   isLost: boolean;
+  refs: number;
+  deleted: boolean;
+  /** Its key in gpuStates (the caps). */
+  key: string;
+}
+
+const gpuStates = new WeakMap<object, Map<string, GpuState>>();
+
+function acquireGpu(module: SdpaModule, device: GpuDeviceLike, caps: CreateAttentionOptions['gpuLimits']): GpuState {
+  const key = JSON.stringify(caps ?? {});
+  let perDevice = gpuStates.get(device);
+  if (!perDevice) gpuStates.set(device, (perDevice = new Map()));
+  let state = perDevice.get(key);
+  if (!state || state.isLost) {
+    const fresh: GpuState = {
+      device,
+      context: new module.WebGpuAttention(device, caps),
+      lost: undefined as unknown as Promise<never>,
+      isLost: false,
+      refs: 0,
+      deleted: false,
+      key,
+    };
+    fresh.lost = device.lost.then((info) => {
+      fresh.isLost = true;
+      if (perDevice.get(key) === fresh) perDevice.delete(key);
+      throw new WebGPUError('device-lost', `the GPU device was lost (${info?.reason ?? 'unknown'}): ${info?.message ?? ''}`);
+    });
+    fresh.lost.catch(() => undefined); // observed by every call's race; never unhandled
+    perDevice.set(key, fresh);
+    state = fresh;
+  }
+  state.refs++;
+  return state;
+}
+
+function releaseGpu(state: GpuState): void {
+  if (--state.refs > 0 || state.deleted) return;
+  state.deleted = true;
+  const perDevice = gpuStates.get(state.device);
+  if (perDevice?.get(state.key) === state) perDevice.delete(state.key);
+  state.context.delete();
 }
 
 type DeviceOrReason = { device: GpuDeviceLike; reason?: undefined } | { device?: undefined; reason: string };
@@ -155,7 +201,7 @@ export class Attention {
     this.currentBackend = chosen.backend;
     this.currentFallbackReason = chosen.fallbackReason;
     this.webgpuReason = chosen.webgpuReason;
-    if (chosen.device) this.gpu = this.attachDevice(chosen.device);
+    if (chosen.device) this.gpu = acquireGpu(module, chosen.device, options.gpuLimits);
   }
 
   /**
@@ -356,23 +402,8 @@ export class Attention {
   dispose(): void {
     this.checkUsable();
     this.disposed = true;
-    this.gpu?.context.delete();
+    if (this.gpu) releaseGpu(this.gpu);
     this.gpu = undefined;
-  }
-
-  private attachDevice(device: GpuDeviceLike): GpuState {
-    const state: GpuState = {
-      device,
-      context: new this.module.WebGpuAttention(device, this.options.gpuLimits),
-      lost: undefined as unknown as Promise<never>,
-      isLost: false,
-    };
-    state.lost = device.lost.then((info) => {
-      state.isLost = true;
-      throw new WebGPUError('device-lost', `the GPU device was lost (${info?.reason ?? 'unknown'}): ${info?.message ?? ''}`);
-    });
-    state.lost.catch(() => undefined); // observed by every call's race; never unhandled
-    return state;
   }
 
   /**
@@ -384,10 +415,11 @@ export class Attention {
     this.gpuInit ??= (async () => {
       const lost = this.gpu;
       this.gpu = undefined;
-      lost?.context.delete();
+      if (lost) releaseGpu(lost);
       const got = await requestDevice(gpuSource(this.options));
       if (!got.device) throw new WebGPUError('unavailable', `the GPU device was lost and no new one can be had: ${got.reason}`);
-      return this.attachDevice(got.device);
+      if (this.disposed) throw new Error('sdpa-web: this Attention instance was disposed');
+      return acquireGpu(this.module, got.device, this.options.gpuLimits);
     })().finally(() => {
       this.gpuInit = undefined;
     });
@@ -435,7 +467,7 @@ export class Attention {
         }
         throw new WebGPUError('internal', `reading the result back failed: ${String(cause)}`, { cause });
       }
-      if (this.disposed) throw new Error('sdpa-web: this Attention instance was disposed during the call');
+      if (gpu.deleted) throw new Error('sdpa-web: this Attention instance was disposed during the call');
       if (gpu.isLost) throw new WebGPUError('device-lost', 'the GPU device was lost during the call');
       const fault = gpu.context.finish(job, results);
       if (fault) throw new WebGPUError(fault.kind, fault.message);
@@ -447,7 +479,7 @@ export class Attention {
       }
       return result;
     } finally {
-      if (job && !this.disposed && this.gpu === gpu) gpu.context.release(job);
+      if (job && !gpu.deleted) gpu.context.release(job);
       heap.release();
     }
   }
