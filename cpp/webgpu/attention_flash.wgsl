@@ -7,10 +7,11 @@
 //
 // Tiling: one workgroup of 64 invocations per (batch·head, tile of 64 query rows); invocation t
 // owns query row tile·64 + t: its query row (E_PAD floats) and its output accumulator (EV_PAD
-// floats) live in private memory. Keys and values stream through workgroup memory in tiles of
-// BLOCK_KEYS keys (K tile [BLOCK_KEYS][E_PAD] + V tile [BLOCK_KEYS][EV_PAD], at most the
-// device's maxComputeWorkgroupStorageSize, 16 KiB by default), loaded cooperatively by the
-// whole workgroup. Per tile each row computes its scores, then an online-softmax update: new
+// floats) live in private memory as vec4s. Keys and values stream through workgroup memory in
+// tiles of BLOCK_KEYS keys (K tile [BLOCK_KEYS][E_PAD] + V tile [BLOCK_KEYS][EV_PAD], zero-padded,
+// at most the device's maxComputeWorkgroupStorageSize, 16 KiB by default), loaded cooperatively
+// by the whole workgroup. All inner loops run to compile-time bounds (E_PAD/4, EV_PAD/4,
+// BLOCK_KEYS) so they can be unrolled. Per tile each row computes its scores, then an online-softmax update: new
 // running max, rescale of denominator and accumulator by exp(m_old - m_new), accumulation of
 // exp(s - m_new)·v. Causal workgroups stop at the last tile any of their rows can see.
 //
@@ -48,8 +49,13 @@ struct Params {
 const ROWS: u32 = 64u;
 const NEG_INF_BITS: u32 = 0xff800000u;
 
-var<workgroup> k_tile: array<f32, BLOCK_KEYS * E_PAD>;
-var<workgroup> v_tile: array<f32, BLOCK_KEYS * EV_PAD>;
+const E4: u32 = E_PAD / 4u;    // vec4s per padded key/query row
+const EV4: u32 = EV_PAD / 4u;  // vec4s per padded value/output row
+
+// Zero-padded to E_PAD/EV_PAD columns, so every loop below has a compile-time trip count
+// (unrollable, private arrays stay in registers) and padding adds exact zeros.
+var<workgroup> k_tile: array<vec4<f32>, BLOCK_KEYS * E4>;
+var<workgroup> v_tile: array<vec4<f32>, BLOCK_KEYS * EV4>;
 
 fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 fn is_neg_inf(x: f32) -> bool { return bitcast<u32>(x) == NEG_INF_BITS; }
@@ -60,6 +66,23 @@ fn mask_bool(idx: u32) -> bool {
   return ((mask[rel >> 2u] >> ((rel & 3u) * 8u)) & 0xffu) != 0u;
 }
 fn mask_add(idx: u32) -> f32 { return bitcast<f32>(mask[idx - p.mask_base]); }
+
+// Four consecutive floats of `row` (of `n` valid ones) starting at column c, zeros past n.
+fn query4(base: u32, c: u32, n: u32) -> vec4<f32> {
+  var r = vec4<f32>(0.0);
+  for (var d = 0u; d < 4u; d++) { if (c + d < n) { r[d] = query[base + c + d]; } }
+  return r;
+}
+fn key4(base: u32, c: u32, n: u32) -> vec4<f32> {
+  var r = vec4<f32>(0.0);
+  for (var d = 0u; d < 4u; d++) { if (c + d < n) { r[d] = key[base + c + d]; } }
+  return r;
+}
+fn value4(base: u32, c: u32, n: u32) -> vec4<f32> {
+  var r = vec4<f32>(0.0);
+  for (var d = 0u; d < 4u; d++) { if (c + d < n) { r[d] = value[base + c + d]; } }
+  return r;
+}
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
@@ -74,9 +97,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   let kv = b * p.Hkv + h / p.group - p.kv0;  // GQA: query head h reads kv head h / (Hq/Hkv)
   let out_row = head * p.rows + row_local;
 
-  var q_row: array<f32, E_PAD>;
+  var q_row: array<vec4<f32>, E4>;
   if (in_range) {
-    for (var e = 0u; e < p.E; e++) { q_row[e] = query[out_row * p.E + e]; }
+    for (var e4 = 0u; e4 < E4; e4++) { q_row[e4] = query4(out_row * p.E, 4u * e4, p.E); }
   }
 
   // Last key this row may see, and (workgroup-uniform) the last key any row of the tile may see.
@@ -95,20 +118,24 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   var nan_row = false;  // a visible score was NaN
   var visible_count = 0u;
   var single_key = 0u;  // the visible key, when there is exactly one
-  var acc: array<f32, EV_PAD>;
+  var acc: array<vec4<f32>, EV4>;
   var s_tile: array<f32, BLOCK_KEYS>;
   var visible: array<bool, BLOCK_KEYS>;
 
   for (var j0 = 0u; i32(j0) <= tile_last; j0 += BLOCK_KEYS) {
     let nk = min(BLOCK_KEYS, p.Lk - j0);
-    // Cooperative load of the K and V tiles (contiguous in memory: [Lk, E] and [Lk, Ev]).
-    let k_base = (kv * p.Lk + j0) * p.E;
-    for (var x = t; x < nk * p.E; x += ROWS) {
-      k_tile[(x / p.E) * E_PAD + x % p.E] = key[k_base + x];
+    // Cooperative load of the K and V tiles, zero-padded (keys past Lk and columns past E/Ev).
+    for (var x = t; x < BLOCK_KEYS * E4; x += ROWS) {
+      let jj = x / E4;
+      var k4 = vec4<f32>(0.0);
+      if (jj < nk) { k4 = key4((kv * p.Lk + j0 + jj) * p.E, 4u * (x % E4), p.E); }
+      k_tile[x] = k4;
     }
-    let v_base = (kv * p.Lk + j0) * p.Ev;
-    for (var x = t; x < nk * p.Ev; x += ROWS) {
-      v_tile[(x / p.Ev) * EV_PAD + x % p.Ev] = value[v_base + x];
+    for (var x = t; x < BLOCK_KEYS * EV4; x += ROWS) {
+      let jj = x / EV4;
+      var v4 = vec4<f32>(0.0);
+      if (jj < nk) { v4 = value4((kv * p.Lk + j0 + jj) * p.Ev, 4u * (x % EV4), p.Ev); }
+      v_tile[x] = v4;
     }
     workgroupBarrier();
 
@@ -116,13 +143,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
       // Scores of this tile, and their max over visible keys.
       var tile_has_key = false;
       var tile_max = 0.0;
-      for (var jj = 0u; jj < nk; jj++) {
+      for (var jj = 0u; jj < BLOCK_KEYS; jj++) {
         let j = j0 + jj;
-        var vis = i32(j) <= last;
+        var vis = jj < nk && i32(j) <= last;
         var s = 0.0;
         if (vis && MASK_KIND == 1u) { vis = mask_bool(mask_row + j * p.mask_sk); }
         if (vis) {
-          for (var e = 0u; e < p.E; e++) { s += q_row[e] * k_tile[jj * E_PAD + e]; }
+          for (var e4 = 0u; e4 < E4; e4++) { s += dot(q_row[e4], k_tile[jj * E4 + e4]); }
           s *= p.scale;
           if (MASK_KIND == 2u) {
             let mv = mask_add(mask_row + j * p.mask_sk);
@@ -144,15 +171,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         if (seen) {
           let alpha = exp(m - m_new);
           l *= alpha;
-          for (var c = 0u; c < p.Ev; c++) { acc[c] *= alpha; }
+          for (var c4 = 0u; c4 < EV4; c4++) { acc[c4] *= alpha; }
         }
-        for (var jj = 0u; jj < nk; jj++) {
+        for (var jj = 0u; jj < BLOCK_KEYS; jj++) {
           if (visible[jj]) {
             visible_count += 1u;
             single_key = j0 + jj;
             let w = exp(s_tile[jj] - m_new);
             l += w;
-            for (var c = 0u; c < p.Ev; c++) { acc[c] += w * v_tile[jj * EV_PAD + c]; }
+            for (var c4 = 0u; c4 < EV4; c4++) { acc[c4] += w * v_tile[jj * EV4 + c4]; }
           }
         }
         m = m_new;
@@ -169,7 +196,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   // multiplied: GPUs may flush subnormal products to zero, WGSL allows it).
   let single_row = (kv * p.Lk + single_key) * p.Ev;
   for (var c = 0u; c < p.Ev; c++) {
-    var o = acc[c] * inv_l;
+    var o = acc[c / 4u][c % 4u] * inv_l;
     if (visible_count == 1u) { o = value[single_row + c]; }
     if (!seen) { o = 0.0; }
     if (nan_row) { o = nan; }

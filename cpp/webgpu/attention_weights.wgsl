@@ -71,7 +71,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     var s = 0.0;
     let q0 = r * p.E;
     let k0 = (kv * p.Lk + j) * p.E;
-    for (var e = 0u; e < p.E; e++) { s += query[q0 + e] * key[k0 + e]; }
+    // The flash pass's sum exactly: dot products of zero-padded vec4s, in order.
+    for (var e = 0u; e < p.E; e += 4u) {
+      var q4 = vec4<f32>(0.0);
+      var k4 = vec4<f32>(0.0);
+      for (var d = 0u; d < 4u; d++) {
+        if (e + d < p.E) { q4[d] = query[q0 + e + d]; k4[d] = key[k0 + e + d]; }
+      }
+      s += dot(q4, k4);
+    }
     s *= p.scale;
     if (MASK_KIND == 2u) {
       let mv = mask_add(mask_idx);
