@@ -56,6 +56,34 @@ describe('choosing the WebGPU backend', () => {
     device.destroy();
   });
 
+  it('dispose() destroys a device the instance requested, never a gpuDevice handed in', async () => {
+    const requested: GPUDevice[] = [];
+    const recording: GpuLike = {
+      requestAdapter: async () => {
+        const adapter = (await gpu.requestAdapter())!;
+        return {
+          limits: adapter.limits,
+          requestDevice: async (desc?: object) => {
+            const device = await adapter.requestDevice(desc as GPUDeviceDescriptor);
+            requested.push(device);
+            return device;
+          },
+        };
+      },
+    };
+    const attn = await createAttention({ backend: 'webgpu', gpu: recording });
+    expect(requested).toHaveLength(1);
+    attn.dispose();
+    expect((await requested[0]!.lost).reason).toBe('destroyed');
+
+    const mine = await swiftShaderDevice();
+    const borrowed = await createAttention({ backend: 'webgpu', gpuDevice: mine, gpu: recording });
+    borrowed.dispose();
+    const stillAlive = await Promise.race([mine.lost.then(() => false), new Promise((r) => setTimeout(() => r(true), 100))]);
+    expect(stillAlive).toBe(true);
+    mine.destroy();
+  });
+
   it('the sync API is CPU-only and says so on a webgpu instance', async () => {
     const attn = await createAttention({ backend: 'webgpu', gpu });
     expect(() => attn.scaledDotProductAttentionSync(randomTensor([2, 4], 1), randomTensor([3, 4], 2), randomTensor([3, 4], 3))).toThrow(

@@ -84,11 +84,13 @@ interface GpuState {
   deleted: boolean;
   /** Its key in gpuStates (the caps). */
   key: string;
+  /** The library requested this device (not a `gpuDevice` from the caller): destroyed with the state. */
+  owned: boolean;
 }
 
 const gpuStates = new WeakMap<object, Map<string, GpuState>>();
 
-function acquireGpu(module: SdpaModule, device: GpuDeviceLike, caps: CreateAttentionOptions['gpuLimits']): GpuState {
+function acquireGpu(module: SdpaModule, device: GpuDeviceLike, caps: CreateAttentionOptions['gpuLimits'], owned: boolean): GpuState {
   const key = JSON.stringify(caps ?? {});
   let perDevice = gpuStates.get(device);
   if (!perDevice) gpuStates.set(device, (perDevice = new Map()));
@@ -102,6 +104,7 @@ function acquireGpu(module: SdpaModule, device: GpuDeviceLike, caps: CreateAtten
       refs: 0,
       deleted: false,
       key,
+      owned,
     };
     fresh.lost = device.lost.then((info) => {
       fresh.isLost = true;
@@ -122,6 +125,7 @@ function releaseGpu(state: GpuState): void {
   const perDevice = gpuStates.get(state.device);
   if (perDevice?.get(state.key) === state) perDevice.delete(state.key);
   state.context.delete();
+  if (state.owned && !state.isLost) state.device.destroy();
 }
 
 type DeviceOrReason = { device: GpuDeviceLike; reason?: undefined } | { device?: undefined; reason: string };
@@ -161,6 +165,8 @@ interface Chosen {
   backend: BackendName;
   fallbackReason?: string;
   device?: GpuDeviceLike;
+  /** `device` was requested here (not handed in), so the instance destroys it when done. */
+  ownsDevice?: boolean;
   /** Why WebGPU is not available (when it was probed and failed). */
   webgpuReason?: string;
 }
@@ -175,7 +181,7 @@ async function chooseBackend(choice: BackendChoice, options: CreateAttentionOpti
   }
   if (choice === 'webgpu' || choice === 'auto') {
     const got: DeviceOrReason = options.gpuDevice ? { device: options.gpuDevice } : await requestDevice(gpuSource(options));
-    if (got.device) return { backend: 'webgpu', device: got.device };
+    if (got.device) return { backend: 'webgpu', device: got.device, ownsDevice: !options.gpuDevice };
     if (choice === 'webgpu') throw new WebGPUError('unavailable', `backend 'webgpu' is not available: ${got.reason}`);
     return { backend: 'simd', fallbackReason: `WebGPU is not available: ${got.reason}`, webgpuReason: got.reason };
   }
@@ -201,7 +207,7 @@ export class Attention {
     this.currentBackend = chosen.backend;
     this.currentFallbackReason = chosen.fallbackReason;
     this.webgpuReason = chosen.webgpuReason;
-    if (chosen.device) this.gpu = acquireGpu(module, chosen.device, options.gpuLimits);
+    if (chosen.device) this.gpu = acquireGpu(module, chosen.device, options.gpuLimits, chosen.ownsDevice ?? false);
   }
 
   /**
@@ -396,8 +402,8 @@ export class Attention {
   }
 
   /**
-   * Releases the instance (and its GPU pipelines; a `gpuDevice` you passed stays yours). Later
-   * calls, including a second `dispose()`, throw.
+   * Releases the instance: its share of the GPU pipelines, and a device it requested itself (a
+   * `gpuDevice` you passed stays yours). Later calls, including a second `dispose()`, throw.
    */
   dispose(): void {
     this.checkUsable();
@@ -418,8 +424,11 @@ export class Attention {
       if (lost) releaseGpu(lost);
       const got = await requestDevice(gpuSource(this.options));
       if (!got.device) throw new WebGPUError('unavailable', `the GPU device was lost and no new one can be had: ${got.reason}`);
-      if (this.disposed) throw new Error('sdpa-web: this Attention instance was disposed');
-      return acquireGpu(this.module, got.device, this.options.gpuLimits);
+      if (this.disposed) {
+        got.device.destroy();
+        throw new Error('sdpa-web: this Attention instance was disposed');
+      }
+      return acquireGpu(this.module, got.device, this.options.gpuLimits, true);
     })().finally(() => {
       this.gpuInit = undefined;
     });
