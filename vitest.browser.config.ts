@@ -11,6 +11,7 @@ export default defineConfig({
   test: {
     environment: 'node',
     include: ['tests/browser/**/*.test.ts'],
+    exclude: ['tests/browser/webgpu-*.test.ts'], // Vitest browser mode: vitest.browser-webgpu.config.ts
     testTimeout: 180_000,
     hookTimeout: 300_000,
     pool: 'forks',

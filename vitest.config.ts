@@ -10,6 +10,8 @@ export default defineConfig({
   },
   test: {
     environment: 'node',
+    // WebGPU tests run on dawn.node + SwiftShader (tests/node/support/webgpu.ts).
+    env: { VK_ICD_FILENAMES: process.env.VK_ICD_FILENAMES ?? '/usr/lib/chromium/vk_swiftshader_icd.json' },
     include: ['tests/node/**/*.test.ts'],
     // The machine is slow and shared: generous limits, few workers.
     testTimeout: 120_000,

@@ -14,9 +14,11 @@ declare -A PROBE=(
   [emscripten]=em++
   [chromium]=chromium
   [libgtest-dev]=
+  [libvulkan1]=
 )
 missing=()
-for pkg in g++ cmake ninja-build emscripten chromium libgtest-dev; do
+# libvulkan1: the Vulkan loader dawn.node (npm `webgpu`) needs to reach Chromium's SwiftShader.
+for pkg in g++ cmake ninja-build emscripten chromium libgtest-dev libvulkan1; do
   cmd="${PROBE[$pkg]}"
   if [[ -n "$cmd" ]] && command -v "$cmd" >/dev/null 2>&1; then continue; fi
   if [[ -z "$cmd" ]] && dpkg -s "$pkg" >/dev/null 2>&1; then continue; fi
@@ -34,7 +36,7 @@ if ((${#missing[@]})); then
   "${SUDO[@]}" apt-get update -qq
   "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
 else
-  step "system packages present (g++ cmake ninja emscripten chromium libgtest-dev)"
+  step "system packages present (g++ cmake ninja emscripten chromium libgtest-dev libvulkan1)"
 fi
 
 command -v node >/dev/null 2>&1 || die "node >= 20.16 is required (not installed)"

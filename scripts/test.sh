@@ -18,8 +18,10 @@ run_typecheck() {
 run_ctest()     { step "ctest (build/native)"; ctest --test-dir build/native --output-on-failure -j "$(nproc 2>/dev/null || echo 2)"; }
 run_ctest_wasm() { step "ctest (build/wasm: fuzz corpus replayed by the wasm kernels under node)"; ctest --test-dir build/wasm --output-on-failure; }
 run_vitest()    { step "vitest run (tests/node)"; node_modules/.bin/vitest run --config vitest.config.ts; }
-run_browser()   { step "browser tests (tests/browser: vite build + preview, headless /usr/bin/chromium)"; node_modules/.bin/vitest run --config vitest.browser.config.ts; }
+run_browser()   { step "browser tests of the demo (tests/browser/demo: vite build + preview, headless /usr/bin/chromium)"; node_modules/.bin/vitest run --config vitest.browser.config.ts; }
+# The WebGPU backend in headless Debian Chromium (tests/browser/webgpu-*.test.ts, SwiftShader).
+run_browser_webgpu() { step "browser WebGPU tests (tests/browser/webgpu-*, chromium)"; node_modules/.bin/vitest run --config vitest.browser-webgpu.config.ts; }
 
-STEPS=(${SDPA_TEST_STEPS:-setup build typecheck ctest ctest_wasm vitest browser})
+STEPS=(${SDPA_TEST_STEPS:-setup build typecheck ctest ctest_wasm vitest browser browser_webgpu})
 for s in "${STEPS[@]}"; do "run_$s"; done
 step "all tests passed (${STEPS[*]})"

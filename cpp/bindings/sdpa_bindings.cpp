@@ -17,6 +17,7 @@
 #include "core/backends.h"
 #include "core/prng.h"
 #include "core/score_functions.h"
+#include "webgpu/webgpu_attention.h"
 
 using emscripten::val;
 
@@ -166,6 +167,20 @@ val softmax_js(val shape, double temperature, val pointers) {
                  address<float>(pointers, "output"));
   }
   return error_to_js(s);
+}
+
+// The WebGPU backend (cpp/webgpu/webgpu_attention.h): plans like runAttention, then submits.
+// pointers: { query, key, value, mask?, output, weights? } -> { error } | { error: null, promise, job }
+val webgpu_run_js(WebGpuAttention& gpu, val request, val pointers) {
+  AttentionPlan plan;
+  const Status s = plan_from_js(request, &plan);
+  if (!s.ok()) {
+    val out = val::object();
+    out.set("error", error_to_js(s));
+    return out;
+  }
+  return gpu.run(plan, inputs_from(pointers), address<float>(pointers, "output"),
+                 address<float>(pointers, "weights"));
 }
 
 // Bytes malloc has handed out and not yet taken back: the leak tests' baseline.
@@ -408,4 +423,10 @@ EMSCRIPTEN_BINDINGS(sdpa) {
   emscripten::function("checkSelfAttentionWeights", &sdpa::check_self_attention_weights_js);
   emscripten::function("planMultihead", &sdpa::plan_multihead_js);
   emscripten::function("checkMultiheadInputs", &sdpa::check_multihead_inputs_js);
+  emscripten::class_<sdpa::WebGpuAttention>("WebGpuAttention")
+      .constructor<val, val>()
+      .function("run", &sdpa::webgpu_run_js)
+      .function("finish", &sdpa::WebGpuAttention::finish)
+      .function("release", &sdpa::WebGpuAttention::release)
+      .function("info", &sdpa::WebGpuAttention::info);
 }

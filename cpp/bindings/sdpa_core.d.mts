@@ -49,7 +49,30 @@ export interface AttentionPlanInfo {
 /** Heap byte addresses; absent/0 entries are null pointers. */
 export type Addresses = Record<string, number>;
 
+/** cpp/webgpu/webgpu_attention.h: one GPUDevice's pipelines and in-flight calls. */
+export interface WebGpuAttention {
+  run(
+    request: AttentionRequest,
+    pointers: Addresses,
+  ): { error: CoreError } | { error: null; promise: Promise<unknown[]>; job: number };
+  /** After the promise resolved: copies the readbacks into the heap; a fault, or null. */
+  finish(job: number, results: unknown[]): { kind: 'validation' | 'out-of-memory' | 'internal'; message: string } | null;
+  release(job: number): void;
+  info(): {
+    limits: {
+      maxStorageBufferBindingSize: number;
+      maxBufferSize: number;
+      maxComputeWorkgroupsPerDimension: number;
+      maxComputeWorkgroupStorageSize: number;
+    };
+    pipelines: string[];
+    jobsInFlight: number;
+  };
+  delete(): void;
+}
+
 export interface SdpaModule extends EmscriptenModule {
+  WebGpuAttention: new (device: object, caps: object | undefined) => WebGpuAttention;
   planAttention(request: AttentionRequest): AttentionPlanInfo;
   runAttention(request: AttentionRequest, backend: 'scalar' | 'simd', pointers: Addresses): CoreError | null;
   explainAttention(request: AttentionRequest, pointers: Addresses): CoreError | null;

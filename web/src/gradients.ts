@@ -13,7 +13,7 @@ import type {
   ScoreOptions,
   ScoreResult,
 } from './gradient-types.js';
-import type { BackendName, Tensor } from './types.js';
+import type { CpuBackendName, Tensor } from './types.js';
 
 export function throwIfError(error: CoreError | null): void {
   if (error) throw error.name === 'TypeError' ? new TypeError(error.message) : new RangeError(error.message);
@@ -90,7 +90,7 @@ function inputBytes(tensors: readonly ({ data: ArrayBufferView } | undefined)[])
 
 export function attentionBackward(
   module: SdpaModule,
-  backend: BackendName,
+  backend: CpuBackendName,
   query: Tensor,
   key: Tensor,
   value: Tensor,

@@ -13,7 +13,7 @@
  * @packageDocumentation
  */
 import createSdpaModule from './wasm/sdpa_core.mjs';
-import type { AttentionRequest, CoreError, SdpaModule } from './wasm/sdpa_core.mjs';
+import type { AttentionRequest, CoreError, SdpaModule, WebGpuAttention } from './wasm/sdpa_core.mjs';
 import { attentionRequest, checkBoolean, checkTensor, describe } from './arguments.js';
 import { HeapScope } from './heap.js';
 import * as grad from './gradients.js';
@@ -34,10 +34,15 @@ import type {
   BackendChoice,
   BackendInfo,
   BackendName,
+  CpuBackendName,
   CreateAttentionOptions,
+  GpuDeviceLike,
+  GpuLike,
   MemoryStats,
   SoftmaxOptions,
   Tensor,
+  WebGPUErrorKind,
+  WebGpuInfo,
 } from './types.js';
 
 export type * from './types.js';
@@ -59,43 +64,189 @@ function throwIfError(error: CoreError | null): void {
   if (error) throw error.name === 'TypeError' ? new TypeError(error.message) : new RangeError(error.message);
 }
 
-const BACKENDS: readonly BackendInfo[] = [
-  { name: 'simd', available: true },
-  { name: 'scalar', available: true },
-];
+/**
+ * A fault of the WebGPU backend: no device could be had (`'unavailable'`), the device was lost
+ * (`'device-lost'`, e.g. `device.destroy()` during a call), or the call raised a validation,
+ * out-of-memory or internal error (caught with error scopes). The call rejects with it; the next
+ * call re-initializes (a new device from `gpu`/`navigator.gpu` after a loss) or, for
+ * `backend: 'auto'` instances, falls back to SIMD.
+ */
+export class WebGPUError extends Error {
+  override name = 'WebGPUError';
+  constructor(
+    readonly kind: WebGPUErrorKind,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`sdpa-web (WebGPU, ${kind}): ${message}`, options);
+  }
+}
 
 /**
- * The one place that picks a backend: `'auto'` takes the first available of `BACKENDS`
- * (fastest first).
+ * A device and its C++ context (compiled pipelines, in-flight calls), shared by every instance
+ * on that device with the same `gpuLimits` (so pipelines compile once per device, not per
+ * instance) and deleted when the last of them lets go.
  */
-function chooseBackend(choice: BackendChoice): { backend: BackendName; fallbackReason?: string } {
-  if (choice === 'auto') {
-    const best = BACKENDS.find((b) => b.available)!;
-    return { backend: best.name };
+interface GpuState {
+  device: GpuDeviceLike;
+  context: WebGpuAttention;
+  /** Rejects with a 'device-lost' WebGPUError when the device is lost. */
+  lost: Promise<never>;
+  isLost: boolean;
+  refs: number;
+  deleted: boolean;
+  /** Its key in gpuStates (the caps). */
+  key: string;
+  /** The library requested this device (not a `gpuDevice` from the caller): destroyed with the state. */
+  owned: boolean;
+}
+
+const gpuStates = new WeakMap<object, Map<string, GpuState>>();
+
+function acquireGpu(module: SdpaModule, device: GpuDeviceLike, caps: CreateAttentionOptions['gpuLimits'], owned: boolean): GpuState {
+  const key = JSON.stringify(caps ?? {});
+  let perDevice = gpuStates.get(device);
+  if (!perDevice) gpuStates.set(device, (perDevice = new Map()));
+  let state = perDevice.get(key);
+  if (!state || state.isLost) {
+    const fresh: GpuState = {
+      device,
+      context: new module.WebGpuAttention(device, caps),
+      lost: undefined as unknown as Promise<never>,
+      isLost: false,
+      refs: 0,
+      deleted: false,
+      key,
+      owned,
+    };
+    fresh.lost = device.lost.then((info) => {
+      fresh.isLost = true;
+      if (perDevice.get(key) === fresh) perDevice.delete(key);
+      throw new WebGPUError('device-lost', `the GPU device was lost (${info?.reason ?? 'unknown'}): ${info?.message ?? ''}`);
+    });
+    fresh.lost.catch(() => undefined); // observed by every call's race; never unhandled
+    perDevice.set(key, fresh);
+    state = fresh;
   }
-  const info = BACKENDS.find((b) => b.name === choice);
-  if (!info) {
-    throw new TypeError(`backend must be 'auto', ${BACKENDS.map((b) => `'${b.name}'`).join(', ')}; got ${describe(choice)}`);
+  state.refs++;
+  return state;
+}
+
+function releaseGpu(state: GpuState): void {
+  if (--state.refs > 0 || state.deleted) return;
+  state.deleted = true;
+  const perDevice = gpuStates.get(state.device);
+  if (perDevice?.get(state.key) === state) perDevice.delete(state.key);
+  state.context.delete();
+  if (state.owned && !state.isLost) state.device.destroy();
+}
+
+type DeviceOrReason = { device: GpuDeviceLike; reason?: undefined } | { device?: undefined; reason: string };
+
+function gpuSource(options: CreateAttentionOptions): GpuLike | undefined {
+  if (options.gpu !== undefined) return options.gpu ?? undefined;
+  return (globalThis as { navigator?: { gpu?: GpuLike } }).navigator?.gpu ?? undefined;
+}
+
+/**
+ * A GPUDevice from `gpu` (default navigator.gpu), or why none can be had. Unless
+ * `allowSoftware`, a software fallback adapter (e.g. SwiftShader: WebGPU emulated on the CPU, one
+ * to two orders of magnitude slower than the SIMD backend) counts as none.
+ */
+async function requestDevice(gpu: GpuLike | undefined, allowSoftware: boolean): Promise<DeviceOrReason> {
+  if (!gpu) return { reason: 'navigator.gpu is not available (no WebGPU in this runtime; browsers need a secure context)' };
+  let adapter;
+  try {
+    adapter = await gpu.requestAdapter();
+  } catch (cause) {
+    return { reason: `navigator.gpu.requestAdapter() failed: ${String(cause)}` };
   }
-  if (!info.available) throw new Error(`backend '${choice}' is not available: ${info.reason}`);
-  return { backend: info.name };
+  if (!adapter) return { reason: 'navigator.gpu.requestAdapter() returned null (no WebGPU adapter here)' };
+  if (!allowSoftware && (adapter.info?.isFallbackAdapter || adapter.isFallbackAdapter)) {
+    const name = adapter.info?.description || adapter.info?.architecture || 'unnamed';
+    return {
+      reason: `the only WebGPU adapter is a software fallback (${name}), slower than the SIMD backend; pass backend: 'webgpu' to use it anyway`,
+    };
+  }
+  try {
+    // Larger buffers mean fewer split dispatches; the adapter says what it can give.
+    const limits = adapter.limits as Record<string, number>;
+    const requiredLimits: Record<string, number> = {};
+    for (const name of ['maxStorageBufferBindingSize', 'maxBufferSize']) {
+      if (typeof limits[name] === 'number') requiredLimits[name] = limits[name];
+    }
+    return { device: await adapter.requestDevice({ requiredLimits }) };
+  } catch (cause) {
+    return { reason: `GPUAdapter.requestDevice() failed: ${String(cause)}` };
+  }
+}
+
+/** The backends this build knows, fastest first. */
+const BACKENDS: readonly BackendName[] = ['webgpu', 'simd', 'scalar'];
+
+interface Chosen {
+  backend: BackendName;
+  fallbackReason?: string;
+  device?: GpuDeviceLike;
+  /** `device` was requested here (not handed in), so the instance destroys it when done. */
+  ownsDevice?: boolean;
+  /** Why WebGPU is not available (when it was probed and failed). */
+  webgpuReason?: string;
+}
+
+/**
+ * The one place that picks a backend. `'auto'` takes the first of `BACKENDS` that can run:
+ * WebGPU when a device can be had (the given `gpuDevice`, or one from a hardware adapter of
+ * navigator.gpu: a software fallback adapter is slower than SIMD), else SIMD.
+ */
+async function chooseBackend(choice: BackendChoice, options: CreateAttentionOptions): Promise<Chosen> {
+  if (choice !== 'auto' && !BACKENDS.includes(choice)) {
+    throw new TypeError(`backend must be 'auto', ${BACKENDS.map((b) => `'${b}'`).join(', ')}; got ${describe(choice)}`);
+  }
+  if (choice === 'webgpu' || choice === 'auto') {
+    const got: DeviceOrReason = options.gpuDevice
+      ? { device: options.gpuDevice }
+      : await requestDevice(gpuSource(options), choice === 'webgpu');
+    if (got.device) return { backend: 'webgpu', device: got.device, ownsDevice: !options.gpuDevice };
+    if (choice === 'webgpu') throw new WebGPUError('unavailable', `backend 'webgpu' is not available: ${got.reason}`);
+    return { backend: 'simd', fallbackReason: `WebGPU is not available: ${got.reason}`, webgpuReason: got.reason };
+  }
+  return { backend: choice };
 }
 
 /** One attention engine bound to a backend. Create with {@link createAttention}. */
 export class Attention {
-  /** The backend in use. */
-  readonly backend: BackendName;
-  /** Why `'auto'` did not pick a faster backend, when it fell back. */
-  readonly fallbackReason: string | undefined;
+  private currentBackend: BackendName;
+  private currentFallbackReason: string | undefined;
+  private webgpuReason: string | undefined;
+  private gpu: GpuState | undefined;
+  /** A pending re-initialization after a device loss (shared by concurrent calls). */
+  private gpuInit: Promise<GpuState> | undefined;
   private disposed = false;
 
   /** @internal */
   constructor(
     private readonly module: SdpaModule,
-    chosen: { backend: BackendName; fallbackReason?: string },
+    chosen: Chosen,
+    private readonly options: CreateAttentionOptions & { backend: BackendChoice },
   ) {
-    this.backend = chosen.backend;
-    this.fallbackReason = chosen.fallbackReason;
+    this.currentBackend = chosen.backend;
+    this.currentFallbackReason = chosen.fallbackReason;
+    this.webgpuReason = chosen.webgpuReason;
+    if (chosen.device) this.gpu = acquireGpu(module, chosen.device, options.gpuLimits, chosen.ownsDevice ?? false);
+  }
+
+  /**
+   * The backend in use. An `'auto'` instance whose GPU device is lost and cannot be replaced
+   * switches to `'simd'` (see `fallbackReason`).
+   */
+  get backend(): BackendName {
+    return this.currentBackend;
+  }
+
+  /** Why `'auto'` did not pick (or no longer uses) a faster backend, when it fell back. */
+  get fallbackReason(): string | undefined {
+    return this.currentFallbackReason;
   }
 
   /** @internal The wasm module (for web/src/modules.ts). */
@@ -106,7 +257,20 @@ export class Attention {
 
   /** Every backend this build knows, whether it can run here, and why not. */
   get availableBackends(): BackendInfo[] {
-    return BACKENDS.map((b) => ({ ...b }));
+    return BACKENDS.map((name): BackendInfo => {
+      if (name !== 'webgpu') return { name, available: true };
+      if (this.currentBackend === 'webgpu') return { name, available: true };
+      if (this.webgpuReason) return { name, available: false, reason: this.webgpuReason };
+      return gpuSource(this.options)
+        ? { name, available: true, reason: 'navigator.gpu is present (no adapter requested: this instance uses a CPU backend)' }
+        : { name, available: false, reason: 'navigator.gpu is not available' };
+    });
+  }
+
+  /** The WebGPU backend's limits and compiled pipelines (undefined on CPU backends). */
+  webgpuInfo(): WebGpuInfo | undefined {
+    this.checkUsable();
+    return this.gpu && !this.gpu.isLost ? this.gpu.context.info() : undefined;
   }
 
   /**
@@ -125,12 +289,22 @@ export class Attention {
     value: Tensor,
     options?: AttentionOptions,
   ): Promise<AttentionResult> {
+    if (this.currentBackend === 'webgpu') return this.runWebGpu(query, key, value, options);
     return this.scaledDotProductAttentionSync(query, key, value, options);
   }
 
-  /** Synchronous {@link Attention.scaledDotProductAttention} (CPU backends). */
+  /**
+   * Synchronous {@link Attention.scaledDotProductAttention}, CPU backends only: on a `'webgpu'`
+   * instance it throws (GPU results arrive asynchronously).
+   */
   scaledDotProductAttentionSync(query: Tensor, key: Tensor, value: Tensor, options?: AttentionOptions): AttentionResult {
     this.checkUsable();
+    if (this.currentBackend === 'webgpu') {
+      throw new Error(
+        "sdpa-web: scaledDotProductAttentionSync runs on the CPU backends only; this instance uses 'webgpu': " +
+          "use `await scaledDotProductAttention(...)`, or create a 'simd' instance",
+      );
+    }
     const request = attentionRequest(query, key, value, options);
     const plan = this.module.planAttention(request);
     throwIfError(plan.error);
@@ -139,7 +313,8 @@ export class Attention {
     const returnLse = checkBoolean('returnLogSumExp', options?.returnLogSumExp);
     const lseShape = plan.outputShape.slice(0, -1);
     const lseElements = returnLse ? product(lseShape) : 0;
-    const workspaceBytes = plan.workspaceBytes[this.backend];
+    const cpuBackend = this.cpuBackend;
+    const workspaceBytes = plan.workspaceBytes[cpuBackend];
     HeapScope.checkTotal(
       inputBytes(query, key, value, options) + 4 * (outputElements + weightsElements + lseElements) + workspaceBytes,
       'this attention call',
@@ -149,8 +324,8 @@ export class Attention {
       pointers.output = heap.alloc(4 * outputElements, 'output');
       if (request.returnWeights) pointers.weights = heap.alloc(4 * weightsElements, 'weights');
       if (returnLse) pointers.lse = heap.alloc(4 * lseElements, 'logSumExp');
-      pointers.workspace = heap.alloc(workspaceBytes, `the ${this.backend} workspace`);
-      throwIfError(this.module.runAttention(request, this.backend, pointers));
+      pointers.workspace = heap.alloc(workspaceBytes, `the ${cpuBackend} workspace`);
+      throwIfError(this.module.runAttention(request, cpuBackend, pointers));
       const result: AttentionResult = {
         output: { data: heap.readFloat32(pointers.output, outputElements), shape: plan.outputShape },
       };
@@ -281,7 +456,7 @@ export class Attention {
    */
   scaledDotProductAttentionBackward(query: Tensor, key: Tensor, value: Tensor, dOutput: Tensor, options?: BackwardOptions): AttentionGradients {
     this.checkUsable();
-    return grad.attentionBackward(this.module, this.backend, query, key, value, dOutput, options);
+    return grad.attentionBackward(this.module, this.cpuBackend, query, key, value, dOutput, options);
   }
 
   /** The float64 analytic gradients (the oracle the backward kernels are tested against). */
@@ -329,10 +504,101 @@ export class Attention {
     return { heapBytesInUse: this.module.heapBytesInUse(), memoryBytes: this.module.HEAPU8.byteLength };
   }
 
-  /** Releases the instance. Later calls, including a second `dispose()`, throw. */
+  /**
+   * Releases the instance: its share of the GPU pipelines, and a device it requested itself (a
+   * `gpuDevice` you passed stays yours). Later calls, including a second `dispose()`, throw.
+   */
   dispose(): void {
     this.checkUsable();
     this.disposed = true;
+    if (this.gpu) releaseGpu(this.gpu);
+    this.gpu = undefined;
+  }
+
+  /**
+   * The live device, re-initialized after a loss: a new device from `gpu`/navigator.gpu; when
+   * none can be had an `'auto'` instance falls back to SIMD (undefined), a `'webgpu'` one rejects.
+   */
+  private async liveGpu(): Promise<GpuState | undefined> {
+    if (this.gpu && !this.gpu.isLost) return this.gpu;
+    this.gpuInit ??= (async () => {
+      const lost = this.gpu;
+      this.gpu = undefined;
+      if (lost) releaseGpu(lost);
+      const got = await requestDevice(gpuSource(this.options), this.options.backend === 'webgpu');
+      if (!got.device) throw new WebGPUError('unavailable', `the GPU device was lost and no new one can be had: ${got.reason}`);
+      if (this.disposed) {
+        got.device.destroy();
+        throw new Error('sdpa-web: this Attention instance was disposed');
+      }
+      return acquireGpu(this.module, got.device, this.options.gpuLimits, true);
+    })().finally(() => {
+      this.gpuInit = undefined;
+    });
+    try {
+      this.gpu = await this.gpuInit;
+      return this.gpu;
+    } catch (error) {
+      if (this.options.backend !== 'auto' || !(error instanceof WebGPUError)) throw error;
+      this.currentBackend = 'simd';
+      this.currentFallbackReason = error.message;
+      this.webgpuReason = error.message;
+      return undefined;
+    }
+  }
+
+  /** One call on the WebGPU backend: inputs go through the wasm heap, the C++ core submits. */
+  private async runWebGpu(query: Tensor, key: Tensor, value: Tensor, options?: AttentionOptions): Promise<AttentionResult> {
+    this.checkUsable();
+    const request = attentionRequest(query, key, value, options);
+    const plan = this.module.planAttention(request);
+    throwIfError(plan.error);
+    const outputElements = product(plan.outputShape);
+    const weightsElements = request.returnWeights ? product(plan.weightsShape) : 0;
+    HeapScope.checkTotal(inputBytes(query, key, value, options) + 4 * (outputElements + weightsElements), 'this attention call');
+    const gpu = await this.liveGpu();
+    if (!gpu) return this.scaledDotProductAttentionSync(query, key, value, options); // fell back
+    const heap = new HeapScope(this.module);
+    let job = 0;
+    try {
+      const pointers = this.copyInputs(heap, query, key, value, options);
+      pointers.output = heap.alloc(4 * outputElements, 'output');
+      if (request.returnWeights) pointers.weights = heap.alloc(4 * weightsElements, 'weights');
+      const started = gpu.context.run(request, pointers);
+      throwIfError(started.error);
+      if (!('promise' in started)) throw new Error('unreachable');
+      job = started.job;
+      let results: unknown[];
+      try {
+        results = await Promise.race([started.promise, gpu.lost]);
+      } catch (cause) {
+        if (cause instanceof WebGPUError) throw cause;
+        // mapAsync rejects when the device is lost (or destroyed) under it.
+        if (await settlesWithin(gpu.lost, 200)) {
+          throw new WebGPUError('device-lost', `the GPU device was lost during the call: ${String(cause)}`, { cause });
+        }
+        throw new WebGPUError('internal', `reading the result back failed: ${String(cause)}`, { cause });
+      }
+      if (gpu.deleted) throw new Error('sdpa-web: this Attention instance was disposed during the call');
+      if (gpu.isLost) throw new WebGPUError('device-lost', 'the GPU device was lost during the call');
+      const fault = gpu.context.finish(job, results);
+      if (fault) throw new WebGPUError(fault.kind, fault.message);
+      const result: AttentionResult = {
+        output: { data: heap.readFloat32(pointers.output, outputElements), shape: plan.outputShape },
+      };
+      if (request.returnWeights) {
+        result.weights = { data: heap.readFloat32(pointers.weights!, weightsElements), shape: plan.weightsShape };
+      }
+      return result;
+    } finally {
+      if (job && !gpu.deleted) gpu.context.release(job);
+      heap.release();
+    }
+  }
+
+  /** The CPU kernels for CPU-only work (the sync API, the backward): 'scalar' on a scalar instance, else 'simd'. */
+  private get cpuBackend(): CpuBackendName {
+    return this.currentBackend === 'scalar' ? 'scalar' : 'simd';
   }
 
   private checkUsable(): void {
@@ -359,6 +625,15 @@ export class Attention {
   }
 }
 
+/** Whether `promise` settles (either way) within `ms` milliseconds. */
+function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  return Promise.race([promise.then(() => true, () => true), timeout]).finally(() => clearTimeout(timer));
+}
+
 function product(shape: readonly number[]): number {
   return shape.reduce((a, b) => a * b, 1);
 }
@@ -373,7 +648,8 @@ function inputBytes(query: Tensor, key: Tensor, value: Tensor, options?: Attenti
  */
 export async function createAttention(options: CreateAttentionOptions = {}): Promise<Attention> {
   if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object; got ${describe(options)}`);
-  const chosen = chooseBackend(options.backend ?? 'auto');
-  return new Attention(await loadModule(), chosen);
+  const backend = options.backend ?? 'auto';
+  const chosen = await chooseBackend(backend, options);
+  return new Attention(await loadModule(), chosen, { ...options, backend });
 }
 

@@ -27,8 +27,13 @@ export interface MaskTensor {
   shape: readonly number[];
 }
 
-/** The compute backends. */
-export type BackendName = 'simd' | 'scalar';
+/**
+ * The compute backends: `'webgpu'` (the C++ core's WGSL kernels on a GPUDevice), `'simd'` (wasm
+ * SIMD128), `'scalar'` (plain float32 loops).
+ */
+export type BackendName = 'webgpu' | 'simd' | 'scalar';
+/** The CPU backends (the ones that also run the synchronous API and the backward pass). */
+export type CpuBackendName = Exclude<BackendName, 'webgpu'>;
 /** What `createAttention` accepts: a backend, or `'auto'` for the fastest available one. */
 export type BackendChoice = 'auto' | BackendName;
 
@@ -97,8 +102,64 @@ export interface BackendInfo {
 }
 
 export interface CreateAttentionOptions {
-  /** Default `'auto'`. */
+  /**
+   * Default `'auto'`: WebGPU when a device can be had (`gpuDevice`, or an adapter from
+   * `navigator.gpu`), else SIMD; `fallbackReason` says why it fell back. `'webgpu'` rejects with a
+   * {@link WebGPUError} (kind `'unavailable'`) when no device can be had.
+   */
   backend?: BackendChoice;
+  /** A GPUDevice to run on (WebGPU backend); otherwise one is requested from `gpu`/`navigator.gpu`. */
+  gpuDevice?: GpuDeviceLike;
+  /**
+   * Where devices come from when `gpuDevice` is not given, and after a device is lost: default
+   * `navigator.gpu`. In Node, pass e.g. the `webgpu` package's `create([])`.
+   */
+  gpu?: GpuLike | null;
+  /**
+   * Caps on the device limits the WebGPU backend plans with (they can only lower the device's):
+   * work beyond them is split into several buffers/dispatches. For tests and constrained devices.
+   */
+  gpuLimits?: GpuLimitCaps;
+}
+
+/** The part of a `GPUDevice` this library relies on (the full WebGPU type fits). */
+export interface GpuDeviceLike {
+  readonly lost: Promise<{ reason?: string; message?: string }>;
+  readonly limits: object;
+  readonly queue: object;
+  destroy(): void;
+}
+
+/** The part of `navigator.gpu` (a `GPU`) this library relies on. */
+export interface GpuLike {
+  requestAdapter(options?: object): Promise<{
+    readonly limits: Record<string, unknown> | object;
+    /** GPUAdapterInfo; `isFallbackAdapter` marks a software adapter, which `'auto'` passes over. */
+    readonly info?: { isFallbackAdapter?: boolean; description?: string; architecture?: string };
+    /** The older spelling of `info.isFallbackAdapter`. */
+    readonly isFallbackAdapter?: boolean;
+    requestDevice(descriptor?: object): Promise<GpuDeviceLike>;
+  } | null>;
+}
+
+export interface GpuLimitCaps {
+  maxStorageBufferBindingSize?: number;
+  maxBufferSize?: number;
+  maxComputeWorkgroupsPerDimension?: number;
+  maxComputeWorkgroupStorageSize?: number;
+}
+
+/** What went wrong on the GPU (see {@link WebGPUError}). */
+export type WebGPUErrorKind = 'unavailable' | 'device-lost' | 'validation' | 'out-of-memory' | 'internal';
+
+/** State of the WebGPU backend of one instance, for diagnostics. */
+export interface WebGpuInfo {
+  /** The limits the backend plans with (device limits, lowered by `gpuLimits`). */
+  limits: Required<GpuLimitCaps>;
+  /** Keys of the compiled pipeline variants (head dims, mask kind, causal, stats). */
+  pipelines: string[];
+  /** Calls submitted and not yet finished. */
+  jobsInFlight: number;
 }
 
 export interface SoftmaxOptions {

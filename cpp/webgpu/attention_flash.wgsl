@@ -1,0 +1,209 @@
+// attention_flash.wgsl: fused scaled dot-product attention, flash style.
+//
+// Computes, for every query row i of every (batch·head) of one chunk,
+//   output[i] = softmax_j(q_i·k_j · scale + mask_ij) · V     over the keys j that row i may see,
+// without ever building the [Lq, Lk] score matrix, and (WRITE_STATS) each row's softmax
+// statistics (running max m, denominator l) for attention_weights.wgsl.
+//
+// Tiling: one workgroup of 64 invocations per (batch·head, tile of 64 query rows); invocation t
+// owns query row tile·64 + t: its query row (E_PAD floats) and its output accumulator (EV_PAD
+// floats) live in private memory as vec4s. Keys and values stream through workgroup memory in
+// tiles of BLOCK_KEYS keys (K tile [BLOCK_KEYS][E_PAD] + V tile [BLOCK_KEYS][EV_PAD], zero-padded,
+// at most the device's maxComputeWorkgroupStorageSize, 16 KiB by default), loaded cooperatively
+// by the whole workgroup. All inner loops run to compile-time bounds (E_PAD/4, EV_PAD/4,
+// BLOCK_KEYS) so they can be unrolled. Per tile each row computes its scores, then an online-softmax update: new
+// running max, rescale of denominator and accumulator by exp(m_old - m_new), accumulation of
+// exp(s - m_new)·v. Causal workgroups stop at the last tile any of their rows can see.
+//
+// Semantics (as cpp/core/attention_reference.cpp): hidden keys (bool 0, additive -inf, causal)
+// are never read into the sums, so NaN/Inf there cannot leak; a row that sees no key writes
+// zeros; a NaN score on a visible key makes the whole row NaN; a row with exactly one visible key
+// gets that key's value row bit for bit. NaN/-inf are tested through their
+// bit patterns, since WGSL lets implementations assume float math stays finite.
+//
+// Prepended by the C++ glue (cpp/core/webgpu_plan.cpp, FlashVariant::wgsl_constants):
+//   const E_PAD: u32; const EV_PAD: u32; const BLOCK_KEYS: u32;
+//   const MASK_KIND: u32 (0 none, 1 bool bytes packed in u32 words, 2 additive f32);
+//   const CAUSAL: bool; const WRITE_STATS: bool;
+// Buffers hold one chunk (cpp/core/webgpu_plan.h, WebGpuChunk): query/output/stats rows
+// [chunk heads × rows], key/value heads [kv0, kv0 + nkv), mask elements from mask_base.
+
+struct Params {
+  Lq: u32, Lk: u32, E: u32, Ev: u32,
+  Hq: u32, Hkv: u32, group: u32, bh0: u32,
+  nbh: u32, row0: u32, rows: u32, kv0: u32,
+  mask_base: u32, mask_sb: u32, mask_sh: u32, mask_sq: u32,
+  mask_sk: u32, scale: f32, causal_offset: i32, x_base: u32,
+  y_base: u32, nan_bits: u32, pad1: u32, pad2: u32,  // nan_bits: a run-time NaN (WGSL rejects NaN constants)
+  pad3: vec4<u32>, pad4: vec4<u32>,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> query: array<f32>;
+@group(0) @binding(2) var<storage, read> key: array<f32>;
+@group(0) @binding(3) var<storage, read> value: array<f32>;
+@group(0) @binding(4) var<storage, read> mask: array<u32>;
+@group(0) @binding(5) var<storage, read_write> output: array<f32>;
+@group(0) @binding(6) var<storage, read_write> stats: array<f32>;
+
+const ROWS: u32 = 64u;
+const NEG_INF_BITS: u32 = 0xff800000u;
+
+const E4: u32 = E_PAD / 4u;    // vec4s per padded key/query row
+const EV4: u32 = EV_PAD / 4u;  // vec4s per padded value/output row
+
+// Zero-padded to E_PAD/EV_PAD columns, so every loop below has a compile-time trip count
+// (unrollable, private arrays stay in registers) and padding adds exact zeros.
+var<workgroup> k_tile: array<vec4<f32>, BLOCK_KEYS * E4>;
+var<workgroup> v_tile: array<vec4<f32>, BLOCK_KEYS * EV4>;
+
+fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+fn is_neg_inf(x: f32) -> bool { return bitcast<u32>(x) == NEG_INF_BITS; }
+
+// Mask element `idx` (absolute, as in the full broadcast mask) of this chunk's mask buffer.
+fn mask_bool(idx: u32) -> bool {
+  let rel = idx - p.mask_base;
+  return ((mask[rel >> 2u] >> ((rel & 3u) * 8u)) & 0xffu) != 0u;
+}
+fn mask_add(idx: u32) -> f32 { return bitcast<f32>(mask[idx - p.mask_base]); }
+
+// Four consecutive floats of `row` (of `n` valid ones) starting at column c, zeros past n.
+fn query4(base: u32, c: u32, n: u32) -> vec4<f32> {
+  var r = vec4<f32>(0.0);
+  for (var d = 0u; d < 4u; d++) { if (c + d < n) { r[d] = query[base + c + d]; } }
+  return r;
+}
+fn key4(base: u32, c: u32, n: u32) -> vec4<f32> {
+  var r = vec4<f32>(0.0);
+  for (var d = 0u; d < 4u; d++) { if (c + d < n) { r[d] = key[base + c + d]; } }
+  return r;
+}
+fn value4(base: u32, c: u32, n: u32) -> vec4<f32> {
+  var r = vec4<f32>(0.0);
+  for (var d = 0u; d < 4u; d++) { if (c + d < n) { r[d] = value[base + c + d]; } }
+  return r;
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let tile = wg.x + p.x_base;
+  let head = wg.y + p.y_base;              // head within the chunk
+  let row_local = tile * ROWS + t;         // row within the chunk's rows of this head
+  let in_range = row_local < p.rows;
+  let i = p.row0 + row_local;              // query row in [0, Lq)
+  let bh = p.bh0 + head;
+  let b = bh / p.Hq;
+  let h = bh % p.Hq;
+  let kv = b * p.Hkv + h / p.group - p.kv0;  // GQA: query head h reads kv head h / (Hq/Hkv)
+  let out_row = head * p.rows + row_local;
+
+  var q_row: array<vec4<f32>, E4>;
+  if (in_range) {
+    for (var e4 = 0u; e4 < E4; e4++) { q_row[e4] = query4(out_row * p.E, 4u * e4, p.E); }
+  }
+
+  // Last key this row may see, and (workgroup-uniform) the last key any row of the tile may see.
+  var last = i32(p.Lk) - 1;
+  var tile_last = last;
+  if (CAUSAL) {
+    last = min(i32(i) + p.causal_offset, last);
+    let tile_rows_end = min(tile * ROWS + ROWS, p.rows);
+    tile_last = min(i32(p.row0 + tile_rows_end) - 1 + p.causal_offset, tile_last);
+  }
+  let mask_row = b * p.mask_sb + h * p.mask_sh + i * p.mask_sq;
+
+  var m = 0.0;          // running max (valid once `seen`)
+  var l = 0.0;          // running denominator
+  var seen = false;     // some visible key so far
+  var nan_row = false;  // a visible score was NaN
+  var visible_count = 0u;
+  var single_key = 0u;  // the visible key, when there is exactly one
+  var acc: array<vec4<f32>, EV4>;
+  var s_tile: array<f32, BLOCK_KEYS>;
+  var visible: array<bool, BLOCK_KEYS>;
+
+  for (var j0 = 0u; i32(j0) <= tile_last; j0 += BLOCK_KEYS) {
+    let nk = min(BLOCK_KEYS, p.Lk - j0);
+    // Cooperative load of the K and V tiles, zero-padded (keys past Lk and columns past E/Ev).
+    for (var x = t; x < BLOCK_KEYS * E4; x += ROWS) {
+      let jj = x / E4;
+      var k4 = vec4<f32>(0.0);
+      if (jj < nk) { k4 = key4((kv * p.Lk + j0 + jj) * p.E, 4u * (x % E4), p.E); }
+      k_tile[x] = k4;
+    }
+    for (var x = t; x < BLOCK_KEYS * EV4; x += ROWS) {
+      let jj = x / EV4;
+      var v4 = vec4<f32>(0.0);
+      if (jj < nk) { v4 = value4((kv * p.Lk + j0 + jj) * p.Ev, 4u * (x % EV4), p.Ev); }
+      v_tile[x] = v4;
+    }
+    workgroupBarrier();
+
+    if (in_range) {
+      // Scores of this tile, and their max over visible keys.
+      var tile_has_key = false;
+      var tile_max = 0.0;
+      for (var jj = 0u; jj < BLOCK_KEYS; jj++) {
+        let j = j0 + jj;
+        var vis = jj < nk && i32(j) <= last;
+        var s = 0.0;
+        if (vis && MASK_KIND == 1u) { vis = mask_bool(mask_row + j * p.mask_sk); }
+        if (vis) {
+          for (var e4 = 0u; e4 < E4; e4++) { s += dot(q_row[e4], k_tile[jj * E4 + e4]); }
+          s *= p.scale;
+          if (MASK_KIND == 2u) {
+            let mv = mask_add(mask_row + j * p.mask_sk);
+            if (is_neg_inf(mv)) { vis = false; } else { s += mv; }
+          }
+          if (vis && is_neg_inf(s)) { vis = false; }
+          if (vis && is_nan(s)) { nan_row = true; vis = false; }
+        }
+        visible[jj] = vis;
+        s_tile[jj] = s;
+        if (vis) {
+          tile_max = select(s, max(tile_max, s), tile_has_key);
+          tile_has_key = true;
+        }
+      }
+      // Online softmax update.
+      if (tile_has_key) {
+        let m_new = select(tile_max, max(m, tile_max), seen);
+        if (seen) {
+          let alpha = exp(m - m_new);
+          l *= alpha;
+          for (var c4 = 0u; c4 < EV4; c4++) { acc[c4] *= alpha; }
+        }
+        for (var jj = 0u; jj < BLOCK_KEYS; jj++) {
+          if (visible[jj]) {
+            visible_count += 1u;
+            single_key = j0 + jj;
+            let w = exp(s_tile[jj] - m_new);
+            l += w;
+            for (var c4 = 0u; c4 < EV4; c4++) { acc[c4] += w * v_tile[jj * EV4 + c4]; }
+          }
+        }
+        m = m_new;
+        seen = true;
+      }
+    }
+    workgroupBarrier();
+  }
+
+  if (!in_range) { return; }
+  let nan = bitcast<f32>(p.nan_bits);
+  let inv_l = select(0.0, 1.0 / l, seen);
+  // One visible key: its weight is exactly 1, so the output is its value row, copied (not
+  // multiplied: GPUs may flush subnormal products to zero, WGSL allows it).
+  let single_row = (kv * p.Lk + single_key) * p.Ev;
+  for (var c = 0u; c < p.Ev; c++) {
+    var o = acc[c / 4u][c % 4u] * inv_l;
+    if (visible_count == 1u) { o = value[single_row + c]; }
+    if (!seen) { o = 0.0; }
+    if (nan_row) { o = nan; }
+    output[out_row * p.Ev + c] = o;
+  }
+  if (WRITE_STATS) {
+    stats[2u * out_row] = select(select(0.0, m, seen), nan, nan_row);
+    stats[2u * out_row + 1u] = select(0.0, l, seen);
+  }
+}

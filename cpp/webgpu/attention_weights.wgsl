@@ -1,0 +1,91 @@
+// attention_weights.wgsl: the attention weights, for calls with returnWeights.
+//
+// Computes weights[i, j] = exp(q_i·k_j · scale + mask_ij - m_i) / l_i for every query row i and
+// key j of one chunk, where (m_i, l_i) are the row's softmax max and denominator written by
+// attention_flash.wgsl (WRITE_STATS) in the same submission. Hidden keys (bool 0, additive -inf,
+// causal) get 0 and are never read; rows that see no key (l = 0) get zeros; a row whose flash
+// pass saw a NaN score (m = NaN) is NaN throughout, as in the float reference.
+//
+// Tiling: one invocation per weight; a workgroup covers 64 consecutive keys of one query row
+// (grid x = key tiles, y = the chunk's query rows, both cut into dispatches of at most
+// maxComputeWorkgroupsPerDimension by the glue). The score is recomputed from Q and K (E
+// multiply-adds), exactly as the flash pass computed it, so only [rows, Lk] is written and
+// nothing larger than the output weights is ever stored.
+//
+// Prepended by the C++ glue (WeightsVariant::wgsl_constants):
+//   const MASK_KIND: u32 (0 none, 1 bool, 2 additive); const CAUSAL: bool;
+
+struct Params {
+  Lq: u32, Lk: u32, E: u32, Ev: u32,
+  Hq: u32, Hkv: u32, group: u32, bh0: u32,
+  nbh: u32, row0: u32, rows: u32, kv0: u32,
+  mask_base: u32, mask_sb: u32, mask_sh: u32, mask_sq: u32,
+  mask_sk: u32, scale: f32, causal_offset: i32, x_base: u32,
+  y_base: u32, nan_bits: u32, pad1: u32, pad2: u32,  // nan_bits: a run-time NaN (WGSL rejects NaN constants)
+  pad3: vec4<u32>, pad4: vec4<u32>,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> query: array<f32>;
+@group(0) @binding(2) var<storage, read> key: array<f32>;
+@group(0) @binding(3) var<storage, read> mask: array<u32>;
+@group(0) @binding(4) var<storage, read> stats: array<f32>;
+@group(0) @binding(5) var<storage, read_write> weights: array<f32>;
+
+const KEYS: u32 = 64u;
+const NEG_INF_BITS: u32 = 0xff800000u;
+
+fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+fn is_neg_inf(x: f32) -> bool { return bitcast<u32>(x) == NEG_INF_BITS; }
+
+fn mask_bool(idx: u32) -> bool {
+  let rel = idx - p.mask_base;
+  return ((mask[rel >> 2u] >> ((rel & 3u) * 8u)) & 0xffu) != 0u;
+}
+fn mask_add(idx: u32) -> f32 { return bitcast<f32>(mask[idx - p.mask_base]); }
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let j = (wg.x + p.x_base) * KEYS + t;
+  let r = wg.y + p.y_base;  // query row within the chunk: head · rows + row
+  if (j >= p.Lk || r >= p.nbh * p.rows) { return; }
+  let head = r / p.rows;
+  let i = p.row0 + r % p.rows;
+  let bh = p.bh0 + head;
+  let b = bh / p.Hq;
+  let h = bh % p.Hq;
+  let kv = b * p.Hkv + h / p.group - p.kv0;
+  let out = r * p.Lk + j;
+
+  let m = stats[2u * r];
+  let l = stats[2u * r + 1u];
+  if (is_nan(m)) { weights[out] = bitcast<f32>(p.nan_bits); return; }
+  if (l == 0.0) { weights[out] = 0.0; return; }
+
+  var vis = true;
+  if (CAUSAL) { vis = i32(j) <= min(i32(i) + p.causal_offset, i32(p.Lk) - 1); }
+  let mask_idx = b * p.mask_sb + h * p.mask_sh + i * p.mask_sq + j * p.mask_sk;
+  if (vis && MASK_KIND == 1u) { vis = mask_bool(mask_idx); }
+  var w = 0.0;
+  if (vis) {
+    var s = 0.0;
+    let q0 = r * p.E;
+    let k0 = (kv * p.Lk + j) * p.E;
+    // The flash pass's sum exactly: dot products of zero-padded vec4s, in order.
+    for (var e = 0u; e < p.E; e += 4u) {
+      var q4 = vec4<f32>(0.0);
+      var k4 = vec4<f32>(0.0);
+      for (var d = 0u; d < 4u; d++) {
+        if (e + d < p.E) { q4[d] = query[q0 + e + d]; k4[d] = key[k0 + e + d]; }
+      }
+      s += dot(q4, k4);
+    }
+    s *= p.scale;
+    if (MASK_KIND == 2u) {
+      let mv = mask_add(mask_idx);
+      if (is_neg_inf(mv)) { vis = false; } else { s += mv; }
+    }
+    if (vis && !is_neg_inf(s)) { w = exp(s - m) / l; }
+  }
+  weights[out] = w;
+}

@@ -1,0 +1,99 @@
+/// <reference types="@webgpu/types" />
+// The WebGPU backend in headless Chromium (navigator.gpu, SwiftShader): a representative subset of
+// the shared test body (tests/node/support/attention-suite.ts, run in full on dawn.node), the same
+// tolerance rule (4·e_ref + 1e-5·max(1, |V|max)) against the float64 reference, and a fault.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createAttention, WebGPUError, type Attention, type AttentionOptions, type Tensor } from 'sdpa-web';
+import { randomMasks, randomTensor } from '../node/support/tensors.js';
+import { expectMatchesReference } from '../node/support/tolerance.js';
+
+describe('WebGPU backend in Chromium', () => {
+  let attn: Attention;
+  let oracle: Attention;
+  const check = (q: Tensor, k: Tensor, v: Tensor, options: AttentionOptions = {}, label = '') =>
+    expectMatchesReference(attn, oracle, q, k, v, options, { factor: 4 }, label);
+
+  beforeAll(async () => {
+    attn = await createAttention({ backend: 'webgpu' });
+    oracle = await createAttention({ backend: 'scalar' });
+  });
+  afterAll(() => {
+    attn.dispose();
+    oracle.dispose();
+  });
+
+  it("navigator.gpu gives SwiftShader's software adapter: 'auto' keeps SIMD and says why, 'webgpu' takes it", async () => {
+    const adapter = await navigator.gpu.requestAdapter();
+    expect(adapter).not.toBeNull();
+    expect(adapter!.info.isFallbackAdapter).toBe(true);
+    const auto = await createAttention();
+    expect(auto.backend).toBe('simd');
+    expect(auto.fallbackReason).toMatch(/software fallback/);
+    auto.dispose();
+    expect(attn.backend).toBe('webgpu');
+  });
+
+  it('matches the float64 reference over lengths straddling the tiles and head dims up to 256', async () => {
+    const lengths = [1, 17, 63, 64, 65, 257];
+    const dims = [[1, 8], [16, 15], [64, 100], [100, 64], [256, 256]] as const;
+    let c = 0;
+    for (const lq of lengths) {
+      for (const lk of lengths) {
+        const [e, ev] = dims[c % dims.length]!;
+        const lead = c % 2 ? [2, 3] : [1];
+        await check(randomTensor([...lead, lq, e], 3 * c, -2, 2), randomTensor([...lead, lk, e], 3 * c + 1, -2, 2),
+          randomTensor([...lead, lk, ev], 3 * c + 2), { returnWeights: c % 3 === 0 }, `Lq=${lq} Lk=${lk} E=${e} Ev=${ev}`);
+        c++;
+      }
+    }
+  });
+
+  it('bool and additive masks with broadcasting, both causal alignments, GQA', async () => {
+    const q = randomTensor([2, 3, 33, 16], 10), k = randomTensor([2, 3, 70, 16], 11), v = randomTensor([2, 3, 70, 8], 12);
+    for (const shape of [[2, 3, 33, 70], [1, 3, 1, 70], [2, 1, 33, 1], [70]]) {
+      for (const [kind, mask] of Object.entries(randomMasks(shape, shape.length))) {
+        await check(q, k, v, { attnMask: mask, returnWeights: true }, `${kind} mask [${shape}]`);
+      }
+    }
+    for (const isCausal of ['top-left', 'bottom-right'] as const) {
+      await check(randomTensor([2, 40, 16], 1), randomTensor([2, 100, 16], 2), randomTensor([2, 100, 8], 3), { isCausal, returnWeights: true }, `causal ${isCausal}`);
+      await check(randomTensor([2, 100, 16], 4), randomTensor([2, 40, 16], 5), randomTensor([2, 40, 8], 6), { isCausal }, `causal ${isCausal} Lq > Lk`);
+    }
+    await check(randomTensor([2, 6, 40, 32], 40), randomTensor([2, 2, 90, 32], 41), randomTensor([2, 2, 90, 24], 42), { enableGqa: true, returnWeights: true }, 'gqa');
+  });
+
+  it('fully masked rows give zeros, large logits stay finite', async () => {
+    const q = randomTensor([6, 8], 50), k = randomTensor([70, 8], 51), v = randomTensor([70, 4], 52);
+    const masked = await attn.scaledDotProductAttention(q, k, v, { attnMask: { data: new Uint8Array([1, 0, 1, 0, 0, 1]), shape: [6, 1] }, returnWeights: true });
+    for (const row of [1, 3, 4]) expect([...masked.output.data.subarray(row * 4, row * 4 + 4)]).toEqual([0, 0, 0, 0]);
+    const q100 = { data: new Float32Array(20).fill(100), shape: [20, 1] };
+    const big = { data: new Float32Array(50).map((_, j) => 100 - j / 10), shape: [50, 1] };
+    await check(q100, big, randomTensor([50, 3], 60), { scale: 1 }, 'logits 1e4');
+  });
+
+  it('calls in flight together all resolve; work split under lowered limits; device.destroy() rejects with device-lost', async () => {
+    const cases = [0, 1, 2, 3, 4, 5].map((c) => [randomTensor([2, 10 + 20 * c, 16], c), randomTensor([2, 30 + 7 * c, 16], c + 9), randomTensor([2, 30 + 7 * c, 8], c + 19)] as const);
+    const results = await Promise.all(cases.map(([q, k, v]) => attn.scaledDotProductAttention(q, k, v)));
+    for (const [c, [q, k, v]] of cases.entries()) {
+      const cpu = oracle.scaledDotProductAttentionSync(q, k, v);
+      expect(Math.max(...results[c]!.output.data.map((x, i) => Math.abs(x - cpu.output.data[i]!)))).toBeLessThan(1e-5);
+    }
+
+    const small = await createAttention({ backend: 'webgpu', gpuLimits: { maxStorageBufferBindingSize: 90 * 32 * 4, maxComputeWorkgroupsPerDimension: 2 } });
+    await expectMatchesReference(small, oracle, randomTensor([2, 6, 150, 32], 1), randomTensor([2, 2, 90, 32], 2), randomTensor([2, 2, 90, 16], 3),
+      { enableGqa: true, returnWeights: true }, { factor: 4 }, 'split');
+    small.dispose();
+
+    const adapter = (await navigator.gpu.requestAdapter())!;
+    const device = await adapter.requestDevice();
+    const own = await createAttention({ backend: 'webgpu', gpuDevice: device });
+    const pending = own.scaledDotProductAttention(randomTensor([200, 32], 1), randomTensor([300, 32], 2), randomTensor([300, 32], 3));
+    device.destroy();
+    const error = await pending.then(() => undefined, (e: unknown) => e);
+    expect(error).toBeInstanceOf(WebGPUError);
+    expect((error as WebGPUError).kind).toBe('device-lost');
+    // The next call re-initializes on a new device from navigator.gpu.
+    await expectMatchesReference(own, oracle, randomTensor([5, 8], 4), randomTensor([9, 8], 5), randomTensor([9, 4], 6), {}, { factor: 4 }, 'after loss');
+    own.dispose();
+  });
+});

@@ -1,0 +1,202 @@
+// The WebGPU backend's pure-C++ planning (cpp/core/webgpu_plan.h): variants and their cache keys,
+// cutting work to device limits, grid splitting, uniform packing. The kernels themselves are
+// tested on a real device (dawn.node/SwiftShader, Chromium) by tests/node and tests/browser.
+#include "core/webgpu_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <set>
+
+namespace sdpa {
+namespace {
+
+AttentionPlan make_plan(std::vector<int64_t> q, std::vector<int64_t> k, std::vector<int64_t> v,
+                        MaskKind mask = MaskKind::kNone, std::vector<int64_t> mask_shape = {},
+                        bool weights = false, bool gqa = false,
+                        CausalAlignment causal = CausalAlignment::kNone) {
+  AttentionRequest r;
+  r.query_shape = std::move(q);
+  r.key_shape = std::move(k);
+  r.value_shape = std::move(v);
+  r.mask_kind = mask;
+  r.mask_shape = std::move(mask_shape);
+  r.return_weights = weights;
+  r.enable_gqa = gqa;
+  r.causal = causal;
+  AttentionPlan p;
+  const Status s = plan_attention(r, &p);
+  EXPECT_TRUE(s.ok()) << s.message;
+  return p;
+}
+
+TEST(WebGpuPlan, PadsHeadDimsToFewSizes) {
+  EXPECT_EQ(webgpu_pad_head_dim(1), 16u);
+  EXPECT_EQ(webgpu_pad_head_dim(16), 16u);
+  EXPECT_EQ(webgpu_pad_head_dim(17), 32u);
+  EXPECT_EQ(webgpu_pad_head_dim(100), 128u);
+  EXPECT_EQ(webgpu_pad_head_dim(256), 256u);
+  EXPECT_EQ(webgpu_pad_head_dim(257), 320u);
+}
+
+TEST(WebGpuPlan, FlashVariantFitsWorkgroupStorageAndKeysDiffer) {
+  WebGpuLimits limits;  // 16 KiB of workgroup storage
+  FlashVariant v;
+  ASSERT_TRUE(webgpu_flash_variant(make_plan({4, 256}, {9, 256}, {9, 256}), limits, &v).ok());
+  EXPECT_EQ(v.block_keys, 8u);  // 8 keys × (256 + 256) floats = 16 KiB
+  EXPECT_LE(v.workgroup_bytes(), 16384u);
+  ASSERT_TRUE(webgpu_flash_variant(make_plan({4, 8}, {9, 8}, {9, 3}), limits, &v).ok());
+  EXPECT_EQ(v.block_keys, kWebGpuMaxBlockKeys);
+  EXPECT_EQ(v.key(), "flash:e16:ev16:bk64:mask=none:causal=0:stats=0");
+
+  std::set<std::string> keys;
+  for (MaskKind m : {MaskKind::kNone, MaskKind::kBool, MaskKind::kAdditive}) {
+    for (bool causal : {false, true}) {
+      for (bool weights : {false, true}) {
+        if (causal && m != MaskKind::kNone) continue;  // mask and causal exclude each other
+        const AttentionPlan p =
+            make_plan({4, 8}, {9, 8}, {9, 3}, m, m == MaskKind::kNone ? std::vector<int64_t>{} : std::vector<int64_t>{9},
+                      weights, false, causal ? CausalAlignment::kTopLeft : CausalAlignment::kNone);
+        ASSERT_TRUE(webgpu_flash_variant(p, limits, &v).ok());
+        keys.insert(v.key());
+        EXPECT_NE(v.wgsl_constants().find("const E_PAD: u32 = 16u;"), std::string::npos);
+      }
+    }
+  }
+  EXPECT_EQ(keys.size(), 8u);
+  // Same variant for both causal alignments (the alignment is a uniform, not a recompile).
+  FlashVariant tl, br;
+  ASSERT_TRUE(webgpu_flash_variant(make_plan({4, 8}, {9, 8}, {9, 3}, MaskKind::kNone, {}, false, false, CausalAlignment::kTopLeft), limits, &tl).ok());
+  ASSERT_TRUE(webgpu_flash_variant(make_plan({4, 8}, {9, 8}, {9, 3}, MaskKind::kNone, {}, false, false, CausalAlignment::kBottomRight), limits, &br).ok());
+  EXPECT_EQ(tl.key(), br.key());
+
+  limits.max_workgroup_storage_bytes = 1024;
+  EXPECT_EQ(webgpu_flash_variant(make_plan({4, 256}, {9, 256}, {9, 256}), limits, &v).kind, ErrorKind::kRange);
+}
+
+// Every (head, row) is covered exactly once, every chunk fits, and each chunk's kv/mask ranges hold
+// what its rows read.
+void expect_valid_chunks(const AttentionPlan& p, const WebGpuLimits& limits, const std::vector<WebGpuChunk>& chunks) {
+  const uint64_t cap = std::min(limits.max_storage_binding_bytes, limits.max_buffer_bytes);
+  std::vector<int> covered(static_cast<size_t>(p.B * p.Hq * p.Lq), 0);
+  for (const WebGpuChunk& c : chunks) {
+    EXPECT_LE(webgpu_chunk_bytes(p, c).largest(), cap);
+    EXPECT_TRUE(c.nbh == 1 || c.rows == p.Lq);
+    for (int64_t bh = c.bh0; bh < c.bh0 + c.nbh; ++bh) {
+      const int64_t b = bh / p.Hq, h = bh % p.Hq;
+      const int64_t kv = b * p.Hkv + h / p.heads_per_kv();
+      EXPECT_GE(kv, c.kv0);
+      EXPECT_LT(kv, c.kv0 + c.nkv);
+      for (int64_t i = c.row0; i < c.row0 + c.rows; ++i) {
+        covered[static_cast<size_t>(bh * p.Lq + i)]++;
+        if (p.mask_kind != MaskKind::kNone) {
+          const int64_t first = p.mask_offset(b, h, i);
+          const int64_t last = first + (p.Lk - 1) * p.mask_stride_k;
+          EXPECT_GE(first, c.mask_lo);
+          EXPECT_LT(last, c.mask_hi);
+          EXPECT_LE(c.mask_hi, p.mask_elements);
+        }
+      }
+    }
+  }
+  for (int n : covered) ASSERT_EQ(n, 1);
+}
+
+TEST(WebGpuPlan, SmallWorkIsOneChunk) {
+  const AttentionPlan p = make_plan({2, 3, 5, 8}, {2, 3, 7, 8}, {2, 3, 7, 4});
+  std::vector<WebGpuChunk> chunks;
+  ASSERT_TRUE(plan_webgpu_chunks(p, WebGpuLimits{}, &chunks).ok());
+  ASSERT_EQ(chunks.size(), 1u);
+  EXPECT_EQ(chunks[0].nbh, 6);
+  EXPECT_EQ(chunks[0].rows, 5);
+  expect_valid_chunks(p, WebGpuLimits{}, chunks);
+}
+
+TEST(WebGpuPlan, SplitsWholeHeadsThenRowsUnderLowLimits) {
+  WebGpuLimits limits;
+  std::vector<WebGpuChunk> chunks;
+  // GQA 6 -> 2 heads, a [1, 6, 1, Lk] bool mask (broadcast over batch and rows).
+  const AttentionPlan p = make_plan({2, 6, 40, 16}, {2, 2, 30, 16}, {2, 2, 30, 8}, MaskKind::kBool,
+                                    {6, 1, 30}, true, true);
+  limits.max_storage_binding_bytes = 2 * 40 * 16 * 4;  // two heads of query
+  ASSERT_TRUE(plan_webgpu_chunks(p, limits, &chunks).ok());
+  EXPECT_GT(chunks.size(), 1u);
+  expect_valid_chunks(p, limits, chunks);
+
+  // The weights of one head (40 × 30 floats) no longer fit: rows of one head per chunk.
+  limits.max_storage_binding_bytes = 30 * 16 * 4;  // one key head exactly
+  ASSERT_TRUE(plan_webgpu_chunks(p, limits, &chunks).ok());
+  EXPECT_GT(chunks.size(), 12u);
+  for (const WebGpuChunk& c : chunks) EXPECT_EQ(c.nbh, 1);
+  expect_valid_chunks(p, limits, chunks);
+
+  // Per-row masks and additive masks, maxBufferSize the smaller limit.
+  const AttentionPlan q = make_plan({3, 50, 8}, {3, 20, 8}, {3, 20, 8}, MaskKind::kAdditive, {3, 50, 20}, false);
+  limits = WebGpuLimits{};
+  limits.max_buffer_bytes = 20 * 8 * 4 + 8;
+  ASSERT_TRUE(plan_webgpu_chunks(q, limits, &chunks).ok());
+  expect_valid_chunks(q, limits, chunks);
+}
+
+TEST(WebGpuPlan, OneHeadOfKeysBeyondTheLimitIsARangeError) {
+  WebGpuLimits limits;
+  limits.max_storage_binding_bytes = 1024;
+  std::vector<WebGpuChunk> chunks;
+  const Status s = plan_webgpu_chunks(make_plan({4, 8}, {100, 8}, {100, 8}), limits, &chunks);
+  EXPECT_EQ(s.kind, ErrorKind::kRange);
+  EXPECT_NE(s.message.find("maxStorageBufferBindingSize"), std::string::npos);
+}
+
+TEST(WebGpuPlan, EmptyWorkHasNoChunks) {
+  std::vector<WebGpuChunk> chunks;
+  ASSERT_TRUE(plan_webgpu_chunks(make_plan({0, 3, 4}, {0, 5, 4}, {0, 5, 2}), WebGpuLimits{}, &chunks).ok());
+  EXPECT_TRUE(chunks.empty());
+  ASSERT_TRUE(plan_webgpu_chunks(make_plan({3, 4}, {0, 4}, {0, 2}), WebGpuLimits{}, &chunks).ok());
+  EXPECT_TRUE(chunks.empty());
+}
+
+TEST(WebGpuPlan, SplitGridCoversEveryWorkgroupOnce) {
+  const auto parts = split_grid(7, 5, 3);
+  std::vector<int> seen(35, 0);
+  for (const GridPart& g : parts) {
+    EXPECT_LE(g.x, 3u);
+    EXPECT_LE(g.y, 3u);
+    for (uint32_t y = 0; y < g.y; ++y)
+      for (uint32_t x = 0; x < g.x; ++x) seen[(g.y_base + y) * 7 + g.x_base + x]++;
+  }
+  for (int n : seen) EXPECT_EQ(n, 1);
+  EXPECT_EQ(split_grid(70000, 1, 65535).size(), 2u);
+  EXPECT_TRUE(split_grid(0, 4, 65535).empty());
+}
+
+TEST(WebGpuPlan, PacksUniforms) {
+  const AttentionPlan p = make_plan({2, 6, 5, 8}, {2, 3, 9, 8}, {2, 3, 9, 4}, MaskKind::kNone, {}, false, true,
+                                    CausalAlignment::kBottomRight);
+  WebGpuChunk c;
+  c.bh0 = 3;
+  c.nbh = 2;
+  c.rows = 5;
+  c.kv0 = 1;
+  GridPart g;
+  g.x_base = 7;
+  g.y_base = 11;
+  const WebGpuUniforms u = webgpu_uniforms(p, c, 0, g);
+  EXPECT_EQ(u[kUfLq], 5u);
+  EXPECT_EQ(u[kUfLk], 9u);
+  EXPECT_EQ(u[kUfGroup], 2u);
+  EXPECT_EQ(u[kUfBh0], 3u);
+  EXPECT_EQ(u[kUfKv0], 1u);
+  EXPECT_EQ(u[kUfXBase], 7u);
+  EXPECT_EQ(u[kUfYBase], 11u);
+  EXPECT_EQ(static_cast<int32_t>(u[kUfCausalOffset]), 4);
+  float scale;
+  std::memcpy(&scale, &u[kUfScaleBits], 4);
+  EXPECT_EQ(scale, p.scale);
+  const AttentionPlan tall = make_plan({9, 8}, {2, 8}, {2, 4}, MaskKind::kNone, {}, false, false,
+                                       CausalAlignment::kBottomRight);
+  EXPECT_EQ(static_cast<int32_t>(webgpu_uniforms(tall, c, 0, g)[kUfCausalOffset]), -7);
+  EXPECT_LE(static_cast<uint32_t>(kUfFieldCount), 24u);  // the WGSL Params struct has 24 scalars + 2 vec4
+}
+
+}  // namespace
+}  // namespace sdpa
