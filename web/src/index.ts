@@ -13,7 +13,7 @@
  * @packageDocumentation
  */
 import createSdpaModule from './wasm/sdpa_core.mjs';
-import type { AttentionRequest, CoreError, SdpaModule, WebGpuAttention } from './wasm/sdpa_core.mjs';
+import type { CoreError, SdpaModule, WebGpuAttention } from './wasm/sdpa_core.mjs';
 import { attentionRequest, checkBoolean, checkTensor, describe } from './arguments.js';
 import { HeapScope } from './heap.js';
 import * as grad from './gradients.js';

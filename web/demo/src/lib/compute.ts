@@ -14,6 +14,12 @@ export interface AttentionLike {
   softmax(x: Tensor, opts?: { temperature?: number }): Tensor;
   matmul(a: Tensor, b: Tensor): Tensor;
   referenceAttention(q: Tensor, k: Tensor, v: Tensor, opts?: AttnOpts): { output: NumTensor; weights: NumTensor };
+  scaledDotProductAttentionBackward(q: Tensor, k: Tensor, v: Tensor, dOutput: Tensor, opts?: AttnOpts): { dQuery: Tensor; dKey: Tensor; dValue: Tensor };
+  attentionScores(
+    q: Tensor,
+    k: Tensor,
+    opts: { kind: 'dot' | 'scaled-dot' | 'multiplicative' | 'additive'; w?: Tensor; w1?: Tensor; w2?: Tensor; v?: Tensor },
+  ): { scores: Tensor; weights: Tensor };
 }
 export interface AttnOpts {
   attnMask?: { data: Uint8Array | Float32Array; shape: number[] };
@@ -464,17 +470,8 @@ export async function runExample(attn: AttentionLike, ex: WorkedExample, opts: {
       const q = toTensor(inp.q!), k = toTensor(inp.k!);
       const f = inp.scoreFunctions!;
       const lq = q.shape[0], lk = k.shape[0];
-      // Multiplicative (Luong): qᵀWk = (QW)Kᵀ — two library matmuls.
-      const luong = attn.matmul(attn.matmul(q, toTensor(f.w)), transpose(k));
-      // Additive (Bahdanau): vᵀ tanh(W₁q + W₂k). The projections and the final dot with v are library
-      // matmuls; the sum and tanh in between are element-wise (sdpa-web has no tanh).
-      const a = attn.matmul(q, transpose(toTensor(f.w1)));
-      const b = attn.matmul(k, transpose(toTensor(f.w2)));
-      const h = f.va.length;
-      const hid = new Float32Array(lq * lk * h);
-      for (let i = 0; i < lq; i++) for (let j = 0; j < lk; j++) for (let t = 0; t < h; t++) hid[(i * lk + j) * h + t] = Math.tanh(a.data[i * h + t] + b.data[j * h + t]);
-      const bahdanau = attn.matmul({ data: hid, shape: [lq * lk, h] }, tensor(f.va, [h, 1]));
-      const bah = { data: bahdanau.data, shape: [lq, lk] };
+      const luong = attn.attentionScores(q, k, { kind: 'multiplicative', w: toTensor(f.w) }).scores;
+      const bah = attn.attentionScores(q, k, { kind: 'additive', w1: toTensor(f.w1), w2: toTensor(f.w2), v: tensor(f.va, [f.va.length]) }).scores;
       const dot = await attn.explain(q, k, eye(lk));
       const views: MatrixView[] = [];
       const lab = { rowLabels: qLabels(lq), colLabels: kLabels(lk), rowAxis: 'query', colAxis: 'key' };
@@ -488,14 +485,12 @@ export async function runExample(attn: AttentionLike, ex: WorkedExample, opts: {
       stages.push({ id: 'scores', title: 'Three score functions on the same queries and keys, and their softmax', tex: '\\text{additive: } v^{\\top}\\tanh(W_1 q + W_2 k) \\quad \\text{multiplicative: } q^{\\top} W k \\quad \\text{scaled dot: } \\frac{q^{\\top}k}{\\sqrt{d_k}}', views });
       extras.push({ kind: 'table', title: 'Weights per score function', columns: ['score function', 'query', 'weights', 'max', 'entropy'], rows });
       values.weights = dot.weights;
-      notes.push('The additive score’s element-wise sum and tanh run in JavaScript (sdpa-web has no tanh); every product and every softmax is sdpa-web’s.');
+      notes.push('All three score functions are sdpa-web’s attentionScores (additive, multiplicative) and explain (scaled dot product); every softmax is sdpa-web’s.');
       pytorch = ['# ' + ex.id, 'import torch', `Q = torch.tensor(${pyList(q)}); K = torch.tensor(${pyList(k)})`, `W = torch.tensor(${pyList(toTensor(f.w))})`, `W1 = torch.tensor(${pyList(toTensor(f.w1))}); W2 = torch.tensor(${pyList(toTensor(f.w2))}); v = torch.tensor(${JSON.stringify(f.va)})`, 'additive = torch.tanh((Q @ W1.T)[:, None, :] + (K @ W2.T)[None, :, :]) @ v', 'multiplicative = Q @ W @ K.T', 'dot = Q @ K.T / Q.shape[-1] ** 0.5', 'for s in (additive, multiplicative, dot): print(torch.softmax(s, -1))'].join('\n');
       break;
     }
     case 'gradients': {
       const q = toTensor(inp.q!), k = toTensor(inp.k!), v = toTensor(inp.v!), dO = toTensor(inp.dOutput!);
-      const dk = q.shape[1];
-      const scale = 1 / Math.sqrt(dk);
       inputStage('inputs', 'Inputs: Q, K, V and the upstream gradient ∂L/∂O', 'Q, K, V, \\; \\partial L/\\partial O', [
         ['Q', q, qLabels(q.shape[0]), 'query', 'd'],
         ['K', k, kLabels(k.shape[0]), 'key', 'd'],
@@ -503,20 +498,10 @@ export async function runExample(attn: AttentionLike, ex: WorkedExample, opts: {
         ['∂L/∂O', dO, qLabels(q.shape[0]), 'query', 'v'],
       ]);
       const st = await runAttention(q, k, v, undefined);
-      const A = st.weights;
-      const dV = attn.matmul(transpose(A), dO);
+      const lq = st.weights.shape[0], lk = st.weights.shape[1];
+      // ∂L/∂A = ∂L/∂O·Vᵀ is shown for teaching; the gradients themselves are sdpa-web's backward pass.
       const dA = attn.matmul(dO, transpose(v));
-      // Softmax backward: dS_ij = A_ij (dA_ij − Σ_j' A_ij' dA_ij') — the Jacobian s_i(δ_ij − s_j) applied row-wise.
-      const lq = A.shape[0], lk = A.shape[1];
-      const dS = new Float32Array(lq * lk);
-      for (let i = 0; i < lq; i++) {
-        let dot = 0;
-        for (let j = 0; j < lk; j++) dot += A.data[i * lk + j] * dA.data[i * lk + j];
-        for (let j = 0; j < lk; j++) dS[i * lk + j] = A.data[i * lk + j] * (dA.data[i * lk + j] - dot) * scale;
-      }
-      const dSt = { data: dS, shape: [lq, lk] };
-      const dQ = attn.matmul(dSt, k);
-      const dK = attn.matmul(transpose(dSt), q);
+      const { dQuery: dQ, dKey: dK, dValue: dV } = attn.scaledDotProductAttentionBackward(q, k, v, dO);
       const lab = (t: NumTensor, rl: string[], cp: string, name: string): MatrixView => ({ name, tensor: t, rowLabels: rl, colLabels: dims(cp, t.shape[1]), rowAxis: '', colAxis: '', kind: 'signed' });
       stages.push({ id: 'output', title: 'Backward pass', tex: '\\frac{\\partial L}{\\partial V} = A^{\\top}\\frac{\\partial L}{\\partial O},\\; \\frac{\\partial L}{\\partial A} = \\frac{\\partial L}{\\partial O}V^{\\top},\\; \\frac{\\partial s_i}{\\partial x_j} = s_i(\\delta_{ij} - s_j),\\; \\frac{\\partial L}{\\partial Q} = \\frac{\\partial L}{\\partial S}\\frac{K}{\\sqrt{d_k}},\\; \\frac{\\partial L}{\\partial K} = \\Big(\\frac{\\partial L}{\\partial S}\\Big)^{\\!\\top}\\frac{Q}{\\sqrt{d_k}}', views: [
         lab(dV, kLabels(lk), 'v', '∂L/∂V'), lab(dA, qLabels(lq), 'k', '∂L/∂A'), lab(dQ, qLabels(lq), 'd', '∂L/∂Q'), lab(dK, kLabels(lk), 'd', '∂L/∂K'),
@@ -540,7 +525,7 @@ export async function runExample(attn: AttentionLike, ex: WorkedExample, opts: {
         return [n, Array.from(an.data, (x) => x.toFixed(4)).join(', '), num.map((x) => x.toFixed(4)).join(', '), err.toExponential(1)];
       });
       extras.push({ kind: 'table', title: 'Analytic gradients vs central finite differences (h = 1e−4) of sdpa-web’s float64 reference forward', columns: ['gradient', 'analytic (formulas above)', 'finite difference', 'max |difference|'], rows });
-      notes.push('sdpa-web has no backward pass: the matrix products above are its matmul, the softmax Jacobian is applied element-wise in JavaScript, and the finite differences use its float64 referenceAttention.');
+      notes.push('∂L/∂Q, ∂L/∂K, ∂L/∂V come from sdpa-web’s backward pass (scaledDotProductAttentionBackward); the finite differences use its float64 referenceAttention.');
       break;
     }
   }
