@@ -72,7 +72,7 @@ export function mountPlayground(app: App): void {
   const maskSel = el('select', { id: 'pg-mask' }, ...([['none', 'none'], ['causal-tl', 'causal, top-left (is_causal=True)'], ['causal-br', 'causal, bottom-right (aligned to the last key)'], ['padding', 'padding / key length'], ['custom', 'custom: click cells']] as const).map(([v, t]) => el('option', { value: v, text: t })));
   maskSel.value = getParam('pmask') ?? 'none';
   const keyLen = el('input', { type: 'number', id: 'pg-keylen', min: 0, max: 64, value: Number(getParam('pkeylen') ?? 3) });
-  const backendSel = el('select', { id: 'pg-backend' });
+  const backendSel = el('select', { id: 'pg-backend', 'aria-describedby': 'pg-backend-status' });
   const backendNote = el('p', { id: 'pg-backend-status', class: 'note', role: 'status' });
   const maskGrid = el('div', { class: 'mask-grid', role: 'group', 'aria-label': 'Custom mask: pressed = may attend' });
   let customCells = getParam('pcells') ?? '';
@@ -105,9 +105,10 @@ export function mountPlayground(app: App): void {
   const wantBackend = getParam('pbackend');
   if (wantBackend && backends.some((b) => b.name === wantBackend && selectable(b))) backendSel.value = wantBackend;
   const describeBackends = () => {
-    const off = backends.filter((b) => !b.available && b.name !== attn.backend);
-    const gpuNote = attn.backend === 'webgpu' ? ' Weights and output come from the WebGPU kernels (asynchronously); the masked scores from explain, the scalar reference.' : '';
-    backendNote.textContent = `Computing with ${attn.backend}.${gpuNote}${app.attn.fallbackReason && backendSel.value === 'auto' ? ` Auto chose ${app.attn.backend}: ${app.attn.fallbackReason}.` : ''}${off.length ? ` Not chosen by auto or unavailable: ${off.map((b) => `${b.name} (${b.reason})`).join('; ')}.` : ''}`;
+    const gpuNote = attn.backend === 'webgpu' ? ' Weights and output come from its WebGPU kernels (asynchronously); the masked scores from explain, the library’s float32 scalar reference.' : '';
+    const autoWhy = app.attn.fallbackReason ? ` Auto chose ${app.attn.backend}: ${app.attn.fallbackReason}.` : '';
+    const off = backends.filter((b) => !b.available && !selectable(b));
+    backendNote.textContent = `Computing with ${attn.backend}.${gpuNote}${autoWhy}${off.length ? ` Unavailable here: ${off.map((b) => `${b.name} (${b.reason})`).join('; ')}.` : ''}`;
   };
 
   function sizes(): { lq: number; lk: number } {
