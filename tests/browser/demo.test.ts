@@ -59,6 +59,7 @@ describe('demo page', () => {
     expect(mirror.fallbackReason).toMatch(/software fallback/);
     expect(status).toContain(mirror.fallbackReason!);
     mirror.dispose();
+    await s.page.locator('header.top').screenshot({ path: join(OUT, 'header.png') });
     expect(await s.page.locator('#formula .katex').count()).toBeGreaterThan(0);
     expect(await s.page.evaluate(() => document.getElementById('errors')?.textContent ?? null)).toBeNull();
     expect(s.problems).toEqual([]);
