@@ -1,14 +1,14 @@
 // Browser tests of the demo page: `vite build` output served by `vite preview`, driven in headless
 // Debian Chromium. Every number the page shows is checked against sdpa-web run here in Node.
 import { join } from 'node:path';
-import { createAttention } from 'sdpa-web';
+import { createAttention, type Attention, type GpuLike } from 'sdpa-web';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { workedExamples } from '../../web/examples/worked-examples';
-import { runExample, type AttentionLike } from '../../web/demo/src/lib/compute';
+import { runExample } from '../../web/demo/src/lib/compute';
 import { buildDemo, OUT, start, type Session } from './support';
 
 let s: Session;
-let attn: AttentionLike;
+let attn: Attention;
 
 /** Parse a number as the page prints it (Unicode minus, −∞). */
 function parseShown(t: string): number {
@@ -30,7 +30,7 @@ const shot = (id: string) => s.page.locator(`#${id.replace('-dark', '')}`).scree
 
 beforeAll(async () => {
   buildDemo();
-  attn = (await createAttention({ backend: 'auto' })) as unknown as AttentionLike;
+  attn = await createAttention({ backend: 'auto' });
   s = await start();
   await s.page.goto(s.url);
   await s.page.waitForSelector('body[data-ready="true"]', { timeout: 60_000 });
@@ -45,6 +45,21 @@ describe('demo page', () => {
   it('loads with no console errors, names its backend, and shows the formula', async () => {
     const status = await s.page.textContent('#backend-status');
     expect(status).toMatch(/Backend: (simd|scalar)/);
+    // 'auto' passed over Chromium's software adapter (SwiftShader): the status line gives the
+    // library's reason verbatim. The same reason, from the library in Node handed an adapter that
+    // says what the page's adapter says:
+    const info = await s.page.evaluate(async () => {
+      const gpu = (navigator as unknown as { gpu?: { requestAdapter(): Promise<{ info?: { isFallbackAdapter?: boolean; description?: string; architecture?: string }; isFallbackAdapter?: boolean } | null> } }).gpu;
+      const a = await gpu?.requestAdapter();
+      return a ? { isFallbackAdapter: a.info?.isFallbackAdapter ?? a.isFallbackAdapter, description: a.info?.description ?? '', architecture: a.info?.architecture ?? '' } : null;
+    });
+    expect(info?.isFallbackAdapter, 'headless Chromium offers a software WebGPU adapter (--enable-unsafe-webgpu)').toBe(true);
+    const gpu: GpuLike = { requestAdapter: async () => ({ limits: {}, info: info!, requestDevice: () => Promise.reject(new Error('unused')) }) };
+    const mirror = await createAttention({ backend: 'auto', gpu });
+    expect(mirror.fallbackReason).toMatch(/software fallback/);
+    expect(status).toContain(mirror.fallbackReason!);
+    mirror.dispose();
+    await s.page.locator('header.top').screenshot({ path: join(OUT, 'header.png') });
     expect(await s.page.locator('#formula .katex').count()).toBeGreaterThan(0);
     expect(await s.page.evaluate(() => document.getElementById('errors')?.textContent ?? null)).toBeNull();
     expect(s.problems).toEqual([]);
@@ -143,6 +158,25 @@ describe('demo page', () => {
     br.forEach((r, i) => r.forEach((x, j) => (j > i + 2 ? expect(x).toBe(0) : expect(x).toBeGreaterThan(0))));
     expect(page.url()).toContain('pmask=causal-br');
 
+    // WebGPU (Chromium's software adapter, chosen explicitly) computes what SIMD computes.
+    const shown = (id: string) => page.$$eval(`#${id} table.matrix td`, (tds) => tds.map((td) => ({ text: td.textContent ?? '', v: Number((td as HTMLElement).dataset.v) })));
+    v = await version();
+    await page.selectOption('#pg-backend', 'simd');
+    await expect.poll(version).toBeGreaterThan(v);
+    expect(await page.getAttribute('#pg-results', 'data-backend')).toBe('simd');
+    const simd = { w: await shown('pg-weights'), o: await shown('pg-output') };
+    await page.selectOption('#pg-backend', 'webgpu');
+    await expect.poll(() => page.getAttribute('#pg-results', 'data-backend'), { timeout: 30_000 }).toBe('webgpu');
+    expect(await page.textContent('#pg-summary')).toContain('backend webgpu');
+    expect(await page.textContent('#pg-backend-status')).toContain('Computing with webgpu');
+    expect(await page.textContent('#pg-error')).toBe('');
+    const gpuShown = { w: await shown('pg-weights'), o: await shown('pg-output') };
+    for (const key of ['w', 'o'] as const) {
+      expect(gpuShown[key].length, key).toBe(simd[key].length);
+      gpuShown[key].forEach((c, i) => expect(shownMatches(c.text, simd[key][i].v), `${key}[${i}]: webgpu shows ${c.text}, simd ${simd[key][i].v}`).toBe(true));
+    }
+    await page.locator('#playground').screenshot({ path: join(OUT, 'section-playground-webgpu.png') });
+
     v = await version();
     await page.selectOption('#pg-backend', 'scalar');
     await expect.poll(() => page.getAttribute('#pg-results', 'data-backend')).toBe('scalar');
@@ -211,6 +245,8 @@ describe('demo page', () => {
     await page.click('#bench-run');
     await page.waitForSelector('#cost[data-bench-done="true"]', { timeout: 120_000 });
     expect(await page.locator('[data-testid="bench-plot"] svg').count()).toBeGreaterThan(0);
+    // WebGPU is measured too, labelled as the CPU emulation it is here.
+    expect(await page.textContent('#bench-table')).toContain('webgpu — SwiftShader (CPU emulation)');
     await shot('cost');
     await page.selectOption('#example-select', 'ex-dog-bites-man');
     await page.waitForSelector('#stage-panel[data-ready="ex-dog-bites-man"]');

@@ -1,7 +1,6 @@
 import { createAttention } from 'sdpa-web';
 import './style.css';
-import { backendList, type App } from './lib/app';
-import type { AttentionLike } from './lib/compute';
+import type { App } from './lib/app';
 import { mountExamples } from './sections/examples';
 import { mountPlayground } from './sections/playground';
 import { mountScalingLab } from './sections/scaling-lab';
@@ -17,14 +16,16 @@ function showError(where: string, e: unknown): void {
 }
 
 async function main(): Promise<void> {
-  const attn = (await createAttention({ backend: 'auto' })) as unknown as App['attn'];
-  const backends = backendList(attn.availableBackends, attn.backend);
-  const unavailable = backends.filter((b) => !b.available);
-  status.textContent = `Backend: ${attn.backend} (auto)${attn.fallbackReason ? `, fell back: ${attn.fallbackReason}` : ''}.${unavailable.length ? ` Unavailable: ${unavailable.map((b) => `${b.name} — ${b.reason}`).join('; ')}.` : ''}`;
+  const attn = await createAttention({ backend: 'auto' });
+  const backends = attn.availableBackends;
+  // The library's own words: why 'auto' passed over a backend, and why others cannot run here.
+  const why = attn.fallbackReason;
+  const unavailable = backends.filter((b) => !b.available && !(why && b.reason && why.includes(b.reason)));
+  status.textContent = `Backend: ${attn.backend} (auto).${why ? ` Fell back: ${why}.` : ''}${unavailable.length ? ` Unavailable: ${unavailable.map((b) => `${b.name} — ${b.reason}`).join('; ')}.` : ''}`;
   status.dataset.backend = attn.backend;
   const app: App = {
     attn,
-    create: async (backend) => (await createAttention({ backend: backend as 'auto' })) as unknown as AttentionLike,
+    create: (backend) => createAttention({ backend }),
     error: showError,
     backends,
   };

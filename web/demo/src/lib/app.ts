@@ -1,31 +1,36 @@
 // Shared page state: the library instance, the current worked example, and state kept in the URL.
-import type { AttentionLike } from './compute';
-
-export interface BackendInfo {
-  name: string;
-  available: boolean;
-  reason?: string;
-}
+import type { Attention, BackendChoice, BackendInfo } from 'sdpa-web';
 
 export interface App {
   /** The page-wide instance (backend 'auto'). */
-  attn: AttentionLike & { fallbackReason?: string; availableBackends?: BackendInfo[] };
-  /** Create another instance (playground backend switch, benchmark). */
-  create(backend: string): Promise<AttentionLike & { dispose?: () => void; fallbackReason?: string; availableBackends?: BackendInfo[] }>;
+  attn: Attention;
+  /** Create another instance (playground backend switch, benchmark); the caller disposes it. */
+  create(backend: BackendChoice): Promise<Attention>;
   /** Report an error visibly (never only to the console). */
   error(where: string, e: unknown): void;
-  /** Every backend the page knows (the library's list, plus WebGPU when this build lacks it), with reasons. */
+  /** The library's backend list (`attn.availableBackends`), with its reasons. */
   backends: BackendInfo[];
 }
 
-/** The library's backend list; WebGPU is listed as unavailable, with the reason, when the build has no such backend. */
-export function backendList(lib: BackendInfo[] | undefined, fallback: string): BackendInfo[] {
-  const list = lib?.length ? lib.map((b) => ({ ...b })) : [{ name: fallback, available: true }];
-  if (!list.some((b) => b.name === 'webgpu')) {
-    const gpu = typeof navigator !== 'undefined' && 'gpu' in navigator;
-    list.unshift({ name: 'webgpu', available: false, reason: `this build of sdpa-web has no WebGPU backend${gpu ? ' (the browser does expose navigator.gpu)' : ' (and this browser exposes no navigator.gpu)'}` });
-  }
-  return list;
+/**
+ * Whether the page offers a backend for explicit selection: every backend the library lists as
+ * available, and WebGPU wherever the browser has `navigator.gpu` even when 'auto' passed over it
+ * (a software fallback adapter, which `backend: 'webgpu'` uses anyway). Whether a device can be
+ * had is only known by asking: `createAttention({ backend: 'webgpu' })` rejects with the reason.
+ */
+export function selectable(b: BackendInfo): boolean {
+  return b.available || (b.name === 'webgpu' && typeof navigator !== 'undefined' && 'gpu' in navigator && !!navigator.gpu);
+}
+
+/**
+ * How to label the WebGPU backend: 'auto' passing over a software fallback adapter says so (and
+ * names it) in its `fallbackReason`; SwiftShader runs the GPU kernels on the CPU.
+ */
+export function webgpuLabel(attn: Attention): string {
+  const why = attn.backend === 'webgpu' ? '' : (attn.fallbackReason ?? '');
+  if (/swiftshader/i.test(why)) return 'webgpu — SwiftShader (CPU emulation)';
+  if (/software fallback/i.test(why)) return 'webgpu — software adapter (CPU emulation)';
+  return 'webgpu';
 }
 
 /** Read a parameter from the page URL's query string. */

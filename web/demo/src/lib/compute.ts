@@ -1,40 +1,9 @@
 // Runs a worked example through sdpa-web and collects each stage for the stepper, plus the comparison of
 // the text's printed numbers with the computed ones. DOM-free, so the browser tests can import it too.
-import type { Tensor } from 'sdpa-web';
+import type { Attention, AttentionOptions, AttentionStages, Tensor } from 'sdpa-web';
 import type { MaskSpec, PrintedValue, Target, WorkedExample } from '../../../examples/worked-examples';
 import { mulberry32, normalSampler } from '../../../examples/worked-examples';
 import { entropy, eye, stdOf, isFullyMasked, maxOf, rowsOf, seqLabels, size, slice0, tensor, toTensor, transpose, type NumTensor } from './tensors';
-
-/** The slice of the sdpa-web API the page uses. */
-export interface AttentionLike {
-  backend: string;
-  explain(q: Tensor, k: Tensor, v: Tensor, opts?: AttnOpts): Promise<Stages>;
-  scaledDotProductAttention(q: Tensor, k: Tensor, v: Tensor, opts?: AttnOpts): Promise<{ output: Tensor; weights?: Tensor }>;
-  scaledDotProductAttentionSync(q: Tensor, k: Tensor, v: Tensor, opts?: AttnOpts): { output: Tensor; weights?: Tensor };
-  softmax(x: Tensor, opts?: { temperature?: number }): Tensor;
-  matmul(a: Tensor, b: Tensor): Tensor;
-  referenceAttention(q: Tensor, k: Tensor, v: Tensor, opts?: AttnOpts): { output: NumTensor; weights: NumTensor };
-  scaledDotProductAttentionBackward(q: Tensor, k: Tensor, v: Tensor, dOutput: Tensor, opts?: AttnOpts): { dQuery: Tensor; dKey: Tensor; dValue: Tensor };
-  attentionScores(
-    q: Tensor,
-    k: Tensor,
-    opts: { kind: 'dot' | 'scaled-dot' | 'multiplicative' | 'additive'; w?: Tensor; w1?: Tensor; w2?: Tensor; v?: Tensor },
-  ): { scores: Tensor; weights: Tensor };
-}
-export interface AttnOpts {
-  attnMask?: { data: Uint8Array | Float32Array; shape: number[] };
-  isCausal?: boolean | 'top-left' | 'bottom-right';
-  scale?: number;
-  enableGqa?: boolean;
-  returnWeights?: boolean;
-}
-export interface Stages {
-  scores: Tensor;
-  scaledScores: Tensor;
-  maskedScores: Tensor;
-  weights: Tensor;
-  output: Tensor;
-}
 
 /** One labelled matrix shown in a stage. */
 export interface MatrixView {
@@ -92,7 +61,7 @@ export interface ExampleRun {
 
 const dims = (p: string, n: number) => seqLabels(p, n);
 
-function maskToTensor(mask: MaskSpec | undefined, lq: number, lk: number): { opts: AttnOpts; label: string; tex: string } {
+function maskToTensor(mask: MaskSpec | undefined, lq: number, lk: number): { opts: AttentionOptions; label: string; tex: string } {
   if (!mask) return { opts: {}, label: 'none', tex: 'M = 0' };
   if (mask.kind === 'causal') return { opts: { isCausal: mask.align }, label: `causal (${mask.align})`, tex: `M_{ij} = -\\infty \\text{ for } j > i${mask.align === 'bottom-right' ? ' + (L_k - L_q)' : ''}` };
   if (mask.kind === 'padding') {
@@ -108,7 +77,7 @@ function maskedRowsOf(w: NumTensor): number[] {
 }
 
 /** Attention stages (scores … output) from an `explain` result. */
-export function attentionStages(st: Stages, o: { qLabels: string[]; kLabels: string[]; vDims: number; scale: number; dk: number; maskLabel: string; maskTex: string; givenScores?: boolean; withOutput?: boolean }): Stage[] {
+export function attentionStages(st: AttentionStages, o: { qLabels: string[]; kLabels: string[]; vDims: number; scale: number; dk: number; maskLabel: string; maskTex: string; givenScores?: boolean; withOutput?: boolean }): Stage[] {
   const { qLabels, kLabels } = o;
   const qk = { rowLabels: qLabels, colLabels: kLabels, rowAxis: 'query', colAxis: 'key' };
   const defaultScale = Math.abs(o.scale - 1 / Math.sqrt(o.dk)) < 1e-12;
@@ -193,14 +162,14 @@ const pyList = (t: NumTensor): string => {
 };
 
 /** PyTorch snippet for full attention. */
-export function pytorchAttention(q: NumTensor, k: NumTensor, v: NumTensor, o: { scale?: number; mask?: AttnOpts; title: string; extraLines?: string[]; projections?: { x: NumTensor; wq: NumTensor; wk: NumTensor; wv: NumTensor } }): string {
+export function pytorchAttention(q: NumTensor, k: NumTensor, v: NumTensor, o: { scale?: number | null; mask?: AttentionOptions; title: string; extraLines?: string[]; projections?: { x: NumTensor; wq: NumTensor; wk: NumTensor; wv: NumTensor } }): string {
   const lines = [`# ${o.title}`, 'import math, torch', 'import torch.nn.functional as F', 'torch.set_printoptions(precision=4, sci_mode=False)', ''];
   const p = o.projections;
   if (p)
     lines.push(`X = torch.tensor(${pyList(p.x)}, dtype=torch.float64)`, `W_Q = torch.tensor(${pyList(p.wq)}, dtype=torch.float64)`, `W_K = torch.tensor(${pyList(p.wk)}, dtype=torch.float64)`, `W_V = torch.tensor(${pyList(p.wv)}, dtype=torch.float64)`, 'q, k, v = X @ W_Q, X @ W_K, X @ W_V', 'print("Q =", q, "K =", k, "V =", v, sep="\\n")');
   else lines.push(`q = torch.tensor(${pyList(q)}, dtype=torch.float64)`, `k = torch.tensor(${pyList(k)}, dtype=torch.float64)`, `v = torch.tensor(${pyList(v)}, dtype=torch.float64)`);
   const scale = o.scale ?? 1 / Math.sqrt(q.shape[q.shape.length - 1]);
-  lines.push(`scale = ${o.scale === undefined ? `1 / math.sqrt(q.shape[-1])  # ${+scale.toPrecision(6)}` : +scale.toPrecision(9)}`);
+  lines.push(`scale = ${o.scale == null ? `1 / math.sqrt(q.shape[-1])  # ${+scale.toPrecision(6)}` : +scale.toPrecision(9)}`);
   const lq = q.shape[q.shape.length - 2];
   const lk = k.shape[k.shape.length - 2];
   let maskArg = '';
@@ -245,7 +214,7 @@ export function randn(shape: number[], seed: number): Tensor {
   return { data: d, shape };
 }
 
-export async function scoreStatsFor(attn: AttentionLike, dk: number, samples: number, seed: number): Promise<StatsRow> {
+export async function scoreStatsFor(attn: Attention, dk: number, samples: number, seed: number): Promise<StatsRow> {
   const q = randn([samples, dk], seed * 7919 + dk);
   const k = randn([samples, dk], seed * 104729 + dk);
   const v = tensor(new Float32Array(samples), [samples, 1]);
@@ -278,7 +247,7 @@ function statsExtras(rows: StatsRow[]): Extra[] {
 }
 
 /** Run one worked example through the library. */
-export async function runExample(attn: AttentionLike, ex: WorkedExample, opts: { maskVariant?: number; samples?: number } = {}): Promise<ExampleRun> {
+export async function runExample(attn: Attention, ex: WorkedExample, opts: { maskVariant?: number; samples?: number } = {}): Promise<ExampleRun> {
   const inp = ex.inputs;
   const stages: Stage[] = [];
   const values: Partial<Record<Target, NumTensor>> = {};
@@ -293,7 +262,7 @@ export async function runExample(attn: AttentionLike, ex: WorkedExample, opts: {
     const lk = k.shape[k.shape.length - 2];
     const dk = q.shape[q.shape.length - 1];
     const m = maskToTensor(mask, lq, lk);
-    const o: AttnOpts = { ...m.opts, ...(inp.scale !== undefined ? { scale: inp.scale } : {}) };
+    const o: AttentionOptions = { ...m.opts, ...(inp.scale !== undefined ? { scale: inp.scale } : {}) };
     const st = await attn.explain(q, k, v, o);
     const scale = inp.scale ?? 1 / Math.sqrt(dk);
     stages.push(...attentionStages(st, { qLabels: qLabels(lq), kLabels: kLabels(lk), vDims: v.shape[v.shape.length - 1], scale, dk, maskLabel: m.label, maskTex: m.tex }));
@@ -358,7 +327,7 @@ export async function runExample(attn: AttentionLike, ex: WorkedExample, opts: {
         rows.push([`sequence ${i + 1}`, `[${one.output.shape.join(', ')}]`, d.toExponential(2), d === 0 ? 'identical' : d < 1e-5 ? 'equal to float32 rounding' : 'DIFFERENT']);
       }
       extras.push({ kind: 'table', title: `Batched call ${`[${q.shape.join(', ')}]`} vs one call per sequence`, columns: ['sequence', 'output shape (alone)', 'max |batched − alone|', 'verdict'], rows });
-      const first = { scores: slice0(whole.scores, 0), scaledScores: slice0(whole.scaledScores, 0), maskedScores: slice0(whole.maskedScores, 0), weights: slice0(whole.weights, 0), output: slice0(whole.output, 0) } as Stages;
+      const first = { scores: slice0(whole.scores, 0), scaledScores: slice0(whole.scaledScores, 0), maskedScores: slice0(whole.maskedScores, 0), weights: slice0(whole.weights, 0), output: slice0(whole.output, 0) } as AttentionStages;
       inputStage('inputs', 'Inputs: Q, K, V of sequence 1 (of 3)', 'Q, K, V \\in \\mathbb{R}^{B \\times L \\times E},\\; B = 3', [
         ['Q[0]', slice0(q, 0), qLabels(4), 'query', 'd'],
         ['K[0]', slice0(k, 0), kLabels(4), 'key', 'd'],
@@ -552,7 +521,7 @@ export async function runExample(attn: AttentionLike, ex: WorkedExample, opts: {
  * (with the library). If that agrees with the printed value, the difference was inherited; if not,
  * the slip is in this step.
  */
-async function explainSlip(attn: AttentionLike, ex: WorkedExample, p: PrintedValue, cols: number): Promise<string | undefined> {
+async function explainSlip(attn: Attention, ex: WorkedExample, p: PrintedValue, cols: number): Promise<string | undefined> {
   const printed = (t: Target) => ex.printed.find((x) => x.target === t && !x.rows);
   const asT = (pv: PrintedValue, shape: number[]) => tensor(pv.values, shape);
   const inp = ex.inputs;

@@ -1,8 +1,9 @@
 // Section 6: the n²·d compute and n² memory of attention (the seed's 512-token, 12-layer, 12-head example),
 // and a live benchmark of sdpa-web's backends in this browser.
 import * as Plot from '@observablehq/plot';
-import type { App } from '../lib/app';
-import { randn, type AttentionLike } from '../lib/compute';
+import type { Attention } from 'sdpa-web';
+import { selectable, webgpuLabel, type App } from '../lib/app';
+import { randn } from '../lib/compute';
 import { el, nextFrame } from '../lib/tensors';
 
 const MiB = 2 ** 20;
@@ -72,22 +73,26 @@ export function mountCost(app: App): void {
     sec.dataset.benchDone = '';
     const E = 64;
     const ns = [64, 128, 256, 512, 1024, 2048].filter((x) => x <= Number(maxN.value));
-    const backends = app.backends.filter((x) => x.available).map((x) => x.name);
-    const skipped = app.backends.filter((x) => !x.available);
+    // Every backend that can run here, WebGPU included where 'auto' passed over a software adapter
+    // (then labelled as the CPU emulation it is).
+    const backends = app.backends.filter(selectable).map((x) => ({ name: x.name, label: x.name === 'webgpu' ? webgpuLabel(app.attn) : x.name }));
+    const skipped = app.backends.filter((x) => !selectable(x));
+    const notes: string[] = [];
     const results: { n: number; gflops: number; backend: string; ms: number }[] = [];
     progress.max = ns.length * backends.length;
     progress.value = 0;
     try {
-      for (const name of backends) {
-        let inst: AttentionLike & { dispose?: () => void };
+      for (const { name, label } of backends) {
+        let inst: Attention;
         try {
           inst = await app.create(name);
         } catch (e) {
-          status.textContent = `${name}: ${e instanceof Error ? e.message : e}`;
+          notes.push(`${name} could not start: ${e instanceof Error ? e.message : String(e)}`);
+          progress.value += ns.length;
           continue;
         }
         for (const N of ns) {
-          status.textContent = `${name}: n = ${N}…`;
+          status.textContent = `${label}: n = ${N}…`;
           await nextFrame();
           const q = randn([N, E], N), k = randn([N, E], N + 1), v = randn([N, E], N + 2);
           await inst.scaledDotProductAttention(q, k, v); // warm-up
@@ -100,13 +105,13 @@ export function mountCost(app: App): void {
           }
           times.sort((a, c) => a - c);
           const ms = Math.max(times[Math.floor(times.length / 2)], 1e-3);
-          results.push({ n: N, backend: name, ms, gflops: (4 * N * N * E) / (ms * 1e6) });
+          results.push({ n: N, backend: label, ms, gflops: (4 * N * N * E) / (ms * 1e6) });
           progress.value += 1;
           draw();
         }
-        if (inst !== app.attn) inst.dispose?.();
+        inst.dispose();
       }
-      status.textContent = `Done. Median of up to 15 runs per point; this machine’s other work adds noise.${skipped.length ? ` Not measured: ${skipped.map((s) => `${s.name} (${s.reason})`).join('; ')}.` : ''}`;
+      status.textContent = `Done. Median of up to 15 runs per point; this machine’s other work adds noise.${notes.length ? ` ${notes.join('; ')}.` : ''}${skipped.length ? ` Not measured: ${skipped.map((s) => `${s.name} (${s.reason})`).join('; ')}.` : ''}`;
       sec.dataset.benchDone = 'true';
     } catch (e) {
       app.error('benchmark', e);

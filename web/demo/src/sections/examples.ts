@@ -184,7 +184,7 @@ export function mountExamples(app: App): { rerun(): void } {
     if (ex.claims?.length) out.append(el('div', { class: 'claims' }, el('h4', { text: 'What the text says' }), el('ul', {}, ...ex.claims.map((c) => el('li', { text: c })))));
     for (const x of r.extras) out.append(renderExtra(x));
     for (const n of r.notes) out.append(el('p', { class: 'note', text: n }));
-    out.append(el('p', { class: 'note', text: `Computed by sdpa-web, backend ${r.backend}.` }));
+    out.append(el('p', { class: 'note', text: `Computed by sdpa-web (instance backend ${r.backend}); the step-by-step stages come from its explain, which runs the float32 scalar reference on any backend.` }));
     detail.replaceChildren(out);
     updateBadge(ex.id, r.comparisons);
   }

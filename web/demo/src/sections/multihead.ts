@@ -1,10 +1,9 @@
 // Section 5: several heads side by side on a short sentence (seeded Xavier projections), GQA's head → KV
 // mapping, and top-left vs bottom-right causal masks when Lq ≠ Lk.
 import * as Plot from '@observablehq/plot';
-import type { Tensor } from 'sdpa-web';
+import type { AttentionOptions, AttentionStages, Tensor } from 'sdpa-web';
 import { mulberry32, normalSampler, randomMatrix } from '../../../examples/worked-examples';
 import { getParam, setParams, type App } from '../lib/app';
-import type { AttnOpts, Stages } from '../lib/compute';
 import { heatmap } from '../lib/plots';
 import { el, rowsOf, slice0, tensor, type NumTensor } from '../lib/tensors';
 
@@ -118,8 +117,8 @@ export function mountMultihead(app: App): void {
       const q = splitHeads(app.attn.matmul(x, w(1, h * dh)), h);
       const k = splitHeads(app.attn.matmul(x, w(2, hkv * dh)), hkv);
       const v = splitHeads(app.attn.matmul(x, w(3, hkv * dh)), hkv);
-      const opts: AttnOpts = { enableGqa: hkv !== h, ...(causal.checked ? { isCausal: 'top-left' as const } : {}) };
-      const st: Stages = await app.attn.explain(q, k, v, opts);
+      const opts: AttentionOptions = { enableGqa: hkv !== h, ...(causal.checked ? { isCausal: 'top-left' as const } : {}) };
+      const st: AttentionStages = await app.attn.explain(q, k, v, opts);
       const w0 = slice0(st.weights, 0);
       const cards = Array.from({ length: h }, (_, i) => {
         const wi = slice0(w0, i);

@@ -1,9 +1,9 @@
 // Section 3: edit Q, K, V (or X and W_Q/W_K/W_V), choose scaling, temperature, mask and backend, and see the
 // weights, their entropy and max per row, and the output. All state lives in the URL.
-import type { Tensor } from 'sdpa-web';
+import type { Attention, AttentionOptions, BackendName, Tensor } from 'sdpa-web';
 import { mulberry32, normalSampler } from '../../../examples/worked-examples';
-import { getParam, setParams, type App } from '../lib/app';
-import { attentionStages, pytorchAttention, type AttentionLike, type AttnOpts } from '../lib/compute';
+import { getParam, selectable, setParams, type App } from '../lib/app';
+import { attentionStages, pytorchAttention } from '../lib/compute';
 import { tex } from '../lib/katex';
 import { heatmap, matrixTable } from '../lib/plots';
 import { el, entropy, fmt, isFullyMasked, maxOf, rowsOf, seqLabels } from '../lib/tensors';
@@ -72,7 +72,7 @@ export function mountPlayground(app: App): void {
   const maskSel = el('select', { id: 'pg-mask' }, ...([['none', 'none'], ['causal-tl', 'causal, top-left (is_causal=True)'], ['causal-br', 'causal, bottom-right (aligned to the last key)'], ['padding', 'padding / key length'], ['custom', 'custom: click cells']] as const).map(([v, t]) => el('option', { value: v, text: t })));
   maskSel.value = getParam('pmask') ?? 'none';
   const keyLen = el('input', { type: 'number', id: 'pg-keylen', min: 0, max: 64, value: Number(getParam('pkeylen') ?? 3) });
-  const backendSel = el('select', { id: 'pg-backend' });
+  const backendSel = el('select', { id: 'pg-backend', 'aria-describedby': 'pg-backend-status' });
   const backendNote = el('p', { id: 'pg-backend-status', class: 'note', role: 'status' });
   const maskGrid = el('div', { class: 'mask-grid', role: 'group', 'aria-label': 'Custom mask: pressed = may attend' });
   let customCells = getParam('pcells') ?? '';
@@ -91,18 +91,24 @@ export function mountPlayground(app: App): void {
   sec.append(controls, backendNote, randomRow, inputs, el('div', { class: 'row' }, el('label', {}, 'Query tokens ', tokQ), el('label', {}, 'Key tokens ', tokK)), el('div', { id: 'pg-mask-cells' }, maskGrid), error, results);
 
   mode.value = (getParam('pmode') as Mode) ?? 'qkv';
-  let attn: AttentionLike = app.attn;
+  let attn: Attention = app.attn;
   let version = 0;
 
-  // Backend list, with reasons for unavailable ones.
+  // The library's backend list, with its reasons verbatim. WebGPU stays selectable where 'auto'
+  // passed over a software adapter: an explicit 'webgpu' instance uses it (or says why it cannot).
   const backends = app.backends;
   backendSel.append(el('option', { value: 'auto', text: `auto (${app.attn.backend})` }));
-  for (const b of backends) backendSel.append(el('option', { value: b.name, disabled: !b.available, text: b.available ? b.name : `${b.name} — unavailable: ${b.reason ?? 'unknown reason'}` }));
+  for (const b of backends) {
+    const text = b.available ? b.name : `${b.name} — ${selectable(b) ? 'not chosen by auto' : 'unavailable'}: ${b.reason ?? 'unknown reason'}`;
+    backendSel.append(el('option', { value: b.name, disabled: !selectable(b), text, title: text }));
+  }
   const wantBackend = getParam('pbackend');
-  if (wantBackend && backends.some((b) => b.name === wantBackend && b.available)) backendSel.value = wantBackend;
+  if (wantBackend && backends.some((b) => b.name === wantBackend && selectable(b))) backendSel.value = wantBackend;
   const describeBackends = () => {
-    const off = backends.filter((b) => !b.available);
-    backendNote.textContent = `Computing with ${attn.backend}.${off.length ? ` Unavailable here: ${off.map((b) => `${b.name} (${b.reason})`).join('; ')}.` : ''}${app.attn.fallbackReason && backendSel.value === 'auto' ? ` Auto chose ${app.attn.backend}: ${app.attn.fallbackReason}` : ''}`;
+    const gpuNote = attn.backend === 'webgpu' ? ' Weights and output come from its WebGPU kernels (asynchronously); the masked scores from explain, the library’s float32 scalar reference.' : '';
+    const autoWhy = app.attn.fallbackReason ? ` Auto chose ${app.attn.backend}: ${app.attn.fallbackReason}.` : '';
+    const off = backends.filter((b) => !b.available && !selectable(b));
+    backendNote.textContent = `Computing with ${attn.backend}.${gpuNote}${autoWhy}${off.length ? ` Unavailable here: ${off.map((b) => `${b.name} (${b.reason})`).join('; ')}.` : ''}`;
   };
 
   function sizes(): { lq: number; lk: number } {
@@ -185,7 +191,7 @@ export function mountPlayground(app: App): void {
       }
       const lq = q.shape[0], lk = k.shape[0], dk = q.shape[1];
       const base = scaled.checked ? 1 / Math.sqrt(dk) : 1;
-      const opts: AttnOpts = { scale: base / T };
+      const opts: AttentionOptions = { scale: base / T };
       if (maskSel.value === 'causal-tl') opts.isCausal = 'top-left';
       else if (maskSel.value === 'causal-br') opts.isCausal = 'bottom-right';
       else if (maskSel.value === 'padding' || maskSel.value === 'custom') {
@@ -193,8 +199,13 @@ export function mountPlayground(app: App): void {
         for (let i = 0; i < lq; i++) for (let j = 0; j < lk; j++) d[i * lk + j] = maskSel.value === 'padding' ? Number(j < Number(keyLen.value)) : Number(customCells[i * lk + j] === '1');
         opts.attnMask = { data: d, shape: [lq, lk] };
       }
-      const st = await attn.explain(q, k, v, opts);
+      // The selected backend computes the weights and the output (on 'webgpu' they arrive
+      // asynchronously; the page never calls the CPU-only sync API); explain gives the masked scores.
+      const inst = attn;
+      const [st, res] = await Promise.all([inst.explain(q, k, v, opts), inst.scaledDotProductAttention(q, k, v, { ...opts, returnWeights: true })]);
       if (my !== version) return;
+      st.weights = res.weights!;
+      st.output = res.output;
       const ql = tokLabels(tokQ.value, 'q', lq);
       const kl = mode.value === 'x' ? ql : tokLabels(tokK.value, 'k', lk);
       const maskLabel = maskSel.selectedOptions[0].textContent ?? '';
@@ -208,7 +219,7 @@ export function mountPlayground(app: App): void {
         return el('tr', fm ? { class: 'fully-masked' } : {}, el('th', { scope: 'row', text: ql[i] }), el('td', { text: fm ? '—' : fmt(maxOf(r), 3) }), el('td', { text: fm ? '—' : fmt(entropy(r), 3) }), el('td', { text: fm ? '—' : `${((100 * entropy(r)) / Math.log(lk || 1) || 0).toFixed(0)}%` }), el('td', { text: fm ? 'fully masked: every key is masked, all weights 0' : 'ok' }));
       })));
       results.replaceChildren(
-        el('p', { class: 'note', id: 'pg-summary', text: `Q [${lq} × ${dk}], K [${lk} × ${dk}], V [${lk} × ${v.shape[1]}] · scale ${+opts.scale!.toPrecision(4)} (${scaled.checked ? `1/√${dk}` : '1'} / T) · mask: ${maskLabel} · backend ${attn.backend}` }),
+        el('p', { class: 'note', id: 'pg-summary', text: `Q [${lq} × ${dk}], K [${lk} × ${dk}], V [${lk} × ${v.shape[1]}] · scale ${+opts.scale!.toPrecision(4)} (${scaled.checked ? `1/√${dk}` : '1'} / T) · mask: ${maskLabel} · backend ${inst.backend}` }),
         tex(`A = \\operatorname{softmax}\\!\\left(\\frac{QK^{\\top} \\cdot ${scaled.checked ? `\\frac{1}{\\sqrt{${dk}}}` : '1'}}{T = ${T.toFixed(2)}} + M\\right),\\quad O = AV`, true),
         el('div', { class: 'views' },
           ...extra,
@@ -220,7 +231,7 @@ export function mountPlayground(app: App): void {
         el('details', {}, el('summary', { text: 'Copy this view as PyTorch' }), el('pre', { class: 'snippet', id: 'pg-pytorch' }, el('code', { text: pytorchAttention(q, k, v, { scale: opts.scale, mask: opts, title: 'sdpa-web playground' }) }))),
       );
       results.dataset.version = String(my);
-      results.dataset.backend = attn.backend;
+      results.dataset.backend = inst.backend;
     } catch (e) {
       if (my !== version) return;
       error.textContent = e instanceof Error ? `${e.name === 'Error' ? '' : `${e.name}: `}${e.message}` : String(e);
@@ -240,10 +251,13 @@ export function mountPlayground(app: App): void {
   });
   backendSel.addEventListener('change', async () => {
     try {
-      attn = backendSel.value === 'auto' ? app.attn : await app.create(backendSel.value);
+      const next = backendSel.value === 'auto' ? app.attn : await app.create(backendSel.value as BackendName);
+      if (attn !== app.attn && attn !== next) attn.dispose();
+      attn = next;
       describeBackends();
     } catch (e) {
-      backendNote.textContent = `Could not start ${backendSel.value}: ${e instanceof Error ? e.message : String(e)}`;
+      backendNote.textContent = `Could not start ${backendSel.value}: ${e instanceof Error ? e.message : String(e)}. Still computing with ${attn.backend}.`;
+      backendSel.value = attn === app.attn ? 'auto' : attn.backend;
     }
     void recompute();
   });
@@ -276,7 +290,13 @@ export function mountPlayground(app: App): void {
   });
 
   (async () => {
-    if (backendSel.value !== 'auto') attn = await app.create(backendSel.value).catch(() => app.attn);
+    if (backendSel.value !== 'auto') {
+      attn = await app.create(backendSel.value as BackendName).catch((e: unknown) => {
+        app.error('playground', e);
+        backendSel.value = 'auto';
+        return app.attn;
+      });
+    }
     describeBackends();
     await recompute();
   })().catch((e) => app.error('playground', e));

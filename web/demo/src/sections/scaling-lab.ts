@@ -51,7 +51,7 @@ export function mountScalingLab(app: App): void {
         drawPlots();
       }
       progress.value = DKS.length;
-      progressText.textContent = `Done: ${DKS.length} values of d_k, ${n}×${n} scores each, in ${((performance.now() - t0) / 1000).toFixed(1)} s on ${app.attn.backend}.`;
+      progressText.textContent = `Done: ${DKS.length} values of d_k, ${n}×${n} scores each, in ${((performance.now() - t0) / 1000).toFixed(1)} s (sdpa-web’s explain, its float32 scalar reference, and its softmax).`;
       drawHist();
       await drawTemp();
       sec.dataset.done = 'true';
