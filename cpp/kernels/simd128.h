@@ -25,6 +25,9 @@ inline f32x4 add(f32x4 a, f32x4 b) { return wasm_f32x4_add(a, b); }
 inline f32x4 sub(f32x4 a, f32x4 b) { return wasm_f32x4_sub(a, b); }
 inline f32x4 mul(f32x4 a, f32x4 b) { return wasm_f32x4_mul(a, b); }
 inline f32x4 max(f32x4 a, f32x4 b) { return wasm_f32x4_max(a, b); }
+// b < a ? a : b, lane-wise: one maxps on x86 (max() needs ~7 for its NaN/±0 rules). A NaN in
+// `b` is dropped, a NaN in `a` kept.
+inline f32x4 pmax(f32x4 a, f32x4 b) { return wasm_f32x4_pmax(b, a); }
 inline mask32x4 less(f32x4 a, f32x4 b) { return wasm_f32x4_lt(a, b); }
 inline mask32x4 equal(f32x4 a, f32x4 b) { return wasm_f32x4_eq(a, b); }
 inline mask32x4 bits_differ(f32x4 a, f32x4 b) { return wasm_i32x4_ne(a, b); }
@@ -76,6 +79,7 @@ inline f32x4 max(f32x4 a, f32x4 b) {
   const f32x4 larger = a > b ? a : b;
   return nan ? a + b : larger;
 }
+inline f32x4 pmax(f32x4 a, f32x4 b) { return b < a ? a : b; }
 inline mask32x4 less(f32x4 a, f32x4 b) { return a < b; }
 inline mask32x4 equal(f32x4 a, f32x4 b) { return a == b; }
 inline mask32x4 bits_differ(f32x4 a, f32x4 b) {
@@ -106,7 +110,7 @@ inline float horizontal_max(f32x4 v) {
 // Returns exactly 0 below -87.33 (and for -inf), NaN for NaN.
 inline f32x4 exp_nonpositive(f32x4 x) {
   const f32x4 kLowest = splat(-87.33654f);  // e^-87.33654 = FLT_MIN: below, the result is 0
-  const f32x4 clamped = max(x, kLowest);
+  const f32x4 clamped = pmax(x, kLowest);  // keeps a NaN x
   // Round-to-nearest via the 1.5·2^23 "magic" add: the low mantissa bits then hold n.
   const float kMagic = 12582912.0f;
   const f32x4 n_plus_magic = add(mul(clamped, splat(1.44269504088896341f)), splat(kMagic));
