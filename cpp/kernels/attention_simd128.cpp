@@ -145,6 +145,12 @@ void accumulate_pv_chunk(int vectors, const float* p0, const float* p1, const fl
   }
 }
 
+// Vector constants, loaded once per task (see ExpConstants).
+struct Constants {
+  ExpConstants exp;
+  f32x4 neg_inf, hidden;
+};
+
 // Shared, read-only state of one call.
 struct Shared {
   const AttentionPlan& p;
@@ -171,6 +177,7 @@ struct BlockContext {
   float* row_max;   // [Bq + 2]
   float* row_sum;   // [Bq + 2]
   float* tile_max;  // [Bq + 2]
+  const Constants* k;
 };
 
 // Scores of the block's rows against key tile t: S = Q·Kᵀ·scale, masked when the tile holds a
@@ -243,23 +250,23 @@ bool update_row(const BlockContext& c, idx r) {
   float* s = c.scores + r * kTileKeys;
   const float m_old = c.row_max[r];
   float m_new = max_propagating_nan(m_old, c.tile_max[r]);
-  const f32x4 neg_inf = splat(kNegInf), hidden = from_bits(kNegativeZeroBits);
   if (m_new == kNegInf) {
     // Every key so far hidden, unless this tile's max skipped a NaN: then the row becomes NaN.
     if (!has_nan(s)) {
-      for (int col = 0; col < kTileKeys; col += 4) store(s + col, hidden);
+      for (int col = 0; col < kTileKeys; col += 4) store(s + col, c.k->hidden);
       return true;
     }
     m_new = std::numeric_limits<float>::quiet_NaN();
   }
-  const f32x4 m = splat(m_new);
+  const f32x4 m = splat(m_new), neg_inf = c.k->neg_inf, hidden = c.k->hidden;
+  const ExpConstants ek = c.k->exp;
   f32x4 sum0 = splat(0.0f), sum1 = splat(0.0f);
   mask32x4 any_hidden{};
   for (int col = 0; col < kTileKeys; col += 8) {
     const f32x4 sv0 = load(s + col), sv1 = load(s + col + 4);
     const mask32x4 h0 = equal(sv0, neg_inf), h1 = equal(sv1, neg_inf);
-    const f32x4 p0 = select(h0, hidden, exp_nonpositive(sub(sv0, m)));
-    const f32x4 p1 = select(h1, hidden, exp_nonpositive(sub(sv1, m)));
+    const f32x4 p0 = select(h0, hidden, exp_nonpositive(sub(sv0, m), ek));
+    const f32x4 p1 = select(h1, hidden, exp_nonpositive(sub(sv1, m), ek));
     any_hidden = any_hidden | h0 | h1;
     sum0 = add(sum0, p0);
     sum1 = add(sum1, p1);
@@ -347,8 +354,9 @@ void attend_query_block(const BlockContext& c) {
         continue;
       }
       const f32x4 m = splat(c.row_max[r]), inv = splat(1.0f / l);
+      const ExpConstants ek = c.k->exp;
       for (int col = 0; col < kTileKeys; col += 4) {
-        store(s + col, mul(exp_nonpositive(sub(load(s + col), m)), inv));
+        store(s + col, mul(exp_nonpositive(sub(load(s + col), m), ek), inv));
       }
       std::copy(s, s + tile_len, w);
     }
@@ -421,6 +429,8 @@ void attention_simd128(const AttentionPlan& p, const AttentionInputs& in, float*
     float* row_sum = row_max + kBlockQueries + 2;
     float* tile_max = row_sum + kBlockQueries + 2;
     const idx i0 = block * kBlockQueries;
+    const Constants k{ExpConstants::load(), splat(exp_constant_table[12]),
+                      splat(exp_constant_table[13])};
     const BlockContext c{s,
                          b,
                          h,
@@ -435,7 +445,8 @@ void attention_simd128(const AttentionPlan& p, const AttentionInputs& in, float*
                          acc,
                          row_max,
                          row_sum,
-                         tile_max};
+                         tile_max,
+                         &k};
     attend_query_block(c);
   });
 }

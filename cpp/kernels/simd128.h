@@ -107,25 +107,43 @@ inline float horizontal_max(f32x4 v) {
 
 // e^x for x <= 0 (the only range softmax needs after subtracting the row max), Cephes-style:
 // x = n·ln2 + r with |r| <= ln2/2, e^r by a degree-6 polynomial (about 1 ulp), times 2^n.
-// Returns exactly 0 below -87.33 (and for -inf), NaN for NaN.
-inline f32x4 exp_nonpositive(f32x4 x) {
-  const f32x4 kLowest = splat(-87.33654f);  // e^-87.33654 = FLT_MIN: below, the result is 0
-  const f32x4 clamped = pmax(x, kLowest);  // keeps a NaN x
+// x is first clamped to -88, where n = -127 makes the 2^n factor exactly 0: the result is 0 below
+// about -87.7 (and for -inf), NaN for NaN.
+//
+// The constants live in a mutable table that the caller loads once, outside its loop
+// (ExpConstants::load()): a v128.const in a loop costs V8 several instructions every iteration,
+// and LLVM would sink constants from a const table back into the loop.
+// The last two entries are not used by exp: -inf and -0.0 for kernels that need them in a loop.
+inline float exp_constant_table[14] = {
+    -88.0f,           1.44269504088896341f, 12582912.0f,      0.693359375f,
+    -2.12194440e-4f,  1.9875691500e-4f,     1.3981999507e-3f, 8.3334519073e-3f,
+    4.1665795894e-2f, 1.6666665459e-1f,     5.0000001201e-1f, 1.0f,
+    -__builtin_inff(), -0.0f};
+
+struct ExpConstants {
+  f32x4 lowest, log2e, magic, ln2_hi, ln2_lo, c0, c1, c2, c3, c4, c5, one;
+  static ExpConstants load() {
+    const float* t = exp_constant_table;
+    return {splat(t[0]), splat(t[1]), splat(t[2]), splat(t[3]), splat(t[4]),  splat(t[5]),
+            splat(t[6]), splat(t[7]), splat(t[8]), splat(t[9]), splat(t[10]), splat(t[11])};
+  }
+};
+
+inline f32x4 exp_nonpositive(f32x4 x, const ExpConstants& k) {
+  const f32x4 clamped = pmax(x, k.lowest);  // keeps a NaN x
   // Round-to-nearest via the 1.5·2^23 "magic" add: the low mantissa bits then hold n.
-  const float kMagic = 12582912.0f;
-  const f32x4 n_plus_magic = add(mul(clamped, splat(1.44269504088896341f)), splat(kMagic));
-  const f32x4 n = sub(n_plus_magic, splat(kMagic));
-  f32x4 r = sub(clamped, mul(n, splat(0.693359375f)));
-  r = sub(r, mul(n, splat(-2.12194440e-4f)));
-  f32x4 y = splat(1.9875691500e-4f);
-  y = add(mul(y, r), splat(1.3981999507e-3f));
-  y = add(mul(y, r), splat(8.3334519073e-3f));
-  y = add(mul(y, r), splat(4.1665795894e-2f));
-  y = add(mul(y, r), splat(1.6666665459e-1f));
-  y = add(mul(y, r), splat(5.0000001201e-1f));
-  y = add(add(mul(mul(y, r), r), r), splat(1.0f));
-  const f32x4 result = mul(y, exp2_from_magic(n_plus_magic));
-  return select(less(x, kLowest), splat(0.0f), result);
+  const f32x4 n_plus_magic = add(mul(clamped, k.log2e), k.magic);
+  const f32x4 n = sub(n_plus_magic, k.magic);
+  f32x4 r = sub(clamped, mul(n, k.ln2_hi));
+  r = sub(r, mul(n, k.ln2_lo));
+  f32x4 y = k.c0;
+  y = add(mul(y, r), k.c1);
+  y = add(mul(y, r), k.c2);
+  y = add(mul(y, r), k.c3);
+  y = add(mul(y, r), k.c4);
+  y = add(mul(y, r), k.c5);
+  y = add(add(mul(mul(y, r), r), r), k.one);
+  return mul(y, exp2_from_magic(n_plus_magic));
 }
 
 }  // namespace sdpa::simd
