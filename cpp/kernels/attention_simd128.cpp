@@ -80,15 +80,17 @@ void pack_key_tile(const float* key, idx Lk, idx E, idx t, float* tile) {
 
 // S[r][0, 16) = scale·(q_r · kt[:, 0, 16)) for two query rows; kt is a column slice of a [E, Bc]
 // tile. Also folds the 16 scores into the running row maxima (NaN dropped, see header).
+// kE > 0 fixes E at compile time (fully unrolled, no loop counter), 0 reads it from E.
+template <int kE>
 inline void scores_2x16(const float* q0, const float* q1, const float* kt, idx E, f32x4 scale,
                         float* s0, float* s1, f32x4& max0, f32x4& max1) {
   f32x4 a0[kColumnVectors], a1[kColumnVectors];
   for (int c = 0; c < kColumnVectors; ++c) a0[c] = a1[c] = splat(0.0f);
-  for (idx e = 0; e < E; ++e) {
-    const float* k = kt + e * kTileKeys;
-    const f32x4 x0 = splat(q0[e]), x1 = splat(q1[e]);
+  const float* const end = q0 + (kE > 0 ? kE : E);
+  for (; q0 != end; ++q0, ++q1, kt += kTileKeys) {
+    const f32x4 x0 = splat(*q0), x1 = splat(*q1);
     for (int c = 0; c < kColumnVectors; ++c) {
-      const f32x4 kc = load(k + 4 * c);
+      const f32x4 kc = load(kt + 4 * c);
       a0[c] = add(a0[c], mul(x0, kc));
       a1[c] = add(a1[c], mul(x1, kc));
     }
@@ -103,9 +105,28 @@ inline void scores_2x16(const float* q0, const float* q1, const float* kt, idx E
   }
 }
 
+// S rows [0, rows) (rows even) of a block against one [E, Bc] key tile, with row maxima.
+template <int kE>
+void scores_block(const float* query, idx rows, idx last_row, idx E, const float* kt, f32x4 scale,
+                  float* scores, float* tile_max) {
+  for (idx r = 0; r < rows; r += 2) {
+    const float* q0 = query + r * E;
+    const float* q1 = query + std::min(r + 1, last_row) * E;
+    float* s0 = scores + r * kTileKeys;
+    float* s1 = s0 + kTileKeys;
+    f32x4 max0 = splat(kNegInf), max1 = max0;
+    for (int col = 0; col < kTileKeys; col += 4 * kColumnVectors) {
+      scores_2x16<kE>(q0, q1, kt + col, E, scale, s0 + col, s1 + col, max0, max1);
+    }
+    tile_max[r] = horizontal_max(max0);
+    tile_max[r + 1] = horizontal_max(max1);
+  }
+}
+
 // o_r[0, 4·NV) += Σ_j p_r[j]·v[j, 0, 4·NV) for two rows over n keys. With kDropHidden, lanes
 // whose weight is -0.0 (hidden key) contribute nothing, even when v holds NaN or Inf there.
-template <int NV, bool kDropHidden>
+// kFull: n is a whole tile (Bc), a compile-time trip count.
+template <int NV, bool kDropHidden, bool kFull>
 inline void accumulate_pv(const float* p0, const float* p1, const float* v, idx v_stride, idx n,
                           float* o0, float* o1) {
   f32x4 a0[NV], a1[NV];
@@ -114,9 +135,9 @@ inline void accumulate_pv(const float* p0, const float* p1, const float* v, idx 
     a1[c] = load(o1 + 4 * c);
   }
   const f32x4 hidden = from_bits(kNegativeZeroBits);
-  for (idx j = 0; j < n; ++j) {
-    const float* vj = v + j * v_stride;
-    const f32x4 x0 = splat(p0[j]), x1 = splat(p1[j]);
+  const float* const end = p0 + (kFull ? kTileKeys : n);
+  for (const float* vj = v; p0 != end; ++p0, ++p1, vj += v_stride) {
+    const f32x4 x0 = splat(*p0), x1 = splat(*p1);
     for (int c = 0; c < NV; ++c) {
       const f32x4 vc = load(vj + 4 * c);
       if (kDropHidden) {
@@ -134,14 +155,31 @@ inline void accumulate_pv(const float* p0, const float* p1, const float* v, idx 
   }
 }
 
-template <bool kDropHidden>
+template <bool kDropHidden, bool kFull>
 void accumulate_pv_chunk(int vectors, const float* p0, const float* p1, const float* v,
                          idx v_stride, idx n, float* o0, float* o1) {
   switch (vectors) {
-    case 1: return accumulate_pv<1, kDropHidden>(p0, p1, v, v_stride, n, o0, o1);
-    case 2: return accumulate_pv<2, kDropHidden>(p0, p1, v, v_stride, n, o0, o1);
-    case 3: return accumulate_pv<3, kDropHidden>(p0, p1, v, v_stride, n, o0, o1);
-    default: return accumulate_pv<4, kDropHidden>(p0, p1, v, v_stride, n, o0, o1);
+    case 1: return accumulate_pv<1, kDropHidden, kFull>(p0, p1, v, v_stride, n, o0, o1);
+    case 2: return accumulate_pv<2, kDropHidden, kFull>(p0, p1, v, v_stride, n, o0, o1);
+    case 3: return accumulate_pv<3, kDropHidden, kFull>(p0, p1, v, v_stride, n, o0, o1);
+    default: return accumulate_pv<4, kDropHidden, kFull>(p0, p1, v, v_stride, n, o0, o1);
+  }
+}
+
+// O rows [0, rows) += P·V_tile, in 2-row × 16-dim register tiles.
+template <bool kDropHidden, bool kFull>
+void accumulate_rows(const float* scores, idx rows, const float* v, idx v_stride, idx n, idx ev4,
+                     float* acc) {
+  for (idx r = 0; r < rows; r += 2) {
+    const float* p0 = scores + r * kTileKeys;
+    const float* p1 = p0 + kTileKeys;
+    float* o0 = acc + r * ev4;
+    float* o1 = o0 + ev4;
+    for (idx col = 0; col < ev4; col += 4 * kColumnVectors) {
+      const int vectors = static_cast<int>(std::min<idx>(kColumnVectors, (ev4 - col) / 4));
+      accumulate_pv_chunk<kDropHidden, kFull>(vectors, p0, p1, v + col, v_stride, n, o0 + col,
+                                              o1 + col);
+    }
   }
 }
 
@@ -188,17 +226,12 @@ void compute_score_tile(const BlockContext& c, idx t) {
   const idx E = c.s.E, rows = c.rows, i0 = c.i0;
   const float* kt = c.key_tiles + t * E * kTileKeys;
   const f32x4 scale = splat(p.scale), neg_inf = splat(kNegInf);
-  for (idx r = 0; r < rows; r += 2) {
-    const float* q0 = c.query + (i0 + r) * E;
-    const float* q1 = c.query + (i0 + std::min(r + 1, rows - 1)) * E;
-    float* s0 = c.scores + r * kTileKeys;
-    float* s1 = s0 + kTileKeys;
-    f32x4 max0 = neg_inf, max1 = neg_inf;
-    for (int col = 0; col < kTileKeys; col += 4 * kColumnVectors) {
-      scores_2x16(q0, q1, kt + col, E, scale, s0 + col, s1 + col, max0, max1);
-    }
-    c.tile_max[r] = horizontal_max(max0);
-    c.tile_max[r + 1] = horizontal_max(max1);
+  const float* query = c.query + i0 * E;
+  switch (E) {
+    case 32: scores_block<32>(query, rows, rows - 1, E, kt, scale, c.scores, c.tile_max); break;
+    case 64: scores_block<64>(query, rows, rows - 1, E, kt, scale, c.scores, c.tile_max); break;
+    case 128: scores_block<128>(query, rows, rows - 1, E, kt, scale, c.scores, c.tile_max); break;
+    default: scores_block<0>(query, rows, rows - 1, E, kt, scale, c.scores, c.tile_max); break;
   }
 
   // Does any row of the block have a hidden key in this tile?
@@ -291,19 +324,12 @@ void accumulate_tile(const BlockContext& c, idx rows, idx t, bool drop_hidden) {
   const idx ev4 = c.s.sz.ev4;
   const idx tile_len = std::min<idx>(kTileKeys, c.s.Lk - t * kTileKeys);
   const float* v = c.value_rows + t * kTileKeys * c.v_stride;
-  for (idx r = 0; r < rows; r += 2) {
-    const float* p0 = c.scores + r * kTileKeys;
-    const float* p1 = p0 + kTileKeys;
-    float* o0 = c.acc + r * ev4;
-    float* o1 = o0 + ev4;
-    for (idx col = 0; col < ev4; col += 4 * kColumnVectors) {
-      const int vectors = static_cast<int>(std::min<idx>(kColumnVectors, (ev4 - col) / 4));
-      if (drop_hidden) {
-        accumulate_pv_chunk<true>(vectors, p0, p1, v + col, c.v_stride, tile_len, o0 + col, o1 + col);
-      } else {
-        accumulate_pv_chunk<false>(vectors, p0, p1, v + col, c.v_stride, tile_len, o0 + col, o1 + col);
-      }
-    }
+  if (drop_hidden) {
+    accumulate_rows<true, false>(c.scores, rows, v, c.v_stride, tile_len, ev4, c.acc);
+  } else if (tile_len == kTileKeys) {
+    accumulate_rows<false, true>(c.scores, rows, v, c.v_stride, tile_len, ev4, c.acc);
+  } else {
+    accumulate_rows<false, false>(c.scores, rows, v, c.v_stride, tile_len, ev4, c.acc);
   }
 }
 
