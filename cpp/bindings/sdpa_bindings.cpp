@@ -13,6 +13,7 @@
 #include "core/attention_problem.h"
 #include "core/attention_reference.h"
 #include "core/backends.h"
+#include "core/parallel.h"
 
 using emscripten::val;
 
@@ -75,6 +76,13 @@ Backend backend_named(const std::string& name) {
   return name == "scalar" ? Backend::kScalar : Backend::kSimd128;
 }
 
+// request.threads: threads asked for (absent: 1; 0: every one this module may use), resolved by
+// the core's one selection point, threads_for().
+int threads_of(const val& request, Backend backend) {
+  const val t = request["threads"];
+  return threads_for(backend, t.isUndefined() || t.isNull() ? 1 : t.as<int>());
+}
+
 AttentionInputs inputs_from(const val& pointers) {
   return {address<const float>(pointers, "query"), address<const float>(pointers, "key"),
           address<const float>(pointers, "value"), address<const void>(pointers, "mask")};
@@ -92,7 +100,8 @@ val plan_attention_js(val request) {
   out.set("maskElements", static_cast<double>(plan.mask_elements));
   val workspace = val::object();
   workspace.set("scalar", static_cast<double>(workspace_bytes(Backend::kScalar, plan)));
-  workspace.set("simd", static_cast<double>(workspace_bytes(Backend::kSimd128, plan)));
+  workspace.set("simd", static_cast<double>(workspace_bytes(Backend::kSimd128, plan,
+                                                            threads_of(request, Backend::kSimd128))));
   workspace.set("reference64", static_cast<double>(reference_workspace_bytes<double>(plan)));
   out.set("workspaceBytes", workspace);
   return out;
@@ -103,8 +112,10 @@ val run_attention_js(val request, std::string backend, val pointers) {
   AttentionPlan plan;
   const Status s = plan_from_js(request, &plan);
   if (!s.ok()) return error_to_js(s);
-  run_attention(backend_named(backend), plan, inputs_from(pointers), address<float>(pointers, "output"),
-                address<float>(pointers, "weights"), address(pointers, "workspace"));
+  const Backend b = backend_named(backend);
+  run_attention(b, plan, inputs_from(pointers), address<float>(pointers, "output"),
+                address<float>(pointers, "weights"), address(pointers, "workspace"),
+                threads_of(request, b));
   return val::null();
 }
 
@@ -176,4 +187,6 @@ EMSCRIPTEN_BINDINGS(sdpa) {
   emscripten::function("matmul", &sdpa::matmul_js);
   emscripten::function("softmax", &sdpa::softmax_js);
   emscripten::function("heapBytesInUse", &sdpa::heap_bytes_in_use);
+  emscripten::function("maxThreads", &sdpa::max_threads);
+  emscripten::function("setMaxThreads", &sdpa::set_max_threads);
 }

@@ -64,15 +64,15 @@ inline AttentionPlan plan_or_die(const AttentionRequest& r) {
   return plan;
 }
 
-inline Result run_backend(Backend backend, const Problem& problem) {
+inline Result run_backend(Backend backend, const Problem& problem, int threads = 1) {
   const AttentionPlan plan = plan_or_die(problem.request);
   Result r;
   r.output.assign(plan.output_elements(), NAN);
   if (plan.return_weights) r.weights.assign(plan.weights_elements(), NAN);
-  std::vector<uint8_t> workspace(workspace_bytes(backend, plan) + 16);
+  std::vector<uint8_t> workspace(workspace_bytes(backend, plan, threads) + 16);
   const AttentionInputs in{problem.query.data(), problem.key.data(), problem.value.data(),
                            problem.mask()};
-  run_attention(backend, plan, in, r.output.data(), r.weights.data(), workspace.data());
+  run_attention(backend, plan, in, r.output.data(), r.weights.data(), workspace.data(), threads);
   return r;
 }
 

@@ -16,6 +16,7 @@ import createSdpaModule from './wasm/sdpa_core.mjs';
 import type { AttentionRequest, CoreError, SdpaModule } from './wasm/sdpa_core.mjs';
 import { attentionRequest, checkTensor, describe } from './arguments.js';
 import { HeapScope } from './heap.js';
+import { checkThreadsOption, coreCount, loadThreadedModule, threadsUnavailableReason } from './threads.js';
 import type {
   AttentionOptions,
   AttentionResult,
@@ -73,17 +74,20 @@ function chooseBackend(choice: BackendChoice): { backend: BackendName; fallbackR
 export class Attention {
   /** The backend in use. */
   readonly backend: BackendName;
-  /** Why `'auto'` did not pick a faster backend, when it fell back. */
+  /** Why `'auto'` did not pick a faster backend, or why fewer threads run than asked for. */
   readonly fallbackReason: string | undefined;
+  /** Threads each call runs on (1 for 'scalar', and where WebAssembly threads are unavailable). */
+  readonly threads: number;
   private disposed = false;
 
   /** @internal */
   constructor(
     private readonly module: SdpaModule,
-    chosen: { backend: BackendName; fallbackReason?: string },
+    chosen: { backend: BackendName; fallbackReason?: string; threads?: number },
   ) {
     this.backend = chosen.backend;
     this.fallbackReason = chosen.fallbackReason;
+    this.threads = chosen.threads ?? 1;
   }
 
   /** Every backend this build knows, whether it can run here, and why not. */
@@ -114,6 +118,7 @@ export class Attention {
   scaledDotProductAttentionSync(query: Tensor, key: Tensor, value: Tensor, options?: AttentionOptions): AttentionResult {
     this.checkUsable();
     const request = attentionRequest(query, key, value, options);
+    request.threads = this.threads;
     const plan = this.module.planAttention(request);
     throwIfError(plan.error);
     const outputElements = product(plan.outputShape);
@@ -282,10 +287,25 @@ function inputBytes(query: Tensor, key: Tensor, value: Tensor, options?: Attenti
 /**
  * Creates an attention engine. `backend: 'auto'` (default) picks the fastest backend available
  * here and reports why it fell back in `fallbackReason`; naming an unavailable backend rejects.
+ * `threads` (simd backend): default every core where WebAssembly threads can run (Node; browsers
+ * with cross-origin isolation), else 1 with the reason in `fallbackReason`; `threads: 1` forces
+ * the single-thread module. More threads than cores are capped at the core count.
  */
 export async function createAttention(options: CreateAttentionOptions = {}): Promise<Attention> {
   if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object; got ${describe(options)}`);
   const chosen = chooseBackend(options.backend ?? 'auto');
-  return new Attention(await loadModule(), chosen);
+  const requested = checkThreadsOption(options.threads);
+  if (chosen.backend !== 'simd' || requested === 1) return new Attention(await loadModule(), chosen);
+  const threads = Math.min(requested ?? coreCount(), coreCount());
+  const unavailable = threads > 1 ? threadsUnavailableReason() : undefined;
+  if (threads > 1 && !unavailable) {
+    try {
+      return new Attention(await loadThreadedModule(), { ...chosen, threads });
+    } catch (cause) {
+      return new Attention(await loadModule(), { ...chosen, fallbackReason: `running on 1 thread: the threads module failed to load (${String(cause)})` });
+    }
+  }
+  const fallbackReason = unavailable ? `running on 1 thread: ${unavailable}` : chosen.fallbackReason;
+  return new Attention(await loadModule(), { ...chosen, fallbackReason });
 }
 

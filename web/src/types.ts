@@ -91,6 +91,14 @@ export interface BackendInfo {
 export interface CreateAttentionOptions {
   /** Default `'auto'`. */
   backend?: BackendChoice;
+  /**
+   * Threads for the `'simd'` backend (a positive integer). Default: every core, where
+   * WebAssembly threads are available (Node; browsers only on cross-origin isolated pages, i.e.
+   * served with COOP `same-origin` + COEP `require-corp`); elsewhere 1, and
+   * `Attention.fallbackReason` says why. `1` forces the single-thread module. Capped at the
+   * number of cores.
+   */
+  threads?: number;
 }
 
 export interface SoftmaxOptions {
