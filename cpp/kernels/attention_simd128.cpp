@@ -4,10 +4,11 @@
 // (batch, query head), with the semantics of the scalar reference (core/attention_reference.h).
 //
 // Algorithm (FlashAttention-2 style):
-//  - Pack Kᵀ of every key/value head into tiles [E, Bc] (and V into rows padded to Ev4 when Ev is
-//    not a multiple of 4; else V is read in place). Packing is split over the threads.
 //  - Tasks = (batch·query head, block of Bq query rows), handed out to the threads from a shared
-//    counter (core/parallel.h); each thread has its own score/accumulator scratch.
+//    counter (core/parallel.h), one parallel region per call; each thread has its own
+//    score/accumulator scratch. The first task of a key/value head packs its Kᵀ into tiles
+//    [E, Bc] (and V into rows padded to Ev4 when Ev % 4 != 0; else V is read in place) while
+//    the other threads' tasks on that head wait for it.
 //    Per task, stream the key tiles. For each tile:
 //      S = Q_block·Kᵀ_tile·scale  (register tile: 2 query rows × 16 keys, 8 f32x4 accumulators;
 //                                  the row maxima are taken from the registers, no extra pass),
@@ -27,9 +28,12 @@
 #include "kernels/attention_simd128.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <new>
+#include <thread>
 
 #include "core/parallel.h"
 #include "kernels/simd128.h"
@@ -394,7 +398,7 @@ void attend_query_block(const BlockContext& c) {
 uint64_t simd128_workspace_bytes(const AttentionPlan& plan, int threads) {
   const Sizes s = sizes_of(plan);
   const uint64_t heads = static_cast<uint64_t>(plan.B * plan.Hkv);
-  return (heads * static_cast<uint64_t>(s.key_tiles_per_head + s.value_rows_per_head) +
+  return (heads * static_cast<uint64_t>(s.key_tiles_per_head + s.value_rows_per_head + 1) +
           static_cast<uint64_t>(std::max(threads, 1)) * static_cast<uint64_t>(s.scratch)) *
          sizeof(float);
 }
@@ -407,6 +411,10 @@ void attention_simd128(const AttentionPlan& p, const AttentionInputs& in, float*
   float* key_tiles = workspace;
   float* value_rows = key_tiles + kv_heads * sz.key_tiles_per_head;
   float* scratch = value_rows + kv_heads * sz.value_rows_per_head;
+  // Per key/value head: 0 = not packed, 1 = being packed, 2 = packed.
+  auto* packed = reinterpret_cast<std::atomic<int32_t>*>(scratch + threads * sz.scratch);
+  static_assert(sizeof(std::atomic<int32_t>) == sizeof(float), "one float slot per head state");
+  for (idx h = 0; h < kv_heads; ++h) new (&packed[h]) std::atomic<int32_t>(0);
   const Shared s{p,
                  sz,
                  static_cast<idx>(p.Lq),
@@ -425,29 +433,39 @@ void attention_simd128(const AttentionPlan& p, const AttentionInputs& in, float*
                  scratch};
   if (p.B * p.Hq * p.Lq == 0) return;
 
-  // Phase 1: pack Kᵀ tiles (and V rows) of every key/value head; one task per (head, tile).
-  parallel_for(threads, kv_heads * sz.tiles, [&](int64_t task, int) {
-    const idx head = static_cast<idx>(task) / sz.tiles, t = static_cast<idx>(task) % sz.tiles;
-    pack_key_tile(in.key + head * s.Lk * s.E, s.Lk, s.E, t,
-                  key_tiles + head * sz.key_tiles_per_head + t * s.E * kTileKeys);
-    if (sz.pack_values) {
-      const float* v = in.value + head * s.Lk * s.Ev;
-      float* rows = value_rows + head * sz.value_rows_per_head;
-      const idx j0 = t * kTileKeys, j1 = std::min<idx>(s.Lk, j0 + kTileKeys);
-      for (idx j = j0; j < j1; ++j) {
-        std::copy(v + j * s.Ev, v + (j + 1) * s.Ev, rows + j * sz.ev4);
-        std::fill(rows + j * sz.ev4 + s.Ev, rows + (j + 1) * sz.ev4, 0.0f);
+  // Kᵀ tiles (and V rows) of key/value head `kv`, packed by the first task that needs them while
+  // the others wait: one parallel region per call, and each head packed just before its use.
+  auto ensure_packed = [&](idx kv) {
+    std::atomic<int32_t>& state = packed[kv];
+    if (state.load(std::memory_order_acquire) == 2) return;
+    int32_t expected = 0;
+    if (state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+      float* tiles = key_tiles + kv * sz.key_tiles_per_head;
+      for (idx t = 0; t < sz.tiles; ++t) {
+        pack_key_tile(in.key + kv * s.Lk * s.E, s.Lk, s.E, t, tiles + t * s.E * kTileKeys);
       }
+      if (sz.pack_values) {
+        const float* v = in.value + kv * s.Lk * s.Ev;
+        float* rows = value_rows + kv * sz.value_rows_per_head;
+        for (idx j = 0; j < s.Lk; ++j) {
+          std::copy(v + j * s.Ev, v + (j + 1) * s.Ev, rows + j * sz.ev4);
+          std::fill(rows + j * sz.ev4 + s.Ev, rows + (j + 1) * sz.ev4, 0.0f);
+        }
+      }
+      state.store(2, std::memory_order_release);
+      return;
     }
-  });
+    while (state.load(std::memory_order_acquire) != 2) std::this_thread::yield();
+  };
 
-  // Phase 2: one task per (batch·query head, query block); causal: longest blocks first.
+  // One task per (batch·query head, query block), head-major; causal: longest blocks first.
   const bool reverse = p.causal != CausalAlignment::kNone;
   parallel_for(threads, static_cast<int64_t>(p.B * p.Hq) * s.blocks, [&](int64_t task, int worker) {
     const idx head = static_cast<idx>(task) / s.blocks;
     idx block = static_cast<idx>(task) % s.blocks;
     if (reverse) block = s.blocks - 1 - block;
     const idx b = head / s.Hq, h = head % s.Hq, kv = b * s.Hkv + h / s.group;
+    ensure_packed(kv);
     float* mine = s.scratch + static_cast<idx>(worker) * sz.scratch;
     float* scores = mine;
     float* acc = scores + (kBlockQueries + 1) * kTileKeys;
