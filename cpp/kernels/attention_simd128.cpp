@@ -299,16 +299,18 @@ bool update_row(const BlockContext& c, idx r) {
   const ExpConstants ek = c.k->exp;
   f32x4 sum0 = splat(0.0f), sum1 = splat(0.0f);
   mask32x4 any_hidden{};
-  for (int col = 0; col < kTileKeys; col += 8) {
-    const f32x4 sv0 = load(s + col), sv1 = load(s + col + 4);
-    const mask32x4 h0 = equal(sv0, neg_inf), h1 = equal(sv1, neg_inf);
-    const f32x4 p0 = select(h0, hidden, exp_nonpositive(sub(sv0, m), ek));
-    const f32x4 p1 = select(h1, hidden, exp_nonpositive(sub(sv1, m), ek));
-    any_hidden = any_hidden | h0 | h1;
-    sum0 = add(sum0, p0);
-    sum1 = add(sum1, p1);
-    store(s + col, p0);
-    store(s + col + 4, p1);
+  for (int col = 0; col < kTileKeys; col += 4) {
+    const f32x4 sv = load(s + col);
+    const mask32x4 h = equal(sv, neg_inf);
+    // e^-inf is +0: or-ing the sign bit in marks it hidden (-0.0)
+    const f32x4 pv = or_bits(exp_nonpositive(sub(sv, m), ek), keep_where(hidden, h));
+    any_hidden = any_hidden | h;
+    if (col & 4) {
+      sum1 = add(sum1, pv);
+    } else {
+      sum0 = add(sum0, pv);
+    }
+    store(s + col, pv);
   }
   const float tile_sum = horizontal_sum(add(sum0, sum1));
   if (m_new == m_old) {
@@ -473,8 +475,8 @@ void attention_simd128(const AttentionPlan& p, const AttentionInputs& in, float*
     float* row_sum = row_max + kBlockQueries + 2;
     float* tile_max = row_sum + kBlockQueries + 2;
     const idx i0 = block * kBlockQueries;
-    const Constants k{ExpConstants::load(), splat(exp_constant_table[12]),
-                      splat(exp_constant_table[13])};
+    const Constants k{ExpConstants::load(), splat(exp_constant_table[10]),
+                      splat(exp_constant_table[11])};
     const BlockContext c{s,
                          b,
                          h,

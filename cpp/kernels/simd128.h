@@ -34,6 +34,7 @@ inline mask32x4 bits_differ(f32x4 a, f32x4 b) { return wasm_i32x4_ne(a, b); }
 inline bool any(mask32x4 m) { return wasm_v128_any_true(m); }
 // Lanes of `a` where `m` holds, else 0.
 inline f32x4 keep_where(f32x4 a, mask32x4 m) { return wasm_v128_and(a, m); }
+inline f32x4 or_bits(f32x4 a, f32x4 b) { return wasm_v128_or(a, b); }
 // Lanes of `a` where `m` holds, else `b`.
 inline f32x4 select(mask32x4 m, f32x4 a, f32x4 b) { return wasm_v128_bitselect(a, b, m); }
 inline f32x4 from_bits(int32_t bits) { return wasm_i32x4_splat(bits); }
@@ -87,6 +88,9 @@ inline mask32x4 bits_differ(f32x4 a, f32x4 b) {
 }
 inline bool any(mask32x4 m) { return (m[0] | m[1] | m[2] | m[3]) != 0; }
 inline f32x4 keep_where(f32x4 a, mask32x4 m) { return bit_cast<f32x4>(bit_cast<mask32x4>(a) & m); }
+inline f32x4 or_bits(f32x4 a, f32x4 b) {
+  return bit_cast<f32x4>(bit_cast<mask32x4>(a) | bit_cast<mask32x4>(b));
+}
 inline f32x4 select(mask32x4 m, f32x4 a, f32x4 b) { return m ? a : b; }
 inline f32x4 from_bits(int32_t bits) { return bit_cast<f32x4>(mask32x4{bits, bits, bits, bits}); }
 inline f32x4 exp2_from_magic(f32x4 n_plus_magic) {
@@ -105,45 +109,42 @@ inline float horizontal_max(f32x4 v) {
                              max_propagating_nan(lane(v, 2), lane(v, 3)));
 }
 
-// e^x for x <= 0 (the only range softmax needs after subtracting the row max), Cephes-style:
-// x = n·ln2 + r with |r| <= ln2/2, e^r by a degree-6 polynomial (about 1 ulp), times 2^n.
-// x is first clamped to -88, where n = -127 makes the 2^n factor exactly 0: the result is 0 below
-// about -87.7 (and for -inf), NaN for NaN.
+// e^x for x <= 0 (the only range softmax needs after subtracting the row max), as 2^y with
+// y = x·log2(e): y = n + f with n = round(y), |f| <= 1/2, 2^f by its degree-6 Taylor polynomial
+// (relative error <= 1.2e-7, about 1 ulp; the rounding of y adds |y|·6e-8 relative), times 2^n
+// built in the exponent bits. y is first clamped to -127, where n = -127 makes the 2^n factor
+// exactly 0: the result is 0 below about -87.7 (and for -inf), NaN for NaN.
 //
 // The constants live in a mutable table that the caller loads once, outside its loop
 // (ExpConstants::load()): a v128.const in a loop costs V8 several instructions every iteration,
 // and LLVM would sink constants from a const table back into the loop.
 // The last two entries are not used by exp: -inf and -0.0 for kernels that need them in a loop.
-inline float exp_constant_table[14] = {
-    -88.0f,           1.44269504088896341f, 12582912.0f,      0.693359375f,
-    -2.12194440e-4f,  1.9875691500e-4f,     1.3981999507e-3f, 8.3334519073e-3f,
-    4.1665795894e-2f, 1.6666665459e-1f,     5.0000001201e-1f, 1.0f,
-    -__builtin_inff(), -0.0f};
+inline float exp_constant_table[12] = {
+    -127.0f,           1.44269504088896341f, 12582912.0f,       1.0f,
+    0.693147180559945f, 0.240226506959101f,  0.0555041086648216f, 0.00961812910762848f,
+    0.00133335581464284f, 0.000154035303933816f, -__builtin_inff(), -0.0f};
 
 struct ExpConstants {
-  f32x4 lowest, log2e, magic, ln2_hi, ln2_lo, c0, c1, c2, c3, c4, c5, one;
+  f32x4 lowest, log2e, magic, c0, c1, c2, c3, c4, c5, c6;
   static ExpConstants load() {
     const float* t = exp_constant_table;
-    return {splat(t[0]), splat(t[1]), splat(t[2]), splat(t[3]), splat(t[4]),  splat(t[5]),
-            splat(t[6]), splat(t[7]), splat(t[8]), splat(t[9]), splat(t[10]), splat(t[11])};
+    return {splat(t[0]), splat(t[1]), splat(t[2]), splat(t[3]), splat(t[4]),
+            splat(t[5]), splat(t[6]), splat(t[7]), splat(t[8]), splat(t[9])};
   }
 };
 
 inline f32x4 exp_nonpositive(f32x4 x, const ExpConstants& k) {
-  const f32x4 clamped = pmax(x, k.lowest);  // keeps a NaN x
+  const f32x4 y = pmax(mul(x, k.log2e), k.lowest);  // keeps a NaN x
   // Round-to-nearest via the 1.5·2^23 "magic" add: the low mantissa bits then hold n.
-  const f32x4 n_plus_magic = add(mul(clamped, k.log2e), k.magic);
-  const f32x4 n = sub(n_plus_magic, k.magic);
-  f32x4 r = sub(clamped, mul(n, k.ln2_hi));
-  r = sub(r, mul(n, k.ln2_lo));
-  f32x4 y = k.c0;
-  y = add(mul(y, r), k.c1);
-  y = add(mul(y, r), k.c2);
-  y = add(mul(y, r), k.c3);
-  y = add(mul(y, r), k.c4);
-  y = add(mul(y, r), k.c5);
-  y = add(add(mul(mul(y, r), r), r), k.one);
-  return mul(y, exp2_from_magic(n_plus_magic));
+  const f32x4 n_plus_magic = add(y, k.magic);
+  const f32x4 f = sub(y, sub(n_plus_magic, k.magic));
+  f32x4 p = add(mul(k.c6, f), k.c5);
+  p = add(mul(p, f), k.c4);
+  p = add(mul(p, f), k.c3);
+  p = add(mul(p, f), k.c2);
+  p = add(mul(p, f), k.c1);
+  p = add(mul(p, f), k.c0);
+  return mul(p, exp2_from_magic(n_plus_magic));
 }
 
 }  // namespace sdpa::simd
