@@ -162,48 +162,67 @@ async function benchShapes(opts, names) {
   return { rows, infos };
 }
 
-/** The long-context runs, in a fresh process (clean wasm memory for the heap-growth figure). */
-async function benchLong(opts) {
+/**
+ * The long-context runs, in a fresh process (clean wasm memory for the heap-growth figure):
+ * Lq = Lk = 32768 and 16384 (full and causal), E = Ev = 64, one head, no weights, on 1 thread
+ * and on every core. Full and causal runs of a length alternate (rounds), so their ratio is
+ * taken under the same load; CPU seconds are reported too (robust to being descheduled).
+ */
+async function benchLong() {
   const { createAttention } = await import('../dist/index.js');
   const results = [];
+  const one = await createAttention({ backend: 'simd', threads: 1 });
+  const many = await createAttention({ backend: 'simd' });
+  const engines = many.threads > 1 ? [one, many] : [one];
   const cases = [
-    { n: 32768, causal: false },
-    { n: 16384, causal: false },
-    { n: 16384, causal: true },
+    { n: 32768, causal: false, rounds: 1 },
+    { n: 16384, causal: false, rounds: 3 },
+    { n: 16384, causal: true, rounds: 3 },
   ];
-  for (const threads of [1, undefined]) {
-    for (const c of cases) {
-      const attn = await createAttention({ backend: 'simd', threads });
-      if (threads === undefined && attn.threads < 2) continue;
-      const shape = [1, c.n, 64];
+  const state = new Map();
+  for (const attn of engines) {
+    const before = attn.memoryStats();
+    for (const n of [32768, 16384]) {
+      const shape = [1, n, 64];
       const { q, k, v } = randomInputs(shape, 7);
       const t = (data) => ({ data, shape });
-      // workspace bytes, from the plan the call makes (internal, for the report only)
+      const mine = cases.filter((c) => c.n === n);
+      for (let r = 0; r < Math.max(...mine.map((c) => c.rounds)); r++) {
+        for (const c of mine) {
+          if (r >= c.rounds) continue;
+          const key = `${attn.threads}/${n}/${c.causal}`;
+          if (!state.has(key)) state.set(key, { c, attn, times: [], cpu: [], out: undefined, q, k, v });
+          const st = state.get(key);
+          const cpu0 = process.cpuUsage();
+          const start = performance.now();
+          st.out = attn.scaledDotProductAttentionSync(t(q), t(k), t(v), { isCausal: c.causal }).output.data;
+          st.times.push(performance.now() - start);
+          const cpu = process.cpuUsage(cpu0);
+          st.cpu.push((cpu.user + cpu.system) / 1000);
+          log(`long: n=${n}${c.causal ? ' causal' : ''} threads=${attn.threads}: ${st.times.at(-1).toFixed(0)} ms`);
+        }
+      }
+    }
+    const after = attn.memoryStats();
+    for (const st of state.values()) {
+      if (st.attn !== attn || st.done) continue;
+      st.done = true;
+      const { c } = st;
+      // the workspace this call allocates, from the plan (internal, for this report only)
       const plan = attn.module.planAttention({
-        queryShape: shape, keyShape: shape, valueShape: shape, maskKind: 'none', maskShape: [],
+        queryShape: [1, c.n, 64], keyShape: [1, c.n, 64], valueShape: [1, c.n, 64], maskKind: 'none', maskShape: [],
         causal: c.causal ? 'top-left' : 'none', scale: undefined, enableGqa: false, returnWeights: false, threads: attn.threads,
       });
-      const before = attn.memoryStats();
-      const times = [];
-      let out;
-      for (let r = 0; r < (c.n > 16384 ? 1 : 2); r++) {
-        const start = performance.now();
-        out = attn.scaledDotProductAttentionSync(t(q), t(k), t(v), { isCausal: c.causal }).output.data;
-        times.push(performance.now() - start);
-      }
-      const after = attn.memoryStats();
-      // spot check 8 rows against float64
       let err = 0;
-      for (const i of [0, 1, 777, c.n >> 1, c.n - 3, c.n - 1]) err = Math.max(err, rowError(q, k, v, out, c.n, 64, i, c.causal));
-      const ioBytes = 4 * 4 * c.n * 64;
+      for (const i of [0, 1, 777, c.n >> 1, c.n - 3, c.n - 1]) err = Math.max(err, rowError(st.q, st.k, st.v, st.out, c.n, 64, i, c.causal));
+      const s = stats(st.times);
       results.push({
-        n: c.n, d: 64, causal: c.causal, threads: attn.threads, ...stats(times),
-        gflopsNominal: (4 * c.n * c.n * 64) / stats(times).medianMs / 1e6,
+        n: c.n, d: 64, causal: c.causal, threads: attn.threads, ...s, cpuMs: Math.min(...st.cpu),
+        gflopsNominal: (4 * c.n * c.n * 64) / s.medianMs / 1e6,
         memoryBytesBefore: before.memoryBytes, memoryBytesAfter: after.memoryBytes,
         heapGrowthBytes: after.memoryBytes - before.memoryBytes,
-        inputOutputBytes: ioBytes, workspaceBytes: plan.workspaceBytes.simd, spotCheckMaxAbsError: err,
+        inputOutputBytes: 4 * 4 * c.n * 64, workspaceBytes: plan.workspaceBytes.simd, spotCheckMaxAbsError: err,
       });
-      log(`long: n=${c.n}${c.causal ? ' causal' : ''} threads=${attn.threads}: ${stats(times).medianMs.toFixed(0)} ms`);
     }
   }
   return results;
@@ -286,7 +305,7 @@ async function main() {
     process.exit(0);
   }
   if (opts.child === 'long') {
-    process.stdout.write('\n' + JSON.stringify({ long: await benchLong(opts) }) + '\n');
+    process.stdout.write('\n' + JSON.stringify({ long: await benchLong() }) + '\n');
     process.exit(0);
   }
 
@@ -339,9 +358,14 @@ async function main() {
   if (opts.long) {
     log('long context (child process)...');
     long = runChild('long', opts).long;
-    console.log('\nlong context (1 head, E = Ev = 64, no weights, simd backend):');
+    console.log('\nlong context (1 head, E = Ev = 64, no weights, simd backend; wasm memory growth is per module, over all its runs):');
     for (const l of long) {
-      console.log(`  Lq=Lk=${String(l.n).padEnd(6)} ${l.causal ? 'causal' : 'full  '} threads=${l.threads}: ${fmt(l.medianMs, 0)} ms (${fmt(l.gflopsNominal, 1)} GFLOP/s nominal), wasm memory +${fmt(l.heapGrowthBytes / 2 ** 20, 1)} MiB (inputs+output ${fmt(l.inputOutputBytes / 2 ** 20, 0)} MiB, workspace ${fmt(l.workspaceBytes / 2 ** 20, 2)} MiB), spot-check err ${l.spotCheckMaxAbsError.toExponential(1)}`);
+      console.log(`  Lq=Lk=${String(l.n).padEnd(6)} ${l.causal ? 'causal' : 'full  '} threads=${l.threads}: median ${fmt(l.medianMs, 0)} ms, min ${fmt(l.minMs, 0)} ms, CPU ${fmt(l.cpuMs, 0)} ms (${fmt(l.gflopsNominal, 1)} GFLOP/s nominal), workspace ${fmt(l.workspaceBytes / 2 ** 20, 2)} MiB, wasm memory ${fmt(l.memoryBytesBefore / 2 ** 20, 0)} -> ${fmt(l.memoryBytesAfter / 2 ** 20, 0)} MiB (inputs+output ${fmt(l.inputOutputBytes / 2 ** 20, 0)} MiB), spot-check err ${l.spotCheckMaxAbsError.toExponential(1)}`);
+    }
+    for (const threads of [...new Set(long.map((l) => l.threads))]) {
+      const full = long.find((l) => l.threads === threads && l.n === 16384 && !l.causal);
+      const causal = long.find((l) => l.threads === threads && l.n === 16384 && l.causal);
+      if (full && causal) console.log(`  16k causal / full, threads=${threads}: ${fmt(causal.medianMs / full.medianMs)} (median), ${fmt(causal.cpuMs / full.cpuMs)} (CPU time)`);
     }
   }
 

@@ -45,7 +45,8 @@ using namespace simd;
 using idx = std::ptrdiff_t;  // 32-bit in wasm32: cheaper address arithmetic than int64_t
 
 constexpr int kTileKeys = 64;      // Bc: keys per streamed K/V tile
-constexpr int kBlockQueries = 32;  // Bq: query rows sharing each K/V tile (even)
+constexpr int kBlockQueries = 32;  // Bq: query rows per register-tiled block (even)
+constexpr int kBlocksPerTask = 4;  // blocks of one task that share each K/V tile while it is in L2
 constexpr int kColumnVectors = 4;  // register tile width: 4 f32x4 = 16 keys / value dims
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr int32_t kNegativeZeroBits = INT32_MIN;  // bit pattern of -0.0f: "hidden key"
@@ -68,7 +69,8 @@ Sizes sizes_of(const AttentionPlan& p) {
   s.key_tiles_per_head = s.tiles * static_cast<idx>(p.E) * kTileKeys;
   s.value_rows_per_head = s.pack_values ? static_cast<idx>(p.Lk) * s.ev4 : 0;
   // scores [Bq + 1, Bc] (+1: the twin of an odd last row), acc [Bq + 1, Ev4], max, sum, tile max
-  s.scratch = (kBlockQueries + 1) * (kTileKeys + s.ev4) + 3 * (kBlockQueries + 2) + 4;
+  s.scratch = (kBlockQueries + 1) * kTileKeys +
+              kBlocksPerTask * ((kBlockQueries + 1) * s.ev4 + 3 * (kBlockQueries + 2)) + 4;
   return s;
 }
 
@@ -339,25 +341,33 @@ void accumulate_tile(const BlockContext& c, idx rows, idx t, bool drop_hidden) {
   }
 }
 
-void attend_query_block(const BlockContext& c) {
-  const AttentionPlan& p = c.s.p;
-  const idx rows = c.rows, i0 = c.i0, ev4 = c.s.sz.ev4, Lk = c.s.Lk, Ev = c.s.Ev;
-  // Pairs of rows run together; an odd last row gets a scratch twin (row `rows`).
-  const idx padded_rows = round_up(rows, 2);
-  std::fill(c.acc, c.acc + padded_rows * ev4, 0.0f);
+// Causal: no row of a block sees a key past its last row's limit.
+idx tiles_to_visit(const BlockContext& c) {
+  const int64_t last_key = c.s.p.last_visible_key(c.i0 + c.rows - 1);
+  return last_key < 0 ? 0 : static_cast<idx>(last_key / kTileKeys + 1);
+}
+
+void start_block(const BlockContext& c) {
+  const idx padded_rows = round_up(c.rows, 2);
+  std::fill(c.acc, c.acc + padded_rows * c.s.sz.ev4, 0.0f);
   std::fill(c.row_max, c.row_max + padded_rows, kNegInf);
   std::fill(c.row_sum, c.row_sum + padded_rows, 0.0f);
+}
 
-  // Causal: no row of this block sees a key past the last row's limit.
-  const int64_t last_key = p.last_visible_key(i0 + rows - 1);
-  const idx tiles_to_visit = last_key < 0 ? 0 : static_cast<idx>(last_key / kTileKeys + 1);
-  for (idx t = 0; t < tiles_to_visit; ++t) {
-    compute_score_tile(c, t);
-    bool drop_hidden = false;
-    for (idx r = 0; r < padded_rows; ++r) drop_hidden |= update_row(c, r);
-    accumulate_tile(c, padded_rows, t, drop_hidden);
-  }
+// One key tile for one block: scores, online softmax, P·V.
+void attend_tile(const BlockContext& c, idx t) {
+  // Pairs of rows run together; an odd last row gets a scratch twin (row `rows`).
+  const idx padded_rows = round_up(c.rows, 2);
+  compute_score_tile(c, t);
+  bool drop_hidden = false;
+  for (idx r = 0; r < padded_rows; ++r) drop_hidden |= update_row(c, r);
+  accumulate_tile(c, padded_rows, t, drop_hidden);
+}
 
+// Output rows (and weights) of a block whose key tiles have all been attended.
+void finish_block(const BlockContext& c) {
+  const idx rows = c.rows, i0 = c.i0, ev4 = c.s.sz.ev4, Lk = c.s.Lk, Ev = c.s.Ev;
+  const idx visited = tiles_to_visit(c);
   float* output = c.s.output + ((c.b * c.s.Hq + c.h) * c.s.Lq + i0) * Ev;
   for (idx r = 0; r < rows; ++r) {
     const float l = c.row_sum[r];  // 0 only for a fully hidden row: zeros; NaN stays NaN
@@ -372,7 +382,7 @@ void attend_query_block(const BlockContext& c) {
   for (idx t = 0; t < c.s.sz.tiles; ++t) {
     const idx j0 = t * kTileKeys;
     const idx tile_len = std::min<idx>(kTileKeys, Lk - j0);
-    if (t >= tiles_to_visit) {
+    if (t >= visited) {
       for (idx r = 0; r < rows; ++r) std::fill_n(weights + r * Lk + j0, tile_len, 0.0f);
       continue;
     }
@@ -460,40 +470,58 @@ void attention_simd128(const AttentionPlan& p, const AttentionInputs& in, float*
     while (state.load(std::memory_order_acquire) != 2) std::this_thread::yield();
   };
 
-  // One task per (batch·query head, query block), head-major; causal: longest blocks first.
+  // One task per (batch·query head, group of kBlocksPerTask query blocks), head-major; the blocks
+  // of a task take turns on each K/V tile, which is read from L3/memory once per task and then
+  // hit in L2. Causal: the groups with the most tiles first.
+  const idx groups = (s.blocks + kBlocksPerTask - 1) / kBlocksPerTask;
   const bool reverse = p.causal != CausalAlignment::kNone;
-  parallel_for(threads, static_cast<int64_t>(p.B * p.Hq) * s.blocks, [&](int64_t task, int worker) {
-    const idx head = static_cast<idx>(task) / s.blocks;
-    idx block = static_cast<idx>(task) % s.blocks;
-    if (reverse) block = s.blocks - 1 - block;
+  parallel_for(threads, static_cast<int64_t>(p.B * p.Hq) * groups, [&](int64_t task, int worker) {
+    const idx head = static_cast<idx>(task) / groups;
+    idx group = static_cast<idx>(task) % groups;
+    if (reverse) group = groups - 1 - group;
     const idx b = head / s.Hq, h = head % s.Hq, kv = b * s.Hkv + h / s.group;
     ensure_packed(kv);
-    float* mine = s.scratch + static_cast<idx>(worker) * sz.scratch;
-    float* scores = mine;
-    float* acc = scores + (kBlockQueries + 1) * kTileKeys;
-    float* row_max = acc + (kBlockQueries + 1) * sz.ev4;
-    float* row_sum = row_max + kBlockQueries + 2;
-    float* tile_max = row_sum + kBlockQueries + 2;
-    const idx i0 = block * kBlockQueries;
     const Constants k{ExpConstants::load(), splat(exp_constant_table[10]),
                       splat(exp_constant_table[11])};
-    const BlockContext c{s,
-                         b,
-                         h,
-                         i0,
-                         std::min<idx>(kBlockQueries, s.Lq - i0),
-                         in.query + head * s.Lq * s.E,
-                         s.key_tiles + kv * sz.key_tiles_per_head,
-                         sz.pack_values ? s.value_rows + kv * sz.value_rows_per_head
-                                        : in.value + kv * s.Lk * s.Ev,
-                         sz.pack_values ? sz.ev4 : s.Ev,
-                         scores,
-                         acc,
-                         row_max,
-                         row_sum,
-                         tile_max,
-                         &k};
-    attend_query_block(c);
+    float* mine = s.scratch + static_cast<idx>(worker) * sz.scratch;
+    float* scores = mine;
+    float* block_scratch = scores + (kBlockQueries + 1) * kTileKeys;
+    const idx first_block = group * kBlocksPerTask;
+    const idx count = std::min<idx>(kBlocksPerTask, s.blocks - first_block);
+    alignas(BlockContext) unsigned char storage[kBlocksPerTask * sizeof(BlockContext)];
+    auto* blocks = reinterpret_cast<BlockContext*>(storage);
+    idx most_tiles = 0;
+    for (idx i = 0; i < count; ++i) {
+      float* acc = block_scratch + i * ((kBlockQueries + 1) * sz.ev4 + 3 * (kBlockQueries + 2));
+      float* row_max = acc + (kBlockQueries + 1) * sz.ev4;
+      float* row_sum = row_max + kBlockQueries + 2;
+      float* tile_max = row_sum + kBlockQueries + 2;
+      const idx i0 = (first_block + i) * kBlockQueries;
+      new (&blocks[i]) BlockContext{s,
+                                    b,
+                                    h,
+                                    i0,
+                                    std::min<idx>(kBlockQueries, s.Lq - i0),
+                                    in.query + head * s.Lq * s.E,
+                                    s.key_tiles + kv * sz.key_tiles_per_head,
+                                    sz.pack_values ? s.value_rows + kv * sz.value_rows_per_head
+                                                   : in.value + kv * s.Lk * s.Ev,
+                                    sz.pack_values ? sz.ev4 : s.Ev,
+                                    scores,
+                                    acc,
+                                    row_max,
+                                    row_sum,
+                                    tile_max,
+                                    &k};
+      start_block(blocks[i]);
+      most_tiles = std::max(most_tiles, tiles_to_visit(blocks[i]));
+    }
+    for (idx t = 0; t < most_tiles; ++t) {
+      for (idx i = 0; i < count; ++i) {
+        if (t < tiles_to_visit(blocks[i])) attend_tile(blocks[i], t);
+      }
+    }
+    for (idx i = 0; i < count; ++i) finish_block(blocks[i]);
   });
 }
 
