@@ -4,11 +4,12 @@
 // (batch, query head), with the semantics of the scalar reference (core/attention_reference.h).
 //
 // Algorithm (FlashAttention-2 style):
-//  - Tasks = (batch·query head, block of Bq query rows), handed out to the threads from a shared
-//    counter (core/parallel.h), one parallel region per call; each thread has its own
-//    score/accumulator scratch. The first task of a key/value head packs its Kᵀ into tiles
-//    [E, Bc] (and V into rows padded to Ev4 when Ev % 4 != 0; else V is read in place) while
-//    the other threads' tasks on that head wait for it.
+//  - Tasks = (batch·query head, 4 blocks of Bq query rows), handed out to the threads from a
+//    shared counter (core/parallel.h), one parallel region per call; each thread has its own
+//    score/accumulator scratch. The 4 blocks of a task take turns on each K/V tile, so a tile
+//    comes from L3/memory once per 4·Bq rows and from L2 for the other blocks. The first task
+//    of a key/value head packs its Kᵀ into tiles [E, Bc] (and V into rows padded to Ev4 when
+//    Ev % 4 != 0; else V is read in place) while the other threads' tasks on that head wait.
 //    Per task, stream the key tiles. For each tile:
 //      S = Q_block·Kᵀ_tile·scale  (register tile: 2 query rows × 16 keys, 8 f32x4 accumulators;
 //                                  the row maxima are taken from the registers, no extra pass),
@@ -16,9 +17,12 @@
 //      mask), then the online softmax per row: m' = max(m, rowmax S), P = e^(S − m'),
 //      l' = l·e^(m − m') + ΣP, O' = O·e^(m − m') + P·V_tile (register tile: 2 rows × 16 dims).
 //    The Lq×Lk matrix never exists: extra memory is about the size of K (+ V when Ev % 4 != 0)
-//    plus (Bq·(Bc + Ev)) floats per thread.
-//  - Causal: tiles after the block's last visible key are skipped, not masked, and the blocks
-//    with the most tiles are handed out first.
+//    plus about Bq·(Bc + 4·Ev) floats per thread.
+//  - Causal: tiles after a block's last visible key are skipped, not masked (about half the work
+//    of the unmasked call), and the tasks with the most tiles are handed out first.
+//  - The exp is a polynomial (kernels/simd128.h, ~1 ulp); scale and row max come from the QK
+//    registers; vector constants are loaded once per task (V8 rematerialises a v128.const at
+//    every use inside a loop).
 //  - Hidden keys (score −inf after masking) get P = −0.0, and tiles holding any use a P·V that
 //    drops −0.0 lanes, so NaN/Inf values at hidden positions never leak (as in the reference).
 //    A NaN score is left out of the row max (one maxps instead of NaN-aware max) but still makes
