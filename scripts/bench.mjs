@@ -136,7 +136,7 @@ async function benchShapes(opts, names) {
           continue;
         }
         const reps = Math.min(opts.reps, Math.max(3, Math.floor(opts.budgetMs / Math.max(firstMs, 1e-3))));
-        live.push({ name, row, instance, reps, times: [] });
+        live.push({ name, row, instance, reps, times: [], cpu: [] });
       } catch (e) {
         row.error = String(e?.message ?? e).split('\n')[0].slice(0, 300);
       }
@@ -148,13 +148,18 @@ async function benchShapes(opts, names) {
       for (let i = 0; i < live.length; i++) {
         const l = live[(i + r) % live.length];
         if (l.times.length >= l.reps) continue;
+        const cpu0 = process.cpuUsage();
         const t = performance.now();
         await l.instance.run();
         l.times.push(performance.now() - t);
+        const cpu = process.cpuUsage(cpu0);
+        l.cpu.push((cpu.user + cpu.system) / 1000);
       }
     }
     for (const l of live) {
       Object.assign(l.row, stats(l.times));
+      // process CPU time per call (all threads): robust to being descheduled on a shared machine
+      l.row.cpuMedianMs = stats(l.cpu).medianMs;
       l.row.gflops = l.row.flops / l.row.medianMs / 1e6;
       l.instance.dispose();
     }
@@ -271,18 +276,18 @@ function printTable(rows, peak) {
     if (!byShape.has(r.shape)) byShape.set(r.shape, []);
     byShape.get(r.shape).push(r);
   }
-  const header = ['shape', 'engine', 'median ms', 'min ms', 'GFLOP/s', '×ort-1t', '%peak', 'max err'];
+  const header = ['shape', 'engine', 'median ms', 'min ms', 'GFLOP/s', '×ort-1t', '%peak', 'CPU ms', 'max err'];
   const lines = [header];
   for (const [shape, list] of byShape) {
     const ort1 = list.find((r) => r.engine === 'ort-1t' && r.medianMs);
     for (const r of list) {
       if (r.error) {
-        lines.push([shape, ENGINE_LABELS[r.engine] ?? r.engine, 'error: ' + r.error.slice(0, 90), '', '', '', '', '']);
+        lines.push([shape, ENGINE_LABELS[r.engine] ?? r.engine, 'error: ' + r.error.slice(0, 90), '', '', '', '', '', '']);
         continue;
       }
       r.ratioToOrt1 = ort1 ? ort1.medianMs / r.medianMs : undefined;
       r.percentOfPeak = peak ? (100 * r.gflops) / peak : undefined;
-      lines.push([shape, ENGINE_LABELS[r.engine] ?? r.engine, fmt(r.medianMs, 3), fmt(r.minMs, 3), fmt(r.gflops, 1), r.ratioToOrt1 ? fmt(r.ratioToOrt1) + '×' : '', r.engine.startsWith('sdpa-simd') ? fmt(r.percentOfPeak, 0) + '%' : '', r.maxAbsError?.toExponential(1) ?? '']);
+      lines.push([shape, ENGINE_LABELS[r.engine] ?? r.engine, fmt(r.medianMs, 3), fmt(r.minMs, 3), fmt(r.gflops, 1), r.ratioToOrt1 ? fmt(r.ratioToOrt1) + '×' : '', r.engine.startsWith('sdpa-simd') ? fmt(r.percentOfPeak, 0) + '%' : '', fmt(r.cpuMedianMs, 3), r.maxAbsError?.toExponential(1) ?? '']);
     }
   }
   const widths = header.map((_, c) => Math.max(...lines.filter((l) => !String(l[2]).startsWith('error') || c < 2).map((l) => String(l[c]).length)));
@@ -338,7 +343,8 @@ async function main() {
   }
   console.log(`\nsdpa-web bench — ${startedAt} — ${machine.cpu}, ${machine.cores} cores, node ${machine.node}`);
   console.log(`peak probe (f32x4 mul+add, 12 chains, 1 core): ${fmt(peak, 1)} GFLOP/s (median of a run before and after; best single run ${fmt(Math.max(peakBefore.maxGflops, peakAfter.maxGflops), 1)})`);
-  console.log(`medians over interleaved rounds; ×ort-1t = onnxruntime-web graph 1 thread median / engine median; %peak = GFLOP/s / peak probe\n`);
+  console.log(`medians over interleaved rounds; ×ort-1t = onnxruntime-web graph 1 thread median / engine median; %peak = GFLOP/s / peak probe;`);
+  console.log(`CPU ms = median process CPU time per call (all threads; for 1-thread engines a load-robust cost)\n`);
   printTable(rows, peak);
 
   const sameProcess = [];
