@@ -30,7 +30,7 @@ void parallel_for(int, int64_t tasks, ParallelBody body, void* context) {
 namespace {
 
 // Workers sleep on `wake` until `generation` changes, then take tasks from `next` until none is
-// left and report on `done`. Worker threads are created on first need and live for the process.
+// left and count themselves out of `remaining_`. Worker threads are created on first need and live for the process.
 class Pool {
  public:
   static Pool& get() {
@@ -59,13 +59,14 @@ class Pool {
       tasks_ = tasks;
       next_.store(0, std::memory_order_relaxed);
       active_helpers_ = helpers;
-      remaining_ = helpers;
+      remaining_.store(helpers, std::memory_order_relaxed);
       ++generation_;
     }
     wake_.notify_all();
     drain(0);
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [this] { return remaining_ == 0; });
+    // The helpers are finishing their last task: spin rather than sleep on a condition variable
+    // (a browser main thread may not block; Emscripten busy-waits there anyway, with a warning).
+    while (remaining_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   }
 
  private:
@@ -88,17 +89,17 @@ class Pool {
         if (index > active_helpers_) continue;  // not needed this time
       }
       drain(index);
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--remaining_ == 0) done_.notify_one();
+      remaining_.fetch_sub(1, std::memory_order_acq_rel);
     }
   }
 
   int max_threads_ = 1;
   std::vector<std::thread> workers_;
   std::mutex mutex_;
-  std::condition_variable wake_, done_;
+  std::condition_variable wake_;
   uint64_t generation_ = 0;
-  int active_helpers_ = 0, remaining_ = 0;
+  int active_helpers_ = 0;
+  std::atomic<int> remaining_{0};
   ParallelBody body_ = nullptr;
   void* context_ = nullptr;
   int64_t tasks_ = 0;

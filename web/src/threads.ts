@@ -53,6 +53,9 @@ export function checkThreadsOption(threads: unknown): number | undefined {
 
 let threadedModule: Promise<SdpaModule> | undefined;
 
+/** A worker pool that fails to start (e.g. its script cannot load) never settles: give up then. */
+const LOAD_TIMEOUT_MS = 20_000;
+
 /**
  * The pthreads module, instantiated once per realm with coreCount() − 1 preloaded workers (the
  * calling thread is the last one). Under Node its workers are unref'd so they never keep the
@@ -62,7 +65,11 @@ export function loadThreadedModule(): Promise<SdpaModule> {
   threadedModule ??= (async () => {
     const { default: create } = await import('./wasm/sdpa_core_mt.mjs');
     const cores = coreCount();
-    const module = await create({ sdpaWorkers: cores - 1 });
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`its ${cores - 1} web workers did not start within ${LOAD_TIMEOUT_MS / 1000} s`)), LOAD_TIMEOUT_MS);
+    });
+    const module = await Promise.race([create({ sdpaWorkers: cores - 1 }), timeout]).finally(() => clearTimeout(timer));
     module.setMaxThreads(cores);
     if (nodeProcess()) {
       const pthread = (module as unknown as { PThread?: { unusedWorkers?: { unref?: () => void }[] } }).PThread;
