@@ -4,7 +4,7 @@
 // (batch, query head), with the semantics of the scalar reference (core/attention_reference.h).
 //
 // Algorithm (FlashAttention-2 style):
-//  - Tasks = (batch·query head, 4 blocks of Bq query rows), handed out to the threads from a
+//  - Tasks = (batch·query head, up to 4 blocks of Bq query rows), handed out to the threads from a
 //    shared counter (core/parallel.h), one parallel region per call; each thread has its own
 //    score/accumulator scratch. The 4 blocks of a task take turns on each K/V tile, so a tile
 //    comes from L3/memory once per 4·Bq rows and from L2 for the other blocks. The first task
@@ -477,7 +477,10 @@ void attention_simd128(const AttentionPlan& p, const AttentionInputs& in, float*
   // One task per (batch·query head, group of kBlocksPerTask query blocks), head-major; the blocks
   // of a task take turns on each K/V tile, which is read from L3/memory once per task and then
   // hit in L2. Causal: the groups with the most tiles first.
-  const idx groups = (s.blocks + kBlocksPerTask - 1) / kBlocksPerTask;
+  // Fewer blocks per task when that would leave a thread with less than 4 tasks to balance.
+  const idx total_blocks = static_cast<idx>(p.B * p.Hq) * s.blocks;
+  const idx per_task = std::max<idx>(1, std::min<idx>(kBlocksPerTask, total_blocks / (4 * threads)));
+  const idx groups = (s.blocks + per_task - 1) / per_task;
   const bool reverse = p.causal != CausalAlignment::kNone;
   parallel_for(threads, static_cast<int64_t>(p.B * p.Hq) * groups, [&](int64_t task, int worker) {
     const idx head = static_cast<idx>(task) / groups;
@@ -490,8 +493,8 @@ void attention_simd128(const AttentionPlan& p, const AttentionInputs& in, float*
     float* mine = s.scratch + static_cast<idx>(worker) * sz.scratch;
     float* scores = mine;
     float* block_scratch = scores + (kBlockQueries + 1) * kTileKeys;
-    const idx first_block = group * kBlocksPerTask;
-    const idx count = std::min<idx>(kBlocksPerTask, s.blocks - first_block);
+    const idx first_block = group * per_task;
+    const idx count = std::min<idx>(per_task, s.blocks - first_block);
     alignas(BlockContext) unsigned char storage[kBlocksPerTask * sizeof(BlockContext)];
     auto* blocks = reinterpret_cast<BlockContext*>(storage);
     idx most_tiles = 0;
