@@ -369,6 +369,17 @@ async function main() {
     for (const s of sameProcess) console.log(`  ${s.shape.padEnd(10)} ${ENGINE_LABELS[s.engine].padEnd(26)} ${fmt(s.otherMedianMs, 3)} ms vs ${fmt(s.sdpaThreadsMedianMs, 3)} ms: sdpa-web ${fmt(s.sdpaSpeedup)}×`);
   }
 
+  const scaling = [];
+  for (const shape of opts.shapeList.map(shapeName)) {
+    const one = rows.find((r) => r.shape === shape && r.engine === 'sdpa-simd-1t' && r.medianMs);
+    const mt = rows.find((r) => r.shape === shape && r.engine === 'sdpa-simd-mt' && r.medianMs);
+    if (one && mt) scaling.push({ shape, speedup: one.medianMs / mt.medianMs, threads: parent.infos['sdpa-simd-mt']?.threads, cpuRatio: mt.cpuMedianMs / one.cpuMedianMs });
+  }
+  if (scaling.length) {
+    console.log('\nsdpa-web SIMD threads vs its own 1 thread (same rounds): speedup of the median (and CPU time ratio: how much of a second core it got)');
+    for (const s of scaling) console.log(`  ${s.shape.padEnd(10)} ${s.threads} threads: ${fmt(s.speedup)}× (CPU ${fmt(s.cpuRatio)}×)`);
+  }
+
   let long = [];
   if (opts.long) {
     log('long context (child process)...');
@@ -385,7 +396,7 @@ async function main() {
   }
 
   mkdirSync(opts.out, { recursive: true });
-  const report = { startedAt, machine, options: { shapes: opts.shapes, engines: opts.engines, reps: opts.reps, threads: opts.threads ?? 'default', budgetMs: opts.budgetMs }, peakProbe: { gflops: peak, before: peakBefore, after: peakAfter }, engines: { ...parent.infos, ...child.infos }, rows, sameProcess, long };
+  const report = { startedAt, machine, scaling, options: { shapes: opts.shapes, engines: opts.engines, reps: opts.reps, threads: opts.threads ?? 'default', budgetMs: opts.budgetMs }, peakProbe: { gflops: peak, before: peakBefore, after: peakAfter }, engines: { ...parent.infos, ...child.infos }, rows, sameProcess, long };
   const stamp = startedAt.replace(/[:.]/g, '-');
   for (const name of ['bench.json', `bench-${stamp}.json`]) writeFileSync(join(opts.out, name), JSON.stringify(report, null, 2));
   const svg = svgChart(rows, opts.shapeList.map(shapeName), opts.engineList, ENGINE_LABELS, peak, `sdpa-web bench ${startedAt.slice(0, 16)} — ${machine.cpu}, ${machine.cores} cores`);
