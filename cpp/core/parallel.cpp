@@ -29,8 +29,13 @@ void parallel_for(int, int64_t tasks, ParallelBody body, void* context) {
 
 namespace {
 
-// Workers sleep on `wake` until `generation` changes, then take tasks from `next` until none is
-// left and count themselves out of `remaining_`. Worker threads are created on first need and live for the process.
+// Workers sleep on `wake` until `generation` changes, then claim tasks from `next` (the
+// generation in its high bits, the next task index in its low bits) until none is left. The
+// caller claims tasks too and then waits only for claimed tasks to finish (`finished`), never
+// for a helper to wake up: a helper that wakes late finds nothing to claim, and one still asleep
+// from an earlier generation cannot claim a later generation's task by mistake (the claim is a
+// compare-exchange that checks the generation). Worker threads are created on first need and
+// live for the process.
 class Pool {
  public:
   static Pool& get() {
@@ -52,31 +57,43 @@ class Pool {
       const int index = static_cast<int>(workers_.size()) + 1;
       workers_.emplace_back([this, index] { worker_loop(index); });
     }
+    uint64_t generation;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       body_ = body;
       context_ = context;
-      tasks_ = tasks;
-      next_.store(0, std::memory_order_relaxed);
+      tasks_.store(tasks, std::memory_order_relaxed);
       active_helpers_ = helpers;
-      remaining_.store(helpers, std::memory_order_relaxed);
-      ++generation_;
+      finished_.store(0, std::memory_order_relaxed);
+      generation = ++generation_;
+      next_.store(generation << kIndexBits, std::memory_order_release);
     }
     wake_.notify_all();
-    drain(0);
-    // The helpers are finishing their last task: spin rather than sleep on a condition variable
-    // (a browser main thread may not block; Emscripten busy-waits there anyway, with a warning).
-    while (remaining_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+    drain(0, generation);
+    // Only claimed tasks are left: spin rather than sleep (a browser main thread may not block;
+    // Emscripten busy-waits there anyway, with a warning).
+    while (finished_.load(std::memory_order_acquire) < tasks) std::this_thread::yield();
   }
 
  private:
+  static constexpr int kIndexBits = 40;
+
   Pool() {
     const unsigned n = std::thread::hardware_concurrency();
     max_threads_ = n == 0 ? 1 : static_cast<int>(n);
   }
 
-  void drain(int worker) {
-    for (int64_t t; (t = next_.fetch_add(1, std::memory_order_relaxed)) < tasks_;) body_(context_, t, worker);
+  void drain(int worker, uint64_t generation) {
+    const uint64_t index_mask = (uint64_t{1} << kIndexBits) - 1;
+    for (;;) {
+      uint64_t claim = next_.load(std::memory_order_acquire);
+      if ((claim >> kIndexBits) != generation) return;
+      const int64_t task = static_cast<int64_t>(claim & index_mask);
+      if (task >= tasks_.load(std::memory_order_relaxed)) return;
+      if (!next_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel)) continue;
+      body_(context_, task, worker);
+      finished_.fetch_add(1, std::memory_order_release);
+    }
   }
 
   void worker_loop(int index) {
@@ -86,10 +103,9 @@ class Pool {
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [&] { return generation_ != seen; });
         seen = generation_;
-        if (index > active_helpers_) continue;  // not needed this time
+        if (index > active_helpers_) continue;  // not needed this time (no scratch for it)
       }
-      drain(index);
-      remaining_.fetch_sub(1, std::memory_order_acq_rel);
+      drain(index, seen);
     }
   }
 
@@ -99,11 +115,11 @@ class Pool {
   std::condition_variable wake_;
   uint64_t generation_ = 0;
   int active_helpers_ = 0;
-  std::atomic<int> remaining_{0};
   ParallelBody body_ = nullptr;
   void* context_ = nullptr;
-  int64_t tasks_ = 0;
-  std::atomic<int64_t> next_{0};
+  std::atomic<int64_t> tasks_{0};  // atomic: a stale helper may read it while a call sets it
+  std::atomic<uint64_t> next_{0};
+  std::atomic<int64_t> finished_{0};
 };
 
 }  // namespace
