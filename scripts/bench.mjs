@@ -373,11 +373,11 @@ async function main() {
   for (const shape of opts.shapeList.map(shapeName)) {
     const one = rows.find((r) => r.shape === shape && r.engine === 'sdpa-simd-1t' && r.medianMs);
     const mt = rows.find((r) => r.shape === shape && r.engine === 'sdpa-simd-mt' && r.medianMs);
-    if (one && mt) scaling.push({ shape, speedup: one.medianMs / mt.medianMs, threads: parent.infos['sdpa-simd-mt']?.threads, cpuRatio: mt.cpuMedianMs / one.cpuMedianMs });
+    if (one && mt) scaling.push({ shape, speedup: one.medianMs / mt.medianMs, threads: parent.infos['sdpa-simd-mt']?.threads, coresUsed: mt.cpuMedianMs / mt.medianMs, cpuOverhead: mt.cpuMedianMs / one.cpuMedianMs });
   }
   if (scaling.length) {
-    console.log('\nsdpa-web SIMD threads vs its own 1 thread (same rounds): speedup of the median (and CPU time ratio: how much of a second core it got)');
-    for (const s of scaling) console.log(`  ${s.shape.padEnd(10)} ${s.threads} threads: ${fmt(s.speedup)}× (CPU ${fmt(s.cpuRatio)}×)`);
+    console.log('\nsdpa-web SIMD threads vs its own 1 thread (same rounds): speedup of the median; cores it kept busy (CPU ms / ms); its CPU time over the 1-thread CPU time (threading overhead)');
+    for (const s of scaling) console.log(`  ${s.shape.padEnd(10)} ${s.threads} threads: ${fmt(s.speedup)}×, ${fmt(s.coresUsed)} cores busy, CPU ${fmt(s.cpuOverhead)}×`);
   }
 
   let long = [];
