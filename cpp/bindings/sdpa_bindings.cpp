@@ -15,6 +15,7 @@
 #include "core/attention_problem.h"
 #include "core/attention_reference.h"
 #include "core/backends.h"
+#include "core/parallel.h"
 #include "core/prng.h"
 #include "core/score_functions.h"
 #include "webgpu/webgpu_attention.h"
@@ -80,6 +81,13 @@ Backend backend_named(const std::string& name) {
   return name == "scalar" ? Backend::kScalar : Backend::kSimd128;
 }
 
+// request.threads: threads asked for (absent: 1; 0: every one this module may use), resolved by
+// the core's one selection point, threads_for().
+int threads_of(const val& request, Backend backend) {
+  const val t = request["threads"];
+  return threads_for(backend, t.isUndefined() || t.isNull() ? 1 : t.as<int>());
+}
+
 AttentionInputs inputs_from(const val& pointers) {
   return {address<const float>(pointers, "query"), address<const float>(pointers, "key"),
           address<const float>(pointers, "value"), address<const void>(pointers, "mask")};
@@ -97,7 +105,8 @@ val plan_attention_js(val request) {
   out.set("maskElements", static_cast<double>(plan.mask_elements));
   val workspace = val::object();
   workspace.set("scalar", static_cast<double>(workspace_bytes(Backend::kScalar, plan)));
-  workspace.set("simd", static_cast<double>(workspace_bytes(Backend::kSimd128, plan)));
+  workspace.set("simd", static_cast<double>(workspace_bytes(Backend::kSimd128, plan,
+                                                            threads_of(request, Backend::kSimd128))));
   workspace.set("reference64", static_cast<double>(reference_workspace_bytes<double>(plan)));
   out.set("workspaceBytes", workspace);
   return out;
@@ -108,9 +117,10 @@ val run_attention_js(val request, std::string backend, val pointers) {
   AttentionPlan plan;
   const Status s = plan_from_js(request, &plan);
   if (!s.ok()) return error_to_js(s);
-  run_attention(backend_named(backend), plan, inputs_from(pointers), address<float>(pointers, "output"),
+  const Backend b = backend_named(backend);
+  run_attention(b, plan, inputs_from(pointers), address<float>(pointers, "output"),
                 address<float>(pointers, "weights"), address(pointers, "workspace"),
-                address<float>(pointers, "lse"));
+                threads_of(request, b), address<float>(pointers, "lse"));
   return val::null();
 }
 
@@ -429,4 +439,6 @@ EMSCRIPTEN_BINDINGS(sdpa) {
       .function("finish", &sdpa::WebGpuAttention::finish)
       .function("release", &sdpa::WebGpuAttention::release)
       .function("info", &sdpa::WebGpuAttention::info);
+  emscripten::function("maxThreads", &sdpa::max_threads);
+  emscripten::function("setMaxThreads", &sdpa::set_max_threads);
 }

@@ -38,6 +38,8 @@ export interface AttentionRequest {
   scale: number | undefined;
   enableGqa: boolean;
   returnWeights: boolean;
+  /** Threads for the simd backend (absent: 1; 0: all this module may use). */
+  threads?: number;
 }
 export interface AttentionPlanInfo {
   error: CoreError | null;
@@ -81,6 +83,9 @@ export interface SdpaModule extends EmscriptenModule {
   matmul(aShape: ShapeLike, bShape: ShapeLike, pointers: Addresses | undefined): { error: CoreError | null; outputShape: number[] };
   softmax(shape: ShapeLike, temperature: number, pointers: Addresses | undefined): CoreError | null;
   heapBytesInUse(): number;
+  /** Most threads a call may use: 1 in sdpa_core, preloaded workers + 1 in sdpa_core_mt. */
+  maxThreads(): number;
+  setMaxThreads(n: number): void;
   // Gradients, PRNG and score functions (web/src/gradients.ts, web/src/modules.ts).
   planAttentionBackward(request: AttentionRequest, backward: BackwardRequest): BackwardPlanInfo;
   runAttentionBackward(request: AttentionRequest, backward: BackwardRequest, backend: 'scalar' | 'simd', pointers: Addresses): CoreError | null;

@@ -9,7 +9,7 @@ namespace {
 uint64_t simd_forward_bytes(const AttentionPlan& plan) {
   AttentionPlan forward = plan;
   forward.return_weights = false;
-  return simd128_workspace_bytes(forward) +
+  return simd128_workspace_bytes(forward, 1) +
          static_cast<uint64_t>(plan.output_elements() + plan.B * plan.Hq * plan.Lq) * sizeof(float);
 }
 
@@ -66,7 +66,7 @@ void run_attention_backward(Backend backend, const AttentionPlan& plan, const At
         float* o = ws + simd128_backward_workspace_bytes(plan) / sizeof(float);
         float* l = o + plan.output_elements();
         float* forward_ws = l + plan.B * plan.Hq * plan.Lq;
-        attention_simd128(forward, in, o, nullptr, forward_ws, l);
+        attention_simd128(forward, in, o, nullptr, forward_ws, 1, l);
         output = o;
         lse = l;
       }

@@ -1,20 +1,29 @@
 #include "core/backends.h"
 
+#include <algorithm>
+
 #include "core/attention_reference.h"
+#include "core/parallel.h"
 #include "kernels/attention_simd128.h"
 
 namespace sdpa {
 
-uint64_t workspace_bytes(Backend backend, const AttentionPlan& plan) {
+int threads_for(Backend backend, int requested) {
+  if (backend != Backend::kSimd128) return 1;
+  const int most = max_threads();
+  return requested <= 0 ? most : std::min(requested, most);
+}
+
+uint64_t workspace_bytes(Backend backend, const AttentionPlan& plan, int threads) {
   switch (backend) {
     case Backend::kScalar: return reference_workspace_bytes<float>(plan);
-    case Backend::kSimd128: return simd128_workspace_bytes(plan);
+    case Backend::kSimd128: return simd128_workspace_bytes(plan, threads);
   }
   return 0;
 }
 
 void run_attention(Backend backend, const AttentionPlan& plan, const AttentionInputs& in,
-                   float* output, float* weights, void* workspace, float* lse) {
+                   float* output, float* weights, void* workspace, int threads, float* lse) {
   switch (backend) {
     case Backend::kScalar: {
       ReferenceOutputs<float> out;
@@ -24,9 +33,16 @@ void run_attention(Backend backend, const AttentionPlan& plan, const AttentionIn
       attention_reference<float>(plan, in, out, static_cast<float*>(workspace));
       return;
     }
-    case Backend::kSimd128:
-      attention_simd128(plan, in, output, weights, static_cast<float*>(workspace), lse);
+    case Backend::kSimd128: {
+      // Below about 2M multiply-adds per thread a second thread costs more (waking it, packing
+      // K on one thread) than it saves: small calls run on fewer threads than allowed.
+      const double work = static_cast<double>(plan.B * plan.Hq) * static_cast<double>(plan.Lq) *
+                          static_cast<double>(plan.Lk) * static_cast<double>(plan.E + plan.Ev);
+      const int useful = static_cast<int>(std::max(1.0, work / (1 << 21)));
+      attention_simd128(plan, in, output, weights, static_cast<float*>(workspace),
+                        std::min(threads, useful), lse);
       return;
+    }
   }
 }
 

@@ -12,12 +12,19 @@ enum class Backend {
   kSimd128,  // attention_simd128: fused, tiled, online softmax
 };
 
-// Scratch bytes `backend` needs for `plan`; the caller allocates them (kernels never allocate).
-uint64_t workspace_bytes(Backend backend, const AttentionPlan& plan);
+// The threads `backend` would use when asked for `requested` (0: every core this build can use):
+// kSimd128 runs on min(requested, max_threads()) threads, kScalar on 1.
+int threads_for(Backend backend, int requested);
 
-// Runs attention. `weights` is written only when plan.return_weights; `lse` ([B, Hq, Lq], the
-// rows' log-sum-exp that the backward pass reuses) only when not null.
+// Scratch bytes `backend` needs for `plan` on `threads` threads (as returned by threads_for);
+// the caller allocates them (kernels never allocate).
+uint64_t workspace_bytes(Backend backend, const AttentionPlan& plan, int threads = 1);
+
+// Runs attention on `threads` threads (the workspace must be sized for them). `weights` is
+// written only when plan.return_weights; `lse` ([B, Hq, Lq], the rows' log-sum-exp that the
+// backward pass reuses) only when not null.
 void run_attention(Backend backend, const AttentionPlan& plan, const AttentionInputs& in,
-                   float* output, float* weights, void* workspace, float* lse = nullptr);
+                   float* output, float* weights, void* workspace, int threads = 1,
+                   float* lse = nullptr);
 
 }  // namespace sdpa

@@ -168,6 +168,7 @@ void backward_block(const HeadContext& c, int64_t i0, int64_t rows, int64_t t) {
   const int64_t tile_len = std::min(kTileKeys, p.Lk - j0);
   const float* kt = c.key_tiles + t * p.E * kTileKeys;
   const float* vt = c.value_tiles + t * p.Ev * kTileKeys;
+  const ExpConstants exp_constants = ExpConstants::load();  // once per block: see simd128.h
 
   // S = Q_blk·Kᵀ_tile and dP = dO_blk·Vᵀ_tile, two rows at a time (an odd last row pairs with
   // the zero row after it).
@@ -219,7 +220,7 @@ void backward_block(const HeadContext& c, int64_t i0, int64_t rows, int64_t t) {
       const f32x4 sv = load(s + j);
       const mask32x4 is_hidden = equal(sv, neg_inf);
       row_hidden = row_hidden | is_hidden;
-      const f32x4 pv = exp_nonpositive(sub(sv, l));
+      const f32x4 pv = exp_nonpositive(sub(sv, l), exp_constants);
       store(ds + j, select(is_hidden, hidden, mul(pv, sub(load(ds + j), d))));
       store(s + j, select(is_hidden, hidden, pv));
     }

@@ -3,106 +3,151 @@
 // Computes output = softmax(Q·Kᵀ·scale + mask)·V (and the weights, when asked) for every
 // (batch, query head), with the semantics of the scalar reference (core/attention_reference.h).
 //
-// Algorithm (FlashAttention-2 style, one thread):
-//  - Per (batch, key/value head): pack Kᵀ into tiles [E, Bc] and V into rows padded to Ev4, once,
-//    shared by the query heads of a GQA group.
-//  - Per block of Bq query rows: stream the key tiles. For each tile,
-//      S = Q_block·Kᵀ_tile  (register tile: 2 query rows × 16 keys, 8 f32x4 accumulators),
-//      scale and mask S, then the online softmax per row: m' = max(m, rowmax S),
-//      P = e^(S − m'), l' = l·e^(m − m') + ΣP, O' = O·e^(m − m') + P·V_tile
-//      (register tile: 2 query rows × 16 value dims).
-//    The Lq×Lk matrix never exists: extra memory is O(Lk·(E + Ev) + Bq·(Bc + Ev)).
-//  - Causal: tiles after the block's last visible key are skipped, not masked.
+// Algorithm (FlashAttention-2 style):
+//  - Tasks = (batch·query head, up to 4 blocks of Bq query rows), handed out to the threads from a
+//    shared counter (core/parallel.h), one parallel region per call; each thread has its own
+//    score/accumulator scratch. The 4 blocks of a task take turns on each K/V tile, so a tile
+//    comes from L3/memory once per 4·Bq rows and from L2 for the other blocks. The first task
+//    of a key/value head packs its Kᵀ into tiles [E, Bc] (and V into rows padded to Ev4 when
+//    Ev % 4 != 0; else V is read in place) while the other threads' tasks on that head wait.
+//    Per task, stream the key tiles. For each tile:
+//      S = Q_block·Kᵀ_tile·scale  (register tile: 2 query rows × 16 keys, 8 f32x4 accumulators;
+//                                  the row maxima are taken from the registers, no extra pass),
+//      mask S (only tiles that hold a hidden key: the causal edge, the end of Lk, an explicit
+//      mask), then the online softmax per row: m' = max(m, rowmax S), P = e^(S − m'),
+//      l' = l·e^(m − m') + ΣP, O' = O·e^(m − m') + P·V_tile (register tile: 2 rows × 16 dims).
+//    The Lq×Lk matrix never exists: extra memory is about the size of K (+ V when Ev % 4 != 0)
+//    plus about Bq·(Bc + 4·Ev) floats per thread.
+//  - Causal: tiles after a block's last visible key are skipped, not masked (about half the work
+//    of the unmasked call), and the tasks with the most tiles are handed out first.
+//  - The exp is a polynomial (kernels/simd128.h, ~1 ulp); scale and row max come from the QK
+//    registers; vector constants are loaded once per task (V8 rematerialises a v128.const at
+//    every use inside a loop).
 //  - Hidden keys (score −inf after masking) get P = −0.0, and tiles holding any use a P·V that
 //    drops −0.0 lanes, so NaN/Inf values at hidden positions never leak (as in the reference).
+//    A NaN score is left out of the row max (one maxps instead of NaN-aware max) but still makes
+//    its P, hence l and the whole output row, NaN, as in the reference.
 //  - Weights, when requested: a second sweep recomputes each S tile and writes e^(S − m)/l.
 // Chosen for backend 'simd' (the default CPU backend); selection lives in core/backends.cpp.
 #include "kernels/attention_simd128.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstddef>
 #include <limits>
+#include <new>
+#include <thread>
 
+#include "core/parallel.h"
 #include "kernels/simd128.h"
 
 namespace sdpa {
 namespace {
 
 using namespace simd;
+using idx = std::ptrdiff_t;  // 32-bit in wasm32: cheaper address arithmetic than int64_t
 
-constexpr int64_t kTileKeys = 64;      // Bc: keys per streamed K/V tile
-constexpr int64_t kBlockQueries = 32;  // Bq: query rows sharing each K/V tile (even)
-constexpr int64_t kColumnVectors = 4;  // register tile width: 4 f32x4 = 16 keys / value dims
+constexpr int kTileKeys = 64;      // Bc: keys per streamed K/V tile
+constexpr int kBlockQueries = 32;  // Bq: query rows per register-tiled block (even)
+constexpr int kBlocksPerTask = 4;  // blocks of one task that share each K/V tile while it is in L2
+constexpr int kColumnVectors = 4;  // register tile width: 4 f32x4 = 16 keys / value dims
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr int32_t kNegativeZeroBits = INT32_MIN;  // bit pattern of -0.0f: "hidden key"
 
-int64_t round_up(int64_t x, int64_t multiple) { return (x + multiple - 1) / multiple * multiple; }
+idx round_up(idx x, idx multiple) { return (x + multiple - 1) / multiple * multiple; }
 
 struct Sizes {
-  int64_t tiles, ev4;  // key tiles, Ev rounded up to a whole f32x4
-  int64_t key_tiles, value_rows, scores, acc;  // floats per workspace part
+  idx tiles, ev4;           // key tiles per head, Ev rounded up to a whole f32x4
+  bool pack_values;         // Ev % 4 != 0: V is copied into rows of Ev4
+  idx key_tiles_per_head;   // floats
+  idx value_rows_per_head;  // floats (0 when V is read in place)
+  idx scratch;              // floats of per-thread scratch
 };
 
 Sizes sizes_of(const AttentionPlan& p) {
   Sizes s;
-  s.tiles = (p.Lk + kTileKeys - 1) / kTileKeys;
-  s.ev4 = round_up(p.Ev, 4);
-  s.key_tiles = s.tiles * p.E * kTileKeys;
-  s.value_rows = s.tiles * kTileKeys * s.ev4;
-  s.scores = kBlockQueries * kTileKeys;
-  s.acc = kBlockQueries * s.ev4;
+  s.tiles = (static_cast<idx>(p.Lk) + kTileKeys - 1) / kTileKeys;
+  s.ev4 = round_up(static_cast<idx>(p.Ev), 4);
+  s.pack_values = p.Ev % 4 != 0;
+  s.key_tiles_per_head = s.tiles * static_cast<idx>(p.E) * kTileKeys;
+  s.value_rows_per_head = s.pack_values ? static_cast<idx>(p.Lk) * s.ev4 : 0;
+  // scores [Bq + 1, Bc] (+1: the twin of an odd last row), acc [Bq + 1, Ev4], max, sum, tile max
+  s.scratch = (kBlockQueries + 1) * kTileKeys +
+              kBlocksPerTask * ((kBlockQueries + 1) * s.ev4 + 3 * (kBlockQueries + 2)) + 4;
   return s;
 }
 
-// Kᵀ of one head [Lk, E] -> tiles [tiles, E, Bc], zero past Lk.
-void pack_key_tiles(const float* key, int64_t Lk, int64_t E, int64_t tiles, float* out) {
-  std::fill(out, out + tiles * E * kTileKeys, 0.0f);
-  for (int64_t j = 0; j < Lk; ++j) {
-    float* tile = out + (j / kTileKeys) * E * kTileKeys + j % kTileKeys;
-    for (int64_t e = 0; e < E; ++e) tile[e * kTileKeys] = key[j * E + e];
+// Kᵀ tile t of one head [Lk, E] -> [E, Bc], zero past Lk.
+void pack_key_tile(const float* key, idx Lk, idx E, idx t, float* tile) {
+  const idx j0 = t * kTileKeys, n = std::min<idx>(kTileKeys, Lk - j0);
+  if (n < kTileKeys) std::fill(tile, tile + E * kTileKeys, 0.0f);
+  for (idx j = 0; j < n; ++j) {
+    const float* k = key + (j0 + j) * E;
+    for (idx e = 0; e < E; ++e) tile[e * kTileKeys + j] = k[e];
   }
 }
 
-// V of one head [Lk, Ev] -> rows [tiles·Bc, Ev4], zero padded.
-void pack_value_rows(const float* value, int64_t Lk, int64_t Ev, int64_t rows, int64_t ev4, float* out) {
-  std::fill(out, out + rows * ev4, 0.0f);
-  for (int64_t j = 0; j < Lk; ++j) std::copy(value + j * Ev, value + (j + 1) * Ev, out + j * ev4);
-}
-
-// s_r[0, 16) = q_r · kt[:, 0, 16) for two query rows; kt is a column slice of a [E, Bc] tile.
-inline void scores_2x16(const float* q0, const float* q1, const float* kt, int64_t E, float* s0,
-                        float* s1) {
+// S[r][0, 16) = scale·(q_r · kt[:, 0, 16)) for two query rows; kt is a column slice of a [E, Bc]
+// tile. Also folds the 16 scores into the running row maxima (NaN dropped, see header).
+// kE > 0 fixes E at compile time (fully unrolled, no loop counter), 0 reads it from E.
+template <int kE>
+inline void scores_2x16(const float* q0, const float* q1, const float* kt, idx E, f32x4 scale,
+                        float* s0, float* s1, f32x4& max0, f32x4& max1) {
   f32x4 a0[kColumnVectors], a1[kColumnVectors];
   for (int c = 0; c < kColumnVectors; ++c) a0[c] = a1[c] = splat(0.0f);
-  for (int64_t e = 0; e < E; ++e) {
-    const float* k = kt + e * kTileKeys;
-    const f32x4 x0 = splat(q0[e]), x1 = splat(q1[e]);
+  const float* const end = q0 + (kE > 0 ? kE : E);
+  for (; q0 != end; ++q0, ++q1, kt += kTileKeys) {
+    const f32x4 x0 = splat(*q0), x1 = splat(*q1);
     for (int c = 0; c < kColumnVectors; ++c) {
-      const f32x4 kc = load(k + 4 * c);
+      const f32x4 kc = load(kt + 4 * c);
       a0[c] = add(a0[c], mul(x0, kc));
       a1[c] = add(a1[c], mul(x1, kc));
     }
   }
   for (int c = 0; c < kColumnVectors; ++c) {
+    a0[c] = mul(a0[c], scale);
+    a1[c] = mul(a1[c], scale);
+    max0 = pmax(max0, a0[c]);
+    max1 = pmax(max1, a1[c]);
     store(s0 + 4 * c, a0[c]);
     store(s1 + 4 * c, a1[c]);
   }
 }
 
+// S rows [0, rows) (rows even) of a block against one [E, Bc] key tile, with row maxima.
+template <int kE>
+void scores_block(const float* query, idx rows, idx last_row, idx E, const float* kt, f32x4 scale,
+                  float* scores, float* tile_max) {
+  for (idx r = 0; r < rows; r += 2) {
+    const float* q0 = query + r * E;
+    const float* q1 = query + std::min(r + 1, last_row) * E;
+    float* s0 = scores + r * kTileKeys;
+    float* s1 = s0 + kTileKeys;
+    f32x4 max0 = splat(kNegInf), max1 = max0;
+    for (int col = 0; col < kTileKeys; col += 4 * kColumnVectors) {
+      scores_2x16<kE>(q0, q1, kt + col, E, scale, s0 + col, s1 + col, max0, max1);
+    }
+    tile_max[r] = horizontal_max(max0);
+    tile_max[r + 1] = horizontal_max(max1);
+  }
+}
+
 // o_r[0, 4·NV) += Σ_j p_r[j]·v[j, 0, 4·NV) for two rows over n keys. With kDropHidden, lanes
 // whose weight is -0.0 (hidden key) contribute nothing, even when v holds NaN or Inf there.
-template <int NV, bool kDropHidden>
-inline void accumulate_pv(const float* p0, const float* p1, const float* v, int64_t v_stride,
-                          int64_t n, float* o0, float* o1) {
+// kFull: n is a whole tile (Bc), a compile-time trip count.
+template <int NV, bool kDropHidden, bool kFull>
+inline void accumulate_pv(const float* p0, const float* p1, const float* v, idx v_stride, idx n,
+                          float* o0, float* o1) {
   f32x4 a0[NV], a1[NV];
   for (int c = 0; c < NV; ++c) {
     a0[c] = load(o0 + 4 * c);
     a1[c] = load(o1 + 4 * c);
   }
   const f32x4 hidden = from_bits(kNegativeZeroBits);
-  for (int64_t j = 0; j < n; ++j) {
-    const float* vj = v + j * v_stride;
-    const f32x4 x0 = splat(p0[j]), x1 = splat(p1[j]);
+  const float* const end = p0 + (kFull ? kTileKeys : n);
+  for (const float* vj = v; p0 != end; ++p0, ++p1, vj += v_stride) {
+    const f32x4 x0 = splat(*p0), x1 = splat(*p1);
     for (int c = 0; c < NV; ++c) {
       const f32x4 vc = load(vj + 4 * c);
       if (kDropHidden) {
@@ -120,180 +165,252 @@ inline void accumulate_pv(const float* p0, const float* p1, const float* v, int6
   }
 }
 
-template <bool kDropHidden>
+template <bool kDropHidden, bool kFull>
 void accumulate_pv_chunk(int vectors, const float* p0, const float* p1, const float* v,
-                         int64_t v_stride, int64_t n, float* o0, float* o1) {
+                         idx v_stride, idx n, float* o0, float* o1) {
   switch (vectors) {
-    case 1: return accumulate_pv<1, kDropHidden>(p0, p1, v, v_stride, n, o0, o1);
-    case 2: return accumulate_pv<2, kDropHidden>(p0, p1, v, v_stride, n, o0, o1);
-    case 3: return accumulate_pv<3, kDropHidden>(p0, p1, v, v_stride, n, o0, o1);
-    default: return accumulate_pv<4, kDropHidden>(p0, p1, v, v_stride, n, o0, o1);
+    case 1: return accumulate_pv<1, kDropHidden, kFull>(p0, p1, v, v_stride, n, o0, o1);
+    case 2: return accumulate_pv<2, kDropHidden, kFull>(p0, p1, v, v_stride, n, o0, o1);
+    case 3: return accumulate_pv<3, kDropHidden, kFull>(p0, p1, v, v_stride, n, o0, o1);
+    default: return accumulate_pv<4, kDropHidden, kFull>(p0, p1, v, v_stride, n, o0, o1);
   }
 }
 
-// One (batch, query head): its inputs, outputs and the shared workspace.
-struct HeadContext {
-  const AttentionPlan& p;
-  const Sizes& sz;
-  int64_t b, h;
-  const float* query;  // [Lq, E]
-  const void* mask;    // whole mask (offsets come from the plan's strides)
-  const float* key_tiles;
-  const float* value_rows;
-  float* scores;   // [Bq, Bc]
-  float* acc;      // [Bq, Ev4]
-  float* row_max;  // [Bq]
-  float* row_sum;  // [Bq]
-  float* output;   // [Lq, Ev]
-  float* weights;  // [Lq, Lk] or null
-};
-
-// S rows of the block at i0 (`rows` valid rows) against key tile t: scores, scale, mask. An odd
-// block also fills a twin of its last row at index `rows`, so rows always run in pairs.
-void compute_score_tile(const HeadContext& c, int64_t i0, int64_t rows, int64_t t) {
-  const AttentionPlan& p = c.p;
-  const float* kt = c.key_tiles + t * p.E * kTileKeys;
-  for (int64_t r = 0; r < rows; r += 2) {
-    const float* q0 = c.query + (i0 + r) * p.E;
-    const float* q1 = c.query + (i0 + std::min(r + 1, rows - 1)) * p.E;
-    float* s0 = c.scores + r * kTileKeys;
-    float* s1 = s0 + kTileKeys;
-    for (int64_t col = 0; col < kTileKeys; col += 4 * kColumnVectors) {
-      scores_2x16(q0, q1, kt + col, p.E, s0 + col, s1 + col);
+// O rows [0, rows) += P·V_tile, in 2-row × 16-dim register tiles.
+template <bool kDropHidden, bool kFull>
+void accumulate_rows(const float* scores, idx rows, const float* v, idx v_stride, idx n, idx ev4,
+                     float* acc) {
+  for (idx r = 0; r < rows; r += 2) {
+    const float* p0 = scores + r * kTileKeys;
+    const float* p1 = p0 + kTileKeys;
+    float* o0 = acc + r * ev4;
+    float* o1 = o0 + ev4;
+    for (idx col = 0; col < ev4; col += 4 * kColumnVectors) {
+      const int vectors = static_cast<int>(std::min<idx>(kColumnVectors, (ev4 - col) / 4));
+      accumulate_pv_chunk<kDropHidden, kFull>(vectors, p0, p1, v + col, v_stride, n, o0 + col,
+                                              o1 + col);
     }
   }
-  const int64_t j0 = t * kTileKeys;
-  const int64_t tile_len = std::min(kTileKeys, p.Lk - j0);
-  const f32x4 scale = splat(p.scale);
-  for (int64_t r = 0; r < rows; ++r) {
+}
+
+// Vector constants, loaded once per task (see ExpConstants).
+struct Constants {
+  ExpConstants exp;
+  f32x4 neg_inf, hidden;
+};
+
+// Shared, read-only state of one call.
+struct Shared {
+  const AttentionPlan& p;
+  Sizes sz;
+  idx Lq, Lk, E, Ev, Hq, Hkv, group, blocks;
+  const AttentionInputs& in;
+  const float* key_tiles;   // [B·Hkv][tiles, E, Bc]
+  const float* value_rows;  // [B·Hkv][Lk, Ev4] (packed) or the value input [.., Lk, Ev]
+  float* output;
+  float* weights;
+  float* lse;      // [B, Hq, Lq] or null
+  float* scratch;  // per worker: sz.scratch floats
+};
+
+// One task: a block of query rows of one (batch, query head), with this thread's scratch.
+struct BlockContext {
+  const Shared& s;
+  idx b, h, i0, rows;
+  const float* query;  // [Lq, E] of this head
+  const float* key_tiles;
+  const float* value_rows;
+  idx v_stride;
+  float* scores;    // [Bq + 1, Bc]
+  float* acc;       // [Bq + 1, Ev4]
+  float* row_max;   // [Bq + 2]
+  float* row_sum;   // [Bq + 2]
+  float* tile_max;  // [Bq + 2]
+  const Constants* k;
+};
+
+// Scores of the block's rows against key tile t: S = Q·Kᵀ·scale, masked when the tile holds a
+// hidden key, and each row's max over the tile into tile_max (NaN left out). Rows run in pairs;
+// an odd block also fills a twin of its last row at index `rows`.
+void compute_score_tile(const BlockContext& c, idx t) {
+  const AttentionPlan& p = c.s.p;
+  const idx E = c.s.E, rows = c.rows, i0 = c.i0;
+  const float* kt = c.key_tiles + t * E * kTileKeys;
+  const f32x4 scale = splat(p.scale), neg_inf = splat(kNegInf);
+  const float* query = c.query + i0 * E;
+  switch (E) {
+    case 32: scores_block<32>(query, rows, rows - 1, E, kt, scale, c.scores, c.tile_max); break;
+    case 64: scores_block<64>(query, rows, rows - 1, E, kt, scale, c.scores, c.tile_max); break;
+    case 128: scores_block<128>(query, rows, rows - 1, E, kt, scale, c.scores, c.tile_max); break;
+    default: scores_block<0>(query, rows, rows - 1, E, kt, scale, c.scores, c.tile_max); break;
+  }
+
+  // Does any row of the block have a hidden key in this tile?
+  const idx j0 = t * kTileKeys;
+  const idx tile_len = std::min<idx>(kTileKeys, c.s.Lk - j0);
+  const bool causal_edge = p.causal != CausalAlignment::kNone &&
+                           p.last_visible_key(i0) < j0 + tile_len - 1;
+  if (tile_len == kTileKeys && !causal_edge && p.mask_kind == MaskKind::kNone) return;
+
+  for (idx r = 0; r < rows; ++r) {
     float* s = c.scores + r * kTileKeys;
-    for (int64_t col = 0; col < kTileKeys; col += 4) store(s + col, mul(load(s + col), scale));
     // Keys past Lk and past the causal limit are hidden.
-    const int64_t visible = std::min(tile_len, p.last_visible_key(i0 + r) - j0 + 1);
-    for (int64_t j = std::max<int64_t>(visible, 0); j < kTileKeys; ++j) s[j] = kNegInf;
+    const idx visible = std::min<idx>(tile_len, p.last_visible_key(i0 + r) - j0 + 1);
+    for (idx j = std::max<idx>(visible, 0); j < kTileKeys; ++j) s[j] = kNegInf;
     const int64_t m0 = p.mask_offset(c.b, c.h, i0 + r) + j0 * p.mask_stride_k;
     if (p.mask_kind == MaskKind::kBool) {
-      const auto* mask = static_cast<const uint8_t*>(c.mask) + m0;
-      for (int64_t j = 0; j < tile_len; ++j) {
+      const auto* mask = static_cast<const uint8_t*>(c.s.in.mask) + m0;
+      for (idx j = 0; j < tile_len; ++j) {
         if (!mask[j * p.mask_stride_k]) s[j] = kNegInf;
       }
     } else if (p.mask_kind == MaskKind::kAdditive) {
-      const auto* mask = static_cast<const float*>(c.mask) + m0;
-      for (int64_t j = 0; j < tile_len; ++j) {
+      const auto* mask = static_cast<const float*>(c.s.in.mask) + m0;
+      for (idx j = 0; j < tile_len; ++j) {
         const float m = mask[j * p.mask_stride_k];
         s[j] = m == kNegInf ? kNegInf : s[j] + m;
       }
     }
+    f32x4 tmax = neg_inf;
+    for (int col = 0; col < kTileKeys; col += 4) tmax = pmax(tmax, load(s + col));
+    c.tile_max[r] = horizontal_max(tmax);
   }
   if (rows % 2) {
     const float* last = c.scores + (rows - 1) * kTileKeys;
     std::copy(last, last + kTileKeys, c.scores + rows * kTileKeys);
+    c.tile_max[rows] = c.tile_max[rows - 1];
   }
+}
+
+bool has_nan(const float* s) {
+  for (int j = 0; j < kTileKeys; ++j) {
+    if (s[j] != s[j]) return true;
+  }
+  return false;
 }
 
 // Online-softmax update of row r with the current score tile; overwrites the scores with
 // P = e^(S − m') (−0.0 for hidden keys). Returns whether the row has a hidden key in this tile.
-bool update_row(const HeadContext& c, int64_t r) {
+bool update_row(const BlockContext& c, idx r) {
   float* s = c.scores + r * kTileKeys;
-  f32x4 tile_max = splat(kNegInf);
-  for (int64_t col = 0; col < kTileKeys; col += 4) tile_max = max(tile_max, load(s + col));
   const float m_old = c.row_max[r];
-  const float m_new = max_propagating_nan(m_old, horizontal_max(tile_max));
-  const f32x4 neg_inf = splat(kNegInf), hidden = from_bits(kNegativeZeroBits);
-  if (m_new == kNegInf) {  // every key so far hidden: nothing to add
-    for (int64_t col = 0; col < kTileKeys; col += 4) store(s + col, hidden);
-    return true;
+  float m_new = max_propagating_nan(m_old, c.tile_max[r]);
+  if (m_new == kNegInf) {
+    // Every key so far hidden, unless this tile's max skipped a NaN: then the row becomes NaN.
+    if (!has_nan(s)) {
+      for (int col = 0; col < kTileKeys; col += 4) store(s + col, c.k->hidden);
+      return true;
+    }
+    m_new = std::numeric_limits<float>::quiet_NaN();
   }
-  const f32x4 m = splat(m_new);
-  f32x4 sum = splat(0.0f);
+  const f32x4 m = splat(m_new), neg_inf = c.k->neg_inf, hidden = c.k->hidden;
+  const ExpConstants ek = c.k->exp;
+  f32x4 sum0 = splat(0.0f), sum1 = splat(0.0f);
   mask32x4 any_hidden{};
-  for (int64_t col = 0; col < kTileKeys; col += 4) {
+  for (int col = 0; col < kTileKeys; col += 4) {
     const f32x4 sv = load(s + col);
-    const mask32x4 is_hidden = equal(sv, neg_inf);
-    const f32x4 pv = select(is_hidden, hidden, exp_nonpositive(sub(sv, m)));
-    any_hidden = any_hidden | is_hidden;
-    sum = add(sum, pv);
+    const mask32x4 h = equal(sv, neg_inf);
+    // e^-inf is +0: or-ing the sign bit in marks it hidden (-0.0)
+    const f32x4 pv = or_bits(exp_nonpositive(sub(sv, m), ek), keep_where(hidden, h));
+    any_hidden = any_hidden | h;
+    if (col & 4) {
+      sum1 = add(sum1, pv);
+    } else {
+      sum0 = add(sum0, pv);
+    }
     store(s + col, pv);
   }
-  const float alpha = std::exp(m_old - m_new);  // 0 when m_old = -inf, 1 when unchanged
-  c.row_sum[r] = c.row_sum[r] * alpha + horizontal_sum(sum);
-  c.row_max[r] = m_new;
-  if (!(alpha == 1.0f)) {
-    float* o = c.acc + r * c.sz.ev4;
+  const float tile_sum = horizontal_sum(add(sum0, sum1));
+  if (m_new == m_old) {
+    c.row_sum[r] += tile_sum;
+  } else {
+    const float alpha = std::exp(m_old - m_new);  // 0 when m_old = -inf
+    c.row_sum[r] = c.row_sum[r] * alpha + tile_sum;
+    c.row_max[r] = m_new;
+    float* o = c.acc + r * c.s.sz.ev4;
     const f32x4 a = splat(alpha);
-    for (int64_t col = 0; col < c.sz.ev4; col += 4) store(o + col, mul(load(o + col), a));
+    for (idx col = 0; col < c.s.sz.ev4; col += 4) store(o + col, mul(load(o + col), a));
   }
   return any(any_hidden);
 }
 
-void accumulate_tile(const HeadContext& c, int64_t rows, int64_t t, bool drop_hidden) {
-  const int64_t tile_len = std::min(kTileKeys, c.p.Lk - t * kTileKeys);
-  const float* v = c.value_rows + t * kTileKeys * c.sz.ev4;
-  for (int64_t r = 0; r < rows; r += 2) {
-    const float* p0 = c.scores + r * kTileKeys;
-    const float* p1 = p0 + kTileKeys;
-    float* o0 = c.acc + r * c.sz.ev4;
-    float* o1 = o0 + c.sz.ev4;
-    for (int64_t col = 0; col < c.sz.ev4; col += 4 * kColumnVectors) {
-      const int vectors = static_cast<int>(std::min<int64_t>(kColumnVectors, (c.sz.ev4 - col) / 4));
-      if (drop_hidden) {
-        accumulate_pv_chunk<true>(vectors, p0, p1, v + col, c.sz.ev4, tile_len, o0 + col, o1 + col);
-      } else {
-        accumulate_pv_chunk<false>(vectors, p0, p1, v + col, c.sz.ev4, tile_len, o0 + col, o1 + col);
-      }
-    }
+void accumulate_tile(const BlockContext& c, idx rows, idx t, bool drop_hidden) {
+  const idx ev4 = c.s.sz.ev4;
+  const idx tile_len = std::min<idx>(kTileKeys, c.s.Lk - t * kTileKeys);
+  const float* v = c.value_rows + t * kTileKeys * c.v_stride;
+  if (drop_hidden) {
+    accumulate_rows<true, false>(c.scores, rows, v, c.v_stride, tile_len, ev4, c.acc);
+  } else if (tile_len == kTileKeys) {
+    accumulate_rows<false, true>(c.scores, rows, v, c.v_stride, tile_len, ev4, c.acc);
+  } else {
+    accumulate_rows<false, false>(c.scores, rows, v, c.v_stride, tile_len, ev4, c.acc);
   }
 }
 
-void attend_query_block(const HeadContext& c, int64_t i0, int64_t rows) {
-  const AttentionPlan& p = c.p;
-  // Pairs of rows run together; an odd last row gets a scratch twin (row `rows`).
-  const int64_t padded_rows = round_up(rows, 2);
-  std::fill(c.acc, c.acc + padded_rows * c.sz.ev4, 0.0f);
+// Causal: no row of a block sees a key past its last row's limit.
+idx tiles_to_visit(const BlockContext& c) {
+  const int64_t last_key = c.s.p.last_visible_key(c.i0 + c.rows - 1);
+  return last_key < 0 ? 0 : static_cast<idx>(last_key / kTileKeys + 1);
+}
+
+void start_block(const BlockContext& c) {
+  const idx padded_rows = round_up(c.rows, 2);
+  std::fill(c.acc, c.acc + padded_rows * c.s.sz.ev4, 0.0f);
   std::fill(c.row_max, c.row_max + padded_rows, kNegInf);
   std::fill(c.row_sum, c.row_sum + padded_rows, 0.0f);
+}
 
-  // Causal: no row of this block sees a key past the last row's limit.
-  const int64_t last_key = p.last_visible_key(i0 + rows - 1);
-  const int64_t tiles_to_visit = last_key < 0 ? 0 : last_key / kTileKeys + 1;
-  for (int64_t t = 0; t < tiles_to_visit; ++t) {
-    compute_score_tile(c, i0, rows, t);
-    bool drop_hidden = false;
-    for (int64_t r = 0; r < padded_rows; ++r) drop_hidden |= update_row(c, r);
-    accumulate_tile(c, padded_rows, t, drop_hidden);
-  }
+// One key tile for one block: scores, online softmax, P·V.
+void attend_tile(const BlockContext& c, idx t) {
+  // Pairs of rows run together; an odd last row gets a scratch twin (row `rows`).
+  const idx padded_rows = round_up(c.rows, 2);
+  compute_score_tile(c, t);
+  bool drop_hidden = false;
+  for (idx r = 0; r < padded_rows; ++r) drop_hidden |= update_row(c, r);
+  accumulate_tile(c, padded_rows, t, drop_hidden);
+}
 
-  for (int64_t r = 0; r < rows; ++r) {
+// Output rows (and weights) of a block whose key tiles have all been attended.
+void finish_block(const BlockContext& c) {
+  const idx rows = c.rows, i0 = c.i0, ev4 = c.s.sz.ev4, Lk = c.s.Lk, Ev = c.s.Ev;
+  const idx visited = tiles_to_visit(c);
+  float* output = c.s.output + ((c.b * c.s.Hq + c.h) * c.s.Lq + i0) * Ev;
+  for (idx r = 0; r < rows; ++r) {
     const float l = c.row_sum[r];  // 0 only for a fully hidden row: zeros; NaN stays NaN
     const float inv = l == 0.0f ? 0.0f : 1.0f / l;
-    const float* o = c.acc + r * c.sz.ev4;
-    float* out = c.output + (i0 + r) * p.Ev;
-    for (int64_t col = 0; col < p.Ev; ++col) out[col] = o[col] * inv;
+    const float* o = c.acc + r * ev4;
+    float* out = output + r * Ev;
+    for (idx col = 0; col < Ev; ++col) out[col] = o[col] * inv;
+  }
+  if (c.s.lse) {  // lse = m + log l from the final online-softmax state (-inf: the row sees nothing)
+    float* lse = c.s.lse + (c.b * c.s.Hq + c.h) * c.s.Lq + i0;
+    for (idx r = 0; r < rows; ++r) {
+      lse[r] = c.row_sum[r] == 0.0f ? kNegInf : c.row_max[r] + std::log(c.row_sum[r]);
+    }
   }
 
-  if (!c.weights) return;
-  for (int64_t t = 0; t < c.sz.tiles; ++t) {
-    const int64_t j0 = t * kTileKeys;
-    const int64_t tile_len = std::min(kTileKeys, p.Lk - j0);
-    if (t >= tiles_to_visit) {
-      for (int64_t r = 0; r < rows; ++r) {
-        std::fill_n(c.weights + (i0 + r) * p.Lk + j0, tile_len, 0.0f);
-      }
+  if (!c.s.weights) return;
+  float* weights = c.s.weights + ((c.b * c.s.Hq + c.h) * c.s.Lq + i0) * Lk;
+  for (idx t = 0; t < c.s.sz.tiles; ++t) {
+    const idx j0 = t * kTileKeys;
+    const idx tile_len = std::min<idx>(kTileKeys, Lk - j0);
+    if (t >= visited) {
+      for (idx r = 0; r < rows; ++r) std::fill_n(weights + r * Lk + j0, tile_len, 0.0f);
       continue;
     }
-    compute_score_tile(c, i0, rows, t);
-    for (int64_t r = 0; r < rows; ++r) {
+    compute_score_tile(c, t);
+    for (idx r = 0; r < rows; ++r) {
       float* s = c.scores + r * kTileKeys;
-      float* w = c.weights + (i0 + r) * p.Lk + j0;
+      float* w = weights + r * Lk + j0;
       const float l = c.row_sum[r];
       if (l == 0.0f) {
         std::fill_n(w, tile_len, 0.0f);
         continue;
       }
-      const f32x4 m = splat(c.row_max[r]), inv = splat(1.0f / l), neg_inf = splat(kNegInf);
-      for (int64_t col = 0; col < kTileKeys; col += 4) {
+      const f32x4 m = splat(c.row_max[r]), inv = splat(1.0f / l);
+      const ExpConstants ek = c.k->exp;
+      for (int col = 0; col < kTileKeys; col += 4) {
         const f32x4 sv = load(s + col);  // hidden keys: exactly 0, even when the row is NaN
-        store(s + col, select(equal(sv, neg_inf), splat(0.0f), mul(exp_nonpositive(sub(sv, m)), inv)));
+        store(s + col, select(equal(sv, c.k->neg_inf), splat(0.0f), mul(exp_nonpositive(sub(sv, m), ek), inv)));
       }
       std::copy(s, s + tile_len, w);
     }
@@ -302,46 +419,126 @@ void attend_query_block(const HeadContext& c, int64_t i0, int64_t rows) {
 
 }  // namespace
 
-uint64_t simd128_workspace_bytes(const AttentionPlan& plan) {
+uint64_t simd128_workspace_bytes(const AttentionPlan& plan, int threads) {
   const Sizes s = sizes_of(plan);
-  return static_cast<uint64_t>(s.key_tiles + s.value_rows + s.scores + s.acc + 2 * kBlockQueries) *
+  const uint64_t heads = static_cast<uint64_t>(plan.B * plan.Hkv);
+  return (heads * static_cast<uint64_t>(s.key_tiles_per_head + s.value_rows_per_head + 1) +
+          static_cast<uint64_t>(std::max(threads, 1)) * static_cast<uint64_t>(s.scratch)) *
          sizeof(float);
 }
 
 void attention_simd128(const AttentionPlan& p, const AttentionInputs& in, float* output,
-                       float* weights, float* workspace, float* lse) {
+                       float* weights, float* workspace, int threads, float* lse) {
+  threads = std::max(threads, 1);
   const Sizes sz = sizes_of(p);
+  const idx kv_heads = static_cast<idx>(p.B * p.Hkv);
   float* key_tiles = workspace;
-  float* value_rows = key_tiles + sz.key_tiles;
-  float* scores = value_rows + sz.value_rows;
-  float* acc = scores + sz.scores;
-  float* row_max = acc + sz.acc;
-  float* row_sum = row_max + kBlockQueries;
-  const int64_t group = p.Hq == 0 ? 1 : p.heads_per_kv();
+  float* value_rows = key_tiles + kv_heads * sz.key_tiles_per_head;
+  float* scratch = value_rows + kv_heads * sz.value_rows_per_head;
+  // Per key/value head: 0 = not packed, 1 = being packed, 2 = packed.
+  auto* packed = reinterpret_cast<std::atomic<int32_t>*>(scratch + threads * sz.scratch);
+  static_assert(sizeof(std::atomic<int32_t>) == sizeof(float), "one float slot per head state");
+  for (idx h = 0; h < kv_heads; ++h) new (&packed[h]) std::atomic<int32_t>(0);
+  const Shared s{p,
+                 sz,
+                 static_cast<idx>(p.Lq),
+                 static_cast<idx>(p.Lk),
+                 static_cast<idx>(p.E),
+                 static_cast<idx>(p.Ev),
+                 static_cast<idx>(p.Hq),
+                 static_cast<idx>(p.Hkv),
+                 p.Hq == 0 ? 1 : static_cast<idx>(p.heads_per_kv()),
+                 (static_cast<idx>(p.Lq) + kBlockQueries - 1) / kBlockQueries,
+                 in,
+                 key_tiles,
+                 sz.pack_values ? value_rows : in.value,
+                 output,
+                 p.return_weights ? weights : nullptr,
+                 lse,
+                 scratch};
+  if (p.B * p.Hq * p.Lq == 0) return;
 
-  for (int64_t b = 0; b < p.B; ++b) {
-    for (int64_t kv = 0; kv < p.Hkv; ++kv) {
-      pack_key_tiles(in.key + (b * p.Hkv + kv) * p.Lk * p.E, p.Lk, p.E, sz.tiles, key_tiles);
-      pack_value_rows(in.value + (b * p.Hkv + kv) * p.Lk * p.Ev, p.Lk, p.Ev,
-                      sz.tiles * kTileKeys, sz.ev4, value_rows);
-      for (int64_t h = kv * group; h < (kv + 1) * group; ++h) {
-        const int64_t head = b * p.Hq + h;
-        const HeadContext c{p,          sz,        b,      h,       in.query + head * p.Lq * p.E,
-                            in.mask,    key_tiles, value_rows, scores, acc,
-                            row_max,    row_sum,   output + head * p.Lq * p.Ev,
-                            p.return_weights ? weights + head * p.Lq * p.Lk : nullptr};
-        for (int64_t i0 = 0; i0 < p.Lq; i0 += kBlockQueries) {
-          attend_query_block(c, i0, std::min(kBlockQueries, p.Lq - i0));
-          // lse = m + log l from the block's final online-softmax state (-inf: row sees nothing).
-          if (lse) {
-            for (int64_t r = 0; r < std::min(kBlockQueries, p.Lq - i0); ++r) {
-              lse[head * p.Lq + i0 + r] = row_sum[r] == 0.0f ? kNegInf : row_max[r] + std::log(row_sum[r]);
-            }
-          }
+  // Kᵀ tiles (and V rows) of key/value head `kv`, packed by the first task that needs them while
+  // the others wait: one parallel region per call, and each head packed just before its use.
+  auto ensure_packed = [&](idx kv) {
+    std::atomic<int32_t>& state = packed[kv];
+    if (state.load(std::memory_order_acquire) == 2) return;
+    int32_t expected = 0;
+    if (state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+      float* tiles = key_tiles + kv * sz.key_tiles_per_head;
+      for (idx t = 0; t < sz.tiles; ++t) {
+        pack_key_tile(in.key + kv * s.Lk * s.E, s.Lk, s.E, t, tiles + t * s.E * kTileKeys);
+      }
+      if (sz.pack_values) {
+        const float* v = in.value + kv * s.Lk * s.Ev;
+        float* rows = value_rows + kv * sz.value_rows_per_head;
+        for (idx j = 0; j < s.Lk; ++j) {
+          std::copy(v + j * s.Ev, v + (j + 1) * s.Ev, rows + j * sz.ev4);
+          std::fill(rows + j * sz.ev4 + s.Ev, rows + (j + 1) * sz.ev4, 0.0f);
         }
       }
+      state.store(2, std::memory_order_release);
+      return;
     }
-  }
+    while (state.load(std::memory_order_acquire) != 2) std::this_thread::yield();
+  };
+
+  // One task per (batch·query head, group of kBlocksPerTask query blocks), head-major; the blocks
+  // of a task take turns on each K/V tile, which is read from L3/memory once per task and then
+  // hit in L2. Causal: the groups with the most tiles first.
+  // Fewer blocks per task when that would leave a thread with less than 4 tasks to balance.
+  const idx total_blocks = static_cast<idx>(p.B * p.Hq) * s.blocks;
+  const idx per_task = std::max<idx>(1, std::min<idx>(kBlocksPerTask, total_blocks / (4 * threads)));
+  const idx groups = (s.blocks + per_task - 1) / per_task;
+  const bool reverse = p.causal != CausalAlignment::kNone;
+  parallel_for(threads, static_cast<int64_t>(p.B * p.Hq) * groups, [&](int64_t task, int worker) {
+    const idx head = static_cast<idx>(task) / groups;
+    idx group = static_cast<idx>(task) % groups;
+    if (reverse) group = groups - 1 - group;
+    const idx b = head / s.Hq, h = head % s.Hq, kv = b * s.Hkv + h / s.group;
+    ensure_packed(kv);
+    const Constants k{ExpConstants::load(), splat(exp_constant_table[10]),
+                      splat(exp_constant_table[11])};
+    float* mine = s.scratch + static_cast<idx>(worker) * sz.scratch;
+    float* scores = mine;
+    float* block_scratch = scores + (kBlockQueries + 1) * kTileKeys;
+    const idx first_block = group * per_task;
+    const idx count = std::min<idx>(per_task, s.blocks - first_block);
+    alignas(BlockContext) unsigned char storage[kBlocksPerTask * sizeof(BlockContext)];
+    auto* blocks = reinterpret_cast<BlockContext*>(storage);
+    idx most_tiles = 0;
+    for (idx i = 0; i < count; ++i) {
+      float* acc = block_scratch + i * ((kBlockQueries + 1) * sz.ev4 + 3 * (kBlockQueries + 2));
+      float* row_max = acc + (kBlockQueries + 1) * sz.ev4;
+      float* row_sum = row_max + kBlockQueries + 2;
+      float* tile_max = row_sum + kBlockQueries + 2;
+      const idx i0 = (first_block + i) * kBlockQueries;
+      new (&blocks[i]) BlockContext{s,
+                                    b,
+                                    h,
+                                    i0,
+                                    std::min<idx>(kBlockQueries, s.Lq - i0),
+                                    in.query + head * s.Lq * s.E,
+                                    s.key_tiles + kv * sz.key_tiles_per_head,
+                                    sz.pack_values ? s.value_rows + kv * sz.value_rows_per_head
+                                                   : in.value + kv * s.Lk * s.Ev,
+                                    sz.pack_values ? sz.ev4 : s.Ev,
+                                    scores,
+                                    acc,
+                                    row_max,
+                                    row_sum,
+                                    tile_max,
+                                    &k};
+      start_block(blocks[i]);
+      most_tiles = std::max(most_tiles, tiles_to_visit(blocks[i]));
+    }
+    for (idx t = 0; t < most_tiles; ++t) {
+      for (idx i = 0; i < count; ++i) {
+        if (t < tiles_to_visit(blocks[i])) attend_tile(blocks[i], t);
+      }
+    }
+    for (idx i = 0; i < count; ++i) finish_block(blocks[i]);
+  });
 }
 
 }  // namespace sdpa

@@ -7,13 +7,15 @@
 
 namespace sdpa {
 
-// Scratch bytes attention_simd128 needs: packed Kᵀ and V of one key/value head plus one query
-// block's tiles, O(Lk·(E + Ev) + tile), never O(Lq·Lk).
-uint64_t simd128_workspace_bytes(const AttentionPlan& plan);
+// Scratch bytes attention_simd128 needs on `threads` threads: packed Kᵀ of every key/value head
+// (and V when Ev % 4 != 0) plus one query block's tiles per thread; never O(Lq·Lk).
+uint64_t simd128_workspace_bytes(const AttentionPlan& plan, int threads);
 
 // output [B, Hq, Lq, Ev]; weights [B, Hq, Lq, Lk], written only when plan.return_weights;
 // lse [B, Hq, Lq] (the rows' log-sum-exp, for the backward pass), written only when not null.
+// Work is split over up to `threads` threads (core/parallel.h); the workspace must have been
+// sized for at least that many.
 void attention_simd128(const AttentionPlan& plan, const AttentionInputs& in, float* output,
-                       float* weights, float* workspace, float* lse = nullptr);
+                       float* weights, float* workspace, int threads, float* lse = nullptr);
 
 }  // namespace sdpa

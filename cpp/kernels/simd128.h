@@ -25,12 +25,16 @@ inline f32x4 add(f32x4 a, f32x4 b) { return wasm_f32x4_add(a, b); }
 inline f32x4 sub(f32x4 a, f32x4 b) { return wasm_f32x4_sub(a, b); }
 inline f32x4 mul(f32x4 a, f32x4 b) { return wasm_f32x4_mul(a, b); }
 inline f32x4 max(f32x4 a, f32x4 b) { return wasm_f32x4_max(a, b); }
+// a < b ? b : a, lane-wise (wasm's f32x4.pmax): one maxps on x86 (max() needs ~7 for its
+// NaN/±0 rules). A NaN in `b` is dropped, a NaN in `a` kept.
+inline f32x4 pmax(f32x4 a, f32x4 b) { return wasm_f32x4_pmax(a, b); }
 inline mask32x4 less(f32x4 a, f32x4 b) { return wasm_f32x4_lt(a, b); }
 inline mask32x4 equal(f32x4 a, f32x4 b) { return wasm_f32x4_eq(a, b); }
 inline mask32x4 bits_differ(f32x4 a, f32x4 b) { return wasm_i32x4_ne(a, b); }
 inline bool any(mask32x4 m) { return wasm_v128_any_true(m); }
 // Lanes of `a` where `m` holds, else 0.
 inline f32x4 keep_where(f32x4 a, mask32x4 m) { return wasm_v128_and(a, m); }
+inline f32x4 or_bits(f32x4 a, f32x4 b) { return wasm_v128_or(a, b); }
 // Lanes of `a` where `m` holds, else `b`.
 inline f32x4 select(mask32x4 m, f32x4 a, f32x4 b) { return wasm_v128_bitselect(a, b, m); }
 inline f32x4 from_bits(int32_t bits) { return wasm_i32x4_splat(bits); }
@@ -76,6 +80,7 @@ inline f32x4 max(f32x4 a, f32x4 b) {
   const f32x4 larger = a > b ? a : b;
   return nan ? a + b : larger;
 }
+inline f32x4 pmax(f32x4 a, f32x4 b) { return a < b ? b : a; }
 inline mask32x4 less(f32x4 a, f32x4 b) { return a < b; }
 inline mask32x4 equal(f32x4 a, f32x4 b) { return a == b; }
 inline mask32x4 bits_differ(f32x4 a, f32x4 b) {
@@ -83,6 +88,9 @@ inline mask32x4 bits_differ(f32x4 a, f32x4 b) {
 }
 inline bool any(mask32x4 m) { return (m[0] | m[1] | m[2] | m[3]) != 0; }
 inline f32x4 keep_where(f32x4 a, mask32x4 m) { return bit_cast<f32x4>(bit_cast<mask32x4>(a) & m); }
+inline f32x4 or_bits(f32x4 a, f32x4 b) {
+  return bit_cast<f32x4>(bit_cast<mask32x4>(a) | bit_cast<mask32x4>(b));
+}
 inline f32x4 select(mask32x4 m, f32x4 a, f32x4 b) { return m ? a : b; }
 inline f32x4 from_bits(int32_t bits) { return bit_cast<f32x4>(mask32x4{bits, bits, bits, bits}); }
 inline f32x4 exp2_from_magic(f32x4 n_plus_magic) {
@@ -101,27 +109,42 @@ inline float horizontal_max(f32x4 v) {
                              max_propagating_nan(lane(v, 2), lane(v, 3)));
 }
 
-// e^x for x <= 0 (the only range softmax needs after subtracting the row max), Cephes-style:
-// x = n·ln2 + r with |r| <= ln2/2, e^r by a degree-6 polynomial (about 1 ulp), times 2^n.
-// Returns exactly 0 below -87.33 (and for -inf), NaN for NaN.
-inline f32x4 exp_nonpositive(f32x4 x) {
-  const f32x4 kLowest = splat(-87.33654f);  // e^-87.33654 = FLT_MIN: below, the result is 0
-  const f32x4 clamped = max(x, kLowest);
+// e^x for x <= 0 (the only range softmax needs after subtracting the row max), as 2^y with
+// y = x·log2(e): y = n + f with n = round(y), |f| <= 1/2, 2^f by its degree-6 Taylor polynomial
+// (relative error <= 1.2e-7, about 1 ulp; the rounding of y adds |y|·6e-8 relative), times 2^n
+// built in the exponent bits. y is first clamped to -127, where n = -127 makes the 2^n factor
+// exactly 0: the result is 0 below about -87.7 (and for -inf), NaN for NaN.
+//
+// The constants live in a mutable table that the caller loads once, outside its loop
+// (ExpConstants::load()): a v128.const in a loop costs V8 several instructions every iteration,
+// and LLVM would sink constants from a const table back into the loop.
+// The last two entries are not used by exp: -inf and -0.0 for kernels that need them in a loop.
+inline float exp_constant_table[12] = {
+    -127.0f,           1.44269504088896341f, 12582912.0f,       1.0f,
+    0.693147180559945f, 0.240226506959101f,  0.0555041086648216f, 0.00961812910762848f,
+    0.00133335581464284f, 0.000154035303933816f, -__builtin_inff(), -0.0f};
+
+struct ExpConstants {
+  f32x4 lowest, log2e, magic, c0, c1, c2, c3, c4, c5, c6;
+  static ExpConstants load() {
+    const float* t = exp_constant_table;
+    return {splat(t[0]), splat(t[1]), splat(t[2]), splat(t[3]), splat(t[4]),
+            splat(t[5]), splat(t[6]), splat(t[7]), splat(t[8]), splat(t[9])};
+  }
+};
+
+inline f32x4 exp_nonpositive(f32x4 x, const ExpConstants& k) {
+  const f32x4 y = pmax(mul(x, k.log2e), k.lowest);  // keeps a NaN x
   // Round-to-nearest via the 1.5·2^23 "magic" add: the low mantissa bits then hold n.
-  const float kMagic = 12582912.0f;
-  const f32x4 n_plus_magic = add(mul(clamped, splat(1.44269504088896341f)), splat(kMagic));
-  const f32x4 n = sub(n_plus_magic, splat(kMagic));
-  f32x4 r = sub(clamped, mul(n, splat(0.693359375f)));
-  r = sub(r, mul(n, splat(-2.12194440e-4f)));
-  f32x4 y = splat(1.9875691500e-4f);
-  y = add(mul(y, r), splat(1.3981999507e-3f));
-  y = add(mul(y, r), splat(8.3334519073e-3f));
-  y = add(mul(y, r), splat(4.1665795894e-2f));
-  y = add(mul(y, r), splat(1.6666665459e-1f));
-  y = add(mul(y, r), splat(5.0000001201e-1f));
-  y = add(add(mul(mul(y, r), r), r), splat(1.0f));
-  const f32x4 result = mul(y, exp2_from_magic(n_plus_magic));
-  return select(less(x, kLowest), splat(0.0f), result);
+  const f32x4 n_plus_magic = add(y, k.magic);
+  const f32x4 f = sub(y, sub(n_plus_magic, k.magic));
+  f32x4 p = add(mul(k.c6, f), k.c5);
+  p = add(mul(p, f), k.c4);
+  p = add(mul(p, f), k.c3);
+  p = add(mul(p, f), k.c2);
+  p = add(mul(p, f), k.c1);
+  p = add(mul(p, f), k.c0);
+  return mul(p, exp2_from_magic(n_plus_magic));
 }
 
 }  // namespace sdpa::simd

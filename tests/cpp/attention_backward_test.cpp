@@ -60,7 +60,7 @@ Grads32 backward32(Backend backend, const Problem& problem, const std::vector<fl
     AttentionPlan forward = plan;
     forward.return_weights = false;
     std::vector<uint8_t> ws(workspace_bytes(backend, forward) + 16);
-    run_attention(backend, forward, inputs_of(problem), output.data(), nullptr, ws.data(), lse.data());
+    run_attention(backend, forward, inputs_of(problem), output.data(), nullptr, ws.data(), 1, lse.data());
   }
   std::vector<uint8_t> ws(backward_workspace_bytes(backend, plan, pass_forward) + 16);
   BackwardOutputs<float> out{g.dq.data(), g.dk.data(), g.dv.data(),
@@ -338,7 +338,7 @@ TEST_P(BackwardKernelTest, ForwardLogSumExpMatchesFloat64) {
     attention_reference<double>(plan, inputs_of(p), o, ws64.data());
     std::vector<float> out(plan.output_elements()), lse(rows, NAN);
     std::vector<uint8_t> ws(workspace_bytes(GetParam(), plan) + 16);
-    run_attention(GetParam(), plan, inputs_of(p), out.data(), nullptr, ws.data(), lse.data());
+    run_attention(GetParam(), plan, inputs_of(p), out.data(), nullptr, ws.data(), 1, lse.data());
     for (int64_t r = 0; r < rows; ++r) {
       if (std::isinf(lse64[r])) {
         EXPECT_EQ(lse[r], lse64[r]) << r;

@@ -92,15 +92,15 @@ inline std::vector<float> strip_canaries(const std::vector<float>& v) {
   return std::vector<float>(v.begin() + kCanaryFloats, v.end() - kCanaryFloats);
 }
 
-inline Result run_backend(Backend backend, const Problem& problem) {
+inline Result run_backend(Backend backend, const Problem& problem, int threads = 1) {
   const AttentionPlan plan = plan_or_die(problem.request);
   std::vector<float> output = with_canaries(plan.output_elements());
   std::vector<float> weights = with_canaries(plan.return_weights ? plan.weights_elements() : 0);
-  std::vector<float> workspace = with_canaries((workspace_bytes(backend, plan) + 3) / 4);
+  std::vector<float> workspace = with_canaries((workspace_bytes(backend, plan, threads) + 3) / 4);
   const AttentionInputs in{problem.query.data(), problem.key.data(), problem.value.data(),
                            problem.mask()};
   run_attention(backend, plan, in, output.data() + kCanaryFloats, weights.data() + kCanaryFloats,
-                workspace.data() + kCanaryFloats);
+                workspace.data() + kCanaryFloats, threads);
   check_canaries(output, "output");
   check_canaries(weights, "weights");
   check_canaries(workspace, "workspace");

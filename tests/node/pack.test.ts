@@ -58,6 +58,11 @@ describe('npm pack', () => {
     expect(files).toContain('dist/index.d.ts');
     expect(files).toContain('dist/wasm/sdpa_core.mjs');
     expect(files).toContain('dist/wasm/sdpa_core.wasm');
+    // the threads module, its pthread worker (CommonJS, hence the nested package.json)
+    expect(files).toContain('dist/wasm/sdpa_core_mt.mjs');
+    expect(files).toContain('dist/wasm/sdpa_core_mt.wasm');
+    expect(files).toContain('dist/wasm/sdpa_core_mt.worker.js');
+    expect(files).toContain('dist/wasm/package.json');
     for (const f of files) {
       expect(f).not.toMatch(/^(cpp|tests|web|scripts|build|node_modules|\.ci)\//);
     }
@@ -72,9 +77,14 @@ describe('npm pack', () => {
         const q = { data: new Float32Array([1, 0]), shape: [1, 2] };
         const kv = { data: new Float32Array([1, 0, 0, 1]), shape: [2, 2] };
         const { output, weights } = await attn.scaledDotProductAttention(q, kv, kv, { returnWeights: true });
+        const one = await lib.createAttention({ backend: 'simd', threads: 1 });
+        const single = one.scaledDotProductAttentionSync(q, kv, kv).output.data;
         attn.dispose();
+        one.dispose();
         console.log(JSON.stringify({
           exports: Object.keys(lib).sort(),
+          threads: attn.threads,
+          single: Array.from(single),
           output: { data: Array.from(output.data), shape: output.shape },
           weights: weights && { data: Array.from(weights.data), shape: weights.shape },
         }));
@@ -87,6 +97,10 @@ describe('npm pack', () => {
     });
     const r = JSON.parse(out.trim().split('\n').pop()!);
     expect(r.exports).toContain('createAttention');
+    // default: every core (the threads module where this machine has more than one), and the
+    // process exits by itself with the worker pool alive (execFileSync returned)
+    expect(r.threads).toBeGreaterThanOrEqual(1);
+    expect(r.single[0]).toBeCloseTo(r.output.data[0], 6);
     const w0 = Math.exp(Math.SQRT1_2) / (Math.exp(Math.SQRT1_2) + 1);
     expect(r.output.shape).toEqual([1, 2]);
     expect(r.output.data[0]).toBeCloseTo(w0, 5);

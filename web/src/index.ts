@@ -26,6 +26,7 @@ import type {
   ScoreOptions,
   ScoreResult,
 } from './gradient-types.js';
+import { checkThreadsOption, coreCount, loadThreadedModule, threadsUnavailableReason } from './threads.js';
 import type {
   AttentionOptions,
   AttentionResult,
@@ -222,14 +223,17 @@ export class Attention {
   private gpu: GpuState | undefined;
   /** A pending re-initialization after a device loss (shared by concurrent calls). */
   private gpuInit: Promise<GpuState> | undefined;
+  /** Threads each call runs on (1 for 'scalar' and 'webgpu', and where WebAssembly threads are unavailable). */
+  readonly threads: number;
   private disposed = false;
 
   /** @internal */
   constructor(
     private readonly module: SdpaModule,
-    chosen: Chosen,
+    chosen: Chosen & { threads?: number },
     private readonly options: CreateAttentionOptions & { backend: BackendChoice },
   ) {
+    this.threads = chosen.threads ?? 1;
     this.currentBackend = chosen.backend;
     this.currentFallbackReason = chosen.fallbackReason;
     this.webgpuReason = chosen.webgpuReason;
@@ -244,7 +248,10 @@ export class Attention {
     return this.currentBackend;
   }
 
-  /** Why `'auto'` did not pick (or no longer uses) a faster backend, when it fell back. */
+  /**
+   * Why `'auto'` did not pick (or no longer uses) a faster backend, or why fewer threads run than
+   * asked for.
+   */
   get fallbackReason(): string | undefined {
     return this.currentFallbackReason;
   }
@@ -306,6 +313,7 @@ export class Attention {
       );
     }
     const request = attentionRequest(query, key, value, options);
+    request.threads = this.threads;
     const plan = this.module.planAttention(request);
     throwIfError(plan.error);
     const outputElements = product(plan.outputShape);
@@ -642,14 +650,36 @@ function inputBytes(query: Tensor, key: Tensor, value: Tensor, options?: Attenti
   return query.data.byteLength + key.data.byteLength + value.data.byteLength + (options?.attnMask?.data.byteLength ?? 0);
 }
 
+function joinReasons(...reasons: (string | undefined)[]): string | undefined {
+  const present = reasons.filter((r): r is string => Boolean(r));
+  return present.length ? present.join('; ') : undefined;
+}
+
 /**
  * Creates an attention engine. `backend: 'auto'` (default) picks the fastest backend available
  * here and reports why it fell back in `fallbackReason`; naming an unavailable backend rejects.
+ * `threads` (simd backend): default every core where WebAssembly threads can run (Node; browsers
+ * with cross-origin isolation), else 1 with the reason in `fallbackReason`; `threads: 1` forces
+ * the single-thread module. More threads than cores are capped at the core count.
  */
 export async function createAttention(options: CreateAttentionOptions = {}): Promise<Attention> {
   if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object; got ${describe(options)}`);
   const backend = options.backend ?? 'auto';
+  const requested = checkThreadsOption(options.threads);
   const chosen = await chooseBackend(backend, options);
-  return new Attention(await loadModule(), chosen, { ...options, backend });
+  const normalized = { ...options, backend };
+  if (chosen.backend !== 'simd' || requested === 1) return new Attention(await loadModule(), chosen, normalized);
+  const threads = Math.min(requested ?? coreCount(), coreCount());
+  const unavailable = threads > 1 ? threadsUnavailableReason() : undefined;
+  if (threads > 1 && !unavailable) {
+    try {
+      return new Attention(await loadThreadedModule(), { ...chosen, threads }, normalized);
+    } catch (cause) {
+      const reason = `running on 1 thread: the threads module failed to load (${String(cause)})`;
+      return new Attention(await loadModule(), { ...chosen, fallbackReason: joinReasons(chosen.fallbackReason, reason) }, normalized);
+    }
+  }
+  const fallbackReason = unavailable ? joinReasons(chosen.fallbackReason, `running on 1 thread: ${unavailable}`) : chosen.fallbackReason;
+  return new Attention(await loadModule(), { ...chosen, fallbackReason }, normalized);
 }
 

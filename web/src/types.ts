@@ -103,11 +103,20 @@ export interface BackendInfo {
 
 export interface CreateAttentionOptions {
   /**
-   * Default `'auto'`: WebGPU when a device can be had (`gpuDevice`, or an adapter from
-   * `navigator.gpu`), else SIMD; `fallbackReason` says why it fell back. `'webgpu'` rejects with a
+   * Default `'auto'`: WebGPU when a device can be had (`gpuDevice`, or a hardware adapter from
+   * `navigator.gpu`: a software fallback adapter is slower than SIMD), else SIMD;
+   * `fallbackReason` says why it fell back. `'webgpu'` rejects with a
    * {@link WebGPUError} (kind `'unavailable'`) when no device can be had.
    */
   backend?: BackendChoice;
+  /**
+   * Threads for the `'simd'` backend (a positive integer). Default: every core, where
+   * WebAssembly threads are available (Node; browsers only on cross-origin isolated pages, i.e.
+   * served with COOP `same-origin` + COEP `require-corp`); elsewhere 1, and
+   * `Attention.fallbackReason` says why. `1` forces the single-thread module. Capped at the
+   * number of cores.
+   */
+  threads?: number;
   /** A GPUDevice to run on (WebGPU backend); otherwise one is requested from `gpu`/`navigator.gpu`. */
   gpuDevice?: GpuDeviceLike;
   /**

@@ -1,0 +1,121 @@
+// A minimal ONNX protobuf writer: just enough of onnx.proto (ModelProto, GraphProto, NodeProto,
+// AttributeProto, TensorProto, ValueInfoProto) to build the bench's attention graphs, so the bench
+// ships no model files and needs no protobuf library.
+
+class Writer {
+  constructor() {
+    this.bytes = [];
+  }
+  varint(v) {
+    let x = BigInt(v);
+    if (x < 0n) x += 1n << 64n;
+    do {
+      let b = Number(x & 0x7fn);
+      x >>= 7n;
+      if (x) b |= 0x80;
+      this.bytes.push(b);
+    } while (x);
+    return this;
+  }
+  tag(field, wire) {
+    return this.varint((field << 3) | wire);
+  }
+  int(field, v) {
+    return this.tag(field, 0).varint(v);
+  }
+  float(field, v) {
+    const b = new Uint8Array(new Float32Array([v]).buffer);
+    this.tag(field, 5);
+    this.bytes.push(...b);
+    return this;
+  }
+  bytesField(field, data) {
+    this.tag(field, 2).varint(data.length);
+    for (const b of data) this.bytes.push(b);
+    return this;
+  }
+  string(field, s) {
+    return this.bytesField(field, new TextEncoder().encode(s));
+  }
+  message(field, writer) {
+    return this.bytesField(field, writer.bytes);
+  }
+  done() {
+    return new Uint8Array(this.bytes);
+  }
+}
+
+const FLOAT = 1; // TensorProto.DataType.FLOAT
+const ATTR = { FLOAT: 1, INT: 2, INTS: 7 };
+
+function valueInfo(name, dims) {
+  const shape = new Writer();
+  for (const d of dims) shape.message(1, typeof d === 'string' ? new Writer().string(2, d) : new Writer().int(1, d));
+  const tensorType = new Writer().int(1, FLOAT).message(2, shape);
+  return new Writer().string(1, name).message(2, new Writer().message(1, tensorType));
+}
+
+function attribute(name, value) {
+  const a = new Writer().string(1, name);
+  if (Array.isArray(value)) {
+    for (const v of value) a.int(8, v);
+    a.int(20, ATTR.INTS);
+  } else if (Number.isInteger(value)) {
+    a.int(3, value).int(20, ATTR.INT);
+  } else {
+    a.float(2, value).int(20, ATTR.FLOAT);
+  }
+  return a;
+}
+
+function node(opType, inputs, outputs, attributes = {}, domain = '') {
+  const n = new Writer();
+  for (const i of inputs) n.string(1, i);
+  for (const o of outputs) n.string(2, o);
+  n.string(3, `${opType}_${outputs[0]}`).string(4, opType);
+  for (const [k, v] of Object.entries(attributes)) n.message(5, attribute(k, v));
+  if (domain) n.string(7, domain);
+  return n;
+}
+
+function scalarInitializer(name, value) {
+  const raw = new Uint8Array(new Float32Array([value]).buffer);
+  return new Writer().int(2, FLOAT).string(8, name).bytesField(9, raw);
+}
+
+function model(graph, opsets) {
+  const m = new Writer().int(1, 8).string(2, 'sdpa-web bench');
+  for (const [domain, version] of opsets) m.message(8, new Writer().string(1, domain).int(2, version));
+  return m.message(7, graph).done();
+}
+
+/**
+ * softmax(Q·Kᵀ·scale)·V as plain ONNX ops (opset 17): Transpose(K) → MatMul → Mul(scale) →
+ * Softmax(axis −1) → MatMul(·, V). Inputs q, k, v [BH, n, d]; output o [BH, n, d].
+ */
+export function attentionGraphModel(bh, n, d) {
+  const g = new Writer();
+  g.message(1, node('Transpose', ['k'], ['kt'], { perm: [0, 2, 1] }));
+  g.message(1, node('MatMul', ['q', 'kt'], ['s']));
+  g.message(1, node('Mul', ['s', 'scale'], ['ss']));
+  g.message(1, node('Softmax', ['ss'], ['p'], { axis: -1 }));
+  g.message(1, node('MatMul', ['p', 'v'], ['o']));
+  g.string(2, 'attention');
+  g.message(5, scalarInitializer('scale', 1 / Math.sqrt(d)));
+  for (const name of ['q', 'k', 'v']) g.message(11, valueInfo(name, [bh, n, d]));
+  g.message(12, valueInfo('o', [bh, n, d]));
+  return model(g, [['', 17]]);
+}
+
+/**
+ * com.microsoft MultiHeadAttention with num_heads = BH: query/key/value [1, n, BH·d] (heads
+ * interleaved per position, the op's layout); output [1, n, BH·d].
+ */
+export function multiHeadAttentionModel(bh, n, d) {
+  const g = new Writer();
+  g.message(1, node('MultiHeadAttention', ['q', 'k', 'v'], ['o'], { num_heads: bh }, 'com.microsoft'));
+  g.string(2, 'mha');
+  for (const name of ['q', 'k', 'v']) g.message(11, valueInfo(name, [1, n, bh * d]));
+  g.message(12, valueInfo('o', [1, n, bh * d]));
+  return model(g, [['', 17], ['com.microsoft', 1]]);
+}

@@ -1,0 +1,77 @@
+// core/parallel.h and the threaded SIMD kernel: every task runs exactly once, and the result on
+// any number of threads is bit-identical to one thread (tasks are independent) and within the
+// tolerance rule of the float64 reference.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+#include "attention_test_support.h"
+#include "core/parallel.h"
+
+namespace sdpa::testing {
+namespace {
+
+TEST(ParallelFor, RunsEveryTaskOnceOnDenseWorkers) {
+  set_max_threads(4);
+  for (int threads : {1, 2, 3, 4}) {
+    for (int64_t tasks : {0, 1, 2, 7, 100}) {
+      std::vector<std::atomic<int>> runs(static_cast<size_t>(tasks));
+      std::atomic<int> bad_worker{0};
+      parallel_for(threads, tasks, [&](int64_t t, int worker) {
+        if (worker < 0 || worker >= threads) bad_worker++;
+        runs[static_cast<size_t>(t)]++;
+      });
+      for (auto& r : runs) EXPECT_EQ(r.load(), 1) << "threads=" << threads;
+      EXPECT_EQ(bad_worker.load(), 0);
+    }
+  }
+}
+
+TEST(ParallelFor, ThreadsForClampsToMax) {
+  set_max_threads(3);
+  EXPECT_EQ(max_threads(), 3);
+  EXPECT_EQ(threads_for(Backend::kSimd128, 0), 3);
+  EXPECT_EQ(threads_for(Backend::kSimd128, 2), 2);
+  EXPECT_EQ(threads_for(Backend::kSimd128, 8), 3);
+  EXPECT_EQ(threads_for(Backend::kScalar, 8), 1);
+  set_max_threads(4);
+}
+
+void ExpectSameOnThreads(const Problem& p, const char* what) {
+  set_max_threads(4);
+  const Result one = run_backend(Backend::kSimd128, p, 1);
+  const Result64 r64 = run_reference64(p);
+  const Result r32 = run_backend(Backend::kScalar, p);
+  EXPECT_LE(max_abs_diff(one.output, r64.output), tolerance(p, max_abs_diff(r32.output, r64.output)))
+      << what;
+  for (int threads : {2, 3, 4}) {
+    const Result many = run_backend(Backend::kSimd128, p, threads);
+    ASSERT_EQ(many.output.size(), one.output.size());
+    EXPECT_EQ(0, std::memcmp(many.output.data(), one.output.data(), one.output.size() * sizeof(float)))
+        << what << " threads=" << threads;
+    ASSERT_EQ(many.weights.size(), one.weights.size());
+    if (!one.weights.empty()) {
+      EXPECT_EQ(0, std::memcmp(many.weights.data(), one.weights.data(), one.weights.size() * sizeof(float)))
+          << what << " (weights) threads=" << threads;
+    }
+  }
+}
+
+TEST(SimdThreads, MatchesOneThread) {
+  ExpectSameOnThreads(make_problem({2, 3, 200, 64}, {2, 3, 300, 64}, {2, 3, 300, 64}, 900), "plain");
+  Problem gqa = make_problem({1, 4, 97, 32}, {1, 2, 130, 32}, {1, 2, 130, 20}, 901);
+  gqa.request.enable_gqa = true;
+  ExpectSameOnThreads(gqa, "gqa");
+  Problem causal = make_problem({3, 260, 16}, {3, 260, 16}, {3, 260, 8}, 902);
+  causal.request.causal = CausalAlignment::kTopLeft;
+  causal.request.return_weights = true;
+  ExpectSameOnThreads(causal, "causal + weights");
+  Problem bottom = make_problem({2, 70, 16}, {2, 300, 16}, {2, 300, 12}, 903);
+  bottom.request.causal = CausalAlignment::kBottomRight;
+  ExpectSameOnThreads(bottom, "bottom-right");
+}
+
+}  // namespace
+}  // namespace sdpa::testing

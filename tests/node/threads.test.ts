@@ -1,0 +1,91 @@
+// The `threads` option of createAttention (simd backend): 1 and 2 threads agree with the float64
+// reference (tolerance rule of tests/cpp/attention_test_support.h), the default, the fallback to
+// one thread when the realm is not cross-origin isolated, and option validation. No timings here:
+// speed is `npm run bench`.
+import { availableParallelism } from 'node:os';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createAttention, type Tensor } from 'sdpa-web';
+
+function random(shape: number[], seed: number, scale = 1): Tensor {
+  const n = shape.reduce((a, b) => a * b, 1);
+  const data = new Float32Array(n);
+  let s = seed >>> 0;
+  for (let i = 0; i < n; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    data[i] = ((s / 2 ** 32) * 2 - 1) * scale;
+  }
+  return { data, shape };
+}
+
+function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let m = 0;
+  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
+  return m;
+}
+
+const cores = Math.min(16, availableParallelism());
+
+describe('createAttention({ threads })', () => {
+  afterEach(() => {
+    delete (globalThis as { crossOriginIsolated?: boolean }).crossOriginIsolated;
+  });
+
+  it('1 and 2 threads both match the float64 reference', async () => {
+    const q = random([2, 3, 150, 64], 1);
+    const k = random([2, 3, 230, 64], 2);
+    const v = random([2, 3, 230, 64], 3);
+    for (const isCausal of [false, true]) {
+      const scalar = await createAttention({ backend: 'scalar' });
+      const ref = scalar.referenceAttention(q, k, v, { isCausal });
+      const eRef = maxAbsDiff(scalar.scaledDotProductAttentionSync(q, k, v, { isCausal }).output.data, ref.output.data);
+      const tolerance = 2 * eRef + 1e-5;
+      for (const threads of [1, 2]) {
+        const attn = await createAttention({ backend: 'simd', threads });
+        expect(attn.threads).toBe(Math.min(threads, cores));
+        const { output } = attn.scaledDotProductAttentionSync(q, k, v, { isCausal });
+        expect(output.shape).toEqual([2, 3, 150, 64]);
+        expect(maxAbsDiff(output.data, ref.output.data)).toBeLessThanOrEqual(tolerance);
+        attn.dispose();
+      }
+      scalar.dispose();
+    }
+  });
+
+  it('the threaded module also returns weights and keeps the heap balanced', async () => {
+    const attn = await createAttention({ backend: 'simd', threads: 2 });
+    const q = random([4, 70, 16], 4);
+    const kv = random([4, 90, 16], 5);
+    const before = attn.memoryStats().heapBytesInUse;
+    const { weights } = await attn.scaledDotProductAttention(q, kv, kv, { returnWeights: true });
+    const ref = attn.referenceAttention(q, kv, kv);
+    expect(maxAbsDiff(weights!.data, ref.weights.data)).toBeLessThan(1e-5);
+    expect(attn.memoryStats().heapBytesInUse).toBe(before);
+  });
+
+  it('defaults to every core in Node, and threads: 1 forces one', async () => {
+    const auto = await createAttention();
+    expect(auto.backend).toBe('simd');
+    expect(auto.threads).toBe(cores);
+    // 'auto' says why it did not pick WebGPU (Node has no navigator.gpu), but nothing about threads.
+    expect(auto.fallbackReason).toMatch(/^WebGPU is not available/);
+    expect(auto.fallbackReason).not.toMatch(/thread/);
+    expect((await createAttention({ threads: 1 })).threads).toBe(1);
+    expect((await createAttention({ threads: 1000 })).threads).toBe(cores);
+    expect((await createAttention({ backend: 'scalar', threads: 4 })).threads).toBe(1);
+  });
+
+  it('falls back to 1 thread and says why when the realm is not cross-origin isolated', async () => {
+    (globalThis as { crossOriginIsolated?: boolean }).crossOriginIsolated = false;
+    const attn = await createAttention({ backend: 'simd', threads: 2 });
+    expect(attn.threads).toBe(1);
+    expect(attn.fallbackReason).toMatch(/1 thread.*cross-origin isolated/);
+    const q = random([1, 8, 8], 6);
+    expect(attn.scaledDotProductAttentionSync(q, q, q).output.data.length).toBe(64);
+  });
+
+  it('rejects a threads value that is not a positive integer', async () => {
+    for (const threads of [0, -1, 1.5, Number.NaN, '2' as unknown as number]) {
+      await expect(createAttention({ threads })).rejects.toThrow(RangeError);
+    }
+  });
+});
