@@ -28,15 +28,7 @@
 // Buffers hold one chunk (cpp/core/webgpu_plan.h, WebGpuChunk): query/output/stats rows
 // [chunk heads × rows], key/value heads [kv0, kv0 + nkv), mask elements from mask_base.
 
-struct Params {
-  Lq: u32, Lk: u32, E: u32, Ev: u32,
-  Hq: u32, Hkv: u32, group: u32, bh0: u32,
-  nbh: u32, row0: u32, rows: u32, kv0: u32,
-  mask_base: u32, mask_sb: u32, mask_sh: u32, mask_sq: u32,
-  mask_sk: u32, scale: f32, causal_offset: i32, x_base: u32,
-  y_base: u32, nan_bits: u32, pad1: u32, pad2: u32,  // nan_bits: a run-time NaN (WGSL rejects NaN constants)
-  pad3: vec4<u32>, pad4: vec4<u32>,
-}
+// Params, NEG_INF_BITS, is_nan, is_neg_inf: attention_common.wgsl (prepended by the glue).
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> query: array<f32>;
@@ -47,7 +39,6 @@ struct Params {
 @group(0) @binding(6) var<storage, read_write> stats: array<f32>;
 
 const ROWS: u32 = 64u;
-const NEG_INF_BITS: u32 = 0xff800000u;
 
 const E4: u32 = E_PAD / 4u;    // vec4s per padded key/query row
 const EV4: u32 = EV_PAD / 4u;  // vec4s per padded value/output row
@@ -57,8 +48,6 @@ const EV4: u32 = EV_PAD / 4u;  // vec4s per padded value/output row
 var<workgroup> k_tile: array<vec4<f32>, BLOCK_KEYS * E4>;
 var<workgroup> v_tile: array<vec4<f32>, BLOCK_KEYS * EV4>;
 
-fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
-fn is_neg_inf(x: f32) -> bool { return bitcast<u32>(x) == NEG_INF_BITS; }
 
 // Mask element `idx` (absolute, as in the full broadcast mask) of this chunk's mask buffer.
 fn mask_bool(idx: u32) -> bool {

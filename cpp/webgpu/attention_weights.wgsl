@@ -15,15 +15,7 @@
 // Prepended by the C++ glue (WeightsVariant::wgsl_constants):
 //   const MASK_KIND: u32 (0 none, 1 bool, 2 additive); const CAUSAL: bool;
 
-struct Params {
-  Lq: u32, Lk: u32, E: u32, Ev: u32,
-  Hq: u32, Hkv: u32, group: u32, bh0: u32,
-  nbh: u32, row0: u32, rows: u32, kv0: u32,
-  mask_base: u32, mask_sb: u32, mask_sh: u32, mask_sq: u32,
-  mask_sk: u32, scale: f32, causal_offset: i32, x_base: u32,
-  y_base: u32, nan_bits: u32, pad1: u32, pad2: u32,  // nan_bits: a run-time NaN (WGSL rejects NaN constants)
-  pad3: vec4<u32>, pad4: vec4<u32>,
-}
+// Params, NEG_INF_BITS, is_nan, is_neg_inf: attention_common.wgsl (prepended by the glue).
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> query: array<f32>;
@@ -33,10 +25,7 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> weights: array<f32>;
 
 const KEYS: u32 = 64u;
-const NEG_INF_BITS: u32 = 0xff800000u;
 
-fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
-fn is_neg_inf(x: f32) -> bool { return bitcast<u32>(x) == NEG_INF_BITS; }
 
 fn mask_bool(idx: u32) -> bool {
   let rel = idx - p.mask_base;

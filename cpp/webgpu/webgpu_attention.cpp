@@ -172,11 +172,11 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
   device_.call<void>("pushErrorScope", std::string("out-of-memory"));
   device_.call<void>("pushErrorScope", std::string("validation"));
 
-  const val flash_pipeline = pipeline(flash.key(), flash.wgsl_constants() + kAttentionFlashWgsl, false, job);
+  const val flash_pipeline = pipeline(flash.key(), flash.wgsl_constants() + kAttentionCommonWgsl + kAttentionFlashWgsl, false, job);
   val weights_pipeline = val::undefined();
   if (plan.return_weights) {
     const WeightsVariant wv = webgpu_weights_variant(plan);
-    weights_pipeline = pipeline(wv.key(), wv.wgsl_constants() + kAttentionWeightsWgsl, true, job);
+    weights_pipeline = pipeline(wv.key(), wv.wgsl_constants() + kAttentionCommonWgsl + kAttentionWeightsWgsl, true, job);
   }
   // Stand-ins for bindings a variant does not use (no mask, no stats).
   const val dummy_read = buffer(job, 16, kStorage);
