@@ -93,6 +93,16 @@ AttentionInputs inputs_from(const val& pointers) {
           address<const float>(pointers, "value"), address<const void>(pointers, "mask")};
 }
 
+// Plans `request` with `make` and, when it is valid, runs body(plan); returns the planning error
+// (or null), which is what every run binding reports to the TypeScript layer.
+template <typename Plan, typename Body>
+val run_planned(Status (*make)(const val&, Plan*), const val& request, Body&& body) {
+  Plan plan;
+  const Status s = make(request, &plan);
+  if (s.ok()) body(plan);
+  return error_to_js(s);
+}
+
 // -> { error, outputShape, weightsShape, workspaceBytes: { scalar, simd, reference64 } }
 val plan_attention_js(val request) {
   AttentionPlan plan;
@@ -114,43 +124,37 @@ val plan_attention_js(val request) {
 
 // pointers: { query, key, value, mask?, output, weights?, lse?, workspace }
 val run_attention_js(val request, std::string backend, val pointers) {
-  AttentionPlan plan;
-  const Status s = plan_from_js(request, &plan);
-  if (!s.ok()) return error_to_js(s);
-  const Backend b = backend_named(backend);
-  run_attention(b, plan, inputs_from(pointers), address<float>(pointers, "output"),
-                address<float>(pointers, "weights"), address(pointers, "workspace"),
-                threads_of(request, b), address<float>(pointers, "lse"));
-  return val::null();
+  return run_planned(plan_from_js, request, [&](const AttentionPlan& plan) {
+    const Backend b = backend_named(backend);
+    run_attention(b, plan, inputs_from(pointers), address<float>(pointers, "output"),
+                  address<float>(pointers, "weights"), address(pointers, "workspace"),
+                  threads_of(request, b), address<float>(pointers, "lse"));
+  });
 }
 
 // Every stage of the float32 reference, for the step-by-step explainer.
 // pointers: inputs + { scores, scaledScores, maskedScores, weights, output, workspace }
 val explain_attention_js(val request, val pointers) {
-  AttentionPlan plan;
-  const Status s = plan_from_js(request, &plan);
-  if (!s.ok()) return error_to_js(s);
-  ReferenceOutputs<float> out;
-  out.output = address<float>(pointers, "output");
-  out.weights = address<float>(pointers, "weights");
-  out.scores = address<float>(pointers, "scores");
-  out.scaled_scores = address<float>(pointers, "scaledScores");
-  out.masked_scores = address<float>(pointers, "maskedScores");
-  attention_reference<float>(plan, inputs_from(pointers), out, address<float>(pointers, "workspace"));
-  return val::null();
+  return run_planned(plan_from_js, request, [&](const AttentionPlan& plan) {
+    ReferenceOutputs<float> out;
+    out.output = address<float>(pointers, "output");
+    out.weights = address<float>(pointers, "weights");
+    out.scores = address<float>(pointers, "scores");
+    out.scaled_scores = address<float>(pointers, "scaledScores");
+    out.masked_scores = address<float>(pointers, "maskedScores");
+    attention_reference<float>(plan, inputs_from(pointers), out, address<float>(pointers, "workspace"));
+  });
 }
 
 // The float64 oracle. pointers: inputs + { output, weights, workspace } (double buffers).
 val reference_attention64_js(val request, val pointers) {
-  AttentionPlan plan;
-  const Status s = plan_from_js(request, &plan);
-  if (!s.ok()) return error_to_js(s);
-  ReferenceOutputs<double> out;
-  out.output = address<double>(pointers, "output");
-  out.weights = address<double>(pointers, "weights");
-  out.lse = address<double>(pointers, "lse");
-  attention_reference<double>(plan, inputs_from(pointers), out, address<double>(pointers, "workspace"));
-  return val::null();
+  return run_planned(plan_from_js, request, [&](const AttentionPlan& plan) {
+    ReferenceOutputs<double> out;
+    out.output = address<double>(pointers, "output");
+    out.weights = address<double>(pointers, "weights");
+    out.lse = address<double>(pointers, "lse");
+    attention_reference<double>(plan, inputs_from(pointers), out, address<double>(pointers, "workspace"));
+  });
 }
 
 // -> { error, outputShape }; with addresses given (a, b, output) also computes.
@@ -314,28 +318,24 @@ val plan_scores_js(val request) {
 
 // pointers: { query, key, w?, w1?, w2?, v?, scores, workspace }
 val run_scores_js(val request, val pointers) {
-  ScorePlan plan;
-  const Status s = score_plan_from_js(request, &plan);
-  if (!s.ok()) return error_to_js(s);
-  attention_scores<float>(plan, address<const float>(pointers, "query"), address<const float>(pointers, "key"),
-                          score_params_from(pointers), address<float>(pointers, "scores"),
-                          address<float>(pointers, "workspace"));
-  return val::null();
+  return run_planned(score_plan_from_js, request, [&](const ScorePlan& plan) {
+    attention_scores<float>(plan, address<const float>(pointers, "query"), address<const float>(pointers, "key"),
+                            score_params_from(pointers), address<float>(pointers, "scores"),
+                            address<float>(pointers, "workspace"));
+  });
 }
 
 // pointers: inputs + { dScores, dQuery, dKey, dW?, dW1?, dW2?, dV?, workspace }
 val run_scores_backward_js(val request, val pointers) {
-  ScorePlan plan;
-  const Status s = score_plan_from_js(request, &plan);
-  if (!s.ok()) return error_to_js(s);
-  ScoreGradients<float> g{address<float>(pointers, "dQuery"), address<float>(pointers, "dKey"),
-                          address<float>(pointers, "dW"),     address<float>(pointers, "dW1"),
-                          address<float>(pointers, "dW2"),    address<float>(pointers, "dV")};
-  attention_scores_backward<float>(plan, address<const float>(pointers, "query"),
-                                   address<const float>(pointers, "key"), score_params_from(pointers),
-                                   address<const float>(pointers, "dScores"), g,
-                                   address<float>(pointers, "workspace"));
-  return val::null();
+  return run_planned(score_plan_from_js, request, [&](const ScorePlan& plan) {
+    ScoreGradients<float> g{address<float>(pointers, "dQuery"), address<float>(pointers, "dKey"),
+                            address<float>(pointers, "dW"),     address<float>(pointers, "dW1"),
+                            address<float>(pointers, "dW2"),    address<float>(pointers, "dV")};
+    attention_scores_backward<float>(plan, address<const float>(pointers, "query"),
+                                     address<const float>(pointers, "key"), score_params_from(pointers),
+                                     address<const float>(pointers, "dScores"), g,
+                                     address<float>(pointers, "workspace"));
+  });
 }
 
 // ---- attention modules (validation only; web/src/modules.ts composes them) ------------------
