@@ -9,6 +9,7 @@
 //   --budget-ms MS                fewer reps (>= 3) for an engine whose one call takes longer
 //                                 than MS / reps (default 6000: the slow plain-JS/scalar runs)
 //   --long / --no-long            the long-context runs (32k, 16k causal; default on)
+//   --backward / --no-backward    the backward pass (scripts/bench-backward.mjs; default on)
 //   --out DIR                     where the JSON + SVG go (default bench-output/)
 //
 // Method: one Node process times every engine on a shape, interleaved round by round (the
@@ -34,7 +35,7 @@ const CHILD_ENGINES = new Set(['ort-2t', 'ort-mha-2t']);
 const TOLERANCE = 1e-4;
 
 function parseArgs(argv) {
-  const o = { shapes: DEFAULT_SHAPES, engines: ALL_ENGINES.join(','), reps: 15, threads: undefined, budgetMs: 6000, long: true, out: join(ROOT, 'bench-output'), child: undefined };
+  const o = { shapes: DEFAULT_SHAPES, engines: ALL_ENGINES.join(','), reps: 15, threads: undefined, budgetMs: 6000, long: true, backward: true, out: join(ROOT, 'bench-output'), child: undefined };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const value = () => {
@@ -48,6 +49,8 @@ function parseArgs(argv) {
     else if (a === '--budget-ms') o.budgetMs = Number(value());
     else if (a === '--long') o.long = true;
     else if (a === '--no-long') o.long = false;
+    else if (a === '--backward') o.backward = true;
+    else if (a === '--no-backward') o.backward = false;
     else if (a === '--out') o.out = value();
     else if (a === '--child') o.child = value();
     else if (a === '--help' || a === '-h') {
@@ -393,6 +396,12 @@ async function main() {
       const causal = long.find((l) => l.threads === threads && l.n === 16384 && l.causal);
       if (full && causal) console.log(`  16k causal / full, threads=${threads}: ${fmt(causal.medianMs / full.medianMs)} (median), ${fmt(causal.cpuMs / full.cpuMs)} (CPU time)`);
     }
+  }
+
+  if (opts.backward) {
+    // The backward pass (flops = 10·BH·n²·d), in its own process with its own table.
+    console.log('\nbackward pass (scripts/bench-backward.mjs):');
+    execFileSync(process.execPath, [join(ROOT, 'scripts', 'bench-backward.mjs'), '--reps', String(Math.min(opts.reps, 5))], { cwd: ROOT, stdio: 'inherit' });
   }
 
   mkdirSync(opts.out, { recursive: true });
