@@ -2,7 +2,7 @@
 // list of non-negative integers, does the data length match). Semantic shape rules (ranks,
 // matching dims, broadcasting, GQA) live in the C++ core (cpp/core/attention_problem.cpp), so
 // native and wasm callers get the same checks and messages.
-import type { AttentionRequest } from './wasm/sdpa_core.mjs';
+import type { AttentionRequest, CoreError } from './wasm/sdpa_core.mjs';
 import type { AttentionOptions, MaskTensor, Tensor } from './types.js';
 
 export function describe(value: unknown): string {
@@ -11,6 +11,15 @@ export function describe(value: unknown): string {
   if (ArrayBuffer.isView(value)) return `a ${value.constructor.name}`;
   if (typeof value === 'object') return `an object with keys [${Object.keys(value).join(', ')}]`;
   return `${typeof value} ${String(value)}`;
+}
+
+export function product(shape: readonly number[]): number {
+  return shape.reduce((a, b) => a * b, 1);
+}
+
+/** Throws a validation error of the C++ core as the TypeError or RangeError it names. */
+export function throwIfError(error: CoreError | null): void {
+  if (error) throw error.name === 'TypeError' ? new TypeError(error.message) : new RangeError(error.message);
 }
 
 export function checkShape(name: string, shape: unknown): number {

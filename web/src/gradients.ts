@@ -1,9 +1,9 @@
 // The backward pass, PRNG-based building blocks (Xavier init, dropout) and score functions, as
 // functions of the wasm module; the Attention class (index.ts) exposes them as methods. Argument
 // checks here cover only JS types; shapes and values are validated by the C++ core.
-import type { BackwardRequest, CoreError, ScoreRequest, SdpaModule } from './wasm/sdpa_core.mjs';
-import { attentionRequest, checkTensor, describe } from './arguments.js';
-import { HeapScope } from './heap.js';
+import type { BackwardRequest, ScoreRequest, SdpaModule } from './wasm/sdpa_core.mjs';
+import { attentionRequest, checkBoolean, checkTensor, describe, product, throwIfError } from './arguments.js';
+import { HeapScope, withHeap } from './heap.js';
 import type {
   AttentionGradients,
   AttentionGradients64,
@@ -14,29 +14,6 @@ import type {
   ScoreResult,
 } from './gradient-types.js';
 import type { CpuBackendName, Tensor } from './types.js';
-
-export function throwIfError(error: CoreError | null): void {
-  if (error) throw error.name === 'TypeError' ? new TypeError(error.message) : new RangeError(error.message);
-}
-
-export function product(shape: readonly number[]): number {
-  return shape.reduce((a, b) => a * b, 1);
-}
-
-function withHeap<T>(module: SdpaModule, body: (heap: HeapScope) => T): T {
-  const heap = new HeapScope(module);
-  try {
-    return body(heap);
-  } finally {
-    heap.release();
-  }
-}
-
-function checkFlag(name: string, value: unknown): boolean {
-  if (value === undefined) return false;
-  if (typeof value !== 'boolean') throw new TypeError(`${name} must be a boolean; got ${describe(value)}`);
-  return value;
-}
 
 function checkNumber(name: string, value: unknown): number {
   if (typeof value !== 'number') throw new TypeError(`${name} must be a number; got ${describe(value)}`);
@@ -61,7 +38,7 @@ function backwardArguments(query: Tensor, key: Tensor, value: Tensor, dOutput: T
   }
   const backward: BackwardRequest = {
     dOutputShape: dOutput.shape,
-    returnAttnMaskGrad: checkFlag('returnAttnMaskGrad', returnAttnMaskGrad),
+    returnAttnMaskGrad: checkBoolean('returnAttnMaskGrad', returnAttnMaskGrad),
   };
   if (hasOutput) {
     backward.outputShape = output!.shape;

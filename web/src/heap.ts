@@ -56,6 +56,16 @@ export class HeapScope {
   }
 }
 
+/** Runs `body` with a fresh HeapScope and frees everything it allocated, whatever happens. */
+export function withHeap<T>(module: SdpaModule, body: (heap: HeapScope) => T): T {
+  const heap = new HeapScope(module);
+  try {
+    return body(heap);
+  } finally {
+    heap.release();
+  }
+}
+
 export function formatBytes(bytes: number): string {
   return bytes >= 2 ** 20 ? `${(bytes / 2 ** 20).toFixed(1)} MiB` : `${bytes} bytes`;
 }

@@ -13,9 +13,9 @@
  * @packageDocumentation
  */
 import createSdpaModule from './wasm/sdpa_core.mjs';
-import type { CoreError, SdpaModule, WebGpuAttention } from './wasm/sdpa_core.mjs';
-import { attentionRequest, checkBoolean, checkTensor, describe } from './arguments.js';
-import { HeapScope } from './heap.js';
+import type { SdpaModule, WebGpuAttention } from './wasm/sdpa_core.mjs';
+import { attentionRequest, checkBoolean, checkTensor, describe, product, throwIfError } from './arguments.js';
+import { HeapScope, withHeap } from './heap.js';
 import * as grad from './gradients.js';
 import type {
   AttentionGradients,
@@ -59,10 +59,6 @@ function loadModule(): Promise<SdpaModule> {
     throw new Error(`sdpa-web: could not instantiate its WebAssembly module (it needs wasm SIMD128): ${String(cause)}`, { cause });
   });
   return modulePromise;
-}
-
-function throwIfError(error: CoreError | null): void {
-  if (error) throw error.name === 'TypeError' ? new TypeError(error.message) : new RangeError(error.message);
 }
 
 /**
@@ -327,7 +323,7 @@ export class Attention {
       inputBytes(query, key, value, options) + 4 * (outputElements + weightsElements + lseElements) + workspaceBytes,
       'this attention call',
     );
-    return this.withHeap((heap) => {
+    return withHeap(this.module, (heap) => {
       const pointers = this.copyInputs(heap, query, key, value, options);
       pointers.output = heap.alloc(4 * outputElements, 'output');
       if (request.returnWeights) pointers.weights = heap.alloc(4 * weightsElements, 'weights');
@@ -358,7 +354,7 @@ export class Attention {
     const n = product(plan.weightsShape);
     const outputElements = product(plan.outputShape);
     HeapScope.checkTotal(inputBytes(query, key, value, options) + 4 * (4 * n + outputElements) + plan.workspaceBytes.scalar, 'explain');
-    return this.withHeap((heap) => {
+    return withHeap(this.module, (heap) => {
       const pointers = this.copyInputs(heap, query, key, value, options);
       const stages = ['scores', 'scaledScores', 'maskedScores', 'weights'] as const;
       for (const stage of stages) pointers[stage] = heap.alloc(4 * n, stage);
@@ -392,7 +388,7 @@ export class Attention {
       inputBytes(query, key, value, options) + 8 * (outputElements + weightsElements) + plan.workspaceBytes.reference64,
       'referenceAttention',
     );
-    return this.withHeap((heap) => {
+    return withHeap(this.module, (heap) => {
       const pointers = this.copyInputs(heap, query, key, value, options);
       pointers.output = heap.alloc(8 * outputElements, 'output');
       pointers.weights = heap.alloc(8 * weightsElements, 'weights');
@@ -416,7 +412,7 @@ export class Attention {
     const temperature = options.temperature ?? 1;
     if (typeof temperature !== 'number') throw new TypeError(`temperature must be a number; got ${describe(temperature)}`);
     throwIfError(this.module.softmax(x.shape, temperature, undefined));
-    return this.withHeap((heap) => {
+    return withHeap(this.module, (heap) => {
       const pointers = { x: heap.copyIn(x.data, 'x'), output: heap.alloc(x.data.byteLength, 'output') };
       throwIfError(this.module.softmax(x.shape, temperature, pointers));
       return { data: heap.readFloat32(pointers.output, x.data.length), shape: [...x.shape] };
@@ -435,7 +431,7 @@ export class Attention {
     throwIfError(plan.error);
     const n = product(plan.outputShape);
     HeapScope.checkTotal(a.data.byteLength + b.data.byteLength + 4 * n, 'matmul');
-    return this.withHeap((heap) => {
+    return withHeap(this.module, (heap) => {
       const pointers = { a: heap.copyIn(a.data, 'a'), b: heap.copyIn(b.data, 'b'), output: heap.alloc(4 * n, 'output') };
       this.module.matmul(a.shape, b.shape, pointers);
       return { data: heap.readFloat32(pointers.output, n), shape: plan.outputShape };
@@ -613,15 +609,6 @@ export class Attention {
     if (this.disposed) throw new Error('sdpa-web: this Attention instance was disposed');
   }
 
-  private withHeap<T>(body: (heap: HeapScope) => T): T {
-    const heap = new HeapScope(this.module);
-    try {
-      return body(heap);
-    } finally {
-      heap.release();
-    }
-  }
-
   private copyInputs(heap: HeapScope, query: Tensor, key: Tensor, value: Tensor, options?: AttentionOptions): Record<string, number> {
     const pointers: Record<string, number> = {
       query: heap.copyIn(query.data, 'query'),
@@ -640,10 +627,6 @@ function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> 
     timer = setTimeout(() => resolve(false), ms);
   });
   return Promise.race([promise.then(() => true, () => true), timeout]).finally(() => clearTimeout(timer));
-}
-
-function product(shape: readonly number[]): number {
-  return shape.reduce((a, b) => a * b, 1);
 }
 
 function inputBytes(query: Tensor, key: Tensor, value: Tensor, options?: AttentionOptions): number {

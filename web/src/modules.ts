@@ -4,7 +4,8 @@
 // by the C++ core (cpp/core/attention_modules.cpp); this file checks only JS types.
 import { createAttention, type Attention } from './index.js';
 import { checkBoolean, checkTensor, describe } from './arguments.js';
-import { checkDropout, throwIfError } from './gradients.js';
+import { throwIfError } from './arguments.js';
+import { checkDropout } from './gradients.js';
 import type {
   DropoutOptions,
   ModuleOutput,
