@@ -1,7 +1,7 @@
 // The backward pass, PRNG-based building blocks (Xavier init, dropout) and score functions, as
 // functions of the wasm module; the Attention class (index.ts) exposes them as methods. Argument
 // checks here cover only JS types; shapes and values are validated by the C++ core.
-import type { BackwardRequest, ScoreRequest, SdpaModule } from './wasm/sdpa_core.mjs';
+import type { BackwardRequest, CoreError, ScoreRequest, SdpaModule } from './wasm/sdpa_core.mjs';
 import { attentionRequest, checkBoolean, checkTensor, describe, product, throwIfError } from './arguments.js';
 import { HeapScope, withHeap } from './heap.js';
 import type {
@@ -48,7 +48,7 @@ function backwardArguments(query: Tensor, key: Tensor, value: Tensor, dOutput: T
 }
 
 /** Copies the inputs of a backward call into the heap. */
-function copyBackwardInputs(heap: HeapScope, query: Tensor, key: Tensor, value: Tensor, dOutput: Tensor, args: ReturnType<typeof backwardArguments>) {
+function copyBackwardInputs(heap: HeapScope, query: Tensor, key: Tensor, value: Tensor, dOutput: Tensor, args: BackwardArguments) {
   const pointers: Record<string, number> = {
     query: heap.copyIn(query.data, 'query'),
     key: heap.copyIn(key.data, 'key'),
@@ -65,6 +65,56 @@ function inputBytes(tensors: readonly ({ data: ArrayBufferView } | undefined)[])
   return tensors.reduce((n, t) => n + (t ? t.data.byteLength : 0), 0);
 }
 
+type BackwardArguments = ReturnType<typeof backwardArguments>;
+
+/** How one precision is allocated and read back. */
+interface Precision<D extends Float32Array | Float64Array> {
+  bytes: 4 | 8;
+  read(heap: HeapScope, address: number, length: number): D;
+}
+const FLOAT32: Precision<Float32Array> = { bytes: 4, read: (heap, address, n) => heap.readFloat32(address, n) };
+const FLOAT64: Precision<Float64Array> = { bytes: 8, read: (heap, address, n) => heap.readFloat64(address, n) };
+
+/** One backward call: size check, allocations, `run`, and the gradients read back in `precision`. */
+function backwardCall<D extends Float32Array | Float64Array>(
+  module: SdpaModule,
+  tensors: { query: Tensor; key: Tensor; value: Tensor; dOutput: Tensor },
+  args: BackwardArguments,
+  precision: Precision<D>,
+  workspaceBytes: number,
+  what: string,
+  run: (pointers: Record<string, number>) => CoreError | null,
+) {
+  const { query, key, value, dOutput } = tensors;
+  const wantMask = args.backward.returnAttnMaskGrad;
+  const sizes = [product(query.shape), product(key.shape), product(value.shape), wantMask ? product(args.mask!.shape) : 0];
+  HeapScope.checkTotal(
+    inputBytes([query, key, value, dOutput, args.mask, args.output, args.logSumExp]) +
+      precision.bytes * sizes.reduce((a, b) => a + b) +
+      workspaceBytes,
+    what,
+  );
+  return withHeap(module, (heap) => {
+    const pointers = copyBackwardInputs(heap, query, key, value, dOutput, args);
+    pointers.dQuery = heap.alloc(precision.bytes * sizes[0]!, 'dQuery');
+    pointers.dKey = heap.alloc(precision.bytes * sizes[1]!, 'dKey');
+    pointers.dValue = heap.alloc(precision.bytes * sizes[2]!, 'dValue');
+    if (wantMask) pointers.dMask = heap.alloc(precision.bytes * sizes[3]!, 'dAttnMask');
+    pointers.workspace = heap.alloc(workspaceBytes, `the ${what} workspace`);
+    throwIfError(run(pointers));
+    const gradient = (address: number, length: number, shape: readonly number[]) => ({
+      data: precision.read(heap, address, length),
+      shape: [...shape],
+    });
+    return {
+      dQuery: gradient(pointers.dQuery, sizes[0]!, query.shape),
+      dKey: gradient(pointers.dKey, sizes[1]!, key.shape),
+      dValue: gradient(pointers.dValue, sizes[2]!, value.shape),
+      ...(wantMask ? { dAttnMask: gradient(pointers.dMask!, sizes[3]!, args.mask!.shape) } : {}),
+    };
+  });
+}
+
 export function attentionBackward(
   module: SdpaModule,
   backend: CpuBackendName,
@@ -77,29 +127,9 @@ export function attentionBackward(
   const args = backwardArguments(query, key, value, dOutput, options);
   const plan = module.planAttentionBackward(args.request, args.backward);
   throwIfError(plan.error);
-  const wantMask = args.backward.returnAttnMaskGrad;
-  const sizes = [product(query.shape), product(key.shape), product(value.shape), wantMask ? product(args.mask!.shape) : 0];
-  const workspace = plan.workspaceBytes[backend];
-  HeapScope.checkTotal(
-    inputBytes([query, key, value, dOutput, args.mask, args.output, args.logSumExp]) + 4 * sizes.reduce((a, b) => a + b) + workspace,
-    'this backward call',
+  return backwardCall(module, { query, key, value, dOutput }, args, FLOAT32, plan.workspaceBytes[backend], `${backend} backward`, (pointers) =>
+    module.runAttentionBackward(args.request, args.backward, backend, pointers),
   );
-  return withHeap(module, (heap) => {
-    const pointers = copyBackwardInputs(heap, query, key, value, dOutput, args);
-    pointers.dQuery = heap.alloc(4 * sizes[0]!, 'dQuery');
-    pointers.dKey = heap.alloc(4 * sizes[1]!, 'dKey');
-    pointers.dValue = heap.alloc(4 * sizes[2]!, 'dValue');
-    if (wantMask) pointers.dMask = heap.alloc(4 * sizes[3]!, 'dAttnMask');
-    pointers.workspace = heap.alloc(workspace, `the ${backend} backward workspace`);
-    throwIfError(module.runAttentionBackward(args.request, args.backward, backend, pointers));
-    const result: AttentionGradients = {
-      dQuery: { data: heap.readFloat32(pointers.dQuery, sizes[0]!), shape: [...query.shape] },
-      dKey: { data: heap.readFloat32(pointers.dKey, sizes[1]!), shape: [...key.shape] },
-      dValue: { data: heap.readFloat32(pointers.dValue, sizes[2]!), shape: [...value.shape] },
-    };
-    if (wantMask) result.dAttnMask = { data: heap.readFloat32(pointers.dMask!, sizes[3]!), shape: [...args.mask!.shape] };
-    return result;
-  });
 }
 
 export function referenceAttentionBackward(
@@ -110,34 +140,15 @@ export function referenceAttentionBackward(
   dOutput: Tensor,
   options?: BackwardOptions,
 ): AttentionGradients64 {
-  const args = backwardArguments(query, key, value, dOutput, options);
+  // The float64 reference recomputes the forward itself: a given output/logSumExp is not used.
+  const args = { ...backwardArguments(query, key, value, dOutput, options), output: undefined, logSumExp: undefined };
   const plan = module.planAttentionBackward(args.request, args.backward);
   throwIfError(plan.error);
-  const wantMask = args.backward.returnAttnMaskGrad;
-  const sizes = [product(query.shape), product(key.shape), product(value.shape), wantMask ? product(args.mask!.shape) : 0];
-  HeapScope.checkTotal(
-    inputBytes([query, key, value, dOutput, args.mask]) + 8 * sizes.reduce((a, b) => a + b) + plan.workspaceBytes.reference64,
-    'referenceAttentionBackward',
+  return backwardCall(module, { query, key, value, dOutput }, args, FLOAT64, plan.workspaceBytes.reference64, 'float64 reference backward', (pointers) =>
+    module.referenceAttentionBackward64(args.request, args.backward, pointers),
   );
-  return withHeap(module, (heap) => {
-    const pointers = copyBackwardInputs(heap, query, key, value, dOutput, { ...args, output: undefined, logSumExp: undefined });
-    pointers.dQuery = heap.alloc(8 * sizes[0]!, 'dQuery');
-    pointers.dKey = heap.alloc(8 * sizes[1]!, 'dKey');
-    pointers.dValue = heap.alloc(8 * sizes[2]!, 'dValue');
-    if (wantMask) pointers.dMask = heap.alloc(8 * sizes[3]!, 'dAttnMask');
-    pointers.workspace = heap.alloc(plan.workspaceBytes.reference64, 'the reference workspace');
-    throwIfError(module.referenceAttentionBackward64(args.request, args.backward, pointers));
-    const result: AttentionGradients64 = {
-      dQuery: { data: heap.readFloat64(pointers.dQuery, sizes[0]!), shape: [...query.shape] },
-      dKey: { data: heap.readFloat64(pointers.dKey, sizes[1]!), shape: [...key.shape] },
-      dValue: { data: heap.readFloat64(pointers.dValue, sizes[2]!), shape: [...value.shape] },
-    };
-    if (wantMask) result.dAttnMask = { data: heap.readFloat64(pointers.dMask!, sizes[3]!), shape: [...args.mask!.shape] };
-    return result;
-  });
 }
 
-/** A `[rows, cols]` Xavier/Glorot-uniform matrix from draws offset… of the stream `seed`. */
 export function xavierUniform(module: SdpaModule, shape: readonly [number, number], seed: number, offset = 0): Tensor {
   if (!Array.isArray(shape) || shape.length !== 2) throw new TypeError(`shape must be [rows, cols]; got ${describe(shape)}`);
   const [rows, cols] = [checkNumber('shape[0]', shape[0]), checkNumber('shape[1]', shape[1])];
