@@ -80,7 +80,7 @@ describe('13. injected GPU faults: typed errors, no hang, recovery or fallback',
       },
       createBuffer: (t, desc: GPUBufferDescriptor) => {
         if (armed && desc.usage & STORAGE) {
-          const scope = scopes.findLast((s) => s.filter === 'out-of-memory');
+          const scope = [...scopes].reverse().find((s) => s.filter === 'out-of-memory');
           if (scope) scope.oom = true;
           armed = false;
         }
@@ -160,7 +160,9 @@ describe('14. out-of-bounds canaries after every storage buffer', () => {
         const buffer = t.createBuffer({ ...desc, size: desc.size + GUARD, usage: desc.usage | COPY_SRC | COPY_DST });
         t.queue.writeBuffer(buffer, desc.size, pattern);
         // Destroyed by the test once its guard has been read back.
-        buffer.destroy = () => held.push({ buffer, size: desc.size, usage: desc.usage });
+        buffer.destroy = () => {
+          held.push({ buffer, size: desc.size, usage: desc.usage });
+        };
         return buffer;
       },
     });
