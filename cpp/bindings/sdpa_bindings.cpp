@@ -438,6 +438,7 @@ EMSCRIPTEN_BINDINGS(sdpa) {
       .function("run", &sdpa::webgpu_run_js)
       .function("finish", &sdpa::WebGpuAttention::finish)
       .function("release", &sdpa::WebGpuAttention::release)
+      .function("abandon", &sdpa::WebGpuAttention::abandon)
       .function("info", &sdpa::WebGpuAttention::info);
   emscripten::function("maxThreads", &sdpa::max_threads);
   emscripten::function("setMaxThreads", &sdpa::set_max_threads);

@@ -60,6 +60,8 @@ export interface WebGpuAttention {
   /** After the promise resolved: copies the readbacks into the heap; a fault, or null. */
   finish(job: number, results: unknown[]): { kind: 'validation' | 'out-of-memory' | 'internal'; message: string } | null;
   release(job: number): void;
+  /** After run() threw part-way: pops its error scopes, destroys its buffers. */
+  abandon(): void;
   info(): {
     limits: {
       maxStorageBufferBindingSize: number;

@@ -171,6 +171,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
   device_.call<void>("pushErrorScope", std::string("internal"));
   device_.call<void>("pushErrorScope", std::string("out-of-memory"));
   device_.call<void>("pushErrorScope", std::string("validation"));
+  open_job_ = id;  // until run() returns: abandon() undoes a run that a JS exception cut short
 
   const val flash_pipeline = pipeline(flash.key(), flash.wgsl_constants() + kAttentionCommonWgsl + kAttentionFlashWgsl, false, job);
   val weights_pipeline = val::undefined();
@@ -263,7 +264,21 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
   }
   result.set("promise", val::global("Promise").call<val>("all", promises));
   result.set("job", id);
+  open_job_ = 0;
   return result;
+}
+
+void WebGpuAttention::abandon() {
+  const int id = open_job_;
+  if (id == 0) return;
+  open_job_ = 0;
+  for (int n = 0; n < 3; ++n) device_.call<val>("popErrorScope");  // what they caught is moot now
+  const val job = jobs_.call<val>("get", id);
+  if (job.isUndefined()) return;
+  const val created = job["created"];
+  const int count = created["length"].as<int>();
+  for (int c = 0; c < count; ++c) pipelines_.call<void>("delete", created[c]);
+  release(id);
 }
 
 val WebGpuAttention::finish(int id, val results) {

@@ -39,6 +39,10 @@ class WebGpuAttention {
   emscripten::val finish(int job, emscripten::val results);
   // Destroys the call's GPU buffers (idempotent).
   void release(int job);
+  // After run() threw part-way (a JS exception from the device, e.g. createBuffer throwing a
+  // RangeError): pops the error scopes it pushed, forgets pipelines it created and destroys its
+  // buffers. Does nothing when no run() is left open.
+  void abandon();
 
   // { limits: {...}, pipelines: [keys], jobsInFlight }
   emscripten::val info() const;
@@ -57,6 +61,7 @@ class WebGpuAttention {
   emscripten::val flash_bgl_, weights_bgl_;
   WebGpuLimits limits_;
   int next_job_ = 1;
+  int open_job_ = 0;  // the run() between pushing its error scopes and returning, else 0
 };
 
 }  // namespace sdpa

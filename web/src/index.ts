@@ -568,7 +568,16 @@ export class Attention {
       const pointers = this.copyInputs(heap, query, key, value, options);
       pointers.output = heap.alloc(4 * outputElements, 'output');
       if (request.returnWeights) pointers.weights = heap.alloc(4 * weightsElements, 'weights');
-      const started = gpu.context.run(request, pointers);
+      let started: ReturnType<typeof gpu.context.run>;
+      try {
+        started = gpu.context.run(request, pointers);
+      } catch (cause) {
+        // The device threw part-way through submitting (Chromium throws a RangeError from
+        // createBuffer for an allocation it cannot make): undo the partial call, type the error.
+        gpu.context.abandon();
+        const kind = cause instanceof RangeError ? 'out-of-memory' : 'internal';
+        throw new WebGPUError(kind, `submitting the work failed: ${String(cause)}`, { cause });
+      }
       throwIfError(started.error);
       if (!('promise' in started)) throw new Error('unreachable');
       job = started.job;

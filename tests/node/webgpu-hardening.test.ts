@@ -1,0 +1,336 @@
+// WebGPU hardening (checklist items 13, 14, 16) on a real device (dawn.node + SwiftShader):
+// injected faults (requestDevice refused, out-of-memory on buffer creation) that must end in a
+// typed error and a call that recovers; guard words after every storage buffer that must survive
+// odd-shaped runs (out-of-bounds GPU writes); and live GPU buffers / error scopes that must
+// return to their baseline over many calls and create/run/dispose cycles.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createAttention, WebGPUError, type Attention, type AttentionOptions, type GpuLike, type Tensor } from 'sdpa-web';
+import { randomMasks, randomTensor } from './support/tensors.js';
+import { expectMatchesReference } from './support/tolerance.js';
+import { asHardware, swiftShaderDevice } from './support/webgpu.js';
+
+const STORAGE = 0x80, COPY_SRC = 0x4, COPY_DST = 0x8, MAP_READ = 0x1;
+
+/** Rejects if `promise` has not settled within `ms`: an injected fault must never hang a call. */
+function bounded<T>(promise: Promise<T>, ms: number, label: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${label}: no answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+const settled = (p: Promise<unknown>): Promise<unknown> => p.then(() => undefined, (e: unknown) => e);
+
+/** A Proxy around a real device whose methods may be replaced (`overrides`), others bound to it. */
+function proxyDevice(device: GPUDevice, overrides: Record<string, (target: GPUDevice, ...args: never[]) => unknown>): GPUDevice {
+  return new Proxy(device, {
+    get(target, name) {
+      const own = typeof name === 'string' ? overrides[name] : undefined;
+      if (own) return (...args: never[]) => own(target, ...args);
+      const value = Reflect.get(target, name, target) as unknown;
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
+}
+
+let oracle: Attention;
+beforeAll(async () => {
+  oracle = await createAttention({ backend: 'scalar' });
+});
+afterAll(() => oracle.dispose());
+
+describe('13. injected GPU faults: typed errors, no hang, recovery or fallback', () => {
+  it("requestDevice rejecting: 'webgpu' rejects with kind 'unavailable' naming requestDevice; 'auto' falls back to SIMD and says why", async () => {
+    const hardware = asHardware();
+    const refusing: GpuLike = {
+      requestAdapter: async () => {
+        const adapter = (await hardware.requestAdapter())!;
+        return { ...adapter, requestDevice: async () => Promise.reject(new Error('injected: device creation refused')) };
+      },
+    };
+    const error = await bounded(settled(createAttention({ backend: 'webgpu', gpu: refusing })), 10_000, 'webgpu');
+    expect(error).toBeInstanceOf(WebGPUError);
+    expect((error as WebGPUError).kind).toBe('unavailable');
+    expect((error as Error).message).toMatch(/requestDevice\(\) failed: .*injected: device creation refused/);
+
+    const auto = await bounded(createAttention({ backend: 'auto', gpu: refusing }), 10_000, 'auto');
+    expect(auto.backend).toBe('simd');
+    expect(auto.fallbackReason).toMatch(/WebGPU is not available: GPUAdapter\.requestDevice\(\) failed: .*injected/);
+    // The call after the fault works (on the CPU).
+    await expectMatchesReference(auto, oracle, randomTensor([5, 8], 1), randomTensor([7, 8], 2), randomTensor([7, 4], 3), {}, { factor: 4 }, 'after fallback');
+    auto.dispose();
+  });
+
+  it("out-of-memory reported by the 'out-of-memory' error scope: the call rejects with kind 'out-of-memory'; the next call succeeds", async () => {
+    const device = await swiftShaderDevice();
+    // One call's buffer creation "runs out of memory" the way WebGPU reports it: the buffer
+    // object exists, and the enclosing 'out-of-memory' error scope pops a GPUOutOfMemoryError.
+    let armed = false;
+    const scopes: { filter: string; oom: boolean }[] = [];
+    const proxy = proxyDevice(device, {
+      pushErrorScope: (t, filter: string) => {
+        scopes.push({ filter, oom: false });
+        t.pushErrorScope(filter as GPUErrorFilter);
+      },
+      popErrorScope: (t) => {
+        const scope = scopes.pop()!;
+        const real = t.popErrorScope();
+        return scope.oom ? real.then(() => ({ message: 'injected: out of memory creating a buffer' })) : real;
+      },
+      createBuffer: (t, desc: GPUBufferDescriptor) => {
+        if (armed && desc.usage & STORAGE) {
+          const scope = [...scopes].reverse().find((s) => s.filter === 'out-of-memory');
+          if (scope) scope.oom = true;
+          armed = false;
+        }
+        return t.createBuffer(desc);
+      },
+    });
+    const attn = await createAttention({ backend: 'webgpu', gpuDevice: proxy });
+    const q = randomTensor([2, 19, 24], 1), k = randomTensor([2, 23, 24], 2), v = randomTensor([2, 23, 12], 3);
+    armed = true;
+    const error = await bounded(settled(attn.scaledDotProductAttention(q, k, v, { returnWeights: true })), 30_000, 'oom call');
+    expect(error).toBeInstanceOf(WebGPUError);
+    expect((error as WebGPUError).kind).toBe('out-of-memory');
+    expect((error as Error).message).toMatch(/injected: out of memory/);
+    expect(scopes).toEqual([]); // every scope the call pushed was popped
+    expect(attn.webgpuInfo()!.jobsInFlight).toBe(0);
+    await bounded(expectMatchesReference(attn, oracle, q, k, v, { returnWeights: true }, { factor: 4 }, 'after oom'), 30_000, 'next call');
+    attn.dispose();
+    device.destroy();
+  });
+
+  it("createBuffer throwing a RangeError (as Chromium does for some oversized buffers): kind 'out-of-memory', nothing leaks, the next call succeeds", async () => {
+    const device = await swiftShaderDevice();
+    let armed = false;
+    let live = 0, scopeDepth = 0;
+    const proxy = proxyDevice(device, {
+      pushErrorScope: (t, filter: string) => {
+        scopeDepth++;
+        t.pushErrorScope(filter as GPUErrorFilter);
+      },
+      popErrorScope: (t) => {
+        scopeDepth--;
+        return t.popErrorScope();
+      },
+      createBuffer: (t, desc: GPUBufferDescriptor) => {
+        if (armed && desc.usage & STORAGE && desc.usage & COPY_SRC) {
+          armed = false; // the output buffer of the first chunk, after the inputs were uploaded
+          throw new RangeError('injected: Failed to execute createBuffer: out of memory');
+        }
+        const b = t.createBuffer(desc);
+        live++;
+        const destroy = b.destroy.bind(b);
+        b.destroy = () => {
+          live--;
+          destroy();
+        };
+        return b;
+      },
+    });
+    const attn = await createAttention({ backend: 'webgpu', gpuDevice: proxy });
+    const q = randomTensor([3, 17, 20], 4), k = randomTensor([3, 29, 20], 5), v = randomTensor([3, 29, 9], 6);
+    for (let round = 0; round < 3; round++) {
+      armed = true;
+      const error = await bounded(settled(attn.scaledDotProductAttention(q, k, v, { isCausal: true })), 30_000, 'throwing call');
+      expect(error).toBeInstanceOf(WebGPUError);
+      expect((error as WebGPUError).kind).toBe('out-of-memory');
+      expect((error as Error).message).toMatch(/injected: Failed to execute createBuffer/);
+      expect(live, 'buffers of the failed call destroyed').toBe(0);
+      expect(scopeDepth, 'error scopes of the failed call popped').toBe(0);
+      expect(attn.webgpuInfo()!.jobsInFlight).toBe(0);
+      await bounded(expectMatchesReference(attn, oracle, q, k, v, { isCausal: true }, { factor: 4 }, 'after throw'), 30_000, 'next call');
+      expect(live).toBe(0);
+    }
+    attn.dispose();
+    device.destroy();
+  });
+});
+
+describe('14. out-of-bounds canaries after every storage buffer', () => {
+  it('guard words after each storage buffer (inputs, output, stats, weights, stand-ins) are unchanged after odd-shaped runs', async () => {
+    const device = await swiftShaderDevice();
+    const GUARD = 4096; // bytes after the requested size, bound with the buffer (the bindings give no size)
+    const pattern = new Uint32Array(GUARD / 4).map((_, i) => (0xdeadbeef ^ (i * 0x9e3779b1)) >>> 0);
+    const held: { buffer: GPUBuffer; size: number; usage: number }[] = [];
+    const proxy = proxyDevice(device, {
+      createBuffer: (t, desc: GPUBufferDescriptor) => {
+        if (!(desc.usage & STORAGE)) return t.createBuffer(desc);
+        const buffer = t.createBuffer({ ...desc, size: desc.size + GUARD, usage: desc.usage | COPY_SRC | COPY_DST });
+        t.queue.writeBuffer(buffer, desc.size, pattern);
+        // Destroyed by the test once its guard has been read back.
+        buffer.destroy = () => {
+          held.push({ buffer, size: desc.size, usage: desc.usage });
+        };
+        return buffer;
+      },
+    });
+    /** Reads back the guard of every storage buffer the last call let go; the ones changed. */
+    const changedGuards = async (label: string): Promise<{ count: number; changed: string[] }> => {
+      const buffers = held.splice(0);
+      const staging = device.createBuffer({ size: GUARD * buffers.length, usage: MAP_READ | COPY_DST });
+      const encoder = device.createCommandEncoder();
+      buffers.forEach(({ buffer, size }, i) => encoder.copyBufferToBuffer(buffer, size, staging, i * GUARD, GUARD));
+      device.queue.submit([encoder.finish()]);
+      await bounded(staging.mapAsync(MAP_READ), 30_000, 'guard readback');
+      const words = new Uint32Array(staging.getMappedRange());
+      const changed: string[] = [];
+      buffers.forEach(({ size, usage }, i) => {
+        const guard = words.subarray((i * GUARD) / 4, ((i + 1) * GUARD) / 4);
+        const first = guard.findIndex((w, j) => w !== pattern[j]);
+        if (first >= 0) changed.push(`${label}: storage buffer ${i} (size ${size}, usage 0x${usage.toString(16)}) written at +${4 * first} past its end`);
+      });
+      staging.unmap();
+      staging.destroy();
+      for (const { buffer } of buffers) GPUBuffer.prototype.destroy.call(buffer);
+      return { count: buffers.length, changed };
+    };
+
+    // The check itself sees a write past the end: one word in one guard, as an OOB store would leave.
+    {
+      const attn = await createAttention({ backend: 'webgpu', gpuDevice: proxy });
+      const originalPush = held.push.bind(held);
+      let corrupted = false;
+      held.push = (...items) => {
+        for (const item of items) {
+          if (!corrupted && item.usage & COPY_SRC) {
+            device.queue.writeBuffer(item.buffer, item.size + 8, new Uint32Array([0]));
+            corrupted = true;
+          }
+        }
+        return originalPush(...items);
+      };
+      await attn.scaledDotProductAttention(randomTensor([3, 5], 1), randomTensor([4, 5], 2), randomTensor([4, 3], 3));
+      held.push = originalPush;
+      const { changed } = await changedGuards('self-test');
+      expect(changed).toHaveLength(1);
+      expect(changed[0]).toMatch(/written at \+8 past its end/);
+      attn.dispose();
+    }
+
+    const cases: { label: string; q: Tensor; k: Tensor; v: Tensor; options: AttentionOptions; gpuLimits?: Record<string, number> }[] = [];
+    const shapes: [number, number, number, number][] = [[37, 53, 21, 13], [1, 1, 3, 1], [65, 7, 67, 129], [9, 130, 5, 33]];
+    shapes.forEach(([lq, lk, e, ev], s) => {
+      const q = randomTensor([2, 3, lq, e], 10 * s), k = randomTensor([2, 3, lk, e], 10 * s + 1), v = randomTensor([2, 3, lk, ev], 10 * s + 2);
+      const { bool, additive } = randomMasks([2, 1, lq, lk], 10 * s + 3);
+      cases.push({ label: `${lq}x${lk} e${e} ev${ev} weights`, q, k, v, options: { returnWeights: true } });
+      cases.push({ label: `${lq}x${lk} e${e} ev${ev} bool mask + weights`, q, k, v, options: { attnMask: bool, returnWeights: true } });
+      cases.push({ label: `${lq}x${lk} e${e} ev${ev} causal + weights`, q, k, v, options: { isCausal: 'bottom-right', returnWeights: true } });
+      cases.push({ label: `${lq}x${lk} e${e} ev${ev} additive mask`, q, k, v, options: { attnMask: additive } });
+    });
+    // Split into chunks and grid parts (offsets into every buffer), GQA, weights.
+    {
+      const q = randomTensor([2, 6, 45, 19], 90), k = randomTensor([2, 2, 31, 19], 91), v = randomTensor([2, 2, 31, 11], 92);
+      const { bool } = randomMasks([2, 1, 45, 31], 93);
+      cases.push({
+        label: 'split, gqa, bool mask, weights', q, k, v, options: { enableGqa: true, attnMask: bool, returnWeights: true },
+        gpuLimits: { maxStorageBufferBindingSize: 2 * 45 * 19 * 4, maxComputeWorkgroupsPerDimension: 2 },
+      });
+    }
+    const instances = new Map<string, Attention>();
+    let checked = 0;
+    for (const { label, q, k, v, options, gpuLimits } of cases) {
+      const key = JSON.stringify(gpuLimits ?? {});
+      if (!instances.has(key)) instances.set(key, await createAttention({ backend: 'webgpu', gpuDevice: proxy, gpuLimits }));
+      await bounded(expectMatchesReference(instances.get(key)!, oracle, q, k, v, options, { factor: 4 }, label), 60_000, label);
+      const { count, changed } = await changedGuards(label);
+      expect(changed).toEqual([]);
+      checked += count;
+    }
+    expect(checked).toBeGreaterThan(cases.length * 6);
+    for (const attn of instances.values()) attn.dispose();
+    device.destroy();
+  });
+});
+
+describe('16. live GPU buffers and error scopes return to baseline', () => {
+  function countingDevice(device: GPUDevice) {
+    const counts = { created: 0, destroyed: 0, pushed: 0, popped: 0, breakBindGroups: false };
+    const proxy = proxyDevice(device, {
+      createBuffer: (t, desc: GPUBufferDescriptor) => {
+        const b = t.createBuffer(desc);
+        counts.created++;
+        const destroy = b.destroy.bind(b);
+        let once = false;
+        b.destroy = () => {
+          if (!once) counts.destroyed++;
+          once = true;
+          destroy();
+        };
+        return b;
+      },
+      pushErrorScope: (t, filter: string) => {
+        counts.pushed++;
+        t.pushErrorScope(filter as GPUErrorFilter);
+      },
+      popErrorScope: (t) => {
+        counts.popped++;
+        return t.popErrorScope();
+      },
+      // GPU-side validation failures on demand: a bind group missing its last binding.
+      createBindGroup: (t, desc: GPUBindGroupDescriptor) =>
+        t.createBindGroup(counts.breakBindGroups ? { ...desc, entries: [...desc.entries].slice(0, -1) } : desc),
+    });
+    return { proxy, counts };
+  }
+
+  it('1,000 calls (mixed shapes, with and without weights, some failing validation): every buffer created is destroyed', async () => {
+    const device = await swiftShaderDevice();
+    const { proxy, counts } = countingDevice(device);
+    const attn = await createAttention({ backend: 'webgpu', gpuDevice: proxy });
+    let ok = 0, planErrors = 0, gpuErrors = 0;
+    for (let c = 0; c < 1000; c++) {
+      const lq = 1 + (c % 7), lk = 1 + ((c * 3) % 11), e = [4, 8, 5][c % 3]!, ev = [4, 3][c % 2]!;
+      const q = randomTensor([lq, e], c), k = randomTensor([lk, e], c + 1), v = randomTensor([lk, ev], c + 2);
+      const options: AttentionOptions = { returnWeights: c % 2 === 0, isCausal: c % 5 === 1 };
+      if (c % 10 === 3) {
+        // Input validation: mismatched E, rejected before any GPU work.
+        const error = await bounded(settled(attn.scaledDotProductAttention(q, randomTensor([lk, e + 1], c), v, options)), 30_000, `call ${c}`);
+        expect(error, `call ${c}`).toBeInstanceOf(Error);
+        planErrors++;
+      } else if (c % 10 === 7) {
+        counts.breakBindGroups = true;
+        const error = await bounded(settled(attn.scaledDotProductAttention(q, k, v, options)), 30_000, `call ${c}`);
+        counts.breakBindGroups = false;
+        expect(error, `call ${c}`).toBeInstanceOf(WebGPUError);
+        expect((error as WebGPUError).kind).toBe('validation');
+        gpuErrors++;
+      } else {
+        const result = await bounded(attn.scaledDotProductAttention(q, k, v, options), 30_000, `call ${c}`);
+        expect(result.output.shape).toEqual([lq, ev]);
+        if (c % 97 === 0) await expectMatchesReference(attn, oracle, q, k, v, options, { factor: 4 }, `call ${c}`);
+        ok++;
+      }
+      expect(counts.created - counts.destroyed, `live buffers after call ${c}`).toBe(0);
+    }
+    expect([ok, planErrors, gpuErrors]).toEqual([800, 100, 100]);
+    expect(counts.created).toBeGreaterThan(5000);
+    expect(counts.pushed).toBe(counts.popped);
+    expect(attn.webgpuInfo()!.jobsInFlight).toBe(0);
+    attn.dispose();
+    expect(counts.created - counts.destroyed).toBe(0);
+    device.destroy();
+  });
+
+  it('200 create/run/dispose cycles on one device: live buffers and error scopes back to baseline, the device survives', async () => {
+    const device = await swiftShaderDevice();
+    const { proxy, counts } = countingDevice(device);
+    const q = randomTensor([2, 9, 12], 1), k = randomTensor([2, 13, 12], 2), v = randomTensor([2, 13, 7], 3);
+    for (let c = 0; c < 200; c++) {
+      const attn = await createAttention({ backend: 'webgpu', gpuDevice: proxy, gpuLimits: c % 4 === 0 ? { maxComputeWorkgroupsPerDimension: 1 } : undefined });
+      const result = await bounded(attn.scaledDotProductAttention(q, k, v, { returnWeights: c % 2 === 1 }), 30_000, `cycle ${c}`);
+      expect(result.output.shape).toEqual([2, 9, 7]);
+      attn.dispose();
+      expect(counts.created - counts.destroyed, `live buffers after cycle ${c}`).toBe(0);
+    }
+    expect(counts.created).toBeGreaterThan(200 * 5);
+    expect(counts.pushed).toBe(counts.popped);
+    const stillAlive = await Promise.race([device.lost.then(() => false), new Promise((r) => setTimeout(() => r(true), 50))]);
+    expect(stillAlive).toBe(true);
+    const last = await createAttention({ backend: 'webgpu', gpuDevice: proxy });
+    await expectMatchesReference(last, oracle, q, k, v, { returnWeights: true }, { factor: 4 }, 'after 200 cycles');
+    last.dispose();
+    device.destroy();
+  });
+});
