@@ -22,22 +22,31 @@ void zero(T* p, int64_t n) {
   if (p) std::fill(p, p + n, T(0));
 }
 
-// Additive (Bahdanau) scores' projections of one head: a = q·W₁ᵀ [Lq, H], c = k·W₂ᵀ [Lk, H].
+// out[r, h] = Σ_e W[h, e]·x[r, e]: x [rows, D], W [H, D], out [rows, H]. The additive (Bahdanau)
+// score projects q by W₁ and k by W₂ this way.
 template <typename T>
-void additive_projections(const ScorePlan& p, const ScoreParams& w, const float* q, const float* k,
-                          T* a, T* c) {
-  for (int64_t i = 0; i < p.Lq; ++i) {
-    for (int64_t h = 0; h < p.H; ++h) {
+void project_rows(const float* x, int64_t rows, int64_t D, const float* W, int64_t H, T* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t h = 0; h < H; ++h) {
       T dot = 0;
-      for (int64_t e = 0; e < p.Dq; ++e) dot += T(w.w1[h * p.Dq + e]) * T(q[i * p.Dq + e]);
-      a[i * p.H + h] = dot;
+      for (int64_t e = 0; e < D; ++e) dot += T(W[h * D + e]) * T(x[r * D + e]);
+      out[r * H + h] = dot;
     }
   }
-  for (int64_t j = 0; j < p.Lk; ++j) {
-    for (int64_t h = 0; h < p.H; ++h) {
-      T dot = 0;
-      for (int64_t e = 0; e < p.Dk; ++e) dot += T(w.w2[h * p.Dk + e]) * T(k[j * p.Dk + e]);
-      c[j * p.H + h] = dot;
+}
+
+// The backward of project_rows given d_out [rows, H]: dx += d_out·W, dW += d_outᵀ·x (either may
+// be null).
+template <typename T>
+void project_rows_backward(const T* d_out, const float* x, int64_t rows, int64_t D, const float* W,
+                           int64_t H, T* dx, T* dW) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t h = 0; h < H; ++h) {
+      const T d = d_out[r * H + h];
+      for (int64_t e = 0; e < D; ++e) {
+        if (dx) dx[r * D + e] += d * T(W[h * D + e]);
+        if (dW) dW[h * D + e] += d * T(x[r * D + e]);
+      }
     }
   }
 }
@@ -168,7 +177,8 @@ void attention_scores(const ScorePlan& p, const float* query, const float* key,
         // a = q·W₁ᵀ [Lq, H], c = k·W₂ᵀ [Lk, H];  s_ij = Σ_h v_h·tanh(a_ih + c_jh)
         T* a = ws;
         T* c = ws + p.Lq * p.H;
-        additive_projections(p, w, q, k, a, c);
+        project_rows(q, p.Lq, p.Dq, w.w1, p.H, a);
+        project_rows(k, p.Lk, p.Dk, w.w2, p.H, c);
         for (int64_t i = 0; i < p.Lq; ++i) {
           for (int64_t j = 0; j < p.Lk; ++j) {
             T sum = 0;
@@ -253,7 +263,8 @@ void attention_scores_backward(const ScorePlan& p, const float* query, const flo
         T* c = a + p.Lq * p.H;
         T* da = c + p.Lk * p.H;
         T* dc = da + p.Lq * p.H;
-        additive_projections(p, w, q, k, a, c);
+        project_rows(q, p.Lq, p.Dq, w.w1, p.H, a);
+        project_rows(k, p.Lk, p.Dk, w.w2, p.H, c);
         std::fill(da, da + (p.Lq + p.Lk) * p.H, T(0));
         for (int64_t i = 0; i < p.Lq; ++i) {
           for (int64_t j = 0; j < p.Lk; ++j) {
@@ -267,24 +278,8 @@ void attention_scores_backward(const ScorePlan& p, const float* query, const flo
             }
           }
         }
-        for (int64_t i = 0; i < p.Lq; ++i) {
-          for (int64_t h = 0; h < p.H; ++h) {
-            const T d = da[i * p.H + h];
-            for (int64_t e = 0; e < p.Dq; ++e) {
-              if (dq) dq[i * p.Dq + e] += d * T(w.w1[h * p.Dq + e]);
-              if (g.d_w1) g.d_w1[h * p.Dq + e] += d * T(q[i * p.Dq + e]);
-            }
-          }
-        }
-        for (int64_t j = 0; j < p.Lk; ++j) {
-          for (int64_t h = 0; h < p.H; ++h) {
-            const T d = dc[j * p.H + h];
-            for (int64_t e = 0; e < p.Dk; ++e) {
-              if (dk) dk[j * p.Dk + e] += d * T(w.w2[h * p.Dk + e]);
-              if (g.d_w2) g.d_w2[h * p.Dk + e] += d * T(k[j * p.Dk + e]);
-            }
-          }
-        }
+        project_rows_backward(da, q, p.Lq, p.Dq, w.w1, p.H, dq, g.d_w1);
+        project_rows_backward(dc, k, p.Lk, p.Dk, w.w2, p.H, dk, g.d_w2);
         break;
       }
     }

@@ -11,7 +11,7 @@ import {
   type Tensor,
 } from 'sdpa-web';
 import { mulberry32 as rng } from '../../web/examples/worked-examples.js';
-import { randomTensor } from './support/tensors.js';
+import { centralDifference, randomTensor } from './support/tensors.js';
 import { maxAbsDiff } from './support/tolerance.js';
 
 // ---- float64 helpers ----------------------------------------------------------------------------
@@ -462,13 +462,7 @@ describe('score functions', () => {
         if (!x) continue;
         expect(grad, name).toBeDefined();
         for (let i = 0; i < x.data.length; i++) {
-          const x0 = x.data[i]!;
-          x.data[i] = x0 + 2 ** -10;
-          const up = loss();
-          x.data[i] = x0 - 2 ** -10;
-          const down = loss();
-          x.data[i] = x0;
-          const numeric = (up - down) / 2 ** -9;
+          const numeric = centralDifference(x, i, loss);
           expect(Math.abs(grad!.data[i]! - numeric), `${options.kind} ${name}[${i}]`).toBeLessThanOrEqual(1e-5 + 1e-4 * Math.abs(numeric));
         }
       }

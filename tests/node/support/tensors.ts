@@ -30,3 +30,14 @@ export function randomMasks(shape: number[], seed: number, visible = 0.75): { bo
   }
   return { bool: { data: bool, shape }, additive: { data: additive, shape } };
 }
+
+/** ∂loss/∂x.data[i] by a central difference with step 2^-10 (exact in float32), restoring x. */
+export function centralDifference(x: { data: Float32Array }, i: number, loss: () => number): number {
+  const x0 = x.data[i]!;
+  x.data[i] = x0 + 2 ** -10;
+  const up = loss();
+  x.data[i] = x0 - 2 ** -10;
+  const down = loss();
+  x.data[i] = x0;
+  return (up - down) / 2 ** -9;
+}
