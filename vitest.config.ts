@@ -1,8 +1,11 @@
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
+import { relaxedSimdUnavailableReason } from './web/src/relaxed-simd.js';
 
-// Node-side tests (tests/node). Browser tests (tests/browser) get their own
-// config/step in scripts/test.sh.
+// The relaxed-SIMD build of the wasm module runs in every test process: node 20 has relaxed SIMD
+// behind a flag (node 22 has it on). tests/node/*-simd128.test.ts cover the SIMD128 build.
+const execArgv = relaxedSimdUnavailableReason() ? ['--experimental-wasm-relaxed-simd'] : [];
+
 export default defineConfig({
   resolve: {
     // Tests import the package by name, like users do; this maps it to source.
@@ -17,6 +20,7 @@ export default defineConfig({
     testTimeout: 120_000,
     hookTimeout: 300_000,
     pool: 'forks',
+    execArgv,
     maxWorkers: 2,
     fileParallelism: true,
     reporters: process.env.CI ? ['verbose'] : ['default'],

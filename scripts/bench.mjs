@@ -2,8 +2,9 @@
 // npm run bench [-- options]: scaled dot-product attention, sdpa-web against its peers, in Node.
 //
 //   --shapes 1x128x64,1x512x64   BHxNxD list (Lq = Lk = N, E = Ev = D; default: the issue's set)
-//   --engines a,b                 subset of: sdpa-scalar sdpa-simd-1t sdpa-simd-mt sdpa-webgpu
-//                                 ort-1t ort-mha-1t ort-2t ort-mha-2t tfjs-wasm js (default: all)
+//   --engines a,b                 subset of: sdpa-scalar sdpa-simd-1t sdpa-simd-mt sdpa-simd128-1t
+//                                 sdpa-webgpu ort-1t ort-mha-1t ort-2t ort-mha-2t tfjs-wasm js
+//                                 (default: all)
 //   --reps N                      timed repetitions per engine and shape (default 15)
 //   --threads N                   threads for sdpa-simd-mt (default: every core)
 //   --budget-ms MS                fewer reps (>= 3) for an engine whose one call takes longer
@@ -18,19 +19,23 @@
 // process that also times sdpa-simd-mt for a same-process ratio. Every engine's output is first
 // checked against a float64 plain-JS reference (max abs error <= 1e-4 on inputs in [-1, 1]); a
 // failing engine reports the error instead of a time. GFLOP/s = 4·BH·N²·D / time. The peak
-// probe measures f32x4 mul+add throughput on one core (scripts/bench/peak.mjs).
-import { execFileSync } from 'node:child_process';
+// probe measures f32x4 mul+add throughput on one core, and f32x4.relaxed_madd throughput where
+// the engine has relaxed SIMD (scripts/bench/peak.mjs).
+// sdpa-simd-* run the relaxed-SIMD build (fused multiply-add) where the engine has it, as users
+// get by default; node 20 has it behind --experimental-wasm-relaxed-simd, so the bench re-runs
+// itself with that flag there. sdpa-simd128-1t is the SIMD128 build (relaxedSimd: false).
+import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ENGINE_LABELS, engineFactories, jsAttention } from './bench/engines.mjs';
-import { peakProbe } from './bench/peak.mjs';
+import { hasRelaxedSimd, peakProbe } from './bench/peak.mjs';
 import { svgChart } from './bench/plot.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const DEFAULT_SHAPES = '1x128x64,1x512x64,1x1024x64,1x2048x64,12x512x64,1x4096x64,8x256x32';
-const ALL_ENGINES = ['sdpa-scalar', 'sdpa-simd-1t', 'sdpa-simd-mt', 'sdpa-webgpu', 'ort-1t', 'ort-mha-1t', 'ort-2t', 'ort-mha-2t', 'tfjs-wasm', 'js'];
+const ALL_ENGINES = ['sdpa-scalar', 'sdpa-simd-1t', 'sdpa-simd-mt', 'sdpa-simd128-1t', 'sdpa-webgpu', 'ort-1t', 'ort-mha-1t', 'ort-2t', 'ort-mha-2t', 'tfjs-wasm', 'js'];
 const CHILD_ENGINES = new Set(['ort-2t', 'ort-mha-2t']);
 const TOLERANCE = 1e-4;
 
@@ -274,7 +279,7 @@ function runChild(mode, opts, engines) {
   const args = [fileURLToPath(import.meta.url), '--child', mode, '--shapes', opts.shapes, '--reps', String(opts.reps), '--budget-ms', String(opts.budgetMs)];
   if (engines) args.push('--engines', engines.join(','));
   if (opts.threads) args.push('--threads', String(opts.threads));
-  const out = execFileSync(process.execPath, args, { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 1 << 26 });
+  const out = execFileSync(process.execPath, [...process.execArgv, ...args], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 1 << 26 });
   return JSON.parse(out.slice(out.lastIndexOf('\n{') + 1));
 }
 
@@ -310,7 +315,13 @@ function printTable(rows, peak) {
   }
 }
 
+const RELAXED_SIMD_FLAG = '--experimental-wasm-relaxed-simd';
+
 async function main() {
+  if (!hasRelaxedSimd() && !process.execArgv.includes(RELAXED_SIMD_FLAG)) {
+    const run = spawnSync(process.execPath, [RELAXED_SIMD_FLAG, ...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit' });
+    process.exit(run.status ?? 1);
+  }
   const opts = parseArgs(process.argv.slice(2));
   if (!existsSync(join(ROOT, 'dist/index.js'))) {
     console.error('dist/ is missing: build first (npm run build:lib, or bash scripts/build.sh)');
@@ -331,6 +342,8 @@ async function main() {
   log(`machine: ${machine.cpu}, ${machine.cores} cores, node ${machine.node}`);
   const peakBefore = await peakProbe();
   log(`peak probe: ${peakBefore.medianGflops.toFixed(1)} GFLOP/s median (max ${peakBefore.maxGflops.toFixed(1)})`);
+  const fusedBefore = await peakProbe(9, true);
+  if (fusedBefore) log(`relaxed_madd peak probe: ${fusedBefore.medianGflops.toFixed(1)} GFLOP/s median (max ${fusedBefore.maxGflops.toFixed(1)})`);
 
   const parentEngines = opts.engineList.filter((e) => !CHILD_ENGINES.has(e));
   const childEngines = opts.engineList.filter((e) => CHILD_ENGINES.has(e));
@@ -342,8 +355,12 @@ async function main() {
   }
   const parent = await benchShapes(opts, parentEngines);
   const peakAfter = await peakProbe();
-  const peak = Math.max(peakBefore.medianGflops, peakAfter.medianGflops);
-  log(`peak probe again: ${peakAfter.medianGflops.toFixed(1)} GFLOP/s median`);
+  const fusedAfter = await peakProbe(9, true);
+  const mulAddPeak = Math.max(peakBefore.medianGflops, peakAfter.medianGflops);
+  const fusedPeak = fusedBefore && Math.max(fusedBefore.medianGflops, fusedAfter.medianGflops);
+  // %peak is against the higher of the two: a fused multiply-add must not make the bar lower.
+  const peak = Math.max(mulAddPeak, fusedPeak ?? 0);
+  log(`peak probes again: mul+add ${peakAfter.medianGflops.toFixed(1)}${fusedAfter ? `, relaxed_madd ${fusedAfter.medianGflops.toFixed(1)}` : ''} GFLOP/s median`);
 
   // rows in engine order, shape by shape
   const rows = [];
@@ -354,8 +371,10 @@ async function main() {
     }
   }
   console.log(`\nsdpa-web bench — ${startedAt} — ${machine.cpu}, ${machine.cores} cores, node ${machine.node}`);
-  console.log(`peak probe (f32x4 mul+add, 12 chains, 1 core): ${fmt(peak, 1)} GFLOP/s (median of a run before and after; best single run ${fmt(Math.max(peakBefore.maxGflops, peakAfter.maxGflops), 1)})`);
-  console.log(`medians over interleaved rounds; ×ort-1t = onnxruntime-web graph 1 thread median / engine median; %peak = GFLOP/s / peak probe;`);
+  console.log(`peak probe (f32x4 mul+add, 12 chains, 1 core): ${fmt(mulAddPeak, 1)} GFLOP/s (median of a run before and after; best single run ${fmt(Math.max(peakBefore.maxGflops, peakAfter.maxGflops), 1)})`);
+  if (fusedPeak) console.log(`peak probe (f32x4.relaxed_madd, 12 chains, 1 core): ${fmt(fusedPeak, 1)} GFLOP/s (best single run ${fmt(Math.max(fusedBefore.maxGflops, fusedAfter.maxGflops), 1)})`);
+  console.log(`sdpa-web SIMD build: ${parent.infos['sdpa-simd-1t']?.relaxedSimd ? 'relaxed SIMD (fused multiply-add)' : 'SIMD128'}; sdpa-web SIMD128 = relaxedSimd: false`);
+  console.log(`medians over interleaved rounds; ×ort-1t = onnxruntime-web graph 1 thread median / engine median; %peak = GFLOP/s / the higher peak probe;`);
   console.log(`CPU ms = median process CPU time per call (all threads; for 1-thread engines a load-robust cost)\n`);
   printTable(rows, peak);
 
@@ -401,11 +420,11 @@ async function main() {
   if (opts.backward) {
     // The backward pass (flops = 10·BH·n²·d), in its own process with its own table.
     console.log('\nbackward pass (scripts/bench-backward.mjs):');
-    execFileSync(process.execPath, [join(ROOT, 'scripts', 'bench-backward.mjs'), '--reps', String(Math.min(opts.reps, 5))], { cwd: ROOT, stdio: 'inherit' });
+    execFileSync(process.execPath, [...process.execArgv, join(ROOT, 'scripts', 'bench-backward.mjs'), '--reps', String(Math.min(opts.reps, 5))], { cwd: ROOT, stdio: 'inherit' });
   }
 
   mkdirSync(opts.out, { recursive: true });
-  const report = { startedAt, machine, scaling, options: { shapes: opts.shapes, engines: opts.engines, reps: opts.reps, threads: opts.threads ?? 'default', budgetMs: opts.budgetMs }, peakProbe: { gflops: peak, before: peakBefore, after: peakAfter }, engines: { ...parent.infos, ...child.infos }, rows, sameProcess, long };
+  const report = { startedAt, machine, scaling, options: { shapes: opts.shapes, engines: opts.engines, reps: opts.reps, threads: opts.threads ?? 'default', budgetMs: opts.budgetMs }, peakProbe: { gflops: peak, mulAdd: { gflops: mulAddPeak, before: peakBefore, after: peakAfter }, relaxedMadd: fusedPeak && { gflops: fusedPeak, before: fusedBefore, after: fusedAfter } }, engines: { ...parent.infos, ...child.infos }, rows, sameProcess, long };
   const stamp = startedAt.replace(/[:.]/g, '-');
   for (const name of ['bench.json', `bench-${stamp}.json`]) writeFileSync(join(opts.out, name), JSON.stringify(report, null, 2));
   const svg = svgChart(rows, opts.shapeList.map(shapeName), opts.engineList, ENGINE_LABELS, peak, `sdpa-web bench ${startedAt.slice(0, 16)} — ${machine.cpu}, ${machine.cores} cores`);

@@ -20,6 +20,8 @@
 //    plus about Bq·(Bc + 4·Ev) floats per thread.
 //  - Causal: tiles after a block's last visible key are skipped, not masked (about half the work
 //    of the unmasked call), and the tasks with the most tiles are handed out first.
+//  - Every multiply-add is simd::madd: fused (f32x4.relaxed_madd) in the relaxed-SIMD build, where
+//    it halves the instructions of both matrix products, a multiply and an add in the SIMD128 build.
 //  - The exp is a polynomial (kernels/simd128.h, ~1 ulp); scale and row max come from the QK
 //    registers; vector constants are loaded once per task (V8 rematerialises a v128.const at
 //    every use inside a loop).
@@ -88,45 +90,56 @@ void pack_key_tile(const float* key, idx Lk, idx E, idx t, float* tile) {
   }
 }
 
-// S[r][0, 16) = scale·(q_r · kt[:, 0, 16)) for two query rows; kt is a column slice of a [E, Bc]
-// tile. Also folds the 16 scores into the running row maxima (NaN dropped, see header).
+// a[0, 4) = q0 · kt[:, 0, 16), a[4, 8) = q1 · kt[:, 0, 16): two query rows against a column
+// slice of a [E, Bc] Kᵀ tile, 2 × 16 dot products in 8 f32x4 registers.
 // kE > 0 fixes E at compile time (fully unrolled, no loop counter), 0 reads it from E.
-template <int kE>
-inline void scores_2x16(const float* q0, const float* q1, const float* kt, idx E, f32x4 scale,
-                        float* s0, float* s1, f32x4& max0, f32x4& max1) {
-  f32x4 a0[kColumnVectors], a1[kColumnVectors];
-  for (int c = 0; c < kColumnVectors; ++c) a0[c] = a1[c] = splat(0.0f);
+template <int kE, bool kFused>
+inline void dot_2x16(const float* q0, const float* q1, const float* kt, idx E, f32x4* a) {
+  for (int i = 0; i < 2 * kColumnVectors; ++i) a[i] = splat(0.0f);
   const float* const end = q0 + (kE > 0 ? kE : E);
   for (; q0 != end; ++q0, ++q1, kt += kTileKeys) {
     const f32x4 x0 = splat(*q0), x1 = splat(*q1);
     for (int c = 0; c < kColumnVectors; ++c) {
       const f32x4 kc = load(kt + 4 * c);
-      a0[c] = add(a0[c], mul(x0, kc));
-      a1[c] = add(a1[c], mul(x1, kc));
+      a[c] = dot_madd<kFused>(x0, kc, a[c]);
+      a[kColumnVectors + c] = dot_madd<kFused>(x1, kc, a[kColumnVectors + c]);
     }
   }
+}
+
+// S[r][0, 16) = scale·(q_r · kt[:, 0, 16)) for two query rows, folded into the running row
+// maxima (NaN dropped, see header). Fused multiply-adds: see dot_madd in simd128.h.
+template <int kE>
+inline void scores_2x16(const float* q0, const float* q1, const float* kt, idx E, f32x4 scale,
+                        f32x4 neg_inf, float* s0, float* s1, f32x4& max0, f32x4& max1) {
+  f32x4 a[2 * kColumnVectors];
+  dot_2x16<kE, kFusedMadd>(q0, q1, kt, E, a);
+  if (kFusedMadd && may_have_overflowed(a, 2 * kColumnVectors, neg_inf)) {
+    f32x4 unfused[2 * kColumnVectors];
+    dot_2x16<kE, false>(q0, q1, kt, E, unfused);
+    take_unfused_where_neg_inf(a, unfused, 2 * kColumnVectors, neg_inf);
+  }
   for (int c = 0; c < kColumnVectors; ++c) {
-    a0[c] = mul(a0[c], scale);
-    a1[c] = mul(a1[c], scale);
-    max0 = pmax(max0, a0[c]);
-    max1 = pmax(max1, a1[c]);
-    store(s0 + 4 * c, a0[c]);
-    store(s1 + 4 * c, a1[c]);
+    const f32x4 x0 = mul(a[c], scale), x1 = mul(a[kColumnVectors + c], scale);
+    max0 = pmax(max0, x0);
+    max1 = pmax(max1, x1);
+    store(s0 + 4 * c, x0);
+    store(s1 + 4 * c, x1);
   }
 }
 
 // S rows [0, rows) (rows even) of a block against one [E, Bc] key tile, with row maxima.
 template <int kE>
 void scores_block(const float* query, idx rows, idx last_row, idx E, const float* kt, f32x4 scale,
-                  float* scores, float* tile_max) {
+                  f32x4 neg_inf, float* scores, float* tile_max) {
   for (idx r = 0; r < rows; r += 2) {
     const float* q0 = query + r * E;
     const float* q1 = query + std::min(r + 1, last_row) * E;
     float* s0 = scores + r * kTileKeys;
     float* s1 = s0 + kTileKeys;
-    f32x4 max0 = splat(kNegInf), max1 = max0;
+    f32x4 max0 = neg_inf, max1 = max0;
     for (int col = 0; col < kTileKeys; col += 4 * kColumnVectors) {
-      scores_2x16<kE>(q0, q1, kt + col, E, scale, s0 + col, s1 + col, max0, max1);
+      scores_2x16<kE>(q0, q1, kt + col, E, scale, neg_inf, s0 + col, s1 + col, max0, max1);
     }
     tile_max[r] = horizontal_max(max0);
     tile_max[r + 1] = horizontal_max(max1);
@@ -148,14 +161,17 @@ inline void accumulate_pv(const float* p0, const float* p1, const float* v, idx 
   const float* const end = p0 + (kFull ? kTileKeys : n);
   for (const float* vj = v; p0 != end; ++p0, ++p1, vj += v_stride) {
     const f32x4 x0 = splat(*p0), x1 = splat(*p1);
+    // A hidden key's V row becomes 0 (-0.0·0 then adds nothing): the same multiply-add as
+    // unmasked tiles, so a row's visible keys give the same bits with or without a mask.
+    const mask32x4 visible0 = bits_differ(x0, hidden), visible1 = bits_differ(x1, hidden);
     for (int c = 0; c < NV; ++c) {
       const f32x4 vc = load(vj + 4 * c);
       if (kDropHidden) {
-        a0[c] = add(a0[c], keep_where(mul(x0, vc), bits_differ(x0, hidden)));
-        a1[c] = add(a1[c], keep_where(mul(x1, vc), bits_differ(x1, hidden)));
+        a0[c] = madd(x0, keep_where(vc, visible0), a0[c]);
+        a1[c] = madd(x1, keep_where(vc, visible1), a1[c]);
       } else {
-        a0[c] = add(a0[c], mul(x0, vc));
-        a1[c] = add(a1[c], mul(x1, vc));
+        a0[c] = madd(x0, vc, a0[c]);
+        a1[c] = madd(x1, vc, a1[c]);
       }
     }
   }
@@ -239,10 +255,10 @@ void compute_score_tile(const BlockContext& c, idx t) {
   const f32x4 scale = splat(p.scale), neg_inf = splat(kNegInf);
   const float* query = c.query + i0 * E;
   switch (E) {
-    case 32: scores_block<32>(query, rows, rows - 1, E, kt, scale, c.scores, c.tile_max); break;
-    case 64: scores_block<64>(query, rows, rows - 1, E, kt, scale, c.scores, c.tile_max); break;
-    case 128: scores_block<128>(query, rows, rows - 1, E, kt, scale, c.scores, c.tile_max); break;
-    default: scores_block<0>(query, rows, rows - 1, E, kt, scale, c.scores, c.tile_max); break;
+    case 32: scores_block<32>(query, rows, rows - 1, E, kt, scale, neg_inf, c.scores, c.tile_max); break;
+    case 64: scores_block<64>(query, rows, rows - 1, E, kt, scale, neg_inf, c.scores, c.tile_max); break;
+    case 128: scores_block<128>(query, rows, rows - 1, E, kt, scale, neg_inf, c.scores, c.tile_max); break;
+    default: scores_block<0>(query, rows, rows - 1, E, kt, scale, neg_inf, c.scores, c.tile_max); break;
   }
 
   // Does any row of the block have a hidden key in this tile?

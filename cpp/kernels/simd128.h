@@ -1,9 +1,11 @@
 // f32x4: the 128-bit float vector the SIMD kernels are written in. Under Emscripten with
-// -msimd128 it is wasm SIMD128 (wasm_simd128.h); natively it is a GCC/Clang vector extension, so
-// the same kernel code runs in native unit tests and fuzzers. Only operations whose semantics are
+// -msimd128 it is wasm SIMD128 (wasm_simd128.h; -mrelaxed-simd adds a fused multiply-add);
+// natively it is a GCC/Clang vector extension, so the same kernel code runs in native unit tests
+// and fuzzers. Only operations whose semantics are
 // identical on both sides are offered (max propagates NaN, as wasm's f32x4.max does).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -25,6 +27,16 @@ inline f32x4 add(f32x4 a, f32x4 b) { return wasm_f32x4_add(a, b); }
 inline f32x4 sub(f32x4 a, f32x4 b) { return wasm_f32x4_sub(a, b); }
 inline f32x4 mul(f32x4 a, f32x4 b) { return wasm_f32x4_mul(a, b); }
 inline f32x4 max(f32x4 a, f32x4 b) { return wasm_f32x4_max(a, b); }
+// a·b + c. Relaxed-SIMD build (-mrelaxed-simd): one f32x4.relaxed_madd, fused where the CPU
+// has FMA (LLVM 14 calls it f32x4.fma and emits an early opcode that
+// cmake/relaxed_simd_opcodes.mjs rewrites). SIMD128 build: a multiply, then an add.
+#if defined(__wasm_relaxed_simd__)
+inline f32x4 madd(f32x4 a, f32x4 b, f32x4 c) { return __builtin_wasm_fma_f32x4(a, b, c); }
+constexpr bool kFusedMadd = true;
+#else
+inline f32x4 madd(f32x4 a, f32x4 b, f32x4 c) { return wasm_f32x4_add(wasm_f32x4_mul(a, b), c); }
+constexpr bool kFusedMadd = false;
+#endif
 // a < b ? b : a, lane-wise (wasm's f32x4.pmax): one maxps on x86 (max() needs ~7 for its
 // NaN/±0 rules). A NaN in `b` is dropped, a NaN in `a` kept.
 inline f32x4 pmax(f32x4 a, f32x4 b) { return wasm_f32x4_pmax(a, b); }
@@ -32,6 +44,7 @@ inline mask32x4 less(f32x4 a, f32x4 b) { return wasm_f32x4_lt(a, b); }
 inline mask32x4 equal(f32x4 a, f32x4 b) { return wasm_f32x4_eq(a, b); }
 inline mask32x4 bits_differ(f32x4 a, f32x4 b) { return wasm_i32x4_ne(a, b); }
 inline bool any(mask32x4 m) { return wasm_v128_any_true(m); }
+inline bool all(mask32x4 m) { return wasm_i32x4_all_true(m); }
 // Lanes of `a` where `m` holds, else 0.
 inline f32x4 keep_where(f32x4 a, mask32x4 m) { return wasm_v128_and(a, m); }
 inline f32x4 or_bits(f32x4 a, f32x4 b) { return wasm_v128_or(a, b); }
@@ -75,6 +88,18 @@ inline f32x4 splat(float x) { return f32x4{x, x, x, x}; }
 inline f32x4 add(f32x4 a, f32x4 b) { return a + b; }
 inline f32x4 sub(f32x4 a, f32x4 b) { return a - b; }
 inline f32x4 mul(f32x4 a, f32x4 b) { return a * b; }
+#if defined(SDPA_EMULATE_FUSED_MADD)
+// A stand-in for the relaxed-SIMD build's fused multiply-add, so that native tests and the
+// fuzzer also run its code path (the overflow repair of dot_madd below).
+inline f32x4 madd(f32x4 a, f32x4 b, f32x4 c) {
+  return f32x4{std::fma(a[0], b[0], c[0]), std::fma(a[1], b[1], c[1]), std::fma(a[2], b[2], c[2]),
+               std::fma(a[3], b[3], c[3])};
+}
+constexpr bool kFusedMadd = true;
+#else
+inline f32x4 madd(f32x4 a, f32x4 b, f32x4 c) { return a * b + c; }
+constexpr bool kFusedMadd = false;
+#endif
 inline f32x4 max(f32x4 a, f32x4 b) {
   const mask32x4 nan = (a != a) | (b != b);
   const f32x4 larger = a > b ? a : b;
@@ -87,6 +112,7 @@ inline mask32x4 bits_differ(f32x4 a, f32x4 b) {
   return bit_cast<mask32x4>(a) != bit_cast<mask32x4>(b);
 }
 inline bool any(mask32x4 m) { return (m[0] | m[1] | m[2] | m[3]) != 0; }
+inline bool all(mask32x4 m) { return (m[0] & m[1] & m[2] & m[3]) != 0; }
 inline f32x4 keep_where(f32x4 a, mask32x4 m) { return bit_cast<f32x4>(bit_cast<mask32x4>(a) & m); }
 inline f32x4 or_bits(f32x4 a, f32x4 b) {
   return bit_cast<f32x4>(bit_cast<mask32x4>(a) | bit_cast<mask32x4>(b));
@@ -99,6 +125,33 @@ inline f32x4 exp2_from_magic(f32x4 n_plus_magic) {
 inline float lane(f32x4 v, int i) { return v[i]; }
 
 #endif
+
+// a·b + c with a rounding after the multiply, in every build.
+inline f32x4 madd_unfused(f32x4 a, f32x4 b, f32x4 c) { return add(mul(a, b), c); }
+
+// A dot product's multiply-adds, fused or not. Fused, a sum that overflows to -Inf stays -Inf
+// when a later product overflows the other way (that product is never rounded to +Inf), where
+// separate multiplies and adds give +Inf − Inf = NaN; a -Inf score would hide its key where the
+// reference's row turns NaN. So the kernels check each register tile of fused dot products with
+// may_have_overflowed() and, rarely, recompute it unfused to replace its -Inf lanes
+// (take_unfused_where_neg_inf): the other lanes keep their bits, so values stored at hidden
+// keys never change a visible key's score.
+template <bool kFused>
+inline f32x4 dot_madd(f32x4 a, f32x4 b, f32x4 c) {
+  return kFused ? madd(a, b, c) : madd_unfused(a, b, c);
+}
+
+// Whether any lane of the n vectors is -Inf or NaN (or their sum overflows: a false alarm
+// costs a recompute, never a changed result).
+inline bool may_have_overflowed(const f32x4* v, int n, f32x4 neg_inf) {
+  f32x4 sum = v[0];
+  for (int i = 1; i < n; ++i) sum = add(sum, v[i]);
+  return !all(less(neg_inf, sum));  // false for -Inf and NaN lanes
+}
+
+inline void take_unfused_where_neg_inf(f32x4* fused, const f32x4* unfused, int n, f32x4 neg_inf) {
+  for (int i = 0; i < n; ++i) fused[i] = select(equal(fused[i], neg_inf), unfused[i], fused[i]);
+}
 
 inline float max_propagating_nan(float a, float b) {
   return (a != a || b != b) ? a + b : (a > b ? a : b);
@@ -138,12 +191,12 @@ inline f32x4 exp_nonpositive(f32x4 x, const ExpConstants& k) {
   // Round-to-nearest via the 1.5·2^23 "magic" add: the low mantissa bits then hold n.
   const f32x4 n_plus_magic = add(y, k.magic);
   const f32x4 f = sub(y, sub(n_plus_magic, k.magic));
-  f32x4 p = add(mul(k.c6, f), k.c5);
-  p = add(mul(p, f), k.c4);
-  p = add(mul(p, f), k.c3);
-  p = add(mul(p, f), k.c2);
-  p = add(mul(p, f), k.c1);
-  p = add(mul(p, f), k.c0);
+  f32x4 p = madd(k.c6, f, k.c5);
+  p = madd(p, f, k.c4);
+  p = madd(p, f, k.c3);
+  p = madd(p, f, k.c2);
+  p = madd(p, f, k.c1);
+  p = madd(p, f, k.c0);
   return mul(p, exp2_from_magic(n_plus_magic));
 }
 

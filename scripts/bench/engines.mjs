@@ -12,7 +12,7 @@ async function sdpaEngine(options) {
   const { createAttention } = await import('../../dist/index.js');
   const attn = await createAttention(options);
   return {
-    info: { backend: attn.backend, threads: attn.threads, fallbackReason: attn.fallbackReason },
+    info: { backend: attn.backend, threads: attn.threads, relaxedSimd: attn.relaxedSimd, fallbackReason: attn.fallbackReason },
     attn,
     setup([bh, n, d], { q, k, v }) {
       const t = (data) => ({ data, shape: [bh, n, d] });
@@ -170,6 +170,7 @@ export function engineFactories(threads) {
   return {
     'sdpa-scalar': () => sdpaEngine({ backend: 'scalar' }),
     'sdpa-simd-1t': () => sdpaEngine({ backend: 'simd', threads: 1 }),
+    'sdpa-simd128-1t': () => sdpaEngine({ backend: 'simd', threads: 1, relaxedSimd: false }),
     'sdpa-simd-mt': async () => {
       const e = await sdpaEngine({ backend: 'simd', threads });
       if (e.info.threads < 2) throw new Error(`threads unavailable: ${e.info.fallbackReason ?? 'one core'}`);
@@ -196,6 +197,7 @@ export const ENGINE_LABELS = {
   'sdpa-scalar': 'sdpa-web scalar',
   'sdpa-simd-1t': 'sdpa-web SIMD 1 thread',
   'sdpa-simd-mt': 'sdpa-web SIMD threads',
+  'sdpa-simd128-1t': 'sdpa-web SIMD128 1 thread',
   'sdpa-webgpu': 'sdpa-web WebGPU',
   'ort-1t': 'onnxruntime-web graph 1t',
   'ort-mha-1t': 'onnxruntime-web MHA 1t',

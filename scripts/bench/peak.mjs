@@ -1,7 +1,8 @@
 // Peak probe: the f32x4 mul+add throughput this engine reaches on one core. A hand-assembled
 // wasm module (no toolchain needed) runs `iterations` rounds of 12 independent chains
 // acc_i = acc_i·x + y (one f32x4.mul and one f32x4.add each: 8 flops), enough chains to cover the
-// mul→add latency; 12 accumulators + x + y fit the 16 xmm registers of x86-64.
+// mul→add latency; 12 accumulators + x + y fit the 16 xmm registers of x86-64. With `fused`, each
+// chain step is one f32x4.relaxed_madd instead (relaxed SIMD; the FMA peak).
 
 const CHAINS = 12;
 
@@ -20,10 +21,11 @@ function section(id, body) {
   return [id, ...uleb(body.length), ...body];
 }
 
-function probeModule() {
+function probeModule(fused) {
   const V128 = 0x7b, I32 = 0x7f;
   const simd = (op) => [0xfd, ...uleb(op)];
   const f32x4Splat = simd(0x13), f32x4Mul = simd(0xe6), f32x4Add = simd(0xe4), f32x4Extract = simd(0x1f);
+  const f32x4RelaxedMadd = simd(0x105);
   const f32Const = (v) => [0x43, ...new Uint8Array(new Float32Array([v]).buffer)];
   const local = { get: (i) => [0x20, ...uleb(i)], set: (i) => [0x21, ...uleb(i)] };
   // locals: 0 = iterations (param), 1..12 accumulators, 13 = x, 14 = y
@@ -34,7 +36,8 @@ function probeModule() {
   body.push(...f32Const(1e-3), ...f32x4Splat, ...local.set(y));
   body.push(0x02, 0x40, 0x03, 0x40); // block, loop
   for (let i = 1; i <= CHAINS; i++) {
-    body.push(...local.get(i), ...local.get(x), ...f32x4Mul, ...local.get(y), ...f32x4Add, ...local.set(i));
+    if (fused) body.push(...local.get(i), ...local.get(x), ...local.get(y), ...f32x4RelaxedMadd, ...local.set(i));
+    else body.push(...local.get(i), ...local.get(x), ...f32x4Mul, ...local.get(y), ...f32x4Add, ...local.set(i));
   }
   // iterations -= 1; br_if loop (iterations != 0)
   body.push(...local.get(0), 0x41, 1, 0x6b, 0x22, 0, 0x0d, 0); // local.tee 0; br_if 0
@@ -55,9 +58,19 @@ function probeModule() {
   return new Uint8Array(bytes);
 }
 
-/** Median GFLOP/s of the probe over `reps` runs of about 50 ms each. */
-export async function peakProbe(reps = 9) {
-  const { instance } = await WebAssembly.instantiate(probeModule());
+/** Whether this engine has relaxed SIMD (validates the fused probe). */
+export function hasRelaxedSimd() {
+  return WebAssembly.validate(probeModule(true));
+}
+
+/**
+ * Median GFLOP/s of the probe over `reps` runs of about 50 ms each; with `fused`, the relaxed-SIMD
+ * multiply-add probe (undefined where the engine has no relaxed SIMD).
+ */
+export async function peakProbe(reps = 9, fused = false) {
+  const bytes = probeModule(fused);
+  if (!WebAssembly.validate(bytes)) return undefined;
+  const { instance } = await WebAssembly.instantiate(bytes);
   const peak = instance.exports.peak;
   peak(1e5); // tier up
   let iterations = 1e6;

@@ -1,4 +1,14 @@
-// The shared attention test body (support/attention-suite.ts) on the 'simd' backend.
+// The shared attention test body (support/attention-suite.ts) on the 'simd' backend, relaxed-SIMD
+// build (fused multiply-add; the default where the engine has it, as in every test process).
+import { expect } from 'vitest';
+import { createAttention } from 'sdpa-web';
 import { defineAttentionSuite } from './support/attention-suite.js';
 
-defineAttentionSuite('simd', { factor: 2 });
+defineAttentionSuite('simd', {
+  factor: 2,
+  create: async () => {
+    const attn = await createAttention({ backend: 'simd', relaxedSimd: true });
+    expect(attn.relaxedSimd).toBe(true);
+    return attn;
+  },
+});

@@ -1,4 +1,4 @@
-// The backward pass through the npm API, on both CPU backends, against the float64 analytic
+// The backward pass through the npm API, on both CPU backends (SIMD in both builds), against the float64 analytic
 // gradient (attn.referenceAttentionBackward) with the rule of tests/cpp/attention_backward_test.cpp:
 //   max|g − g64| ≤ 2·e_ref + 1e-5·max(1, max|g64|),  e_ref = error of the float32 scalar backward;
 // plus a float64 finite-difference check of the float64 analytic gradient, the forward's
@@ -22,11 +22,19 @@ beforeAll(async () => {
 });
 afterAll(() => oracle.dispose());
 
-for (const backend of ['simd', 'scalar'] as BackendName[]) {
-  describe(`backward on the '${backend}' backend`, () => {
+// The SIMD backward runs in both builds: relaxed SIMD (fused multiply-add) and SIMD128.
+const CONFIGS: { backend: BackendName; relaxedSimd?: boolean; label: string }[] = [
+  { backend: 'simd', relaxedSimd: true, label: "the 'simd' backend (relaxed SIMD)" },
+  { backend: 'simd', relaxedSimd: false, label: "the 'simd' backend (SIMD128)" },
+  { backend: 'scalar', label: "the 'scalar' backend" },
+];
+
+for (const { backend, relaxedSimd, label } of CONFIGS) {
+  describe(`backward on ${label}`, () => {
     let attn: Attention;
     beforeAll(async () => {
-      attn = await createAttention({ backend });
+      attn = await createAttention({ backend, relaxedSimd });
+      if (relaxedSimd !== undefined) expect(attn.relaxedSimd).toBe(relaxedSimd);
     });
     afterAll(() => attn.dispose());
 

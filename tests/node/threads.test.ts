@@ -30,7 +30,7 @@ describe('createAttention({ threads })', () => {
     delete (globalThis as { crossOriginIsolated?: boolean }).crossOriginIsolated;
   });
 
-  it('1 and 2 threads both match the float64 reference', async () => {
+  it('1 and 2 threads both match the float64 reference, in both builds', async () => {
     const q = random([2, 3, 150, 64], 1);
     const k = random([2, 3, 230, 64], 2);
     const v = random([2, 3, 230, 64], 3);
@@ -39,9 +39,10 @@ describe('createAttention({ threads })', () => {
       const ref = scalar.referenceAttention(q, k, v, { isCausal });
       const eRef = maxAbsDiff(scalar.scaledDotProductAttentionSync(q, k, v, { isCausal }).output.data, ref.output.data);
       const tolerance = 2 * eRef + 1e-5;
-      for (const threads of [1, 2]) {
-        const attn = await createAttention({ backend: 'simd', threads });
+      for (const [threads, relaxedSimd] of [[1, true], [2, true], [1, false], [2, false]] as const) {
+        const attn = await createAttention({ backend: 'simd', threads, relaxedSimd });
         expect(attn.threads).toBe(Math.min(threads, cores));
+        expect(attn.relaxedSimd).toBe(relaxedSimd);
         const { output } = attn.scaledDotProductAttentionSync(q, k, v, { isCausal });
         expect(output.shape).toEqual([2, 3, 150, 64]);
         expect(maxAbsDiff(output.data, ref.output.data)).toBeLessThanOrEqual(tolerance);

@@ -1,6 +1,6 @@
 /**
  * sdpa-web: scaled dot-product attention, `softmax(QKᵀ·scale + M)·V`, computed by a C++ core
- * compiled to WebAssembly (SIMD128). This file is the package's public API and the only code
+ * compiled to WebAssembly (SIMD128, and relaxed SIMD where available). This file is the package's public API and the only code
  * that loads the wasm module.
  *
  * @example
@@ -26,6 +26,7 @@ import type {
   ScoreOptions,
   ScoreResult,
 } from './gradient-types.js';
+import { checkRelaxedSimdOption, relaxedSimdUnavailableReason } from './relaxed-simd.js';
 import { checkThreadsOption, coreCount, loadThreadedModule, threadsUnavailableReason } from './threads.js';
 import type {
   AttentionOptions,
@@ -50,15 +51,22 @@ export type * from './types.js';
 export type * from './gradient-types.js';
 export { createSelfAttention, createMultiheadAttention, SelfAttention, MultiheadAttention } from './modules.js';
 
-let modulePromise: Promise<SdpaModule> | undefined;
+/** Per build: index 0 SIMD128, 1 relaxed SIMD. */
+const modulePromises: [Promise<SdpaModule> | undefined, Promise<SdpaModule> | undefined] = [undefined, undefined];
 
-/** The wasm module is instantiated once per JS realm and shared by every Attention instance. */
-function loadModule(): Promise<SdpaModule> {
-  modulePromise ??= createSdpaModule().catch((cause: unknown) => {
-    modulePromise = undefined;
-    throw new Error(`sdpa-web: could not instantiate its WebAssembly module (it needs wasm SIMD128): ${String(cause)}`, { cause });
-  });
-  return modulePromise;
+/**
+ * The single-thread wasm module (its relaxed-SIMD build when `relaxed`), instantiated once per
+ * JS realm and shared by every Attention instance.
+ */
+function loadModule(relaxed: boolean): Promise<SdpaModule> {
+  const slot = relaxed ? 1 : 0;
+  modulePromises[slot] ??= (relaxed ? import('./wasm/sdpa_core_relaxed.mjs').then((m) => m.default()) : createSdpaModule()).catch(
+    (cause: unknown) => {
+      modulePromises[slot] = undefined;
+      throw new Error(`sdpa-web: could not instantiate its WebAssembly module (it needs wasm SIMD128): ${String(cause)}`, { cause });
+    },
+  );
+  return modulePromises[slot];
 }
 
 /**
@@ -221,15 +229,21 @@ export class Attention {
   private gpuInit: Promise<GpuState> | undefined;
   /** Threads each call runs on (1 for 'scalar' and 'webgpu', and where WebAssembly threads are unavailable). */
   readonly threads: number;
+  /**
+   * Whether this instance runs the relaxed-SIMD build of the wasm module, whose 'simd' kernels use
+   * fused multiply-adds (see the `relaxedSimd` option).
+   */
+  readonly relaxedSimd: boolean;
   private disposed = false;
 
   /** @internal */
   constructor(
     private readonly module: SdpaModule,
-    chosen: Chosen & { threads?: number },
+    chosen: Chosen & { threads?: number; relaxedSimd: boolean },
     private readonly options: CreateAttentionOptions & { backend: BackendChoice },
   ) {
     this.threads = chosen.threads ?? 1;
+    this.relaxedSimd = chosen.relaxedSimd;
     this.currentBackend = chosen.backend;
     this.currentFallbackReason = chosen.fallbackReason;
     this.webgpuReason = chosen.webgpuReason;
@@ -653,25 +667,32 @@ function joinReasons(...reasons: (string | undefined)[]): string | undefined {
  * `threads` (simd backend): default every core where WebAssembly threads can run (Node; browsers
  * with cross-origin isolation), else 1 with the reason in `fallbackReason`; `threads: 1` forces
  * the single-thread module. More threads than cores are capped at the core count.
+ * `relaxedSimd`: default the relaxed-SIMD build (fused multiply-add) where the engine has it;
+ * `false` forces the SIMD128 build.
  */
 export async function createAttention(options: CreateAttentionOptions = {}): Promise<Attention> {
   if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object; got ${describe(options)}`);
   const backend = options.backend ?? 'auto';
   const requested = checkThreadsOption(options.threads);
+  const relaxedRequested = checkRelaxedSimdOption(options.relaxedSimd);
   const chosen = await chooseBackend(backend, options);
   const normalized = { ...options, backend };
-  if (chosen.backend !== 'simd' || requested === 1) return new Attention(await loadModule(), chosen, normalized);
+  const noRelaxed = relaxedRequested === false ? undefined : relaxedSimdUnavailableReason();
+  const relaxedSimd = relaxedRequested !== false && !noRelaxed;
+  // Saying why only matters when relaxed SIMD was asked for.
+  const relaxedReason = relaxedRequested && noRelaxed ? `running the SIMD128 build: ${noRelaxed}` : undefined;
+  const single = async (reason?: string) =>
+    new Attention(await loadModule(relaxedSimd), { ...chosen, relaxedSimd, fallbackReason: joinReasons(chosen.fallbackReason, relaxedReason, reason) }, normalized);
+  if (chosen.backend !== 'simd' || requested === 1) return single();
   const threads = Math.min(requested ?? coreCount(), coreCount());
   const unavailable = threads > 1 ? threadsUnavailableReason() : undefined;
   if (threads > 1 && !unavailable) {
     try {
-      return new Attention(await loadThreadedModule(), { ...chosen, threads }, normalized);
+      const module = await loadThreadedModule(relaxedSimd);
+      return new Attention(module, { ...chosen, threads, relaxedSimd, fallbackReason: joinReasons(chosen.fallbackReason, relaxedReason) }, normalized);
     } catch (cause) {
-      const reason = `running on 1 thread: the threads module failed to load (${String(cause)})`;
-      return new Attention(await loadModule(), { ...chosen, fallbackReason: joinReasons(chosen.fallbackReason, reason) }, normalized);
+      return single(`running on 1 thread: the threads module failed to load (${String(cause)})`);
     }
   }
-  const fallbackReason = unavailable ? joinReasons(chosen.fallbackReason, `running on 1 thread: ${unavailable}`) : chosen.fallbackReason;
-  return new Attention(await loadModule(), { ...chosen, fallbackReason }, normalized);
+  return single(unavailable ? `running on 1 thread: ${unavailable}` : undefined);
 }
-

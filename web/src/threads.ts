@@ -51,19 +51,21 @@ export function checkThreadsOption(threads: unknown): number | undefined {
   return threads;
 }
 
-let threadedModule: Promise<SdpaModule> | undefined;
+/** Per build: index 0 SIMD128, 1 relaxed SIMD. */
+const threadedModules: [Promise<SdpaModule> | undefined, Promise<SdpaModule> | undefined] = [undefined, undefined];
 
 /** A worker pool that fails to start (e.g. its script cannot load) never settles: give up then. */
 const LOAD_TIMEOUT_MS = 20_000;
 
 /**
- * The pthreads module, instantiated once per realm with coreCount() − 1 preloaded workers (the
- * calling thread is the last one). Under Node its workers are unref'd so they never keep the
- * process alive.
+ * The pthreads module (its relaxed-SIMD build when `relaxed`), instantiated once per realm with
+ * coreCount() − 1 preloaded workers (the calling thread is the last one). Under Node its workers
+ * are unref'd so they never keep the process alive.
  */
-export function loadThreadedModule(): Promise<SdpaModule> {
-  threadedModule ??= (async () => {
-    const { default: create } = await import('./wasm/sdpa_core_mt.mjs');
+export function loadThreadedModule(relaxed: boolean): Promise<SdpaModule> {
+  const slot = relaxed ? 1 : 0;
+  threadedModules[slot] ??= (async () => {
+    const { default: create } = relaxed ? await import('./wasm/sdpa_core_mt_relaxed.mjs') : await import('./wasm/sdpa_core_mt.mjs');
     const cores = coreCount();
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timeout = new Promise<never>((_, reject) => {
@@ -77,8 +79,8 @@ export function loadThreadedModule(): Promise<SdpaModule> {
     }
     return module;
   })().catch((cause: unknown) => {
-    threadedModule = undefined;
+    threadedModules[slot] = undefined;
     throw cause;
   });
-  return threadedModule;
+  return threadedModules[slot];
 }
