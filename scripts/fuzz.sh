@@ -24,9 +24,11 @@ for variant in separate fused; do
     -fno-sanitize-recover=undefined -Icpp "${defines[@]}" \
     cpp/core/*.cpp cpp/kernels/*.cpp tests/fuzz/attention_fuzz.cpp -o "build/fuzz/attention_fuzz_$variant"
   step "fuzzing the $variant multiply-adds for $((seconds / 2))s (2 workers)"
-  "build/fuzz/attention_fuzz_$variant" -max_total_time="$((seconds / 2))" -timeout=20 -rss_limit_mb=4096 \
-    -artifact_prefix=build/fuzz/ -print_final_stats=1 -jobs=2 -workers=2 \
-    build/fuzz/corpus tests/fuzz/corpus 2>&1 | tee "build/fuzz/last-run-$variant.log" | grep -E "^#|DONE|stat::|ERROR|SUMMARY|attention_fuzz:" || true
+  # Run in build/fuzz: libFuzzer writes its per-job fuzz-<n>.log files into the working directory.
+  (cd build/fuzz && "./attention_fuzz_$variant" -max_total_time="$((seconds / 2))" -timeout=20 \
+    -rss_limit_mb=4096 -artifact_prefix=./ -print_final_stats=1 -jobs=2 -workers=2 \
+    corpus ../../tests/fuzz/corpus) 2>&1 | tee "build/fuzz/last-run-$variant.log" |
+    grep -E "^#|DONE|stat::|ERROR|SUMMARY|attention_fuzz:" || true
 done
 if ls build/fuzz/crash-* >/dev/null 2>&1; then die "fuzzing found failing inputs: $(ls build/fuzz/crash-*)"; fi
 step "no failures in ${seconds}s; corpus: $(ls build/fuzz/corpus | wc -l) inputs in build/fuzz/corpus"

@@ -65,7 +65,7 @@ template void softmax_row<double>(const double*, int64_t, double*);
 
 template <typename T>
 void attention_reference(const AttentionPlan& p, const AttentionInputs& in,
-                         const ReferenceOutputs<T>& out, T* workspace) {
+                         const ReferenceOutputs<T>& out, T* workspace, DotRounding rounding) {
   const int64_t group = p.Hq == 0 ? 1 : p.heads_per_kv();
   const int64_t n = p.Lq * p.Lk;
   T* s = workspace;      // [Lq, Lk] scores, scaled and masked in place
@@ -83,7 +83,11 @@ void attention_reference(const AttentionPlan& p, const AttentionInputs& in,
       for (int64_t i = 0; i < p.Lq; ++i) {
         for (int64_t j = 0; j < p.Lk; ++j) {
           T dot = 0;
-          for (int64_t e = 0; e < p.E; ++e) dot += T(q[i * p.E + e]) * T(k[j * p.E + e]);
+          if (rounding == DotRounding::kFused) {
+            for (int64_t e = 0; e < p.E; ++e) dot = std::fma(T(q[i * p.E + e]), T(k[j * p.E + e]), dot);
+          } else {
+            for (int64_t e = 0; e < p.E; ++e) dot += T(q[i * p.E + e]) * T(k[j * p.E + e]);
+          }
           s[i * p.Lk + j] = dot;
         }
       }
@@ -122,9 +126,9 @@ void attention_reference(const AttentionPlan& p, const AttentionInputs& in,
 }
 
 template void attention_reference<float>(const AttentionPlan&, const AttentionInputs&,
-                                         const ReferenceOutputs<float>&, float*);
+                                         const ReferenceOutputs<float>&, float*, DotRounding);
 template void attention_reference<double>(const AttentionPlan&, const AttentionInputs&,
-                                          const ReferenceOutputs<double>&, double*);
+                                          const ReferenceOutputs<double>&, double*, DotRounding);
 
 void softmax_rows(const float* x, int64_t rows, int64_t cols, float temperature, float* out) {
   for (int64_t r = 0; r < rows; ++r) {

@@ -67,9 +67,15 @@ void mask_score_row(const AttentionPlan& p, const void* mask, int64_t b, int64_t
 template <typename T>
 void softmax_row(const T* in, int64_t n, T* out);
 
+// How the scores pass rounds q·k: after each multiply and each add (kSeparate, the default), or
+// once per multiply-add (kFused, std::fma), as a float32 loop compiled with FMA contraction does.
+// kFused is what tests measure e_ref with for kernels that fuse multiply-adds (relaxed SIMD).
+enum class DotRounding { kSeparate, kFused };
+
 template <typename T>
 void attention_reference(const AttentionPlan& plan, const AttentionInputs& in,
-                         const ReferenceOutputs<T>& out, T* workspace);
+                         const ReferenceOutputs<T>& out, T* workspace,
+                         DotRounding rounding = DotRounding::kSeparate);
 
 // out[r, :] = softmax(x[r, :] / temperature) over rows of `cols` values, subtracting the row max.
 // A row of -inf gives zeros. x and out may alias.

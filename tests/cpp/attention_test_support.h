@@ -107,6 +107,22 @@ inline Result run_backend(Backend backend, const Problem& problem, int threads =
   return {strip_canaries(output), strip_canaries(weights)};
 }
 
+// The float32 reference with the given dot-product rounding (run_backend(kScalar) is kSeparate).
+inline Result run_reference32(const Problem& problem, DotRounding rounding) {
+  const AttentionPlan plan = plan_or_die(problem.request);
+  Result r;
+  r.output.assign(plan.output_elements(), NAN);
+  r.weights.assign(plan.return_weights ? plan.weights_elements() : 0, NAN);
+  std::vector<float> workspace(reference_workspace_bytes<float>(plan) / sizeof(float) + 1);
+  ReferenceOutputs<float> out;
+  out.output = r.output.data();
+  out.weights = plan.return_weights ? r.weights.data() : nullptr;
+  const AttentionInputs in{problem.query.data(), problem.key.data(), problem.value.data(),
+                           problem.mask()};
+  attention_reference<float>(plan, in, out, workspace.data(), rounding);
+  return r;
+}
+
 struct Result64 {
   std::vector<double> output, weights;
 };

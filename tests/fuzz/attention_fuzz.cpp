@@ -9,10 +9,11 @@
 //    where ±Inf meets 0 or −Inf in a different order (Inf·0, Inf − Inf), but two infinities must
 //    have the same sign: a NaN never turns finite, a finite result never turns NaN;
 //  - elsewhere |simd − r64| ≤ 2·e_ref + 1e-5·max(1, |V|max), e_ref = max finite |r32 − r64|.
-// Builds with a fused multiply-add (relaxed SIMD, or natively -DSDPA_EMULATE_FUSED_MADD) may
-// instead meet the same rule with r64 in r32's place:
-// a fused multiply-add does not overflow where r32's separate multiply does (a·b past FLT_MAX
-// plus −Inf is −Inf fused, +Inf − Inf = NaN unfused), so it can be right where r32 is not.
+// Builds with a fused multiply-add (relaxed SIMD, or natively -DSDPA_EMULATE_FUSED_MADD) are held
+// to the same rule against either float32 reference, r32 or r32f (whose q·k multiply-adds are
+// fused, DotRounding::kFused), with e_ref the larger of their two errors, or with r64 in r32's
+// place: a fused multiply-add does not overflow where a separate multiply does, so it can be
+// right where both float32 references are not.
 // Any difference beyond that aborts (libFuzzer reports it as a crash with its input).
 #include <cfloat>
 #include <cmath>
@@ -137,18 +138,21 @@ bool agrees(float s, double f, double r64, double bound) {
   return !std::isfinite(r64) || std::fabs(s - r64) <= bound;
 }
 
+// r32f: the float32 reference with fused dot products, compared against only in fused builds.
 template <typename T>
 void compare(const char* what, const std::vector<float>& simd, const std::vector<float>& r32,
-             const std::vector<T>& r64, double value_scale) {
+             const std::vector<float>& r32f, const std::vector<T>& r64, double value_scale) {
   double e_ref = 0;
-  for (size_t i = 0; i < r32.size(); ++i) {
-    if (std::isfinite(r32[i]) && std::isfinite(r64[i])) e_ref = std::max(e_ref, std::fabs(r32[i] - r64[i]));
+  for (const std::vector<float>* r : {&r32, &r32f}) {
+    for (size_t i = 0; i < r->size(); ++i) {
+      if (std::isfinite((*r)[i]) && std::isfinite(r64[i])) e_ref = std::max(e_ref, std::fabs((*r)[i] - r64[i]));
+    }
   }
   const double bound = 2 * e_ref + 1e-5 * std::max(1.0, value_scale);
   for (size_t i = 0; i < simd.size(); ++i) {
     const double exact = static_cast<double>(r64[i]);
     if (agrees(simd[i], r32[i], exact, bound)) continue;
-    if (simd::kFusedMadd && agrees(simd[i], exact, exact, bound)) continue;
+    if (!r32f.empty() && (agrees(simd[i], r32f[i], exact, bound) || agrees(simd[i], exact, exact, bound))) continue;
     fail(what, i, simd[i], r32[i], exact);
   }
 }
@@ -164,12 +168,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!sdpa::plan_attention(p.request, &plan).ok()) return 0;  // invalid shapes are the plan tests' job
   const Result simd = run_backend(sdpa::Backend::kSimd128, p);
   const Result r32 = run_backend(sdpa::Backend::kScalar, p);
+  const Result r32f = sdpa::simd::kFusedMadd ? run_reference32(p, sdpa::DotRounding::kFused) : Result{};
   const Result64 r64 = run_reference64(p);
   double value_scale = 0;
   for (float v : p.value) {
     if (std::isfinite(v)) value_scale = std::max(value_scale, static_cast<double>(std::fabs(v)));
   }
-  compare("output", simd.output, r32.output, r64.output, value_scale);
-  if (plan.return_weights) compare("weights", simd.weights, r32.weights, r64.weights, 1.0);
+  compare("output", simd.output, r32.output, r32f.output, r64.output, value_scale);
+  if (plan.return_weights) compare("weights", simd.weights, r32.weights, r32f.weights, r64.weights, 1.0);
   return 0;
 }

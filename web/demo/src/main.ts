@@ -21,7 +21,8 @@ async function main(): Promise<void> {
   // The library's own words: why 'auto' passed over a backend, and why others cannot run here.
   const why = attn.fallbackReason;
   const unavailable = backends.filter((b) => !b.available && !(why && b.reason && why.includes(b.reason)));
-  status.textContent = `Backend: ${attn.backend} (auto).${why ? ` Fell back: ${why}.` : ''}${unavailable.length ? ` Unavailable: ${unavailable.map((b) => `${b.name} — ${b.reason}`).join('; ')}.` : ''}`;
+  const build = attn.backend === 'webgpu' ? '' : `; ${attn.relaxedSimd ? 'relaxed SIMD, fused multiply-add' : 'SIMD128'}, ${attn.threads} thread${attn.threads > 1 ? 's' : ''}`;
+  status.textContent = `Backend: ${attn.backend} (auto${build}).${why ? ` Fell back: ${why}.` : ''}${unavailable.length ? ` Unavailable: ${unavailable.map((b) => `${b.name} — ${b.reason}`).join('; ')}.` : ''}`;
   status.dataset.backend = attn.backend;
   const app: App = {
     attn,
