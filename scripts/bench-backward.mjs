@@ -46,7 +46,7 @@ function time(fn) {
   return median(ms);
 }
 
-const simd = await createAttention({ backend: 'simd' });
+const simd = await createAttention({ backend: 'simd', threads: 1 });
 const scalar = await createAttention({ backend: 'scalar' });
 const rows = [];
 for (const n of lengths) {

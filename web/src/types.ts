@@ -119,7 +119,7 @@ export interface CreateAttentionOptions {
   threads?: number;
   /**
    * Whether to run the relaxed-SIMD build of the wasm module, whose 'simd' kernels use fused
-   * multiply-adds (`f32x4.relaxed_madd`; about 15–25% faster on x86-64 with FMA). Default: where
+   * multiply-adds (`f32x4.relaxed_madd`; about 15–20% faster on x86-64 with FMA). Default: where
    * the engine has relaxed SIMD (Chrome/Edge ≥ 114, Node ≥ 22; Node 20 with
    * `--experimental-wasm-relaxed-simd`). `false` forces the SIMD128 build, whose results are
    * bit-identical on every engine and CPU (a relaxed multiply-add may or may not round between
