@@ -25,6 +25,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/dot_2x16.h"
 #include "kernels/simd128.h"
 
 namespace sdpa {
@@ -80,34 +81,13 @@ void pack_rows(const float* x, int64_t rows, int64_t D, int64_t rows_padded, int
   for (int64_t r = 0; r < rows; ++r) std::copy(x + r * D, x + (r + 1) * D, out + r * d4);
 }
 
-// a[0, 4) = x0 · tile[:, 0, 16), a[4, 8) = x1 · tile[:, 0, 16) for two rows of length D; tile is
-// a column slice of a [D, Bc] tile.
-template <bool kFused>
-inline void dot_2x16(const float* x0, const float* x1, const float* tile, int64_t D, f32x4* a) {
-  for (int i = 0; i < 2 * kColumnVectors; ++i) a[i] = splat(0.0f);
-  for (int64_t d = 0; d < D; ++d) {
-    const float* t = tile + d * kTileKeys;
-    const f32x4 s0 = splat(x0[d]), s1 = splat(x1[d]);
-    for (int c = 0; c < kColumnVectors; ++c) {
-      const f32x4 tc = load(t + 4 * c);
-      a[c] = dot_madd<kFused>(s0, tc, a[c]);
-      a[kColumnVectors + c] = dot_madd<kFused>(s1, tc, a[kColumnVectors + c]);
-    }
-  }
-}
-
-// o_r[0, 16) = Σ_d x_r[d]·tile[d, 0, 16) for two rows x0, x1. Fused multiply-adds: see dot_madd
-// in simd128.h.
+// o_r[0, 16) = Σ_d x_r[d]·tile[d, 0, 16) for two rows x0, x1 of length D; tile is a column
+// slice of a [D, Bc] tile.
 inline void rows_times_tile_2x16(const float* x0, const float* x1, const float* tile, int64_t D,
                                  float* o0, float* o1) {
+  static_assert(kColumnVectors == kTileVectors, "one register tile width");
   f32x4 a[2 * kColumnVectors];
-  dot_2x16<kFusedMadd>(x0, x1, tile, D, a);
-  const f32x4 neg_inf = splat(kNegInf);
-  if (kFusedMadd && may_have_overflowed(a, 2 * kColumnVectors, neg_inf)) {
-    f32x4 unfused[2 * kColumnVectors];
-    dot_2x16<false>(x0, x1, tile, D, unfused);
-    take_unfused_where_neg_inf(a, unfused, 2 * kColumnVectors, neg_inf);
-  }
+  dot_2x16<kTileKeys, 0>(x0, x1, tile, D, splat(kNegInf), a);
   for (int c = 0; c < kColumnVectors; ++c) {
     store(o0 + 4 * c, a[c]);
     store(o1 + 4 * c, a[kColumnVectors + c]);

@@ -42,6 +42,7 @@
 #include <thread>
 
 #include "core/parallel.h"
+#include "kernels/dot_2x16.h"
 #include "kernels/simd128.h"
 
 namespace sdpa {
@@ -90,35 +91,14 @@ void pack_key_tile(const float* key, idx Lk, idx E, idx t, float* tile) {
   }
 }
 
-// a[0, 4) = q0 · kt[:, 0, 16), a[4, 8) = q1 · kt[:, 0, 16): two query rows against a column
-// slice of a [E, Bc] Kᵀ tile, 2 × 16 dot products in 8 f32x4 registers.
-// kE > 0 fixes E at compile time (fully unrolled, no loop counter), 0 reads it from E.
-template <int kE, bool kFused>
-inline void dot_2x16(const float* q0, const float* q1, const float* kt, idx E, f32x4* a) {
-  for (int i = 0; i < 2 * kColumnVectors; ++i) a[i] = splat(0.0f);
-  const float* const end = q0 + (kE > 0 ? kE : E);
-  for (; q0 != end; ++q0, ++q1, kt += kTileKeys) {
-    const f32x4 x0 = splat(*q0), x1 = splat(*q1);
-    for (int c = 0; c < kColumnVectors; ++c) {
-      const f32x4 kc = load(kt + 4 * c);
-      a[c] = dot_madd<kFused>(x0, kc, a[c]);
-      a[kColumnVectors + c] = dot_madd<kFused>(x1, kc, a[kColumnVectors + c]);
-    }
-  }
-}
-
-// S[r][0, 16) = scale·(q_r · kt[:, 0, 16)) for two query rows, folded into the running row
-// maxima (NaN dropped, see header). Fused multiply-adds: see dot_madd in simd128.h.
+// S[r][0, 16) = scale·(q_r · kt[:, 0, 16)) for two query rows of a [E, Bc] Kᵀ tile, folded into
+// the running row maxima (NaN dropped, see header).
 template <int kE>
 inline void scores_2x16(const float* q0, const float* q1, const float* kt, idx E, f32x4 scale,
                         f32x4 neg_inf, float* s0, float* s1, f32x4& max0, f32x4& max1) {
+  static_assert(kColumnVectors == kTileVectors, "one register tile width");
   f32x4 a[2 * kColumnVectors];
-  dot_2x16<kE, kFusedMadd>(q0, q1, kt, E, a);
-  if (kFusedMadd && may_have_overflowed(a, 2 * kColumnVectors, neg_inf)) {
-    f32x4 unfused[2 * kColumnVectors];
-    dot_2x16<kE, false>(q0, q1, kt, E, unfused);
-    take_unfused_where_neg_inf(a, unfused, 2 * kColumnVectors, neg_inf);
-  }
+  dot_2x16<kTileKeys, kE>(q0, q1, kt, E, neg_inf, a);
   for (int c = 0; c < kColumnVectors; ++c) {
     const f32x4 x0 = mul(a[c], scale), x1 = mul(a[kColumnVectors + c], scale);
     max0 = pmax(max0, x0);

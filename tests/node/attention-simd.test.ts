@@ -1,14 +1,7 @@
-// The shared attention test body (support/attention-suite.ts) on the 'simd' backend, relaxed-SIMD
-// build (fused multiply-add; the default where the engine has it, as in every test process).
-import { expect } from 'vitest';
-import { createAttention } from 'sdpa-web';
+// The shared attention test body (support/attention-suite.ts) on the 'simd' backend,
+// relaxed-SIMD build (fused multiply-add; the default where the engine has it, as in every
+// test process).
 import { defineAttentionSuite } from './support/attention-suite.js';
+import { createSimdBuild } from './support/simd-builds.js';
 
-defineAttentionSuite('simd', {
-  factor: 2,
-  create: async () => {
-    const attn = await createAttention({ backend: 'simd', relaxedSimd: true });
-    expect(attn.relaxedSimd).toBe(true);
-    return attn;
-  },
-});
+defineAttentionSuite('simd', { factor: 2, create: () => createSimdBuild(true) });

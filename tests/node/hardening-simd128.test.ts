@@ -1,14 +1,6 @@
-// The hardening checklist (support/hardening-suite.ts) on the 'simd' backend, SIMD128 build
-// (separate multiply and add).
-import { expect } from 'vitest';
-import { createAttention } from 'sdpa-web';
+// The hardening checklist (support/hardening-suite.ts) on the 'simd' backend,
+// SIMD128 build (separate multiply and add).
 import { defineHardeningSuite } from './support/hardening-suite.js';
+import { createSimdBuild } from './support/simd-builds.js';
 
-defineHardeningSuite('simd', {
-  factor: 2,
-  create: async () => {
-    const attn = await createAttention({ backend: 'simd', relaxedSimd: false });
-    expect(attn.relaxedSimd).toBe(false);
-    return attn;
-  },
-});
+defineHardeningSuite('simd', { factor: 2, create: () => createSimdBuild(false) });
