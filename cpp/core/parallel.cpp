@@ -8,6 +8,7 @@
 #endif
 
 #if SDPA_THREADS
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -35,7 +36,9 @@ namespace {
 // for a helper to wake up: a helper that wakes late finds nothing to claim, and one still asleep
 // from an earlier generation cannot claim a later generation's task by mistake (the claim is a
 // compare-exchange that checks the generation). Worker threads are created on first need and
-// live for the process.
+// live for the process. A worker spins for kSpinBeforeSleep after its last task before it sleeps:
+// waking a sleeping thread (a futex, through the browser or a VM) can take a large share of a
+// millisecond call, and back-to-back calls then find the helpers awake.
 class Pool {
  public:
   static Pool& get() {
@@ -65,7 +68,8 @@ class Pool {
       tasks_.store(tasks, std::memory_order_relaxed);
       active_helpers_ = helpers;
       finished_.store(0, std::memory_order_relaxed);
-      generation = ++generation_;
+      generation = generation_.load(std::memory_order_relaxed) + 1;
+      generation_.store(generation, std::memory_order_release);
       next_.store(generation << kIndexBits, std::memory_order_release);
     }
     wake_.notify_all();
@@ -77,6 +81,7 @@ class Pool {
 
  private:
   static constexpr int kIndexBits = 40;
+  static constexpr std::chrono::microseconds kSpinBeforeSleep{500};
 
   Pool() {
     const unsigned n = std::thread::hardware_concurrency();
@@ -99,10 +104,15 @@ class Pool {
   void worker_loop(int index) {
     uint64_t seen = 0;
     for (;;) {
+      const auto spin_until = std::chrono::steady_clock::now() + kSpinBeforeSleep;
+      while (generation_.load(std::memory_order_acquire) == seen &&
+             std::chrono::steady_clock::now() < spin_until) {
+        std::this_thread::yield();
+      }
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return generation_ != seen; });
-        seen = generation_;
+        wake_.wait(lock, [&] { return generation_.load(std::memory_order_relaxed) != seen; });
+        seen = generation_.load(std::memory_order_relaxed);
         if (index > active_helpers_) continue;  // not needed this time (no scratch for it)
       }
       drain(index, seen);
@@ -113,7 +123,7 @@ class Pool {
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
-  uint64_t generation_ = 0;
+  std::atomic<uint64_t> generation_{0};  // written under mutex_, read by spinning workers
   int active_helpers_ = 0;
   ParallelBody body_ = nullptr;
   void* context_ = nullptr;
