@@ -12,7 +12,7 @@
 //    Ev % 4 != 0; else V is read in place) while the other threads' tasks on that head wait.
 //    Per task, stream the key tiles. For each tile:
 //      S = Q_block·Kᵀ_tile·scale  (register tile: 2 query rows × 16 keys, 8 f32x4 accumulators;
-//                                  the row maxima are taken from the registers, no extra pass),
+//                                  each row's min and max are taken from the registers),
 //      mask S (only tiles that hold a hidden key: the causal edge, the end of Lk, an explicit
 //      mask), then the online softmax per row: m' = max(m, rowmax S), P = e^(S − m'),
 //      l' = l·e^(m − m') + ΣP, O' = O·e^(m − m') + P·V_tile (register tile: 2 rows × 16 dims).
@@ -27,6 +27,7 @@
 //    every use inside a loop).
 //  - Hidden keys (score −inf after masking) get P = −0.0, and tiles holding any use a P·V that
 //    drops −0.0 lanes, so NaN/Inf values at hidden positions never leak (as in the reference).
+//    Rows whose tile min is above −inf take a softmax loop without that marking.
 //    A NaN score is left out of the row max (one maxps instead of NaN-aware max) but still makes
 //    its P, hence l and the whole output row, NaN, as in the reference.
 //  - Weights, when requested: a second sweep recomputes each S tile and writes e^(S − m)/l.
@@ -75,9 +76,10 @@ Sizes sizes_of(const AttentionPlan& p) {
   s.pack_values = p.Ev % 4 != 0;
   s.key_tiles_per_head = s.tiles * static_cast<idx>(p.E) * kTileKeys;
   s.value_rows_per_head = s.pack_values ? static_cast<idx>(p.Lk) * s.ev4 : 0;
-  // scores [Bq + 1, Bc] (+1: the twin of an odd last row), acc [Bq + 1, Ev4], max, sum, tile max
+  // scores [Bq + 1, Bc] (+1: the twin of an odd last row), acc [Bq + 1, Ev4], row max, row sum,
+  // tile min, tile max
   s.scratch = (kBlockQueries + 1) * kTileKeys +
-              kBlocksPerTask * ((kBlockQueries + 1) * s.ev4 + 3 * (kBlockQueries + 2)) + 4;
+              kBlocksPerTask * ((kBlockQueries + 1) * s.ev4 + 4 * (kBlockQueries + 2)) + 4;
   return s;
 }
 
@@ -91,38 +93,51 @@ void pack_key_tile(const float* key, idx Lk, idx E, idx t, float* tile) {
   }
 }
 
+// Running per-lane extremes of one score row (NaN left out of both).
+struct RowRange {
+  f32x4 min, max;
+  void fold(f32x4 x) {
+    min = pmin(min, x);
+    max = pmax(max, x);
+  }
+};
+
 // S[r][0, 16) = scale·(q_r · kt[:, 0, 16)) for two query rows of a [E, Bc] Kᵀ tile, folded into
-// the running row maxima (NaN dropped, see header).
+// the running row ranges (see header).
 template <int kE>
 inline void scores_2x16(const float* q0, const float* q1, const float* kt, idx E, f32x4 scale,
-                        f32x4 neg_inf, float* s0, float* s1, f32x4& max0, f32x4& max1) {
+                        f32x4 neg_inf, float* s0, float* s1, RowRange& range0, RowRange& range1) {
   static_assert(kColumnVectors == kTileVectors, "one register tile width");
   f32x4 a[2 * kColumnVectors];
   dot_2x16<kTileKeys, kE>(q0, q1, kt, E, neg_inf, a);
   for (int c = 0; c < kColumnVectors; ++c) {
     const f32x4 x0 = mul(a[c], scale), x1 = mul(a[kColumnVectors + c], scale);
-    max0 = pmax(max0, x0);
-    max1 = pmax(max1, x1);
+    range0.fold(x0);
+    range1.fold(x1);
     store(s0 + 4 * c, x0);
     store(s1 + 4 * c, x1);
   }
 }
 
-// S rows [0, rows) (rows even) of a block against one [E, Bc] key tile, with row maxima.
+// S rows [0, rows) (rows even) of a block against one [E, Bc] key tile, with each row's
+// smallest and largest score (NaN left out).
 template <int kE>
 void scores_block(const float* query, idx rows, idx last_row, idx E, const float* kt, f32x4 scale,
-                  f32x4 neg_inf, float* scores, float* tile_max) {
+                  f32x4 neg_inf, float* scores, float* tile_min, float* tile_max) {
+  const f32x4 inf = splat(std::numeric_limits<float>::infinity());
   for (idx r = 0; r < rows; r += 2) {
     const float* q0 = query + r * E;
     const float* q1 = query + std::min(r + 1, last_row) * E;
     float* s0 = scores + r * kTileKeys;
     float* s1 = s0 + kTileKeys;
-    f32x4 max0 = neg_inf, max1 = max0;
+    RowRange range0{inf, neg_inf}, range1{inf, neg_inf};
     for (int col = 0; col < kTileKeys; col += 4 * kColumnVectors) {
-      scores_2x16<kE>(q0, q1, kt + col, E, scale, neg_inf, s0 + col, s1 + col, max0, max1);
+      scores_2x16<kE>(q0, q1, kt + col, E, scale, neg_inf, s0 + col, s1 + col, range0, range1);
     }
-    tile_max[r] = horizontal_max(max0);
-    tile_max[r + 1] = horizontal_max(max1);
+    tile_min[r] = horizontal_min(range0.min);
+    tile_min[r + 1] = horizontal_min(range1.min);
+    tile_max[r] = horizontal_max(range0.max);
+    tile_max[r + 1] = horizontal_max(range1.max);
   }
 }
 
@@ -221,12 +236,13 @@ struct BlockContext {
   float* acc;       // [Bq + 1, Ev4]
   float* row_max;   // [Bq + 2]
   float* row_sum;   // [Bq + 2]
+  float* tile_min;  // [Bq + 2] each row's smallest score in the tile: -inf iff a key is hidden
   float* tile_max;  // [Bq + 2]
   const Constants* k;
 };
 
 // Scores of the block's rows against key tile t: S = Q·Kᵀ·scale, masked when the tile holds a
-// hidden key, and each row's max over the tile into tile_max (NaN left out). Rows run in pairs;
+// hidden key, and each row's min and max over the tile into tile_min, tile_max (NaN left out). Rows run in pairs;
 // an odd block also fills a twin of its last row at index `rows`.
 void compute_score_tile(const BlockContext& c, idx t) {
   const AttentionPlan& p = c.s.p;
@@ -235,10 +251,10 @@ void compute_score_tile(const BlockContext& c, idx t) {
   const f32x4 scale = splat(p.scale), neg_inf = splat(kNegInf);
   const float* query = c.query + i0 * E;
   switch (E) {
-    case 32: scores_block<32>(query, rows, rows - 1, E, kt, scale, neg_inf, c.scores, c.tile_max); break;
-    case 64: scores_block<64>(query, rows, rows - 1, E, kt, scale, neg_inf, c.scores, c.tile_max); break;
-    case 128: scores_block<128>(query, rows, rows - 1, E, kt, scale, neg_inf, c.scores, c.tile_max); break;
-    default: scores_block<0>(query, rows, rows - 1, E, kt, scale, neg_inf, c.scores, c.tile_max); break;
+    case 32: scores_block<32>(query, rows, rows - 1, E, kt, scale, neg_inf, c.scores, c.tile_min, c.tile_max); break;
+    case 64: scores_block<64>(query, rows, rows - 1, E, kt, scale, neg_inf, c.scores, c.tile_min, c.tile_max); break;
+    case 128: scores_block<128>(query, rows, rows - 1, E, kt, scale, neg_inf, c.scores, c.tile_min, c.tile_max); break;
+    default: scores_block<0>(query, rows, rows - 1, E, kt, scale, neg_inf, c.scores, c.tile_min, c.tile_max); break;
   }
 
   // Does any row of the block have a hidden key in this tile?
@@ -266,13 +282,15 @@ void compute_score_tile(const BlockContext& c, idx t) {
         s[j] = m == kNegInf ? kNegInf : s[j] + m;
       }
     }
-    f32x4 tmax = neg_inf;
-    for (int col = 0; col < kTileKeys; col += 4) tmax = pmax(tmax, load(s + col));
-    c.tile_max[r] = horizontal_max(tmax);
+    RowRange range{splat(std::numeric_limits<float>::infinity()), neg_inf};
+    for (int col = 0; col < kTileKeys; col += 4) range.fold(load(s + col));
+    c.tile_min[r] = horizontal_min(range.min);
+    c.tile_max[r] = horizontal_max(range.max);
   }
   if (rows % 2) {
     const float* last = c.scores + (rows - 1) * kTileKeys;
     std::copy(last, last + kTileKeys, c.scores + rows * kTileKeys);
+    c.tile_min[rows] = c.tile_min[rows - 1];
     c.tile_max[rows] = c.tile_max[rows - 1];
   }
 }
@@ -298,24 +316,29 @@ bool update_row(const BlockContext& c, idx r) {
     }
     m_new = std::numeric_limits<float>::quiet_NaN();
   }
-  const f32x4 m = splat(m_new), neg_inf = c.k->neg_inf, hidden = c.k->hidden;
+  const f32x4 m = splat(m_new);
   const ExpConstants ek = c.k->exp;
-  f32x4 sum0 = splat(0.0f), sum1 = splat(0.0f);
-  mask32x4 any_hidden{};
-  for (int col = 0; col < kTileKeys; col += 4) {
-    const f32x4 sv = load(s + col);
-    const mask32x4 h = equal(sv, neg_inf);
-    // e^-inf is +0: or-ing the sign bit in marks it hidden (-0.0)
-    const f32x4 pv = or_bits(exp_nonpositive(sub(sv, m), ek), keep_where(hidden, h));
-    any_hidden = any_hidden | h;
-    if (col & 4) {
-      sum1 = add(sum1, pv);
-    } else {
-      sum0 = add(sum0, pv);
+  f32x4 sum = splat(0.0f);
+  // Two loops, one sum order: only a row with a hidden key pays for marking it (and the
+  // simpler loop keeps V8 from spilling its constants).
+  const bool hidden_keys = c.tile_min[r] == kNegInf;
+  if (hidden_keys) {
+    const f32x4 neg_inf = c.k->neg_inf, hidden = c.k->hidden;
+    for (int col = 0; col < kTileKeys; col += 4) {
+      const f32x4 sv = load(s + col);
+      // e^-inf is +0: or-ing the sign bit in marks it hidden (-0.0)
+      const f32x4 pv = or_bits(exp_nonpositive(sub(sv, m), ek), keep_where(hidden, equal(sv, neg_inf)));
+      sum = add(sum, pv);
+      store(s + col, pv);
     }
-    store(s + col, pv);
+  } else {
+    for (int col = 0; col < kTileKeys; col += 4) {
+      const f32x4 pv = exp_nonpositive(sub(load(s + col), m), ek);
+      sum = add(sum, pv);
+      store(s + col, pv);
+    }
   }
-  const float tile_sum = horizontal_sum(add(sum0, sum1));
+  const float tile_sum = horizontal_sum(sum);
   if (m_new == m_old) {
     c.row_sum[r] += tile_sum;
   } else {
@@ -326,7 +349,7 @@ bool update_row(const BlockContext& c, idx r) {
     const f32x4 a = splat(alpha);
     for (idx col = 0; col < c.s.sz.ev4; col += 4) store(o + col, mul(load(o + col), a));
   }
-  return any(any_hidden);
+  return hidden_keys;
 }
 
 void accumulate_tile(const BlockContext& c, idx rows, idx t, bool drop_hidden) {
@@ -504,10 +527,11 @@ void attention_simd128(const AttentionPlan& p, const AttentionInputs& in, float*
     auto* blocks = reinterpret_cast<BlockContext*>(storage);
     idx most_tiles = 0;
     for (idx i = 0; i < count; ++i) {
-      float* acc = block_scratch + i * ((kBlockQueries + 1) * sz.ev4 + 3 * (kBlockQueries + 2));
+      float* acc = block_scratch + i * ((kBlockQueries + 1) * sz.ev4 + 4 * (kBlockQueries + 2));
       float* row_max = acc + (kBlockQueries + 1) * sz.ev4;
       float* row_sum = row_max + kBlockQueries + 2;
-      float* tile_max = row_sum + kBlockQueries + 2;
+      float* tile_min = row_sum + kBlockQueries + 2;
+      float* tile_max = tile_min + kBlockQueries + 2;
       const idx i0 = (first_block + i) * kBlockQueries;
       new (&blocks[i]) BlockContext{s,
                                     b,
@@ -523,6 +547,7 @@ void attention_simd128(const AttentionPlan& p, const AttentionInputs& in, float*
                                     acc,
                                     row_max,
                                     row_sum,
+                                    tile_min,
                                     tile_max,
                                     &k};
       start_block(blocks[i]);

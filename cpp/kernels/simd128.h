@@ -40,6 +40,8 @@ constexpr bool kFusedMadd = false;
 // a < b ? b : a, lane-wise (wasm's f32x4.pmax): one maxps on x86 (max() needs ~7 for its
 // NaN/±0 rules). A NaN in `b` is dropped, a NaN in `a` kept.
 inline f32x4 pmax(f32x4 a, f32x4 b) { return wasm_f32x4_pmax(a, b); }
+// b < a ? b : a, lane-wise (wasm's f32x4.pmin): a NaN in `b` is dropped, a NaN in `a` kept.
+inline f32x4 pmin(f32x4 a, f32x4 b) { return wasm_f32x4_pmin(a, b); }
 inline mask32x4 less(f32x4 a, f32x4 b) { return wasm_f32x4_lt(a, b); }
 inline mask32x4 equal(f32x4 a, f32x4 b) { return wasm_f32x4_eq(a, b); }
 inline mask32x4 bits_differ(f32x4 a, f32x4 b) { return wasm_i32x4_ne(a, b); }
@@ -106,6 +108,7 @@ inline f32x4 max(f32x4 a, f32x4 b) {
   return nan ? a + b : larger;
 }
 inline f32x4 pmax(f32x4 a, f32x4 b) { return a < b ? b : a; }
+inline f32x4 pmin(f32x4 a, f32x4 b) { return b < a ? b : a; }
 inline mask32x4 less(f32x4 a, f32x4 b) { return a < b; }
 inline mask32x4 equal(f32x4 a, f32x4 b) { return a == b; }
 inline mask32x4 bits_differ(f32x4 a, f32x4 b) {
@@ -157,6 +160,12 @@ inline float max_propagating_nan(float a, float b) {
   return (a != a || b != b) ? a + b : (a > b ? a : b);
 }
 inline float horizontal_sum(f32x4 v) { return (lane(v, 0) + lane(v, 1)) + (lane(v, 2) + lane(v, 3)); }
+// The smallest lane; lanes must not be NaN.
+inline float horizontal_min(f32x4 v) {
+  const float a = lane(v, 0) < lane(v, 1) ? lane(v, 0) : lane(v, 1);
+  const float b = lane(v, 2) < lane(v, 3) ? lane(v, 2) : lane(v, 3);
+  return a < b ? a : b;
+}
 inline float horizontal_max(f32x4 v) {
   return max_propagating_nan(max_propagating_nan(lane(v, 0), lane(v, 1)),
                              max_propagating_nan(lane(v, 2), lane(v, 3)));
