@@ -8,7 +8,6 @@
 #endif
 
 #if SDPA_THREADS
-#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -36,9 +35,7 @@ namespace {
 // for a helper to wake up: a helper that wakes late finds nothing to claim, and one still asleep
 // from an earlier generation cannot claim a later generation's task by mistake (the claim is a
 // compare-exchange that checks the generation). Worker threads are created on first need and
-// live for the process. A worker spins for kSpinBeforeSleep after its last task before it sleeps:
-// waking a sleeping thread (a futex, through the browser or a VM) can take a large share of a
-// millisecond call, and back-to-back calls then find the helpers awake.
+// live for the process.
 class Pool {
  public:
   static Pool& get() {
@@ -68,8 +65,7 @@ class Pool {
       tasks_.store(tasks, std::memory_order_relaxed);
       active_helpers_ = helpers;
       finished_.store(0, std::memory_order_relaxed);
-      generation = generation_.load(std::memory_order_relaxed) + 1;
-      generation_.store(generation, std::memory_order_release);
+      generation = ++generation_;
       next_.store(generation << kIndexBits, std::memory_order_release);
     }
     wake_.notify_all();
@@ -81,7 +77,6 @@ class Pool {
 
  private:
   static constexpr int kIndexBits = 40;
-  static constexpr std::chrono::microseconds kSpinBeforeSleep{500};
 
   Pool() {
     const unsigned n = std::thread::hardware_concurrency();
@@ -104,15 +99,10 @@ class Pool {
   void worker_loop(int index) {
     uint64_t seen = 0;
     for (;;) {
-      const auto spin_until = std::chrono::steady_clock::now() + kSpinBeforeSleep;
-      while (generation_.load(std::memory_order_acquire) == seen &&
-             std::chrono::steady_clock::now() < spin_until) {
-        std::this_thread::yield();
-      }
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return generation_.load(std::memory_order_relaxed) != seen; });
-        seen = generation_.load(std::memory_order_relaxed);
+        wake_.wait(lock, [&] { return generation_ != seen; });
+        seen = generation_;
         if (index > active_helpers_) continue;  // not needed this time (no scratch for it)
       }
       drain(index, seen);
@@ -123,7 +113,7 @@ class Pool {
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::atomic<uint64_t> generation_{0};  // written under mutex_, read by spinning workers
+  uint64_t generation_ = 0;
   int active_helpers_ = 0;
   ParallelBody body_ = nullptr;
   void* context_ = nullptr;
