@@ -15,12 +15,23 @@
 namespace sdpa::testing {
 namespace {
 
-struct Grads64 {
-  std::vector<double> dq, dk, dv, dmask;
+// NaN-filled gradients of a plan's shapes (dmask used only with an additive mask), and the
+// BackwardOutputs that point into them.
+template <typename T>
+struct Grads {
+  std::vector<T> dq, dk, dv, dmask;
+  explicit Grads(const AttentionPlan& plan)
+      : dq(plan.query_elements(), NAN),
+        dk(plan.key_elements(), NAN),
+        dv(plan.value_elements(), NAN),
+        dmask(plan.mask_elements, NAN) {}
+  BackwardOutputs<T> outputs(const AttentionPlan& plan) {
+    return {dq.data(), dk.data(), dv.data(),
+            plan.mask_kind == MaskKind::kAdditive ? dmask.data() : nullptr};
+  }
 };
-struct Grads32 {
-  std::vector<float> dq, dk, dv, dmask;
-};
+using Grads64 = Grads<double>;
+using Grads32 = Grads<float>;
 
 std::vector<float> random_d_output(const Problem& p, uint32_t seed) {
   return random_floats(plan_or_die(p.request).output_elements(), seed);
@@ -32,15 +43,10 @@ AttentionInputs inputs_of(const Problem& p) {
 
 Grads64 backward64(const Problem& problem, const std::vector<float>& d_output) {
   const AttentionPlan plan = plan_or_die(problem.request);
-  Grads64 g;
-  g.dq.assign(plan.query_elements(), NAN);
-  g.dk.assign(plan.key_elements(), NAN);
-  g.dv.assign(plan.value_elements(), NAN);
-  g.dmask.assign(plan.mask_elements, NAN);
+  Grads64 g(plan);
   std::vector<double> ws(backward_reference_workspace_bytes<double>(plan) / sizeof(double) + 1);
-  BackwardOutputs<double> out{g.dq.data(), g.dk.data(), g.dv.data(),
-                              plan.mask_kind == MaskKind::kAdditive ? g.dmask.data() : nullptr};
-  attention_backward_reference<double>(plan, inputs_of(problem), d_output.data(), out, ws.data());
+  attention_backward_reference<double>(plan, inputs_of(problem), d_output.data(), g.outputs(plan),
+                                       ws.data());
   return g;
 }
 
@@ -48,11 +54,7 @@ Grads64 backward64(const Problem& problem, const std::vector<float>& d_output) {
 Grads32 backward32(Backend backend, const Problem& problem, const std::vector<float>& d_output,
                    bool pass_forward) {
   const AttentionPlan plan = plan_or_die(problem.request);
-  Grads32 g;
-  g.dq.assign(plan.query_elements(), NAN);
-  g.dk.assign(plan.key_elements(), NAN);
-  g.dv.assign(plan.value_elements(), NAN);
-  g.dmask.assign(plan.mask_elements, NAN);
+  Grads32 g(plan);
   std::vector<float> output, lse;
   if (pass_forward) {
     output.assign(plan.output_elements(), NAN);
@@ -63,11 +65,9 @@ Grads32 backward32(Backend backend, const Problem& problem, const std::vector<fl
     run_attention(backend, forward, inputs_of(problem), output.data(), nullptr, ws.data(), 1, lse.data());
   }
   std::vector<uint8_t> ws(backward_workspace_bytes(backend, plan, pass_forward) + 16);
-  BackwardOutputs<float> out{g.dq.data(), g.dk.data(), g.dv.data(),
-                             plan.mask_kind == MaskKind::kAdditive ? g.dmask.data() : nullptr};
   run_attention_backward(backend, plan, inputs_of(problem), d_output.data(),
                          pass_forward ? output.data() : nullptr, pass_forward ? lse.data() : nullptr,
-                         out, ws.data());
+                         g.outputs(plan), ws.data());
   return g;
 }
 
