@@ -84,7 +84,9 @@ void attention_reference(const AttentionPlan& p, const AttentionInputs& in,
         for (int64_t j = 0; j < p.Lk; ++j) {
           T dot = 0;
           if (rounding == DotRounding::kFused) {
-            for (int64_t e = 0; e < p.E; ++e) dot = std::fma(T(q[i * p.E + e]), T(k[j * p.E + e]), dot);
+            for (int64_t e = 0; e < p.E; ++e) {
+              dot = std::fma(T(q[i * p.E + e]), T(k[j * p.E + e]), dot);
+            }
           } else {
             for (int64_t e = 0; e < p.E; ++e) dot += T(q[i * p.E + e]) * T(k[j * p.E + e]);
           }

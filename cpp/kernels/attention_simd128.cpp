@@ -20,8 +20,8 @@
 //    plus about Bq·(Bc + 4·Ev) floats per thread.
 //  - Causal: tiles after a block's last visible key are skipped, not masked (about half the work
 //    of the unmasked call), and the tasks with the most tiles are handed out first.
-//  - Every multiply-add is simd::madd: fused (f32x4.relaxed_madd) in the relaxed-SIMD build, where
-//    it halves the instructions of both matrix products, a multiply and an add in the SIMD128 build.
+//  - Every multiply-add is simd::madd: fused (f32x4.relaxed_madd) in the relaxed-SIMD build,
+//    where it halves the instructions of both matrix products; a multiply and an add in SIMD128.
 //  - The exp is a polynomial (kernels/simd128.h, ~1 ulp); scale and row max come from the QK
 //    registers; vector constants are loaded once per task (V8 rematerialises a v128.const at
 //    every use inside a loop).
@@ -41,6 +41,7 @@
 #include <limits>
 #include <new>
 #include <thread>
+#include <type_traits>
 
 #include "core/parallel.h"
 #include "kernels/dot_2x16.h"
@@ -242,19 +243,24 @@ struct BlockContext {
 };
 
 // Scores of the block's rows against key tile t: S = Q·Kᵀ·scale, masked when the tile holds a
-// hidden key, and each row's min and max over the tile into tile_min, tile_max (NaN left out). Rows run in pairs;
-// an odd block also fills a twin of its last row at index `rows`.
+// hidden key, and each row's min and max over the tile into tile_min, tile_max (NaN left out).
+// Rows run in pairs; an odd block also fills a twin of its last row at index `rows`.
 void compute_score_tile(const BlockContext& c, idx t) {
   const AttentionPlan& p = c.s.p;
   const idx E = c.s.E, rows = c.rows, i0 = c.i0;
   const float* kt = c.key_tiles + t * E * kTileKeys;
   const f32x4 scale = splat(p.scale), neg_inf = splat(kNegInf);
   const float* query = c.query + i0 * E;
+  // E fixed at compile time for the common head dims (kE = 0: read from E).
+  const auto scores = [&](auto kE) {
+    scores_block<decltype(kE)::value>(query, rows, rows - 1, E, kt, scale, neg_inf, c.scores,
+                                      c.tile_min, c.tile_max);
+  };
   switch (E) {
-    case 32: scores_block<32>(query, rows, rows - 1, E, kt, scale, neg_inf, c.scores, c.tile_min, c.tile_max); break;
-    case 64: scores_block<64>(query, rows, rows - 1, E, kt, scale, neg_inf, c.scores, c.tile_min, c.tile_max); break;
-    case 128: scores_block<128>(query, rows, rows - 1, E, kt, scale, neg_inf, c.scores, c.tile_min, c.tile_max); break;
-    default: scores_block<0>(query, rows, rows - 1, E, kt, scale, neg_inf, c.scores, c.tile_min, c.tile_max); break;
+    case 32: scores(std::integral_constant<int, 32>{}); break;
+    case 64: scores(std::integral_constant<int, 64>{}); break;
+    case 128: scores(std::integral_constant<int, 128>{}); break;
+    default: scores(std::integral_constant<int, 0>{}); break;
   }
 
   // Does any row of the block have a hidden key in this tile?
@@ -327,7 +333,8 @@ bool update_row(const BlockContext& c, idx r) {
     for (int col = 0; col < kTileKeys; col += 4) {
       const f32x4 sv = load(s + col);
       // e^-inf is +0: or-ing the sign bit in marks it hidden (-0.0)
-      const f32x4 pv = or_bits(exp_nonpositive(sub(sv, m), ek), keep_where(hidden, equal(sv, neg_inf)));
+      const f32x4 pv =
+          or_bits(exp_nonpositive(sub(sv, m), ek), keep_where(hidden, equal(sv, neg_inf)));
       sum = add(sum, pv);
       store(s + col, pv);
     }

@@ -1,8 +1,9 @@
 // dot_2x16: the register tile of the SIMD kernels' dot products (Q·Kᵀ in the forward; Q·Kᵀ and
-// dO·Vᵀ in the backward): two rows x0, x1 of length E against a 16-column slice of an [E, kStride]
-// tile, 2 × 16 dot products in 8 f32x4 registers (a[0, 4) for x0, a[4, 8) for x1), each a chain
-// of multiply-adds over E. The broadcast-row × loaded-columns form keeps 8 accumulators, 2
-// broadcasts and 1 column vector live: what V8's 16 xmm registers hold without spilling.
+// dO·Vᵀ in the backward): two rows x0, x1 of length E against a 16-column slice of an
+// [E, kStride] tile, 2 × 16 dot products in 8 f32x4 registers (a[0, 4) for x0, a[4, 8) for x1),
+// each a chain of multiply-adds over E. The broadcast-row × loaded-columns form keeps 8
+// accumulators, 2 broadcasts and 1 column vector live: what V8's 16 xmm registers hold without
+// spilling.
 #pragma once
 
 #include <cstddef>
@@ -15,8 +16,8 @@ constexpr int kTileVectors = 4;  // 16 columns
 
 // kE > 0 fixes E at compile time (a constant trip count), 0 reads it from E.
 template <int kStride, int kE, bool kFused>
-inline void dot_2x16_unchecked(const float* x0, const float* x1, const float* tile, std::ptrdiff_t E,
-                               f32x4* a) {
+inline void dot_2x16_unchecked(const float* x0, const float* x1, const float* tile,
+                               std::ptrdiff_t E, f32x4* a) {
   for (int i = 0; i < 2 * kTileVectors; ++i) a[i] = splat(0.0f);
   const float* const end = x0 + (kE > 0 ? kE : E);
   for (; x0 != end; ++x0, ++x1, tile += kStride) {
