@@ -30,7 +30,7 @@ import { availableParallelism, cpus } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ENGINE_LABELS, engineFactories, jsAttention } from './bench/engines.mjs';
-import { hasRelaxedSimd, peakProbe } from './bench/peak.mjs';
+import { peakProbe } from './bench/peak.mjs';
 import { svgChart } from './bench/plot.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -318,14 +318,16 @@ function printTable(rows, peak) {
 const RELAXED_SIMD_FLAG = '--experimental-wasm-relaxed-simd';
 
 async function main() {
-  if (!hasRelaxedSimd() && !process.execArgv.includes(RELAXED_SIMD_FLAG)) {
-    const run = spawnSync(process.execPath, [RELAXED_SIMD_FLAG, ...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit' });
-    process.exit(run.status ?? 1);
-  }
   const opts = parseArgs(process.argv.slice(2));
   if (!existsSync(join(ROOT, 'dist/index.js'))) {
     console.error('dist/ is missing: build first (npm run build:lib, or bash scripts/build.sh)');
     process.exit(1);
+  }
+  // The library's own check (not exported from the package; this is its build output).
+  const { relaxedSimdUnavailableReason } = await import('../dist/relaxed-simd.js');
+  if (relaxedSimdUnavailableReason() && !process.execArgv.includes(RELAXED_SIMD_FLAG)) {
+    const run = spawnSync(process.execPath, [RELAXED_SIMD_FLAG, ...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit' });
+    process.exit(run.status ?? 1);
   }
   if (opts.child === 'shapes') {
     const result = await benchShapes(opts, opts.engineList);

@@ -58,11 +58,6 @@ function probeModule(fused) {
   return new Uint8Array(bytes);
 }
 
-/** Whether this engine has relaxed SIMD (validates the fused probe). */
-export function hasRelaxedSimd() {
-  return WebAssembly.validate(probeModule(true));
-}
-
 /**
  * Median GFLOP/s of the probe over `reps` runs of about 50 ms each; with `fused`, the relaxed-SIMD
  * multiply-add probe (undefined where the engine has no relaxed SIMD).

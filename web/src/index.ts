@@ -1,7 +1,7 @@
 /**
  * sdpa-web: scaled dot-product attention, `softmax(QKᵀ·scale + M)·V`, computed by a C++ core
- * compiled to WebAssembly (SIMD128, and relaxed SIMD where available). This file is the package's public API and the only code
- * that loads the wasm module.
+ * compiled to WebAssembly (SIMD128, and relaxed SIMD where available). This file is the
+ * package's public API and the only code that loads the wasm module.
  *
  * @example
  * ```ts
@@ -26,7 +26,7 @@ import type {
   ScoreOptions,
   ScoreResult,
 } from './gradient-types.js';
-import { checkRelaxedSimdOption, relaxedSimdUnavailableReason } from './relaxed-simd.js';
+import { checkRelaxedSimdOption, oncePerBuild, relaxedSimdUnavailableReason } from './relaxed-simd.js';
 import { checkThreadsOption, coreCount, loadThreadedModule, threadsUnavailableReason } from './threads.js';
 import type {
   AttentionOptions,
@@ -51,23 +51,15 @@ export type * from './types.js';
 export type * from './gradient-types.js';
 export { createSelfAttention, createMultiheadAttention, SelfAttention, MultiheadAttention } from './modules.js';
 
-/** Per build: index 0 SIMD128, 1 relaxed SIMD. */
-const modulePromises: [Promise<SdpaModule> | undefined, Promise<SdpaModule> | undefined] = [undefined, undefined];
-
 /**
  * The single-thread wasm module (its relaxed-SIMD build when `relaxed`), instantiated once per
  * JS realm and shared by every Attention instance.
  */
-function loadModule(relaxed: boolean): Promise<SdpaModule> {
-  const slot = relaxed ? 1 : 0;
-  modulePromises[slot] ??= (relaxed ? import('./wasm/sdpa_core_relaxed.mjs').then((m) => m.default()) : createSdpaModule()).catch(
-    (cause: unknown) => {
-      modulePromises[slot] = undefined;
-      throw new Error(`sdpa-web: could not instantiate its WebAssembly module (it needs wasm SIMD128): ${String(cause)}`, { cause });
-    },
-  );
-  return modulePromises[slot];
-}
+const loadModule = oncePerBuild((relaxed): Promise<SdpaModule> =>
+  (relaxed ? import('./wasm/sdpa_core_relaxed.mjs').then((m) => m.default()) : createSdpaModule()).catch((cause: unknown) => {
+    throw new Error(`sdpa-web: could not instantiate its WebAssembly module (it needs wasm SIMD128): ${String(cause)}`, { cause });
+  }),
+);
 
 /**
  * A fault of the WebGPU backend: no device could be had (`'unavailable'`), the device was lost

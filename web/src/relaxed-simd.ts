@@ -30,3 +30,19 @@ export function checkRelaxedSimdOption(relaxedSimd: unknown): boolean | undefine
   if (relaxedSimd === undefined || typeof relaxedSimd === 'boolean') return relaxedSimd;
   throw new TypeError(`relaxedSimd must be a boolean; got ${describe(relaxedSimd)}`);
 }
+
+/**
+ * `load(relaxed)` at most once per build (SIMD128, relaxed SIMD) in this JS realm, its promise
+ * shared by every caller; a failed load is forgotten, so the next call tries again.
+ */
+export function oncePerBuild<T>(load: (relaxed: boolean) => Promise<T>): (relaxed: boolean) => Promise<T> {
+  const loaded: [Promise<T> | undefined, Promise<T> | undefined] = [undefined, undefined];
+  return (relaxed) => {
+    const slot = relaxed ? 1 : 0;
+    loaded[slot] ??= load(relaxed).catch((cause: unknown) => {
+      loaded[slot] = undefined;
+      throw cause;
+    });
+    return loaded[slot];
+  };
+}

@@ -4,6 +4,7 @@
 // that knows about sdpa_core_mt; index.ts asks here and falls back to one thread when told why.
 import type { SdpaModule } from './wasm/sdpa_core.mjs';
 import { describe } from './arguments.js';
+import { oncePerBuild } from './relaxed-simd.js';
 
 /** Upper bound on the preloaded worker pool (threads beyond the core count do not help). */
 const MAX_THREADS = 16;
@@ -51,9 +52,6 @@ export function checkThreadsOption(threads: unknown): number | undefined {
   return threads;
 }
 
-/** Per build: index 0 SIMD128, 1 relaxed SIMD. */
-const threadedModules: [Promise<SdpaModule> | undefined, Promise<SdpaModule> | undefined] = [undefined, undefined];
-
 /** A worker pool that fails to start (e.g. its script cannot load) never settles: give up then. */
 const LOAD_TIMEOUT_MS = 20_000;
 
@@ -62,25 +60,18 @@ const LOAD_TIMEOUT_MS = 20_000;
  * coreCount() − 1 preloaded workers (the calling thread is the last one). Under Node its workers
  * are unref'd so they never keep the process alive.
  */
-export function loadThreadedModule(relaxed: boolean): Promise<SdpaModule> {
-  const slot = relaxed ? 1 : 0;
-  threadedModules[slot] ??= (async () => {
-    const { default: create } = relaxed ? await import('./wasm/sdpa_core_mt_relaxed.mjs') : await import('./wasm/sdpa_core_mt.mjs');
-    const cores = coreCount();
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`its ${cores - 1} web workers did not start within ${LOAD_TIMEOUT_MS / 1000} s`)), LOAD_TIMEOUT_MS);
-    });
-    const module = await Promise.race([create({ sdpaWorkers: cores - 1 }), timeout]).finally(() => clearTimeout(timer));
-    module.setMaxThreads(cores);
-    if (nodeProcess()) {
-      const pthread = (module as unknown as { PThread?: { unusedWorkers?: { unref?: () => void }[] } }).PThread;
-      for (const worker of pthread?.unusedWorkers ?? []) worker.unref?.();
-    }
-    return module;
-  })().catch((cause: unknown) => {
-    threadedModules[slot] = undefined;
-    throw cause;
+export const loadThreadedModule = oncePerBuild(async (relaxed): Promise<SdpaModule> => {
+  const { default: create } = relaxed ? await import('./wasm/sdpa_core_mt_relaxed.mjs') : await import('./wasm/sdpa_core_mt.mjs');
+  const cores = coreCount();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`its ${cores - 1} web workers did not start within ${LOAD_TIMEOUT_MS / 1000} s`)), LOAD_TIMEOUT_MS);
   });
-  return threadedModules[slot];
-}
+  const module = await Promise.race([create({ sdpaWorkers: cores - 1 }), timeout]).finally(() => clearTimeout(timer));
+  module.setMaxThreads(cores);
+  if (nodeProcess()) {
+    const pthread = (module as unknown as { PThread?: { unusedWorkers?: { unref?: () => void }[] } }).PThread;
+    for (const worker of pthread?.unusedWorkers ?? []) worker.unref?.();
+  }
+  return module;
+});
