@@ -104,13 +104,17 @@ struct RowRange {
 };
 
 // S[r][0, 16) = scale·(q_r · kt[:, 0, 16)) for two query rows of a [E, Bc] Kᵀ tile, folded into
-// the running row ranges (see header).
-template <int kE>
+// the running row ranges (see header). kRepaired: with dot_2x16's repair of fused overflow.
+template <int kE, bool kRepaired>
 inline void scores_2x16(const float* q0, const float* q1, const float* kt, idx E, f32x4 scale,
                         f32x4 neg_inf, float* s0, float* s1, RowRange& range0, RowRange& range1) {
   static_assert(kColumnVectors == kTileVectors, "one register tile width");
   f32x4 a[2 * kColumnVectors];
-  dot_2x16<kTileKeys, kE>(q0, q1, kt, E, neg_inf, a);
+  if (kRepaired) {
+    dot_2x16<kTileKeys, kE>(q0, q1, kt, E, neg_inf, a);
+  } else {
+    dot_2x16_unchecked<kTileKeys, kE, kFusedMadd>(q0, q1, kt, E, a);
+  }
   for (int c = 0; c < kColumnVectors; ++c) {
     const f32x4 x0 = mul(a[c], scale), x1 = mul(a[kColumnVectors + c], scale);
     range0.fold(x0);
@@ -120,25 +124,48 @@ inline void scores_2x16(const float* q0, const float* q1, const float* kt, idx E
   }
 }
 
+// Scores of two rows against a whole key tile, and each row's smallest and largest score.
+template <int kE, bool kRepaired>
+inline void scores_row_pair(const float* q0, const float* q1, const float* kt, idx E, f32x4 scale,
+                            f32x4 neg_inf, f32x4 inf, float* s0, float* s1, float* min2,
+                            float* max2) {
+  RowRange range0{inf, neg_inf}, range1{inf, neg_inf};
+  for (int col = 0; col < kTileKeys; col += 4 * kColumnVectors) {
+    scores_2x16<kE, kRepaired>(q0, q1, kt + col, E, scale, neg_inf, s0 + col, s1 + col, range0,
+                               range1);
+  }
+  min2[0] = horizontal_min(range0.min);
+  min2[1] = horizontal_min(range1.min);
+  max2[0] = horizontal_max(range0.max);
+  max2[1] = horizontal_max(range1.max);
+}
+
 // S rows [0, rows) (rows even) of a block against one [E, Bc] key tile, with each row's
 // smallest and largest score (NaN left out).
+// Fused multiply-adds: a dot product that overflowed to -Inf (see dot_madd) is an infinite score
+// once scaled by a finite, nonzero scale, so a row pair is redone with the repair only when its
+// range reaches ±Inf (rare); with scale 0 or ±Inf (`repair_always`), every pair is.
 template <int kE>
 void scores_block(const float* query, idx rows, idx last_row, idx E, const float* kt, f32x4 scale,
-                  f32x4 neg_inf, float* scores, float* tile_min, float* tile_max) {
-  const f32x4 inf = splat(std::numeric_limits<float>::infinity());
+                  bool repair_always, f32x4 neg_inf, float* scores, float* tile_min,
+                  float* tile_max) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const f32x4 inf = splat(kInf);
   for (idx r = 0; r < rows; r += 2) {
     const float* q0 = query + r * E;
     const float* q1 = query + std::min(r + 1, last_row) * E;
     float* s0 = scores + r * kTileKeys;
     float* s1 = s0 + kTileKeys;
-    RowRange range0{inf, neg_inf}, range1{inf, neg_inf};
-    for (int col = 0; col < kTileKeys; col += 4 * kColumnVectors) {
-      scores_2x16<kE>(q0, q1, kt + col, E, scale, neg_inf, s0 + col, s1 + col, range0, range1);
+    if (!kFusedMadd || !repair_always) {
+      scores_row_pair<kE, false>(q0, q1, kt, E, scale, neg_inf, inf, s0, s1, tile_min + r,
+                                 tile_max + r);
+      if (!kFusedMadd) continue;
+      const bool infinite = std::min(tile_min[r], tile_min[r + 1]) == -kInf ||
+                            std::max(tile_max[r], tile_max[r + 1]) == kInf;
+      if (!infinite) continue;
     }
-    tile_min[r] = horizontal_min(range0.min);
-    tile_min[r + 1] = horizontal_min(range1.min);
-    tile_max[r] = horizontal_max(range0.max);
-    tile_max[r + 1] = horizontal_max(range1.max);
+    scores_row_pair<kE, true>(q0, q1, kt, E, scale, neg_inf, inf, s0, s1, tile_min + r,
+                              tile_max + r);
   }
 }
 
@@ -252,9 +279,10 @@ void compute_score_tile(const BlockContext& c, idx t) {
   const f32x4 scale = splat(p.scale), neg_inf = splat(kNegInf);
   const float* query = c.query + i0 * E;
   // E fixed at compile time for the common head dims (kE = 0: read from E).
+  const bool repair_always = !(std::isfinite(p.scale) && p.scale != 0.0f);
   const auto scores = [&](auto kE) {
-    scores_block<decltype(kE)::value>(query, rows, rows - 1, E, kt, scale, neg_inf, c.scores,
-                                      c.tile_min, c.tile_max);
+    scores_block<decltype(kE)::value>(query, rows, rows - 1, E, kt, scale, repair_always, neg_inf,
+                                      c.scores, c.tile_min, c.tile_max);
   };
   switch (E) {
     case 32: scores(std::integral_constant<int, 32>{}); break;

@@ -53,6 +53,9 @@ inline f32x4 or_bits(f32x4 a, f32x4 b) { return wasm_v128_or(a, b); }
 // Lanes of `a` where `m` holds, else `b`.
 inline f32x4 select(mask32x4 m, f32x4 a, f32x4 b) { return wasm_v128_bitselect(a, b, m); }
 inline f32x4 from_bits(int32_t bits) { return wasm_i32x4_splat(bits); }
+// Lanes (2, 3, 0, 1) and (1, 0, 3, 2): one pshufd each.
+inline f32x4 swap_halves(f32x4 v) { return wasm_i32x4_shuffle(v, v, 2, 3, 0, 1); }
+inline f32x4 swap_pairs(f32x4 v) { return wasm_i32x4_shuffle(v, v, 1, 0, 3, 2); }
 // 2^n from lanes holding 1.5·2^23 + n (bit pattern 0x4B400000 + n), n in [-126, 127]: move
 // n + 127 into the exponent field.
 inline f32x4 exp2_from_magic(f32x4 n_plus_magic) {
@@ -122,6 +125,8 @@ inline f32x4 or_bits(f32x4 a, f32x4 b) {
 }
 inline f32x4 select(mask32x4 m, f32x4 a, f32x4 b) { return m ? a : b; }
 inline f32x4 from_bits(int32_t bits) { return bit_cast<f32x4>(mask32x4{bits, bits, bits, bits}); }
+inline f32x4 swap_halves(f32x4 v) { return __builtin_shufflevector(v, v, 2, 3, 0, 1); }
+inline f32x4 swap_pairs(f32x4 v) { return __builtin_shufflevector(v, v, 1, 0, 3, 2); }
 inline f32x4 exp2_from_magic(f32x4 n_plus_magic) {
   return bit_cast<f32x4>((bit_cast<mask32x4>(n_plus_magic) + (127 - 0x4B400000)) << 23);
 }
@@ -160,15 +165,15 @@ inline float max_propagating_nan(float a, float b) {
   return (a != a || b != b) ? a + b : (a > b ? a : b);
 }
 inline float horizontal_sum(f32x4 v) { return (lane(v, 0) + lane(v, 1)) + (lane(v, 2) + lane(v, 3)); }
-// The smallest lane; lanes must not be NaN.
+// The smallest and the largest lane; lanes must not be NaN. Two shuffles and two pmin/pmax, no
+// branch: scalar compares of the lanes cost V8 a mispredicted branch on most score rows.
 inline float horizontal_min(f32x4 v) {
-  const float a = lane(v, 0) < lane(v, 1) ? lane(v, 0) : lane(v, 1);
-  const float b = lane(v, 2) < lane(v, 3) ? lane(v, 2) : lane(v, 3);
-  return a < b ? a : b;
+  v = pmin(v, swap_halves(v));
+  return lane(pmin(v, swap_pairs(v)), 0);
 }
 inline float horizontal_max(f32x4 v) {
-  return max_propagating_nan(max_propagating_nan(lane(v, 0), lane(v, 1)),
-                             max_propagating_nan(lane(v, 2), lane(v, 3)));
+  v = pmax(v, swap_halves(v));
+  return lane(pmax(v, swap_pairs(v)), 0);
 }
 
 // e^x for x <= 0 (the only range softmax needs after subtracting the row max), as 2^y with
