@@ -177,41 +177,52 @@ inline float horizontal_max(f32x4 v) {
 }
 
 // e^x for x <= 0 (the only range softmax needs after subtracting the row max), as 2^y with
-// y = x·log2(e): y = n + f with n = round(y), |f| <= 1/2, 2^f by its degree-6 Taylor polynomial
-// (relative error <= 1.2e-7, about 1 ulp; the rounding of y adds |y|·6e-8 relative), times 2^n
-// built in the exponent bits. y is first clamped to -127, where n = -127 makes the 2^n factor
-// exactly 0: the result is 0 below about -87.7 (and for -inf), NaN for NaN.
+// y = x·log2(e): y = n + f with n = round(y), |f| <= 1/2, 2^f by a degree-5 minimax polynomial
+// with its constant term rounded to 1, so that e^0 is exactly 1, as in the reference (relative
+// error 1.6e-7; 2.1e-7 evaluated in float32, as for the degree-6 Taylor polynomial it replaced;
+// the rounding of y adds |y|·6e-8 relative), times 2^n built in the exponent bits.
+// exp_nonpositive first clamps y to -127, where n = -127 makes the 2^n factor exactly 0: the
+// result is 0 below about -87.7 (and for -inf), NaN for NaN. exp_nonpositive_unclamped skips the
+// clamp (one instruction of 14): only for x >= kUnclampedExpMin, where 2^n is still a normal.
 //
 // The constants live in a mutable table that the caller loads once, outside its loop
 // (ExpConstants::load()): a v128.const in a loop costs V8 several instructions every iteration,
 // and LLVM would sink constants from a const table back into the loop.
 // The last two entries are not used by exp: -inf and -0.0 for kernels that need them in a loop.
-inline float exp_constant_table[12] = {
-    -127.0f,           1.44269504088896341f, 12582912.0f,       1.0f,
-    0.693147180559945f, 0.240226506959101f,  0.0555041086648216f, 0.00961812910762848f,
-    0.00133335581464284f, 0.000154035303933816f, -__builtin_inff(), -0.0f};
+inline float exp_constant_table[11] = {
+    -127.0f,          1.44269504088896341f, 12582912.0f,         1.0f,
+    0.693146967064733f, 0.2402211972384865f, 0.05550713273543075f, 0.009675541334209831f,
+    0.0013276471979286704f, -__builtin_inff(), -0.0f};
+constexpr float kUnclampedExpMin = -87.0f;  // y >= -125.6 > -127 after the roundings
 
 struct ExpConstants {
-  f32x4 lowest, log2e, magic, c0, c1, c2, c3, c4, c5, c6;
+  f32x4 lowest, log2e, magic, c0, c1, c2, c3, c4, c5;
   static ExpConstants load() {
     const float* t = exp_constant_table;
     return {splat(t[0]), splat(t[1]), splat(t[2]), splat(t[3]), splat(t[4]),
-            splat(t[5]), splat(t[6]), splat(t[7]), splat(t[8]), splat(t[9])};
+            splat(t[5]), splat(t[6]), splat(t[7]), splat(t[8])};
   }
 };
 
-inline f32x4 exp_nonpositive(f32x4 x, const ExpConstants& k) {
-  const f32x4 y = pmax(mul(x, k.log2e), k.lowest);  // keeps a NaN x
+// 2^y for y in [-127, 0] or NaN.
+inline f32x4 exp2_nonpositive(f32x4 y, const ExpConstants& k) {
   // Round-to-nearest via the 1.5·2^23 "magic" add: the low mantissa bits then hold n.
   const f32x4 n_plus_magic = add(y, k.magic);
   const f32x4 f = sub(y, sub(n_plus_magic, k.magic));
-  f32x4 p = madd(k.c6, f, k.c5);
-  p = madd(p, f, k.c4);
+  f32x4 p = madd(k.c5, f, k.c4);
   p = madd(p, f, k.c3);
   p = madd(p, f, k.c2);
   p = madd(p, f, k.c1);
   p = madd(p, f, k.c0);
   return mul(p, exp2_from_magic(n_plus_magic));
+}
+
+inline f32x4 exp_nonpositive(f32x4 x, const ExpConstants& k) {
+  return exp2_nonpositive(pmax(mul(x, k.log2e), k.lowest), k);  // pmax keeps a NaN x
+}
+
+inline f32x4 exp_nonpositive_unclamped(f32x4 x, const ExpConstants& k) {
+  return exp2_nonpositive(mul(x, k.log2e), k);
 }
 
 }  // namespace sdpa::simd
