@@ -425,6 +425,40 @@ void attend_tile(const BlockContext& c, idx t) {
   accumulate_tile(c, padded_rows, t, drop_hidden);
 }
 
+// Output rows that came out ±Inf or NaN, recomputed with normalized weights, as the reference
+// does: out = Σ_j (e^(s_j − m)/l)·V_j over the visible keys. The streamed accumulator holds
+// l·out, which overflows where |out| is within a factor l of FLT_MAX (V near FLT_MAX) although
+// out itself is finite; Inf and NaN in the inputs give the reference's Inf and NaN again.
+void recompute_nonfinite_rows(const BlockContext& c, float* output) {
+  const idx rows = c.rows, Ev = c.s.Ev;
+  bool redo[kBlockQueries] = {};
+  bool any = false;
+  for (idx r = 0; r < rows; ++r) {
+    const float* out = output + r * Ev;
+    for (idx col = 0; col < Ev; ++col) redo[r] |= !std::isfinite(out[col]);
+    any |= redo[r];
+  }
+  if (!any) return;
+  for (idx r = 0; r < rows; ++r) {
+    if (redo[r]) std::fill_n(output + r * Ev, Ev, 0.0f);
+  }
+  for (idx t = 0, visited = tiles_to_visit(c); t < visited; ++t) {
+    compute_score_tile(c, t);
+    const idx j0 = t * kTileKeys, tile_len = std::min<idx>(kTileKeys, c.s.Lk - j0);
+    for (idx r = 0; r < rows; ++r) {
+      if (!redo[r]) continue;
+      const float* s = c.scores + r * kTileKeys;
+      float* out = output + r * Ev;
+      for (idx j = 0; j < tile_len; ++j) {
+        if (s[j] == kNegInf) continue;  // hidden: its V (even NaN) is left out
+        const float w = std::exp(s[j] - c.row_max[r]) / c.row_sum[r];
+        const float* v = c.value_rows + (j0 + j) * c.v_stride;
+        for (idx col = 0; col < Ev; ++col) out[col] += w * v[col];
+      }
+    }
+  }
+}
+
 // Output rows (and weights) of a block whose key tiles have all been attended.
 void finish_block(const BlockContext& c) {
   const idx rows = c.rows, i0 = c.i0, ev4 = c.s.sz.ev4, Lk = c.s.Lk, Ev = c.s.Ev;
@@ -437,6 +471,7 @@ void finish_block(const BlockContext& c) {
     float* out = output + r * Ev;
     for (idx col = 0; col < Ev; ++col) out[col] = o[col] * inv;
   }
+  recompute_nonfinite_rows(c, output);
   if (c.s.lse) {  // lse = m + log l from the final online-softmax state (-inf: the row sees nothing)
     float* lse = c.s.lse + (c.b * c.s.Hq + c.h) * c.s.Lq + i0;
     for (idx r = 0; r < rows; ++r) {

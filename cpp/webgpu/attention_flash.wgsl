@@ -180,7 +180,32 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
 
   if (!in_range) { return; }
   let nan = bitcast<f32>(p.nan_bits);
-  let inv_l = select(0.0, 1.0 / l, seen);
+  var inv_l = select(0.0, 1.0 / l, seen);
+  // acc holds l·output, which overflows where the output is within a factor l of FLT_MAX (V near
+  // FLT_MAX): such a row is recomputed with normalized weights, Σ_j (e^(s_j − m)/l)·V_j, reading
+  // K and V from the buffers (rare; as the SIMD kernel does).
+  var overflowed = false;
+  for (var c4 = 0u; c4 < EV4; c4++) {
+    for (var d = 0u; d < 4u; d++) { overflowed = overflowed || !is_finite(acc[c4][d]); }
+  }
+  if (overflowed && seen && !nan_row && visible_count > 1u) {
+    for (var c4 = 0u; c4 < EV4; c4++) { acc[c4] = vec4<f32>(0.0); }
+    for (var j = 0u; i32(j) <= last; j++) {
+      if (MASK_KIND == 1u && !mask_bool(mask_row + j * p.mask_sk)) { continue; }
+      var s = 0.0;
+      for (var e4 = 0u; e4 < E4; e4++) { s += dot(q_row[e4], key4((kv * p.Lk + j) * p.E, 4u * e4, p.E)); }
+      s *= p.scale;
+      if (MASK_KIND == 2u) {
+        let mv = mask_add(mask_row + j * p.mask_sk);
+        if (is_neg_inf(mv)) { continue; }
+        s += mv;
+      }
+      if (is_neg_inf(s)) { continue; }
+      let w = exp(s - m) / l;
+      for (var c4 = 0u; c4 < EV4; c4++) { acc[c4] += w * value4((kv * p.Lk + j) * p.Ev, 4u * c4, p.Ev); }
+    }
+    inv_l = 1.0;
+  }
   // One visible key: its weight is exactly 1, so the output is its value row, copied (not
   // multiplied: GPUs may flush subnormal products to zero, WGSL allows it).
   let single_row = (kv * p.Lk + single_key) * p.Ev;

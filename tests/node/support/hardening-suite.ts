@@ -131,7 +131,7 @@ export function defineHardeningSuite(backend: BackendName, { factor, create }: S
       }
     });
 
-    it('7. large logits stay finite; an overflowing score makes its row NaN; equal scores average V; Lk = 1 is exact', async () => {
+    it('7. large logits stay finite; an overflowing score makes its row NaN; equal scores average V; V near FLT_MAX gives no Inf; Lk = 1 is exact', async () => {
       const q = randomTensor([8, 16], 1, -1e3, 1e3), k = randomTensor([30, 16], 2, -1e3, 1e3), v = randomTensor([30, 4], 3);
       const r = await run(q, k, v, { returnWeights: true });
       expect(r.output.data.every(Number.isFinite)).toBe(true);
@@ -151,6 +151,13 @@ export function defineHardeningSuite(backend: BackendName, { factor, create }: S
         for (let j = 0; j < 40; j++) m += v2.data[j * 3 + c]! / 40;
         for (let i = 0; i < 3; i++) expect(mean.output.data[i * 3 + c]).toBeCloseTo(m, 6);
       }
+      // V near FLT_MAX: the output (a weighted mean of V) stays finite, although l·output, what a
+      // streaming kernel accumulates, overflows.
+      const huge = { data: new Float32Array(300 * 3).map((_, i) => (i % 3 === 2 ? -3.3e38 : 3.3e38 - i * 1e34)), shape: [300, 3] };
+      const hugeQuery = randomTensor([4, 4], 9);
+      const flat = await run(hugeQuery, { data: new Float32Array(300 * 4).fill(0.25), shape: [300, 4] }, huge);
+      expect(flat.output.data.every(Number.isFinite)).toBe(true);
+      await check(hugeQuery, randomTensor([300, 4], 10, -0.1, 0.1), huge, {}, 'V near FLT_MAX');
       const one = await run(randomTensor([5, 4], 7, -1e3, 1e3), randomTensor([1, 4], 8, -1e3, 1e3), { data: new Float32Array([1e-40, -7, 3e38]), shape: [1, 3] });
       for (let i = 0; i < 5; i++) expect([...one.output.data.subarray(i * 3, i * 3 + 3)]).toEqual([1e-40, -7, 3e38].map(Math.fround));
     });
