@@ -16,6 +16,9 @@ if ! dpkg -s libclang-rt-14-dev >/dev/null 2>&1; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang libclang-rt-14-dev >/dev/null
 fi
 mkdir -p build/fuzz/corpus
+# Failing inputs of earlier runs are kept, but only this run's count against it.
+mkdir -p build/fuzz/earlier-crashes
+mv build/fuzz/crash-* build/fuzz/earlier-crashes/ 2>/dev/null || true
 for variant in separate fused; do
   defines=()
   [[ $variant == fused ]] && defines=(-DSDPA_EMULATE_FUSED_MADD)
