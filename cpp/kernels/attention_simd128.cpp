@@ -157,16 +157,17 @@ void scores_block(const float* query, idx rows, idx last_row, idx E, const float
     const float* q1 = query + std::min(r + 1, last_row) * E;
     float* s0 = scores + r * kTileKeys;
     float* s1 = s0 + kTileKeys;
-    if (!kFusedMadd || !repair_always) {
+    if (!(kFusedMadd && repair_always)) {
       scores_row_pair<kE, false>(q0, q1, kt, E, scale, neg_inf, inf, s0, s1, tile_min + r,
                                  tile_max + r);
-      if (!kFusedMadd) continue;
-      const bool infinite = std::min(tile_min[r], tile_min[r + 1]) == -kInf ||
-                            std::max(tile_max[r], tile_max[r + 1]) == kInf;
-      if (!infinite) continue;
     }
-    scores_row_pair<kE, true>(q0, q1, kt, E, scale, neg_inf, inf, s0, s1, tile_min + r,
-                              tile_max + r);
+    const bool repair =
+        kFusedMadd && (repair_always || std::min(tile_min[r], tile_min[r + 1]) == -kInf ||
+                       std::max(tile_max[r], tile_max[r + 1]) == kInf);
+    if (repair) {
+      scores_row_pair<kE, true>(q0, q1, kt, E, scale, neg_inf, inf, s0, s1, tile_min + r,
+                                tile_max + r);
+    }
   }
 }
 

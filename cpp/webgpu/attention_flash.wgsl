@@ -56,6 +56,19 @@ fn mask_bool(idx: u32) -> bool {
 }
 fn mask_add(idx: u32) -> f32 { return bitcast<f32>(mask[idx - p.mask_base]); }
 
+// q·k times the scale, plus the additive mask element `mask_idx`; hidden where that element or
+// the sum is -inf. (A flag, not a -inf score: WGSL rejects a constant -inf.)
+struct MaskedScore { s: f32, hidden: bool }
+fn scaled_masked_score(qk: f32, mask_idx: u32) -> MaskedScore {
+  var s = qk * p.scale;
+  if (MASK_KIND == 2u) {
+    let mv = mask_add(mask_idx);
+    if (is_neg_inf(mv)) { return MaskedScore(s, true); }
+    s += mv;
+  }
+  return MaskedScore(s, is_neg_inf(s));
+}
+
 // Four consecutive floats of `row` (of `n` valid ones) starting at column c, zeros past n.
 fn query4(base: u32, c: u32, n: u32) -> vec4<f32> {
   var r = vec4<f32>(0.0);
@@ -139,12 +152,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         if (vis && MASK_KIND == 1u) { vis = mask_bool(mask_row + j * p.mask_sk); }
         if (vis) {
           for (var e4 = 0u; e4 < E4; e4++) { s += dot(q_row[e4], k_tile[jj * E4 + e4]); }
-          s *= p.scale;
-          if (MASK_KIND == 2u) {
-            let mv = mask_add(mask_row + j * p.mask_sk);
-            if (is_neg_inf(mv)) { vis = false; } else { s += mv; }
-          }
-          if (vis && is_neg_inf(s)) { vis = false; }
+          let scored = scaled_masked_score(s, mask_row + j * p.mask_sk);
+          s = scored.s;
+          if (scored.hidden) { vis = false; }
           if (vis && is_nan(s)) { nan_row = true; vis = false; }
         }
         visible[jj] = vis;
@@ -192,16 +202,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     for (var c4 = 0u; c4 < EV4; c4++) { acc[c4] = vec4<f32>(0.0); }
     for (var j = 0u; i32(j) <= last; j++) {
       if (MASK_KIND == 1u && !mask_bool(mask_row + j * p.mask_sk)) { continue; }
-      var s = 0.0;
-      for (var e4 = 0u; e4 < E4; e4++) { s += dot(q_row[e4], key4((kv * p.Lk + j) * p.E, 4u * e4, p.E)); }
-      s *= p.scale;
-      if (MASK_KIND == 2u) {
-        let mv = mask_add(mask_row + j * p.mask_sk);
-        if (is_neg_inf(mv)) { continue; }
-        s += mv;
-      }
-      if (is_neg_inf(s)) { continue; }
-      let w = exp(s - m) / l;
+      var qk = 0.0;
+      for (var e4 = 0u; e4 < E4; e4++) { qk += dot(q_row[e4], key4((kv * p.Lk + j) * p.E, 4u * e4, p.E)); }
+      let scored = scaled_masked_score(qk, mask_row + j * p.mask_sk);
+      if (scored.hidden) { continue; }
+      let w = exp(scored.s - m) / l;
       for (var c4 = 0u; c4 < EV4; c4++) { acc[c4] += w * value4((kv * p.Lk + j) * p.Ev, 4u * c4, p.Ev); }
     }
     inv_l = 1.0;
