@@ -25,10 +25,34 @@ using emscripten::val;
 namespace sdpa {
 namespace {
 
+// `literal` as a JS string, made on its first use. Indexing a val with a C string would re-read
+// that string from the wasm heap on every access, a byte at a time, and in the pthreads build
+// each byte re-checks whether memory grew (WebAssembly.Memory.buffer, slow on shared memory):
+// that was most of a small call's fixed cost. The cache is a static open-addressed table (this
+// file has under 100 distinct names), so it never touches the heap the leak tests watch.
+// Called from the main thread only.
+const val& js(const char* literal) {
+  constexpr size_t kSlots = 256;
+  struct Slot {
+    const char* literal = nullptr;
+    val string = val::undefined();
+  };
+  static Slot slots[kSlots];
+  size_t i = reinterpret_cast<uintptr_t>(literal) % kSlots;
+  while (slots[i].literal != literal) {
+    if (slots[i].literal == nullptr) {
+      slots[i] = {literal, val(literal)};
+      break;
+    }
+    i = (i + 1) % kSlots;
+  }
+  return slots[i].string;
+}
+
 std::vector<int64_t> shape_of(const val& array) {
   std::vector<int64_t> shape;
   if (array.isUndefined() || array.isNull()) return shape;
-  const auto n = array["length"].as<unsigned>();
+  const auto n = array[js("length")].as<unsigned>();
   shape.reserve(n);
   for (unsigned i = 0; i < n; ++i) shape.push_back(static_cast<int64_t>(array[i].as<double>()));
   return shape;
@@ -36,13 +60,13 @@ std::vector<int64_t> shape_of(const val& array) {
 
 val shape_to_js(const std::vector<int64_t>& shape) {
   val out = val::array();
-  for (int64_t d : shape) out.call<void>("push", static_cast<double>(d));
+  for (size_t i = 0; i < shape.size(); ++i) out.set(i, static_cast<double>(shape[i]));
   return out;
 }
 
 template <typename T = void>
 T* address(const val& pointers, const char* name) {
-  const val p = pointers[name];
+  const val p = pointers[js(name)];
   if (p.isUndefined() || p.isNull()) return nullptr;
   return reinterpret_cast<T*>(static_cast<uintptr_t>(p.as<double>()));
 }
@@ -50,8 +74,8 @@ T* address(const val& pointers, const char* name) {
 val error_to_js(const Status& s) {
   if (s.ok()) return val::null();
   val e = val::object();
-  e.set("name", s.kind == ErrorKind::kType ? "TypeError" : "RangeError");
-  e.set("message", s.message);
+  e.set(js("name"), s.kind == ErrorKind::kType ? "TypeError" : "RangeError");
+  e.set(js("message"), s.message);
   return e;
 }
 
@@ -59,21 +83,23 @@ val error_to_js(const Status& s) {
 //            causal: 'none'|'top-left'|'bottom-right', scale?: number, enableGqa, returnWeights }
 Status plan_from_js(const val& request, AttentionPlan* plan) {
   AttentionRequest r;
-  r.query_shape = shape_of(request["queryShape"]);
-  r.key_shape = shape_of(request["keyShape"]);
-  r.value_shape = shape_of(request["valueShape"]);
-  const std::string mask = request["maskKind"].as<std::string>();
-  r.mask_kind = mask == "bool" ? MaskKind::kBool : mask == "additive" ? MaskKind::kAdditive : MaskKind::kNone;
-  r.mask_shape = shape_of(request["maskShape"]);
-  const std::string causal = request["causal"].as<std::string>();
-  r.causal = causal == "top-left"       ? CausalAlignment::kTopLeft
-             : causal == "bottom-right" ? CausalAlignment::kBottomRight
-                                        : CausalAlignment::kNone;
-  const val scale = request["scale"];
+  r.query_shape = shape_of(request[js("queryShape")]);
+  r.key_shape = shape_of(request[js("keyShape")]);
+  r.value_shape = shape_of(request[js("valueShape")]);
+  const val mask = request[js("maskKind")];
+  r.mask_kind = mask.strictlyEquals(js("bool"))       ? MaskKind::kBool
+                : mask.strictlyEquals(js("additive")) ? MaskKind::kAdditive
+                                                      : MaskKind::kNone;
+  r.mask_shape = shape_of(request[js("maskShape")]);
+  const val causal = request[js("causal")];
+  r.causal = causal.strictlyEquals(js("top-left"))       ? CausalAlignment::kTopLeft
+             : causal.strictlyEquals(js("bottom-right")) ? CausalAlignment::kBottomRight
+                                                         : CausalAlignment::kNone;
+  const val scale = request[js("scale")];
   r.has_scale = !scale.isUndefined() && !scale.isNull();
   if (r.has_scale) r.scale = scale.as<double>();
-  r.enable_gqa = request["enableGqa"].as<bool>();
-  r.return_weights = request["returnWeights"].as<bool>();
+  r.enable_gqa = request[js("enableGqa")].as<bool>();
+  r.return_weights = request[js("returnWeights")].as<bool>();
   return plan_attention(r, plan);
 }
 
@@ -84,7 +110,7 @@ Backend backend_named(const std::string& name) {
 // request.threads: threads asked for (absent: 1; 0: every one this module may use), resolved by
 // the core's one selection point, threads_for().
 int threads_of(const val& request, Backend backend) {
-  const val t = request["threads"];
+  const val t = request[js("threads")];
   return threads_for(backend, t.isUndefined() || t.isNull() ? 1 : t.as<int>());
 }
 
@@ -108,17 +134,17 @@ val plan_attention_js(val request) {
   AttentionPlan plan;
   const Status s = plan_from_js(request, &plan);
   val out = val::object();
-  out.set("error", error_to_js(s));
+  out.set(js("error"), error_to_js(s));
   if (!s.ok()) return out;
-  out.set("outputShape", shape_to_js(plan.output_shape));
-  out.set("weightsShape", shape_to_js(plan.weights_shape));
-  out.set("maskElements", static_cast<double>(plan.mask_elements));
+  out.set(js("outputShape"), shape_to_js(plan.output_shape));
+  out.set(js("weightsShape"), shape_to_js(plan.weights_shape));
+  out.set(js("maskElements"), static_cast<double>(plan.mask_elements));
   val workspace = val::object();
-  workspace.set("scalar", static_cast<double>(workspace_bytes(Backend::kScalar, plan)));
-  workspace.set("simd", static_cast<double>(workspace_bytes(Backend::kSimd128, plan,
+  workspace.set(js("scalar"), static_cast<double>(workspace_bytes(Backend::kScalar, plan)));
+  workspace.set(js("simd"), static_cast<double>(workspace_bytes(Backend::kSimd128, plan,
                                                             threads_of(request, Backend::kSimd128))));
-  workspace.set("reference64", static_cast<double>(reference_workspace_bytes<double>(plan)));
-  out.set("workspaceBytes", workspace);
+  workspace.set(js("reference64"), static_cast<double>(reference_workspace_bytes<double>(plan)));
+  out.set(js("workspaceBytes"), workspace);
   return out;
 }
 
@@ -162,9 +188,9 @@ val matmul_js(val a_shape, val b_shape, val pointers) {
   MatmulPlan plan;
   const Status s = plan_matmul(shape_of(a_shape), shape_of(b_shape), &plan);
   val out = val::object();
-  out.set("error", error_to_js(s));
+  out.set(js("error"), error_to_js(s));
   if (!s.ok()) return out;
-  out.set("outputShape", shape_to_js(plan.output_shape));
+  out.set(js("outputShape"), shape_to_js(plan.output_shape));
   if (!pointers.isUndefined()) {
     matmul_reference(plan, address<const float>(pointers, "a"), address<const float>(pointers, "b"),
                      address<float>(pointers, "output"));
@@ -190,7 +216,7 @@ val webgpu_run_js(WebGpuAttention& gpu, val request, val pointers) {
   const Status s = plan_from_js(request, &plan);
   if (!s.ok()) {
     val out = val::object();
-    out.set("error", error_to_js(s));
+    out.set(js("error"), error_to_js(s));
     return out;
   }
   return gpu.run(plan, inputs_from(pointers), address<float>(pointers, "output"),
@@ -207,12 +233,12 @@ Status backward_plan_from_js(const val& request, const val& backward, AttentionP
   Status s = plan_from_js(request, plan);
   if (!s.ok()) return s;
   BackwardRequest r;
-  r.d_output_shape = shape_of(backward["dOutputShape"]);
-  const val output_shape = backward["outputShape"];
+  r.d_output_shape = shape_of(backward[js("dOutputShape")]);
+  const val output_shape = backward[js("outputShape")];
   r.has_forward = !output_shape.isUndefined() && !output_shape.isNull();
   r.output_shape = shape_of(output_shape);
-  r.lse_shape = shape_of(backward["lseShape"]);
-  r.want_d_mask = backward["returnAttnMaskGrad"].as<bool>();
+  r.lse_shape = shape_of(backward[js("lseShape")]);
+  r.want_d_mask = backward[js("returnAttnMaskGrad")].as<bool>();
   return check_backward_request(*plan, r);
 }
 
@@ -221,15 +247,15 @@ val plan_attention_backward_js(val request, val backward) {
   AttentionPlan plan;
   const Status s = backward_plan_from_js(request, backward, &plan);
   val out = val::object();
-  out.set("error", error_to_js(s));
+  out.set(js("error"), error_to_js(s));
   if (!s.ok()) return out;
-  const val output_shape = backward["outputShape"];
+  const val output_shape = backward[js("outputShape")];
   const bool has_forward = !output_shape.isUndefined() && !output_shape.isNull();
   val workspace = val::object();
-  workspace.set("scalar", static_cast<double>(backward_workspace_bytes(Backend::kScalar, plan, has_forward)));
-  workspace.set("simd", static_cast<double>(backward_workspace_bytes(Backend::kSimd128, plan, has_forward)));
-  workspace.set("reference64", static_cast<double>(backward_reference_workspace_bytes<double>(plan)));
-  out.set("workspaceBytes", workspace);
+  workspace.set(js("scalar"), static_cast<double>(backward_workspace_bytes(Backend::kScalar, plan, has_forward)));
+  workspace.set(js("simd"), static_cast<double>(backward_workspace_bytes(Backend::kSimd128, plan, has_forward)));
+  workspace.set(js("reference64"), static_cast<double>(backward_reference_workspace_bytes<double>(plan)));
+  out.set(js("workspaceBytes"), workspace);
   return out;
 }
 
@@ -282,18 +308,18 @@ val dropout_js(double n, double p, double seed, val pointers) {
 //            w1Shape, w2Shape, vShape, scale? }
 Status score_plan_from_js(const val& request, ScorePlan* plan) {
   ScoreRequest r;
-  const std::string kind = request["kind"].as<std::string>();
+  const std::string kind = request[js("kind")].as<std::string>();
   r.kind = kind == "dot"              ? ScoreKind::kDot
            : kind == "multiplicative" ? ScoreKind::kMultiplicative
            : kind == "additive"       ? ScoreKind::kAdditive
                                       : ScoreKind::kScaledDot;
-  r.query_shape = shape_of(request["queryShape"]);
-  r.key_shape = shape_of(request["keyShape"]);
-  r.w_shape = shape_of(request["wShape"]);
-  r.w1_shape = shape_of(request["w1Shape"]);
-  r.w2_shape = shape_of(request["w2Shape"]);
-  r.v_shape = shape_of(request["vShape"]);
-  const val scale = request["scale"];
+  r.query_shape = shape_of(request[js("queryShape")]);
+  r.key_shape = shape_of(request[js("keyShape")]);
+  r.w_shape = shape_of(request[js("wShape")]);
+  r.w1_shape = shape_of(request[js("w1Shape")]);
+  r.w2_shape = shape_of(request[js("w2Shape")]);
+  r.v_shape = shape_of(request[js("vShape")]);
+  const val scale = request[js("scale")];
   r.has_scale = !scale.isUndefined() && !scale.isNull();
   if (r.has_scale) r.scale = scale.as<double>();
   return plan_scores(r, plan);
@@ -309,10 +335,10 @@ val plan_scores_js(val request) {
   ScorePlan plan;
   const Status s = score_plan_from_js(request, &plan);
   val out = val::object();
-  out.set("error", error_to_js(s));
+  out.set(js("error"), error_to_js(s));
   if (!s.ok()) return out;
-  out.set("scoresShape", shape_to_js(plan.scores_shape));
-  out.set("workspaceBytes", static_cast<double>(score_workspace_elements(plan) * sizeof(float)));
+  out.set(js("scoresShape"), shape_to_js(plan.scores_shape));
+  out.set(js("workspaceBytes"), static_cast<double>(score_workspace_elements(plan) * sizeof(float)));
   return out;
 }
 
@@ -348,7 +374,7 @@ val plan_self_attention_js(double d_model, double d_k, double d_v, double seed) 
 val check_self_attention_weights_js(val shapes, double d_model, double d_k, double d_v) {
   std::map<std::string, std::vector<int64_t>> m;
   const val names = val::global("Object").call<val>("keys", shapes);
-  const auto n = names["length"].as<unsigned>();
+  const auto n = names[js("length")].as<unsigned>();
   for (unsigned i = 0; i < n; ++i) {
     const std::string name = names[i].as<std::string>();
     m[name] = shape_of(shapes[name]);
@@ -364,16 +390,16 @@ val check_self_attention_input_js(val x_shape, double d_model) {
 // config: { embedDim, numHeads, numKvHeads, kdim, vdim, seed, bias, weightShapes: { name: shape } }
 val plan_multihead_js(val config) {
   MultiheadConfig c;
-  c.embed_dim = config["embedDim"].as<double>();
-  c.num_heads = config["numHeads"].as<double>();
-  c.num_kv_heads = config["numKvHeads"].as<double>();
-  c.kdim = config["kdim"].as<double>();
-  c.vdim = config["vdim"].as<double>();
-  c.seed = config["seed"].as<double>();
-  c.bias = config["bias"].as<bool>();
-  const val shapes = config["weightShapes"];
+  c.embed_dim = config[js("embedDim")].as<double>();
+  c.num_heads = config[js("numHeads")].as<double>();
+  c.num_kv_heads = config[js("numKvHeads")].as<double>();
+  c.kdim = config[js("kdim")].as<double>();
+  c.vdim = config[js("vdim")].as<double>();
+  c.seed = config[js("seed")].as<double>();
+  c.bias = config[js("bias")].as<bool>();
+  const val shapes = config[js("weightShapes")];
   const val names = val::global("Object").call<val>("keys", shapes);
-  const auto n = names["length"].as<unsigned>();
+  const auto n = names[js("length")].as<unsigned>();
   for (unsigned i = 0; i < n; ++i) {
     const std::string name = names[i].as<std::string>();
     c.weight_shapes[name] = shape_of(shapes[name]);
@@ -385,15 +411,15 @@ val plan_multihead_js(val config) {
 //           keyPaddingMaskShape?, attnMaskShape? } -> { error, B, L, S, unbatched }
 val check_multihead_inputs_js(val inputs) {
   MultiheadInputs in;
-  in.embed_dim = static_cast<int64_t>(inputs["embedDim"].as<double>());
-  in.num_heads = static_cast<int64_t>(inputs["numHeads"].as<double>());
-  in.kdim = static_cast<int64_t>(inputs["kdim"].as<double>());
-  in.vdim = static_cast<int64_t>(inputs["vdim"].as<double>());
-  in.batch_first = inputs["batchFirst"].as<bool>();
-  in.query_shape = shape_of(inputs["queryShape"]);
-  in.key_shape = shape_of(inputs["keyShape"]);
-  in.value_shape = shape_of(inputs["valueShape"]);
-  const val kpm = inputs["keyPaddingMaskShape"], am = inputs["attnMaskShape"];
+  in.embed_dim = static_cast<int64_t>(inputs[js("embedDim")].as<double>());
+  in.num_heads = static_cast<int64_t>(inputs[js("numHeads")].as<double>());
+  in.kdim = static_cast<int64_t>(inputs[js("kdim")].as<double>());
+  in.vdim = static_cast<int64_t>(inputs[js("vdim")].as<double>());
+  in.batch_first = inputs[js("batchFirst")].as<bool>();
+  in.query_shape = shape_of(inputs[js("queryShape")]);
+  in.key_shape = shape_of(inputs[js("keyShape")]);
+  in.value_shape = shape_of(inputs[js("valueShape")]);
+  const val kpm = inputs[js("keyPaddingMaskShape")], am = inputs[js("attnMaskShape")];
   in.has_key_padding_mask = !kpm.isUndefined() && !kpm.isNull();
   in.has_attn_mask = !am.isUndefined() && !am.isNull();
   in.key_padding_mask_shape = shape_of(kpm);
@@ -401,11 +427,11 @@ val check_multihead_inputs_js(val inputs) {
   MultiheadDims d;
   const Status s = check_multihead_inputs(in, &d);
   val out = val::object();
-  out.set("error", error_to_js(s));
-  out.set("B", static_cast<double>(d.B));
-  out.set("L", static_cast<double>(d.L));
-  out.set("S", static_cast<double>(d.S));
-  out.set("unbatched", d.unbatched);
+  out.set(js("error"), error_to_js(s));
+  out.set(js("B"), static_cast<double>(d.B));
+  out.set(js("L"), static_cast<double>(d.L));
+  out.set(js("S"), static_cast<double>(d.S));
+  out.set(js("unbatched"), d.unbatched);
   return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 
 #ifndef SDPA_THREADS
 #define SDPA_THREADS 1
@@ -29,13 +30,16 @@ void parallel_for(int, int64_t tasks, ParallelBody body, void* context) {
 
 namespace {
 
-// Workers sleep on `wake` until `generation` changes, then claim tasks from `next` (the
-// generation in its high bits, the next task index in its low bits) until none is left. The
-// caller claims tasks too and then waits only for claimed tasks to finish (`finished`), never
-// for a helper to wake up: a helper that wakes late finds nothing to claim, and one still asleep
-// from an earlier generation cannot claim a later generation's task by mistake (the claim is a
-// compare-exchange that checks the generation). Worker threads are created on first need and
-// live for the process.
+// Workers wait for `announced` to change (it holds the generation and the number of helpers the
+// call wants), then claim tasks from `next` (the generation in its high bits, the next task
+// index in its low bits) until none is left. A worker first spins on `announced` for
+// kSpinMicros after its last task, and only then sleeps on `wake`: waking a sleeping web worker
+// (Atomics.wait/notify) takes longer than a whole call of a small attention, so back-to-back
+// calls would otherwise run on the caller alone. The caller claims tasks too and then waits only
+// for claimed tasks to finish (`finished`), never for a helper to wake up: a helper that wakes
+// late finds nothing to claim, and one still asleep from an earlier generation cannot claim a
+// later generation's task by mistake (the claim is a compare-exchange that checks the
+// generation). Worker threads are created on first need and live for the process.
 class Pool {
  public:
   static Pool& get() {
@@ -63,10 +67,10 @@ class Pool {
       body_ = body;
       context_ = context;
       tasks_.store(tasks, std::memory_order_relaxed);
-      active_helpers_ = helpers;
       finished_.store(0, std::memory_order_relaxed);
-      generation = ++generation_;
+      generation = (announced_.load(std::memory_order_relaxed) >> kHelperBits) + 1;
       next_.store(generation << kIndexBits, std::memory_order_release);
+      announced_.store(generation << kHelperBits | static_cast<uint64_t>(helpers), std::memory_order_release);
     }
     wake_.notify_all();
     drain(0, generation);
@@ -77,6 +81,11 @@ class Pool {
 
  private:
   static constexpr int kIndexBits = 40;
+  static constexpr int kHelperBits = 16;
+  static constexpr uint64_t kHelperMask = (uint64_t{1} << kHelperBits) - 1;
+  // Long enough to span the JS work between back-to-back calls (copying the inputs into the
+  // heap), short enough that an idle page does not keep a core busy.
+  static constexpr int kSpinMicros = 1000;
 
   Pool() {
     const unsigned n = std::thread::hardware_concurrency();
@@ -99,25 +108,35 @@ class Pool {
   void worker_loop(int index) {
     uint64_t seen = 0;
     for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return generation_ != seen; });
-        seen = generation_;
-        if (index > active_helpers_) continue;  // not needed this time (no scratch for it)
-      }
-      drain(index, seen);
+      const uint64_t announced = wait_for_announcement(seen);
+      seen = announced;
+      // A helper the call does not want has no scratch: it must not claim a task.
+      if (index <= static_cast<int>(announced & kHelperMask)) drain(index, announced >> kHelperBits);
     }
+  }
+
+  // The next announcement after `seen`: spun for up to kSpinMicros, then slept for.
+  uint64_t wait_for_announcement(uint64_t seen) {
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point give_up = Clock::now() + std::chrono::microseconds(kSpinMicros);
+    for (int polls = 1;; ++polls) {
+      const uint64_t announced = announced_.load(std::memory_order_acquire);
+      if (announced != seen) return announced;
+      if (polls % 256 == 0 && Clock::now() > give_up) break;  // reading the clock costs a JS call
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    wake_.wait(lock, [&] { return announced_.load(std::memory_order_relaxed) != seen; });
+    return announced_.load(std::memory_order_relaxed);
   }
 
   int max_threads_ = 1;
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
-  uint64_t generation_ = 0;
-  int active_helpers_ = 0;
   ParallelBody body_ = nullptr;
   void* context_ = nullptr;
   std::atomic<int64_t> tasks_{0};  // atomic: a stale helper may read it while a call sets it
+  std::atomic<uint64_t> announced_{0};  // generation << kHelperBits | helpers wanted
   std::atomic<uint64_t> next_{0};
   std::atomic<int64_t> finished_{0};
 };
