@@ -9,9 +9,9 @@
 #endif
 
 #if SDPA_THREADS
-#include <condition_variable>
+#include <semaphore.h>
+
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 #endif
@@ -30,20 +30,24 @@ void parallel_for(int, int64_t tasks, ParallelBody body, void* context) {
 
 namespace {
 
-// Workers wait for `announced` to change (it holds the generation and the number of helpers the
+// Helpers wait for `announced` to change (it holds the generation and the number of helpers the
 // call wants), then claim tasks from `next` (the generation in its high bits, the next task
-// index in its low bits) until none is left. A worker first spins on `announced` for
-// kSpinMicros after its last task, and only then sleeps on `wake`: waking a sleeping web worker
-// (Atomics.wait/notify) takes longer than a whole call of a small attention, so back-to-back
-// calls would otherwise run on the caller alone. The caller claims tasks too and then waits only
+// index in its low bits) until none is left. The caller claims tasks too and then waits only
 // for claimed tasks to finish (`finished`), never for a helper to wake up: a helper that wakes
-// late finds nothing to claim, and one still asleep from an earlier generation cannot claim a
-// later generation's task by mistake (the claim is a compare-exchange that checks the
-// generation). Worker threads are created on first need and live for the process.
+// late finds nothing to claim, and one from an earlier generation cannot claim a later
+// generation's task by mistake (the claim is a compare-exchange that checks the generation).
+//
+// Waiting: a helper first spins on `announced` for kSpinMicros after its last task, then sleeps
+// on its own semaphore. Waking a sleeping web worker is slow (on the 2-core VM of the benchmark
+// about 0.7 ms, and the posting thread is held up about as long, whether by a semaphore post or
+// a condition variable's notify): spinning keeps back-to-back calls from paying that.
+// A helper sets `asleep` before its last look at `announced`, and the caller posts only to a
+// wanted helper whose `asleep` it clears, so every post is consumed by exactly one sem_wait.
+// Helper threads are created on first need and live for the process.
 class Pool {
  public:
   static Pool& get() {
-    static Pool* pool = new Pool;  // never destroyed: workers may still be parked at exit
+    static Pool* pool = new Pool;  // never destroyed: helpers may still be parked at exit
     return *pool;
   }
 
@@ -57,35 +61,47 @@ class Pool {
       return;
     }
     const int helpers = threads - 1;
-    while (static_cast<int>(workers_.size()) < helpers) {
-      const int index = static_cast<int>(workers_.size()) + 1;
-      workers_.emplace_back([this, index] { worker_loop(index); });
+    while (static_cast<int>(helpers_.size()) < helpers) {
+      helpers_.push_back(std::make_unique<Helper>());
+      Helper* helper = helpers_.back().get();
+      const int index = static_cast<int>(helpers_.size());
+      helper->thread = std::thread([this, helper, index] { helper_loop(*helper, index); });
     }
-    uint64_t generation;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      body_ = body;
-      context_ = context;
-      tasks_.store(tasks, std::memory_order_relaxed);
-      finished_.store(0, std::memory_order_relaxed);
-      generation = (announced_.load(std::memory_order_relaxed) >> kHelperBits) + 1;
-      next_.store(generation << kIndexBits, std::memory_order_release);
-      announced_.store(generation << kHelperBits | static_cast<uint64_t>(helpers), std::memory_order_release);
+    const uint64_t generation = ((announced_.load(std::memory_order_relaxed) >> kHelperBits) + 1) & kGenerationMask;
+    // Closed to the last generation first: a helper that loaded the old claim word just before
+    // tasks_ changes then fails its compare-exchange instead of claiming a task past the end.
+    next_.store(generation << kIndexBits | kIndexMask);
+    body_ = body;
+    context_ = context;
+    tasks_.store(tasks, std::memory_order_relaxed);
+    finished_.store(0, std::memory_order_relaxed);
+    next_.store(generation << kIndexBits, std::memory_order_release);
+    announced_.store(generation << kHelperBits | static_cast<uint64_t>(helpers));
+    for (int i = 0; i < helpers; ++i) {
+      if (helpers_[i]->asleep.exchange(false)) sem_post(&helpers_[i]->wake);
     }
-    wake_.notify_all();
     drain(0, generation);
-    // Only claimed tasks are left: spin rather than sleep (a browser main thread may not block;
-    // Emscripten busy-waits there anyway, with a warning).
+    // Only claimed tasks are left: spin rather than sleep (a browser main thread may not block).
     while (finished_.load(std::memory_order_acquire) < tasks) std::this_thread::yield();
   }
 
  private:
   static constexpr int kIndexBits = 40;
+  static constexpr uint64_t kIndexMask = (uint64_t{1} << kIndexBits) - 1;
+  // The generation wraps within the claim word's high bits, so claims keep matching it.
+  static constexpr uint64_t kGenerationMask = (uint64_t{1} << (64 - kIndexBits)) - 1;
   static constexpr int kHelperBits = 16;
   static constexpr uint64_t kHelperMask = (uint64_t{1} << kHelperBits) - 1;
   // Long enough to span the JS work between back-to-back calls (copying the inputs into the
   // heap), short enough that an idle page does not keep a core busy.
   static constexpr int kSpinMicros = 1000;
+
+  struct Helper {
+    Helper() { sem_init(&wake, 0, 0); }
+    std::thread thread;
+    std::atomic<bool> asleep{false};
+    sem_t wake;
+  };
 
   Pool() {
     const unsigned n = std::thread::hardware_concurrency();
@@ -93,11 +109,10 @@ class Pool {
   }
 
   void drain(int worker, uint64_t generation) {
-    const uint64_t index_mask = (uint64_t{1} << kIndexBits) - 1;
     for (;;) {
       uint64_t claim = next_.load(std::memory_order_acquire);
       if ((claim >> kIndexBits) != generation) return;
-      const int64_t task = static_cast<int64_t>(claim & index_mask);
+      const int64_t task = static_cast<int64_t>(claim & kIndexMask);
       if (task >= tasks_.load(std::memory_order_relaxed)) return;
       if (!next_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel)) continue;
       body_(context_, task, worker);
@@ -105,10 +120,10 @@ class Pool {
     }
   }
 
-  void worker_loop(int index) {
+  void helper_loop(Helper& helper, int index) {
     uint64_t seen = 0;
     for (;;) {
-      const uint64_t announced = wait_for_announcement(seen);
+      const uint64_t announced = wait_for_announcement(helper, seen);
       seen = announced;
       // A helper the call does not want has no scratch: it must not claim a task.
       if (index <= static_cast<int>(announced & kHelperMask)) drain(index, announced >> kHelperBits);
@@ -116,7 +131,7 @@ class Pool {
   }
 
   // The next announcement after `seen`: spun for up to kSpinMicros, then slept for.
-  uint64_t wait_for_announcement(uint64_t seen) {
+  uint64_t wait_for_announcement(Helper& helper, uint64_t seen) {
     using Clock = std::chrono::steady_clock;
     const Clock::time_point give_up = Clock::now() + std::chrono::microseconds(kSpinMicros);
     for (int polls = 1;; ++polls) {
@@ -124,15 +139,23 @@ class Pool {
       if (announced != seen) return announced;
       if (polls % 256 == 0 && Clock::now() > give_up) break;  // reading the clock costs a JS call
     }
-    std::unique_lock<std::mutex> lock(mutex_);
-    wake_.wait(lock, [&] { return announced_.load(std::memory_order_relaxed) != seen; });
-    return announced_.load(std::memory_order_relaxed);
+    for (;;) {
+      helper.asleep.store(true);
+      const uint64_t announced = announced_.load();
+      if (announced != seen) {
+        // Announced meanwhile: the caller may already have cleared `asleep` and posted.
+        if (!helper.asleep.exchange(false)) sem_wait(&helper.wake);
+        return announced;
+      }
+      while (sem_wait(&helper.wake) != 0) {
+      }  // retried on EINTR
+      const uint64_t now = announced_.load(std::memory_order_acquire);
+      if (now != seen) return now;
+    }
   }
 
   int max_threads_ = 1;
-  std::vector<std::thread> workers_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
+  std::vector<std::unique_ptr<Helper>> helpers_;
   ParallelBody body_ = nullptr;
   void* context_ = nullptr;
   std::atomic<int64_t> tasks_{0};  // atomic: a stale helper may read it while a call sets it

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "attention_test_support.h"
@@ -27,6 +29,31 @@ TEST(ParallelFor, RunsEveryTaskOnceOnDenseWorkers) {
       EXPECT_EQ(bad_worker.load(), 0);
     }
   }
+}
+
+// Back-to-back calls with the thread count changing, some after a pause long enough for the
+// helpers to stop spinning and sleep: every task still runs exactly once.
+TEST(ParallelFor, BackToBackAndAfterSleeping) {
+  set_max_threads(4);
+  std::vector<std::atomic<int>> runs(64);
+  for (int call = 0; call < 3000; ++call) {
+    if (call % 500 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    const int threads = 1 + call % 4;
+    const int64_t tasks = 1 + call % 64;
+    parallel_for(threads, tasks, [&](int64_t t, int) { runs[static_cast<size_t>(t)]++; });
+    for (int64_t t = 0; t < tasks; ++t) ASSERT_EQ(runs[static_cast<size_t>(t)].exchange(0), 1) << "call " << call;
+  }
+}
+
+// The pool's generation counter wraps after 2^24 calls (it shares a word with the task index):
+// calls past the wrap must not hang.
+TEST(ParallelFor, SurvivesGenerationWrap) {
+  set_max_threads(2);
+  std::atomic<int64_t> runs{0};
+  const int64_t calls = (int64_t{1} << 24) + 10;
+  for (int64_t call = 0; call < calls; ++call) parallel_for(2, 2, [&](int64_t, int) { runs++; });
+  EXPECT_EQ(runs.load(), 2 * calls);
+  set_max_threads(4);
 }
 
 TEST(ParallelFor, ThreadsForClampsToMax) {
