@@ -22,7 +22,7 @@ namespace sdpa {
 
 int max_threads() { return 1; }
 void set_max_threads(int) {}
-void parallel_for(int, int64_t tasks, ParallelBody body, void* context) {
+void parallel_for(int, int64_t tasks, ParallelBody body, void* context, double) {
   for (int64_t t = 0; t < tasks; ++t) body(context, t, 0);
 }
 
@@ -54,10 +54,16 @@ class Pool {
   int max_threads() const { return max_threads_; }
   void set_max_threads(int n) { max_threads_ = std::max(1, n); }
 
-  void run(int threads, int64_t tasks, ParallelBody body, void* context) {
+  void run(int threads, int64_t tasks, ParallelBody body, void* context, double serial_micros) {
     threads = static_cast<int>(std::min<int64_t>({threads, max_threads_, tasks}));
+    const int64_t start = now_ns();
+    const bool burst = start - last_end_ < int64_t{kSpinMicros} * 1000;
+    if (threads > 1 && serial_micros > 0 && serial_micros < 2 * wake_micros_ && !burst) {
+      threads = std::min(threads, 1 + awake_helpers());
+    }
     if (threads <= 1) {
       for (int64_t t = 0; t < tasks; ++t) body(context, t, 0);
+      last_end_ = now_ns();
       return;
     }
     const int helpers = threads - 1;
@@ -77,15 +83,37 @@ class Pool {
     finished_.store(0, std::memory_order_relaxed);
     next_.store(generation << kIndexBits, std::memory_order_release);
     announced_.store(generation << kHelperBits | static_cast<uint64_t>(helpers));
+    Helper* woken = nullptr;
+    int64_t posted_at = 0;
     for (int i = 0; i < helpers; ++i) {
-      if (helpers_[i]->asleep.exchange(false)) sem_post(&helpers_[i]->wake);
+      Helper& helper = *helpers_[i];
+      if (!helper.asleep.exchange(false)) continue;
+      if (woken == nullptr) {
+        woken = &helper;
+        helper.woke_at.store(0, std::memory_order_relaxed);
+        posted_at = now_ns();
+      }
+      sem_post(&helper.wake);
     }
     drain(0, generation);
     // Only claimed tasks are left: spin rather than sleep (a browser main thread may not block).
     while (finished_.load(std::memory_order_acquire) < tasks) std::this_thread::yield();
+    last_end_ = now_ns();
+    if (woken != nullptr) {
+      // A helper still asleep now took at least the whole call to wake.
+      const int64_t woke_at = woken->woke_at.load(std::memory_order_relaxed);
+      const double micros = static_cast<double>((woke_at != 0 ? woke_at : last_end_) - posted_at) / 1e3;
+      wake_micros_ = wake_micros_ == 0 ? micros : 0.75 * wake_micros_ + 0.25 * micros;
+    }
   }
 
  private:
+  int awake_helpers() const {
+    int awake = 0;
+    for (const auto& helper : helpers_) awake += helper->asleep.load(std::memory_order_relaxed) ? 0 : 1;
+    return awake;
+  }
+
   static constexpr int kIndexBits = 40;
   static constexpr uint64_t kIndexMask = (uint64_t{1} << kIndexBits) - 1;
   // The generation wraps within the claim word's high bits, so claims keep matching it.
@@ -100,8 +128,14 @@ class Pool {
     Helper() { sem_init(&wake, 0, 0); }
     std::thread thread;
     std::atomic<bool> asleep{false};
+    std::atomic<int64_t> woke_at{0};  // now_ns() when it last returned from sem_wait
     sem_t wake;
   };
+
+  static int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
 
   Pool() {
     const unsigned n = std::thread::hardware_concurrency();
@@ -145,10 +179,12 @@ class Pool {
       if (announced != seen) {
         // Announced meanwhile: the caller may already have cleared `asleep` and posted.
         if (!helper.asleep.exchange(false)) sem_wait(&helper.wake);
+        helper.woke_at.store(now_ns(), std::memory_order_relaxed);
         return announced;
       }
       while (sem_wait(&helper.wake) != 0) {
       }  // retried on EINTR
+      helper.woke_at.store(now_ns(), std::memory_order_relaxed);
       const uint64_t now = announced_.load(std::memory_order_acquire);
       if (now != seen) return now;
     }
@@ -162,14 +198,18 @@ class Pool {
   std::atomic<uint64_t> announced_{0};  // generation << kHelperBits | helpers wanted
   std::atomic<uint64_t> next_{0};
   std::atomic<int64_t> finished_{0};
+  // Caller-only state: when the last call ended, and a moving average of how long a posted
+  // helper took to run.
+  int64_t last_end_ = 0;
+  double wake_micros_ = 0;
 };
 
 }  // namespace
 
 int max_threads() { return Pool::get().max_threads(); }
 void set_max_threads(int n) { Pool::get().set_max_threads(n); }
-void parallel_for(int threads, int64_t tasks, ParallelBody body, void* context) {
-  Pool::get().run(threads, tasks, body, context);
+void parallel_for(int threads, int64_t tasks, ParallelBody body, void* context, double serial_micros) {
+  Pool::get().run(threads, tasks, body, context, serial_micros);
 }
 
 #endif

@@ -15,20 +15,24 @@ int max_threads();
 // Caps max_threads() (the JS layer sets it to the number of preloaded workers + 1).
 void set_max_threads(int n);
 
-// Calls body(context, task, worker) once for every task in [0, tasks), on
+// Calls body(context, task, worker) once for every task in [0, tasks), on at most
 // min(threads, max_threads(), tasks) threads, the caller being worker 0 (workers are numbered
 // densely from 0). Tasks are handed out in increasing order from a shared counter, so put the
 // longest first. Returns when every task has finished. Not reentrant.
+// `serial_micros`, when known, is about how long one thread would take: a call shorter than
+// twice the time a sleeping helper has recently taken to wake runs without the sleeping
+// helpers, unless it follows the previous call closely (a burst of calls, which the woken
+// helpers then stay awake for).
 using ParallelBody = void (*)(void* context, int64_t task, int worker);
-void parallel_for(int threads, int64_t tasks, ParallelBody body, void* context);
+void parallel_for(int threads, int64_t tasks, ParallelBody body, void* context, double serial_micros = 0);
 
 // Convenience wrapper for a lambda.
 template <typename F>
-void parallel_for(int threads, int64_t tasks, F&& body) {
+void parallel_for(int threads, int64_t tasks, F&& body, double serial_micros = 0) {
   parallel_for(
       threads, tasks,
       [](void* c, int64_t task, int worker) { (*static_cast<F*>(c))(task, worker); },
-      const_cast<void*>(static_cast<const void*>(&body)));
+      const_cast<void*>(static_cast<const void*>(&body)), serial_micros);
 }
 
 }  // namespace sdpa

@@ -32,7 +32,8 @@ TEST(ParallelFor, RunsEveryTaskOnceOnDenseWorkers) {
 }
 
 // Back-to-back calls with the thread count changing, some after a pause long enough for the
-// helpers to stop spinning and sleep: every task still runs exactly once.
+// helpers to stop spinning and sleep, some short enough (serial_micros) to leave sleepers
+// asleep: every task still runs exactly once.
 TEST(ParallelFor, BackToBackAndAfterSleeping) {
   set_max_threads(4);
   std::vector<std::atomic<int>> runs(64);
@@ -40,7 +41,8 @@ TEST(ParallelFor, BackToBackAndAfterSleeping) {
     if (call % 500 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(3));
     const int threads = 1 + call % 4;
     const int64_t tasks = 1 + call % 64;
-    parallel_for(threads, tasks, [&](int64_t t, int) { runs[static_cast<size_t>(t)]++; });
+    const double serial_micros = call % 3 == 0 ? 1.0 : 0.0;
+    parallel_for(threads, tasks, [&](int64_t t, int) { runs[static_cast<size_t>(t)]++; }, serial_micros);
     for (int64_t t = 0; t < tasks; ++t) ASSERT_EQ(runs[static_cast<size_t>(t)].exchange(0), 1) << "call " << call;
   }
 }
