@@ -21,8 +21,8 @@ void set_max_threads(int n);
 // longest first. Returns when every task has finished. Not reentrant.
 // `serial_micros`, when known, is about how long one thread would take: a call shorter than
 // twice the time a sleeping helper has recently taken to wake runs without the sleeping
-// helpers, unless it follows the previous call closely (a burst of calls, which the woken
-// helpers then stay awake for).
+// helpers, unless it is one of a stream of calls that each follow the last closely (which the
+// woken helpers then stay awake for).
 using ParallelBody = void (*)(void* context, int64_t task, int worker);
 void parallel_for(int threads, int64_t tasks, ParallelBody body, void* context, double serial_micros = 0);
 
