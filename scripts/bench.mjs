@@ -15,9 +15,10 @@
 //
 // Method: one Node process times every engine on a shape, interleaved round by round (the
 // machine is shared and noisy: medians and ratios from the same rounds are what to compare).
-// In a round each engine makes two calls back to back and the second is timed: the steady
-// state of a model that calls attention layer after layer. The first ("cold": right after the
-// other engines' calls, helper threads asleep, caches holding other data) is reported too.
+// In a round each engine, after a 20 ms pause (other engines' thread pools go idle), makes two
+// calls back to back and the second is timed: the steady state of a model that calls attention
+// layer after layer. The first ("cold": helper threads asleep, caches holding other data) is
+// reported too.
 // onnxruntime-web fixes its thread count per process, so its 2-thread engines run in a child
 // process that also times sdpa-simd-mt for a same-process ratio. Every engine's output is first
 // checked against a float64 plain-JS reference (max abs error <= 1e-4 on inputs in [-1, 1]); a
@@ -41,6 +42,8 @@ const DEFAULT_SHAPES = '1x128x64,1x512x64,1x1024x64,1x2048x64,12x512x64,1x4096x6
 const ALL_ENGINES = ['sdpa-scalar', 'sdpa-simd-1t', 'sdpa-simd-mt', 'sdpa-simd128-1t', 'sdpa-webgpu', 'ort-1t', 'ort-mha-1t', 'ort-2t', 'ort-mha-2t', 'tfjs-wasm', 'js'];
 const CHILD_ENGINES = new Set(['ort-2t', 'ort-mha-2t']);
 const TOLERANCE = 1e-4;
+/** Pause before each engine's calls in a round: long enough for spinning thread pools to sleep. */
+const ENGINE_PAUSE_MS = 20;
 
 function parseArgs(argv) {
   const o = { shapes: DEFAULT_SHAPES, engines: ALL_ENGINES.join(','), reps: 15, threads: undefined, budgetMs: 6000, long: true, backward: true, out: join(ROOT, 'bench-output'), child: undefined };
@@ -168,6 +171,9 @@ async function benchShapes(opts, names) {
       for (let i = 0; i < live.length; i++) {
         const l = live[(i + r) % live.length];
         if (l.times.length >= l.reps) continue;
+        // A pause first, so that thread pools other engines left spinning (onnxruntime-web's,
+        // sdpa-web's) go idle and do not compete with this engine's calls.
+        await new Promise((resolve) => setTimeout(resolve, ENGINE_PAUSE_MS));
         // An untimed call first: the timed call then finds the engine in its steady state
         // (caches warm, helper threads awake), as a model calling attention layer after layer
         // does. The untimed call, made right after other engines ran, is kept as the cold time.

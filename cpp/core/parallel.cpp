@@ -58,7 +58,7 @@ class Pool {
     threads = static_cast<int>(std::min<int64_t>({threads, max_threads_, tasks}));
     const int64_t start = now_ns();
     burst_calls_ = start - last_end_ < int64_t{kSpinMicros} * 1000 ? burst_calls_ + 1 : 0;
-    if (threads > 1 && serial_micros > 0 && serial_micros < 2 * wake_micros_ && burst_calls_ < kBurstCalls) {
+    if (threads > 1 && serial_micros > 0 && serial_micros < wake_micros_ && burst_calls_ < kBurstCalls) {
       threads = std::min(threads, 1 + awake_helpers());
     }
     if (threads <= 1) {

@@ -20,9 +20,10 @@ void set_max_threads(int n);
 // densely from 0). Tasks are handed out in increasing order from a shared counter, so put the
 // longest first. Returns when every task has finished. Not reentrant.
 // `serial_micros`, when known, is about how long one thread would take: a call shorter than
-// twice the time a sleeping helper has recently taken to wake runs without the sleeping
-// helpers, unless it is one of a stream of calls that each follow the last closely (which the
-// woken helpers then stay awake for).
+// the time a sleeping helper has recently taken to wake runs without the sleeping helpers
+// (waking them would make it slower), unless it is one of a stream of calls that each follow
+// the last closely (which the woken helpers then stay awake for). Longer calls wake them: a
+// lone call of one to two wake-up times may lose a little, the calls after it gain.
 using ParallelBody = void (*)(void* context, int64_t task, int worker);
 void parallel_for(int threads, int64_t tasks, ParallelBody body, void* context, double serial_micros = 0);
 
