@@ -7,7 +7,7 @@
 //                                 (default: all)
 //   --reps N                      timed repetitions per engine and shape (default 15)
 //   --threads N                   threads for sdpa-simd-mt (default: every core)
-//   --budget-ms MS                fewer reps (>= 3) for an engine whose two calls take longer
+//   --budget-ms MS                fewer reps (>= 3) for an engine whose three calls take longer
 //                                 than MS / reps (default 6000: the slow plain-JS/scalar runs)
 //   --long / --no-long            the long-context runs (32k, 16k causal; default on)
 //   --backward / --no-backward    the backward pass (scripts/bench-backward.mjs; default on)
@@ -15,8 +15,8 @@
 //
 // Method: one Node process times every engine on a shape, interleaved round by round (the
 // machine is shared and noisy: medians and ratios from the same rounds are what to compare).
-// In a round each engine, after a 20 ms pause (other engines' thread pools go idle), makes two
-// calls back to back and the second is timed: the steady state of a model that calls attention
+// In a round each engine, after a 20 ms pause (other engines' thread pools go idle), makes three
+// calls back to back and the third is timed: the steady state of a model that calls attention
 // layer after layer. The first ("cold": helper threads asleep, caches holding other data) is
 // reported too.
 // onnxruntime-web fixes its thread count per process, so its 2-thread engines run in a child
@@ -158,7 +158,7 @@ async function benchShapes(opts, names) {
           lastMs = performance.now() - tw;
           spent += lastMs;
         }
-        const reps = Math.min(opts.reps, Math.max(3, Math.floor(opts.budgetMs / (2 * Math.max(lastMs, 1e-3)))));
+        const reps = Math.min(opts.reps, Math.max(3, Math.floor(opts.budgetMs / (3 * Math.max(lastMs, 1e-3)))));
         live.push({ name, row, instance, reps, times: [], cold: [], cpu: [] });
       } catch (e) {
         row.error = String(e?.message ?? e).split('\n')[0].slice(0, 300);
@@ -174,12 +174,13 @@ async function benchShapes(opts, names) {
         // A pause first, so that thread pools other engines left spinning (onnxruntime-web's,
         // sdpa-web's) go idle and do not compete with this engine's calls.
         await new Promise((resolve) => setTimeout(resolve, ENGINE_PAUSE_MS));
-        // An untimed call first: the timed call then finds the engine in its steady state
+        // Two untimed calls first: the timed call then finds the engine in its steady state
         // (caches warm, helper threads awake), as a model calling attention layer after layer
-        // does. The untimed call, made right after other engines ran, is kept as the cold time.
+        // does. The first call, made after the pause, is kept as the cold time.
         const tc = performance.now();
         await l.instance.run();
         l.cold.push(performance.now() - tc);
+        await l.instance.run();
         const cpu0 = process.cpuUsage();
         const t = performance.now();
         await l.instance.run();
@@ -392,7 +393,7 @@ async function main() {
   console.log(`peak probe (f32x4 mul+add, 12 chains, 1 core): ${fmt(mulAddPeak, 1)} GFLOP/s (median of a run before and after; best single run ${fmt(Math.max(peakBefore.maxGflops, peakAfter.maxGflops), 1)})`);
   if (fusedPeak) console.log(`peak probe (f32x4.relaxed_madd, 12 chains, 1 core): ${fmt(fusedPeak, 1)} GFLOP/s (best single run ${fmt(Math.max(fusedBefore.maxGflops, fusedAfter.maxGflops), 1)})`);
   console.log(`sdpa-web SIMD build: ${parent.infos['sdpa-simd-1t']?.relaxedSimd ? 'relaxed SIMD (fused multiply-add)' : 'SIMD128'}; sdpa-web SIMD128 = relaxedSimd: false`);
-  console.log(`medians over interleaved rounds (the second of two back-to-back calls; cold ms = the first's median); ×ort-1t = onnxruntime-web graph 1 thread median / engine median; %peak = GFLOP/s / the higher peak probe;`);
+  console.log(`medians over interleaved rounds (the third of three back-to-back calls; cold ms = the first's median); ×ort-1t = onnxruntime-web graph 1 thread median / engine median; %peak = GFLOP/s / the higher peak probe;`);
   console.log(`CPU ms = median process CPU time per call (all threads; for 1-thread engines a load-robust cost)\n`);
   printTable(rows, peak);
 

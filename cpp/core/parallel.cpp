@@ -57,8 +57,8 @@ class Pool {
   void run(int threads, int64_t tasks, ParallelBody body, void* context, double serial_micros) {
     threads = static_cast<int>(std::min<int64_t>({threads, max_threads_, tasks}));
     const int64_t start = now_ns();
-    burst_calls_ = start - last_end_ < int64_t{kSpinMicros} * 1000 ? burst_calls_ + 1 : 0;
-    if (threads > 1 && serial_micros > 0 && serial_micros < wake_micros_ && burst_calls_ < kBurstCalls) {
+    const bool follows_last_call = start - last_end_ < int64_t{kSpinMicros} * 1000;
+    if (threads > 1 && serial_micros > 0 && serial_micros < wake_micros_ && !follows_last_call) {
       threads = std::min(threads, 1 + awake_helpers());
     }
     if (threads <= 1) {
@@ -123,9 +123,6 @@ class Pool {
   // Long enough to span the JS work between back-to-back calls (copying the inputs into the
   // heap), short enough that an idle page does not keep a core busy.
   static constexpr int kSpinMicros = 1000;
-  // Calls in a row, each within kSpinMicros of the last, after which short calls wake sleeping
-  // helpers too: a stream of calls repays the wake-up, a pair does not.
-  static constexpr int kBurstCalls = 4;
 
   struct Helper {
     Helper() { sem_init(&wake, 0, 0); }
@@ -204,7 +201,6 @@ class Pool {
   // Caller-only state: when the last call ended, and a moving average of how long a posted
   // helper took to run.
   int64_t last_end_ = 0;
-  int burst_calls_ = 0;
   double wake_micros_ = 0;
 };
 

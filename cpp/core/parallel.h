@@ -21,8 +21,8 @@ void set_max_threads(int n);
 // longest first. Returns when every task has finished. Not reentrant.
 // `serial_micros`, when known, is about how long one thread would take: a call shorter than
 // the time a sleeping helper has recently taken to wake runs without the sleeping helpers
-// (waking them would make it slower), unless it is one of a stream of calls that each follow
-// the last closely (which the woken helpers then stay awake for). Longer calls wake them: a
+// (waking them would make it slower), unless it follows the previous call closely: in a
+// stream of calls the woken helpers then stay awake for the rest. Longer calls wake them: a
 // lone call of one to two wake-up times may lose a little, the calls after it gain.
 using ParallelBody = void (*)(void* context, int64_t task, int worker);
 void parallel_for(int threads, int64_t tasks, ParallelBody body, void* context, double serial_micros = 0);
