@@ -39,8 +39,9 @@ namespace {
 //
 // Waiting: a helper first spins on `announced` for kSpinMicros after its last task, then sleeps
 // on its own semaphore. Waking a sleeping web worker is slow (on the 2-core VM of the benchmark
-// about 0.7 ms, and the posting thread is held up about as long, whether by a semaphore post or
-// a condition variable's notify): spinning keeps back-to-back calls from paying that.
+// 0.1-5 ms with the host's load, and the posting thread is held up about as long, whether by a
+// semaphore post or a condition variable's notify): spinning keeps back-to-back calls from
+// paying that, and run() leaves sleepers asleep for a lone call shorter than a wake-up.
 // A helper sets `asleep` before its last look at `announced`, and the caller posts only to a
 // wanted helper whose `asleep` it clears, so every post is consumed by exactly one sem_wait.
 // Helper threads are created on first need and live for the process.
