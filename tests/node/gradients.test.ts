@@ -38,9 +38,10 @@ for (const { backend, relaxedSimd, label } of CONFIGS) {
     });
     afterAll(() => attn.dispose());
 
-    const check = (q: Tensor, k: Tensor, v: Tensor, options: BackwardOptions, label: string, seed = 7) => {
+    const check = (q: Tensor, k: Tensor, v: Tensor, options: BackwardOptions, label: string, seed = 7, dOutScale = 1) => {
       const { output } = oracle.scaledDotProductAttentionSync(q, k, v, options);
       const dOut = randomTensor([...output.shape], seed);
+      dOut.data.forEach((x, i) => (dOut.data[i] = x * dOutScale));
       const ref = oracle.referenceAttentionBackward(q, k, v, dOut, options);
       const plain = oracle.scaledDotProductAttentionBackward(q, k, v, dOut, options);
       const fwd = attn.scaledDotProductAttentionSync(q, k, v, { ...options, returnLogSumExp: true });
@@ -87,6 +88,19 @@ for (const { backend, relaxedSimd, label } of CONFIGS) {
         check(q, k, v, { enableGqa: true, attnMask: bool }, `bool mask [${shape}]`);
         check(q, k, v, { enableGqa: true, attnMask: additive, returnAttnMaskGrad: true }, `additive mask [${shape}]`);
       }
+    });
+
+    it('values near FLT_MAX (the forward output near FLT_MAX, a tiny upstream gradient) stay finite and within the rule', () => {
+      const q = randomTensor([2, 70, 16], 30, -3, 3);
+      const k = randomTensor([2, 70, 16], 31, -3, 3);
+      const v = randomTensor([2, 70, 8], 32);
+      v.data.forEach((x, i) => (v.data[i] = (x < 0 ? -3.3e38 : 3.3e38) * (0.9 + 0.1 * Math.abs(x))));
+      check(q, k, v, {}, 'V near FLT_MAX', 33, 1e-38);
+      check(q, k, v, { isCausal: true }, 'V near FLT_MAX, causal', 34, 1e-38);
+      const dOut = randomTensor([2, 70, 8], 35);
+      dOut.data.forEach((x, i) => (dOut.data[i] = x * 1e-38));
+      const g = attn.scaledDotProductAttentionBackward(q, k, v, dOut);
+      for (const name of GRADS) for (const x of g[name].data) expect(Number.isFinite(x), name).toBe(true);
     });
 
     it('rows that see no key get zero gradients; hidden NaN/Inf never leaks', () => {
