@@ -17,6 +17,10 @@
 //  - Hidden keys get P = dS = −0.0; when a tile holds any, dS·K drops those lanes, so NaN/Inf
 //    stored in hidden K/V rows never leaks (as in the forward). Causal: a block skips the tiles
 //    after its last row's last visible key; rows that see none of a tile contribute nothing.
+//  - Multiply-adds are unfused in both builds (the relaxed-SIMD build included): the register
+//    accumulations run 4 chains over the rows, so they are latency-bound, and a fused
+//    multiply-add's longer latency made the relaxed build's backward 1.4–1.6× slower than
+//    SIMD128's; unfused dot products also need no overflow repair (kernels/dot_2x16.h).
 // Flops: 10·Lq·Lk·d per head for E = Ev = d (five matrix products), as FlashAttention counts.
 // Chosen for backend 'simd' (the default CPU backend); dispatch is in core/attention_backward.cpp.
 #include "kernels/attention_backward_simd128.h"
@@ -87,7 +91,7 @@ inline void rows_times_tile_2x16(const float* x0, const float* x1, const float* 
                                  float* o0, float* o1) {
   static_assert(kColumnVectors == kTileVectors, "one register tile width");
   f32x4 a[2 * kColumnVectors];
-  dot_2x16<kTileKeys, 0>(x0, x1, tile, D, splat(kNegInf), a);
+  dot_2x16_unchecked<kTileKeys, 0, false>(x0, x1, tile, D, a);
   for (int c = 0; c < kColumnVectors; ++c) {
     store(o0 + 4 * c, a[c]);
     store(o1 + 4 * c, a[kColumnVectors + c]);
@@ -108,9 +112,9 @@ inline void accumulate(const float* coef, int64_t coef_stride, const float* src,
     const mask32x4 visible = bits_differ(k, hidden);
     for (int c = 0; c < NV; ++c) {
       if (kDropHidden) {
-        acc[c] = madd(k, keep_where(load(s + 4 * c), visible), acc[c]);
+        acc[c] = madd_unfused(k, keep_where(load(s + 4 * c), visible), acc[c]);
       } else {
-        acc[c] = madd(k, load(s + 4 * c), acc[c]);
+        acc[c] = madd_unfused(k, load(s + 4 * c), acc[c]);
       }
     }
   }
