@@ -17,10 +17,11 @@
 //  - Hidden keys get P = dS = −0.0; when a tile holds any, dS·K drops those lanes, so NaN/Inf
 //    stored in hidden K/V rows never leaks (as in the forward). Causal: a block skips the tiles
 //    after its last row's last visible key; rows that see none of a tile contribute nothing.
-//  - Multiply-adds are unfused in both builds (the relaxed-SIMD build included): the register
-//    accumulations run 4 chains over the rows, so they are latency-bound, and a fused
-//    multiply-add's longer latency made the relaxed build's backward 1.4–1.6× slower than
-//    SIMD128's; unfused dot products also need no overflow repair (kernels/dot_2x16.h).
+//  - The register accumulations alternate two sets of accumulators over the rows (8 chains):
+//    with one set (4 chains) they were latency-bound and a fused multiply-add's longer latency
+//    made the relaxed build 1.4–1.6× slower than SIMD128. The dot products (S, dP) are unfused in
+//    both builds: they then need no overflow repair (kernels/dot_2x16.h), which cost more than
+//    fusing saved.
 // Flops: 10·Lq·Lk·d per head for E = Ev = d (five matrix products), as FlashAttention counts.
 // Chosen for backend 'simd' (the default CPU backend); dispatch is in core/attention_backward.cpp.
 #include "kernels/attention_backward_simd128.h"
@@ -103,22 +104,33 @@ inline void rows_times_tile_2x16(const float* x0, const float* x1, const float* 
 template <int NV, bool kDropHidden>
 inline void accumulate(const float* coef, int64_t coef_stride, const float* src, int64_t src_stride,
                        int64_t n, float* dst) {
-  f32x4 acc[NV];
-  for (int c = 0; c < NV; ++c) acc[c] = load(dst + 4 * c);
+  // Even and odd x in separate accumulators: twice the independent chains, so the fused
+  // multiply-add's latency is covered. The odd set starts at -0.0, the identity of +.
+  f32x4 even[NV], odd[NV];
+  for (int c = 0; c < NV; ++c) {
+    even[c] = load(dst + 4 * c);
+    odd[c] = from_bits(kNegativeZeroBits);
+  }
   const f32x4 hidden = from_bits(kNegativeZeroBits);
-  for (int64_t x = 0; x < n; ++x) {
+  auto term = [&](int64_t x, f32x4* a) {
     const f32x4 k = splat(coef[x * coef_stride]);
     const float* s = src + x * src_stride;
     const mask32x4 visible = bits_differ(k, hidden);
     for (int c = 0; c < NV; ++c) {
       if (kDropHidden) {
-        acc[c] = madd_unfused(k, keep_where(load(s + 4 * c), visible), acc[c]);
+        a[c] = madd(k, keep_where(load(s + 4 * c), visible), a[c]);
       } else {
-        acc[c] = madd_unfused(k, load(s + 4 * c), acc[c]);
+        a[c] = madd(k, load(s + 4 * c), a[c]);
       }
     }
+  };
+  int64_t x = 0;
+  for (; x + 1 < n; x += 2) {
+    term(x, even);
+    term(x + 1, odd);
   }
-  for (int c = 0; c < NV; ++c) store(dst + 4 * c, acc[c]);
+  if (x < n) term(x, even);
+  for (int c = 0; c < NV; ++c) store(dst + 4 * c, add(even[c], odd[c]));
 }
 
 // The same over a whole row of d4 dims, in chunks of 16.
