@@ -308,11 +308,11 @@ val dropout_js(double n, double p, double seed, val pointers) {
 //            w1Shape, w2Shape, vShape, scale? }
 Status score_plan_from_js(const val& request, ScorePlan* plan) {
   ScoreRequest r;
-  const std::string kind = request[js("kind")].as<std::string>();
-  r.kind = kind == "dot"              ? ScoreKind::kDot
-           : kind == "multiplicative" ? ScoreKind::kMultiplicative
-           : kind == "additive"       ? ScoreKind::kAdditive
-                                      : ScoreKind::kScaledDot;
+  const val kind = request[js("kind")];
+  r.kind = kind.strictlyEquals(js("dot"))              ? ScoreKind::kDot
+           : kind.strictlyEquals(js("multiplicative")) ? ScoreKind::kMultiplicative
+           : kind.strictlyEquals(js("additive"))       ? ScoreKind::kAdditive
+                                                       : ScoreKind::kScaledDot;
   r.query_shape = shape_of(request[js("queryShape")]);
   r.key_shape = shape_of(request[js("keyShape")]);
   r.w_shape = shape_of(request[js("wShape")]);

@@ -64,6 +64,11 @@ struct AttentionPlan {
   int64_t value_elements() const { return B * Hkv * Lk * Ev; }
   int64_t output_elements() const { return B * Hq * Lq * Ev; }
   int64_t weights_elements() const { return B * Hq * Lq * Lk; }
+  // Multiply-adds of the two matrix products Q·Kᵀ and P·V (as a double: it can pass 2^63).
+  double multiply_adds() const {
+    return static_cast<double>(B * Hq) * static_cast<double>(Lq) * static_cast<double>(Lk) *
+           static_cast<double>(E + Ev);
+  }
   // Index of the last key that query row i may see under the causal alignment (may be < 0:
   // the row sees nothing), or Lk - 1 when not causal.
   int64_t last_visible_key(int64_t i) const {

@@ -37,9 +37,7 @@ void run_attention(Backend backend, const AttentionPlan& plan, const AttentionIn
       // Below about 256K multiply-adds per thread (~10 µs) another thread costs more than it
       // saves (the hand-off, K packed on one thread while the others wait): small calls run on
       // fewer threads than allowed.
-      const double work = static_cast<double>(plan.B * plan.Hq) * static_cast<double>(plan.Lq) *
-                          static_cast<double>(plan.Lk) * static_cast<double>(plan.E + plan.Ev);
-      const int useful = static_cast<int>(std::max(1.0, work / (1 << 18)));
+      const int useful = static_cast<int>(std::max(1.0, plan.multiply_adds() / (1 << 18)));
       attention_simd128(plan, in, output, weights, static_cast<float*>(workspace),
                         std::min(threads, useful), lse);
       return;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 
 #ifndef SDPA_THREADS
 #define SDPA_THREADS 1
@@ -11,6 +10,7 @@
 #if SDPA_THREADS
 #include <semaphore.h>
 
+#include <chrono>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -37,7 +37,7 @@ namespace {
 // late finds nothing to claim, and one from an earlier generation cannot claim a later
 // generation's task by mistake (the claim is a compare-exchange that checks the generation).
 //
-// Waiting: a helper first spins on `announced` for kSpinMicros after its last task, then sleeps
+// Waiting: a helper first spins on `announced` for kSpinNanos after its last task, then sleeps
 // on its own semaphore. Waking a sleeping web worker is slow (on the 2-core VM of the benchmark
 // 0.1-5 ms with the host's load, and the posting thread is held up about as long, whether by a
 // semaphore post or a condition variable's notify): spinning keeps back-to-back calls from
@@ -58,7 +58,7 @@ class Pool {
   void run(int threads, int64_t tasks, ParallelBody body, void* context, double serial_micros) {
     threads = static_cast<int>(std::min<int64_t>({threads, max_threads_, tasks}));
     const int64_t start = now_ns();
-    const bool follows_last_call = start - last_end_ < int64_t{kSpinMicros} * 1000;
+    const bool follows_last_call = start - last_end_ < kSpinNanos;
     if (threads > 1 && serial_micros > 0 && serial_micros < wake_micros_ && !follows_last_call) {
       threads = std::min(threads, 1 + awake_helpers());
     }
@@ -123,7 +123,7 @@ class Pool {
   static constexpr uint64_t kHelperMask = (uint64_t{1} << kHelperBits) - 1;
   // Long enough to span the JS work between back-to-back calls (copying the inputs into the
   // heap), short enough that an idle page does not keep a core busy.
-  static constexpr int kSpinMicros = 1000;
+  static constexpr int64_t kSpinNanos = 1'000'000;
 
   struct Helper {
     Helper() { sem_init(&wake, 0, 0); }
@@ -165,14 +165,13 @@ class Pool {
     }
   }
 
-  // The next announcement after `seen`: spun for up to kSpinMicros, then slept for.
+  // The next announcement after `seen`: spun for up to kSpinNanos, then slept for.
   uint64_t wait_for_announcement(Helper& helper, uint64_t seen) {
-    using Clock = std::chrono::steady_clock;
-    const Clock::time_point give_up = Clock::now() + std::chrono::microseconds(kSpinMicros);
+    const int64_t give_up = now_ns() + kSpinNanos;
     for (int polls = 1;; ++polls) {
       const uint64_t announced = announced_.load(std::memory_order_acquire);
       if (announced != seen) return announced;
-      if (polls % 256 == 0 && Clock::now() > give_up) break;  // reading the clock costs a JS call
+      if (polls % 256 == 0 && now_ns() > give_up) break;  // reading the clock costs a JS call
     }
     for (;;) {
       helper.asleep.store(true);

@@ -585,8 +585,7 @@ void attention_simd128(const AttentionPlan& p, const AttentionInputs& in, float*
   const bool reverse = p.causal != CausalAlignment::kNone;
   // One thread's time, roughly (about 20000 multiply-adds per µs): lets the pool leave sleeping
   // helpers asleep when waking them would cost more than they save.
-  const double serial_micros = static_cast<double>(p.B * p.Hq) * static_cast<double>(p.Lq) *
-                               static_cast<double>(p.Lk) * static_cast<double>(p.E + p.Ev) / 20000;
+  const double serial_micros = p.multiply_adds() / 20000;
   parallel_for(threads, static_cast<int64_t>(p.B * p.Hq) * groups, [&](int64_t task, int worker) {
     const idx head = static_cast<idx>(task) / groups;
     idx group = static_cast<idx>(task) % groups;
