@@ -145,6 +145,9 @@ describe('demo page', () => {
     const edited = await weights();
     expect(edited).not.toEqual(before);
     edited.forEach((r) => expect(r.reduce((a, b) => a + b, 0)).toBeCloseTo(1, 5));
+    // The shape fields show the matrices' shapes.
+    const shapeFields = () => Promise.all(['#pg-lq', '#pg-lk', '#pg-dk', '#pg-dv'].map((f) => page.inputValue(f)));
+    expect(await shapeFields()).toEqual(['3', '5', '3', '2']);
 
     v = await version();
     await page.selectOption('#pg-mask', 'causal-tl');
@@ -219,6 +222,20 @@ describe('demo page', () => {
     const run = await runExample(attn, workedExamples.find((e) => e.id === 'ex-full-pipeline-3x4')!);
     const out = await page.$$eval('#pg-output table.matrix td', (tds) => tds.map((td) => Number((td as HTMLElement).dataset.v)));
     out.forEach((x, i) => expect(x).toBeCloseTo(run.values.output!.data[i], 5));
+  });
+
+  it('draws random Q, K, V of the shapes typed in the shape fields', async () => {
+    const page = s.page;
+    await page.selectOption('#pg-mode', 'qkv');
+    for (const [field, n] of [['#pg-lq', '2'], ['#pg-lk', '3'], ['#pg-dk', '5'], ['#pg-dv', '2']]) await page.fill(field, n);
+    await page.click('#pg-random');
+    await expect.poll(async () => (await page.textContent('#pg-summary')) ?? '').toContain('Q [2 × 5], K [3 × 5], V [3 × 2]');
+    const rows = (id: string) => page.inputValue(id).then((t) => t.trim().split('\n').map((r) => r.trim().split(/\s+/).length));
+    expect(await rows('#pg-q')).toEqual([5, 5]);
+    expect(await rows('#pg-k')).toEqual([5, 5, 5]);
+    expect(await rows('#pg-v')).toEqual([2, 2, 2]);
+    expect(await page.$$eval('#pg-output table.matrix tbody tr', (trs) => trs.map((tr) => tr.querySelectorAll('td').length))).toEqual([2, 2]);
+    expect(await page.textContent('#pg-error')).toBe('');
   });
 
   it('scaling lab finishes and plots', async () => {

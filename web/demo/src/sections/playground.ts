@@ -61,10 +61,11 @@ export function mountPlayground(app: App): void {
   }
   const tokQ = el('input', { type: 'text', id: 'pg-tokq', size: 28, placeholder: 'e.g. The, cat, sat', value: getParam('ptq') ?? '' });
   const tokK = el('input', { type: 'text', id: 'pg-tokk', size: 28, placeholder: 'e.g. The, cat, sat, on, mat', value: getParam('ptk') ?? '' });
+  // The size fields show the current Q, K, V shapes (kept in step by recompute) and size the
+  // random matrices the button draws.
   const rnd = el('button', { type: 'button', id: 'pg-random', text: 'Random Q, K, V' });
-  const lqIn = el('input', { type: 'number', min: 1, max: 16, value: 4, id: 'pg-lq', 'aria-label': 'Lq' });
-  const lkIn = el('input', { type: 'number', min: 1, max: 16, value: 6, id: 'pg-lk', 'aria-label': 'Lk' });
-  const dIn = el('input', { type: 'number', min: 1, max: 64, value: 4, id: 'pg-d', 'aria-label': 'd_k' });
+  const sizeIn = (id: string, label: string, max: number) => el('input', { type: 'number', min: 1, max, value: 4, id, 'aria-label': label });
+  const lqIn = sizeIn('pg-lq', 'Lq', 16), lkIn = sizeIn('pg-lk', 'Lk', 16), dkIn = sizeIn('pg-dk', 'd_k', 64), dvIn = sizeIn('pg-dv', 'd_v', 64);
 
   const scaled = el('input', { type: 'checkbox', id: 'pg-scaled', checked: getParam('pscaled') !== '0' });
   const temp = el('input', { type: 'range', id: 'pg-temp', min: -1.5, max: 1.5, step: 0.05, value: Math.log10(Number(getParam('pT') ?? 1)) });
@@ -85,7 +86,7 @@ export function mountPlayground(app: App): void {
     el('label', { id: 'pg-keylen-label' }, 'Valid keys (padding)', keyLen),
     el('label', {}, 'Backend', backendSel),
   );
-  const randomRow = el('div', { class: 'row' }, rnd, el('label', {}, 'Lq ', lqIn), el('label', {}, 'Lk ', lkIn), el('label', {}, 'd_k = d_v ', dIn));
+  const randomRow = el('div', { class: 'row', role: 'group', 'aria-label': 'Shapes of Q, K, V' }, el('span', { class: 'note', text: 'Shapes:' }), el('label', {}, 'Lq ', lqIn), el('label', {}, 'Lk ', lkIn), el('label', {}, 'd_k ', dkIn), el('label', {}, 'd_v ', dvIn), rnd);
   const error = el('p', { id: 'pg-error', class: 'error-text', role: 'alert' });
   const results = el('div', { id: 'pg-results', 'data-version': '0' });
   sec.append(controls, backendNote, randomRow, inputs, el('div', { class: 'row' }, el('label', {}, 'Query tokens ', tokQ), el('label', {}, 'Key tokens ', tokK)), el('div', { id: 'pg-mask-cells' }, maskGrid), error, results);
@@ -190,6 +191,9 @@ export function mountPlayground(app: App): void {
         v = parse('v', 'V');
       }
       const lq = q.shape[0], lk = k.shape[0], dk = q.shape[1];
+      ([[lqIn, lq], [lkIn, lk], [dkIn, dk], [dvIn, v.shape[1]]] as const).forEach(([input, n]) => {
+        if (document.activeElement !== input) input.value = String(n);
+      });
       const base = scaled.checked ? 1 / Math.sqrt(dk) : 1;
       const opts: AttentionOptions = { scale: base / T };
       if (maskSel.value === 'causal-tl') opts.isCausal = 'top-left';
@@ -243,10 +247,11 @@ export function mountPlayground(app: App): void {
     const uni = mulberry32((Date.now() >>> 0) ^ 0x9e3779b9);
     const nrm = normalSampler(uni);
     const mk = (r: number, c: number) => matText({ data: Float32Array.from({ length: r * c }, () => nrm()), shape: [r, c] });
-    const lq = Number(lqIn.value), lk = Number(lkIn.value), d = Number(dIn.value);
-    areas.q.value = mk(lq, d);
-    areas.k.value = mk(lk, d);
-    areas.v.value = mk(lk, d);
+    const size = (input: HTMLInputElement) => Math.min(Number(input.max), Math.max(1, Math.round(Number(input.value)) || 1));
+    const lq = size(lqIn), lk = size(lkIn), dk = size(dkIn), dv = size(dvIn);
+    areas.q.value = mk(lq, dk);
+    areas.k.value = mk(lk, dk);
+    areas.v.value = mk(lk, dv);
     void recompute();
   });
   backendSel.addEventListener('change', async () => {
