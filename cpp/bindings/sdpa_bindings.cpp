@@ -228,8 +228,10 @@ double heap_bytes_in_use() { return static_cast<double>(mallinfo().uordblks); }
 
 // ---- gradients, PRNG, score functions -------------------------------------------------------
 
-// backward: { dOutputShape, outputShape?, lseShape?, returnAttnMaskGrad }
-Status backward_plan_from_js(const val& request, const val& backward, AttentionPlan* plan) {
+// backward: { dOutputShape, outputShape?, lseShape?, returnAttnMaskGrad }; *has_forward: whether
+// the forward's output was given.
+Status backward_plan_from_js(const val& request, const val& backward, AttentionPlan* plan,
+                             bool* has_forward = nullptr) {
   Status s = plan_from_js(request, plan);
   if (!s.ok()) return s;
   BackwardRequest r;
@@ -239,18 +241,18 @@ Status backward_plan_from_js(const val& request, const val& backward, AttentionP
   r.output_shape = shape_of(output_shape);
   r.lse_shape = shape_of(backward[js("lseShape")]);
   r.want_d_mask = backward[js("returnAttnMaskGrad")].as<bool>();
+  if (has_forward != nullptr) *has_forward = r.has_forward;
   return check_backward_request(*plan, r);
 }
 
 // -> { error, workspaceBytes: { scalar, simd, reference64 } }
 val plan_attention_backward_js(val request, val backward) {
   AttentionPlan plan;
-  const Status s = backward_plan_from_js(request, backward, &plan);
+  bool has_forward = false;
+  const Status s = backward_plan_from_js(request, backward, &plan, &has_forward);
   val out = val::object();
   out.set(js("error"), error_to_js(s));
   if (!s.ok()) return out;
-  const val output_shape = backward[js("outputShape")];
-  const bool has_forward = !output_shape.isUndefined() && !output_shape.isNull();
   val workspace = val::object();
   workspace.set(js("scalar"), static_cast<double>(backward_workspace_bytes(Backend::kScalar, plan, has_forward)));
   workspace.set(js("simd"), static_cast<double>(backward_workspace_bytes(Backend::kSimd128, plan, has_forward)));

@@ -60,7 +60,7 @@ class Pool {
     const int64_t start = now_ns();
     const bool follows_last_call = start - last_end_ < kSpinNanos;
     if (threads > 1 && serial_micros > 0 && serial_micros < wake_micros_ && !follows_last_call) {
-      threads = std::min(threads, 1 + awake_helpers());
+      threads = std::min(threads, 1 + leading_awake_helpers());
     }
     if (threads <= 1) {
       for (int64_t t = 0; t < tasks; ++t) body(context, t, 0);
@@ -109,9 +109,12 @@ class Pool {
   }
 
  private:
-  int awake_helpers() const {
+  // A call with n helpers announces work to helpers_[0, n): how many of those can join without
+  // a post.
+  int leading_awake_helpers() const {
     int awake = 0;
-    for (const auto& helper : helpers_) awake += helper->asleep.load(std::memory_order_relaxed) ? 0 : 1;
+    const int n = static_cast<int>(helpers_.size());
+    while (awake < n && !helpers_[awake]->asleep.load(std::memory_order_relaxed)) ++awake;
     return awake;
   }
 
