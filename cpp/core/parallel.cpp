@@ -37,8 +37,10 @@ namespace {
 // late finds nothing to claim, and one from an earlier generation cannot claim a later
 // generation's task by mistake (the claim is a compare-exchange that checks the generation).
 //
-// Waiting: a helper first spins on `announced` for kSpinNanos after its last task, then sleeps
-// on its own semaphore. Waking a sleeping web worker is slow (on the 2-core VM of the benchmark
+// Waiting: a helper first spins on `announced` after its last task, then sleeps on its own
+// semaphore. It spins for a quarter of the last call's time, at least 1 ms and at most 8 ms: long
+// enough to span the JS work between back-to-back calls (copying the inputs into the heap grows
+// with the call), short enough that an idle page does not keep a core busy for long. Waking a sleeping web worker is slow (on the 2-core VM of the benchmark
 // 0.1-5 ms with the host's load, and the posting thread is held up about as long, whether by a
 // semaphore post or a condition variable's notify): spinning keeps back-to-back calls from
 // paying that, and run() leaves sleepers asleep for a lone call shorter than a wake-up.
@@ -58,7 +60,7 @@ class Pool {
   void run(int threads, int64_t tasks, ParallelBody body, void* context, double serial_micros) {
     threads = static_cast<int>(std::min<int64_t>({threads, max_threads_, tasks}));
     const int64_t start = now_ns();
-    const bool follows_last_call = start - last_end_ < kSpinNanos;
+    const bool follows_last_call = start - last_end_ < spin_nanos_.load(std::memory_order_relaxed);
     if (threads > 1 && serial_micros > 0 && serial_micros < wake_micros_ && !follows_last_call) {
       threads = std::min(threads, 1 + leading_awake_helpers());
     }
@@ -100,6 +102,8 @@ class Pool {
     // Only claimed tasks are left: spin rather than sleep (a browser main thread may not block).
     while (finished_.load(std::memory_order_acquire) < tasks) std::this_thread::yield();
     last_end_ = now_ns();
+    spin_nanos_.store(std::clamp((last_end_ - start) / 4, kMinSpinNanos, kMaxSpinNanos),
+                      std::memory_order_relaxed);
     if (woken != nullptr) {
       // A helper still asleep now took at least the whole call to wake.
       const int64_t woke_at = woken->woke_at.load(std::memory_order_relaxed);
@@ -124,9 +128,7 @@ class Pool {
   static constexpr uint64_t kGenerationMask = (uint64_t{1} << (64 - kIndexBits)) - 1;
   static constexpr int kHelperBits = 16;
   static constexpr uint64_t kHelperMask = (uint64_t{1} << kHelperBits) - 1;
-  // Long enough to span the JS work between back-to-back calls (copying the inputs into the
-  // heap), short enough that an idle page does not keep a core busy.
-  static constexpr int64_t kSpinNanos = 1'000'000;
+  static constexpr int64_t kMinSpinNanos = 1'000'000, kMaxSpinNanos = 8'000'000;
 
   struct Helper {
     Helper() { sem_init(&wake, 0, 0); }
@@ -168,9 +170,9 @@ class Pool {
     }
   }
 
-  // The next announcement after `seen`: spun for up to kSpinNanos, then slept for.
+  // The next announcement after `seen`: spun for up to spin_nanos_, then slept for.
   uint64_t wait_for_announcement(Helper& helper, uint64_t seen) {
-    const int64_t give_up = now_ns() + kSpinNanos;
+    const int64_t give_up = now_ns() + spin_nanos_.load(std::memory_order_relaxed);
     for (int polls = 1;; ++polls) {
       const uint64_t announced = announced_.load(std::memory_order_acquire);
       if (announced != seen) return announced;
@@ -201,6 +203,7 @@ class Pool {
   std::atomic<uint64_t> announced_{0};  // generation << kHelperBits | helpers wanted
   std::atomic<uint64_t> next_{0};
   std::atomic<int64_t> finished_{0};
+  std::atomic<int64_t> spin_nanos_{kMinSpinNanos};  // set by the caller, read by spinning helpers
   // Caller-only state: when the last call ended, and a moving average of how long a posted
   // helper took to run.
   int64_t last_end_ = 0;

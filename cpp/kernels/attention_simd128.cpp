@@ -579,17 +579,32 @@ void attention_simd128(const AttentionPlan& p, const AttentionInputs& in, float*
   // of a task take turns on each K/V tile, which is read from L3/memory once per task and then
   // hit in L2. Causal: the groups with the most tiles first.
   // Fewer blocks per task when that would leave a thread with less than 4 tasks to balance.
-  const idx total_blocks = static_cast<idx>(p.B * p.Hq) * s.blocks;
-  const idx per_task = std::max<idx>(1, std::min<idx>(kBlocksPerTask, total_blocks / (4 * threads)));
+  // Unmasked by causality, the last head's last `threads` groups are split into one-block tasks,
+  // so the threads finish within about a block of each other.
+  const idx heads = static_cast<idx>(p.B * p.Hq);
+  const idx per_task = std::max<idx>(1, std::min<idx>(kBlocksPerTask, heads * s.blocks / (4 * threads)));
   const idx groups = (s.blocks + per_task - 1) / per_task;
   const bool reverse = p.causal != CausalAlignment::kNone;
+  const idx split_groups = reverse || threads == 1 || per_task == 1 ? 0 : std::min<idx>(groups, threads);
+  const idx grouped_tasks = heads * groups - split_groups;
+  const idx first_split_block = (groups - split_groups) * per_task;
+  const idx tasks = grouped_tasks + (split_groups > 0 ? s.blocks - first_split_block : 0);
   // One thread's time, roughly (about 20000 multiply-adds per µs): lets the pool leave sleeping
   // helpers asleep when waking them would cost more than they save.
   const double serial_micros = p.multiply_adds() / 20000;
-  parallel_for(threads, static_cast<int64_t>(p.B * p.Hq) * groups, [&](int64_t task, int worker) {
-    const idx head = static_cast<idx>(task) / groups;
-    idx group = static_cast<idx>(task) % groups;
-    if (reverse) group = groups - 1 - group;
+  parallel_for(threads, static_cast<int64_t>(tasks), [&](int64_t task_index, int worker) {
+    const idx task = static_cast<idx>(task_index);
+    idx head, first_block, count;
+    if (task < grouped_tasks) {
+      head = task / groups;
+      const idx group = reverse ? groups - 1 - task % groups : task % groups;
+      first_block = group * per_task;
+      count = std::min<idx>(per_task, s.blocks - first_block);
+    } else {
+      head = heads - 1;
+      first_block = first_split_block + (task - grouped_tasks);
+      count = 1;
+    }
     const idx b = head / s.Hq, h = head % s.Hq, kv = b * s.Hkv + h / s.group;
     ensure_packed(kv);
     const Constants k{ExpConstants::load(), splat(exp_constant_table[9]),
@@ -597,8 +612,6 @@ void attention_simd128(const AttentionPlan& p, const AttentionInputs& in, float*
     float* mine = s.scratch + static_cast<idx>(worker) * sz.scratch;
     float* scores = mine;
     float* block_scratch = scores + (kBlockQueries + 1) * kTileKeys;
-    const idx first_block = group * per_task;
-    const idx count = std::min<idx>(per_task, s.blocks - first_block);
     alignas(BlockContext) unsigned char storage[kBlocksPerTask * sizeof(BlockContext)];
     auto* blocks = reinterpret_cast<BlockContext*>(storage);
     idx most_tiles = 0;
