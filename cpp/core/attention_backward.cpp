@@ -60,7 +60,7 @@ void run_attention_backward(Backend backend, const AttentionPlan& plan, const At
       return;
     case Backend::kSimd128: {
       float* ws = static_cast<float*>(workspace);
-      if (!output || !lse) {  // recompute the forward's output and log-sum-exp
+      if (lse == nullptr && plan.B * plan.Hq * plan.Lq > 0) {  // recompute output and lse
         AttentionPlan forward = plan;
         forward.return_weights = false;
         float* o = ws + simd128_backward_workspace_bytes(plan) / sizeof(float);

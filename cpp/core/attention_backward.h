@@ -30,8 +30,10 @@ Status check_backward_request(const AttentionPlan& plan, const BackwardRequest& 
 uint64_t backward_workspace_bytes(Backend backend, const AttentionPlan& plan, bool has_forward);
 
 // Writes (overwrites) the gradients. `output` [B, Hq, Lq, Ev] and `lse` [B, Hq, Lq] are the
-// forward's results (both, or both null); out.d_mask is written when non-null and the mask is
-// additive.
+// forward's results, or both null: then the SIMD backend recomputes them in its workspace
+// (sized with has_forward = false). Whether they were passed is read from `lse` alone, since an
+// empty output (Ev = 0) may have a null address; with no query rows nothing is recomputed.
+// out.d_mask is written when non-null and the mask is additive.
 void run_attention_backward(Backend backend, const AttentionPlan& plan, const AttentionInputs& in,
                             const float* d_output, const float* output, const float* lse,
                             const BackwardOutputs<float>& out, void* workspace);

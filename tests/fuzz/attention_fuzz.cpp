@@ -14,6 +14,16 @@
 // fused, DotRounding::kFused), with e_ref the larger of their two errors, or with r64 in r32's
 // place: a fused multiply-add does not overflow where a separate multiply does, so it can be
 // right where both float32 references are not.
+// The backward pass runs on every input too (ASan/UBSan and the canaries around its outputs
+// watch it). Where V, dO and the additive mask (−inf allowed) are finite and at most 1e10 in
+// magnitude and the logits are bounded (|q|max·|k|max·E·|scale| ≤ 64), its gradients, with the
+// forward's output passed in and recomputed, are held to the rule of the backward tests, per
+// gradient tensor g, at every element where the float32 and float64 references are finite:
+//   |g − g64| ≤ 2·e_ref + 1e-5·max(1, max|g64|),   e_ref = max|g_scalar32 − g64|.
+// Larger logits are left out of the comparison: a score S carries a float32 rounding of up to
+// |S|·2^-24, which moves its weight by as much relative, and which of two equally accurate
+// summation orders happens to round closer then decides e_ref (a score of ~1e3 differing by half
+// an ulp moved a dValue by 3.6e-5 relative, beyond a rule set by a luckier scalar reference).
 // Any difference beyond that aborts (libFuzzer reports it as a crash with its input).
 #include <cfloat>
 #include <cmath>
@@ -21,7 +31,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "../cpp/attention_test_support.h"
+#include "../cpp/attention_backward_support.h"
 #include "kernels/simd128.h"
 
 namespace sdpa::testing {
@@ -54,9 +64,15 @@ void fill(std::vector<float>& v, ByteReader& in, uint32_t seed, float magnitude)
   }
 }
 
-Problem decode(const uint8_t* data, size_t size) {
-  ByteReader in(data, size);
+struct FuzzCase {
   Problem p;
+  std::vector<float> d_output;  // the backward's dO
+};
+
+FuzzCase decode(const uint8_t* data, size_t size) {
+  ByteReader in(data, size);
+  FuzzCase fuzz_case;
+  Problem& p = fuzz_case.p;
   AttentionRequest& r = p.request;
   const int rank = 2 + in.next() % 3;
   const int64_t B = rank >= 3 ? 1 + in.next() % 2 : 1;
@@ -111,7 +127,12 @@ Problem decode(const uint8_t* data, size_t size) {
     p.float_mask.push_back(visible ? static_cast<float>(static_cast<int>(rng() % 9) - 4) : -INFINITY);
   }
   if (r.mask_kind == MaskKind::kAdditive) fill(p.float_mask, in, seed + 4, 4.0f);
-  return p;
+  AttentionPlan plan;
+  if (plan_attention(r, &plan).ok()) {
+    fuzz_case.d_output.resize(static_cast<size_t>(plan.output_elements()));
+    fill(fuzz_case.d_output, in, seed + 5, 1.0f);
+  }
+  return fuzz_case;
 }
 
 const Problem* current = nullptr;  // for the failure report
@@ -157,12 +178,64 @@ void compare(const char* what, const std::vector<float>& simd, const std::vector
   }
 }
 
+bool moderate(const std::vector<float>& v, bool allow_neg_inf = false) {
+  for (float x : v) {
+    if (!(std::fabs(x) <= 1e10f) && !(allow_neg_inf && x == -INFINITY)) return false;
+  }
+  return true;
+}
+
+double max_abs(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, static_cast<double>(std::fabs(x)));  // NaN: left out
+  return m;
+}
+
+bool bounded_logits(const Problem& p, const AttentionPlan& plan) {
+  if (!moderate(p.query) || !moderate(p.key)) return false;
+  return max_abs(p.query) * max_abs(p.key) * static_cast<double>(plan.E) * std::fabs(plan.scale) <= 64;
+}
+
+void compare_gradient(const char* what, const std::vector<float>& got, const std::vector<float>& r32,
+                      const std::vector<double>& r64) {
+  double e_ref = 0, magnitude = 0;
+  for (size_t i = 0; i < r64.size(); ++i) {
+    if (!std::isfinite(r64[i])) continue;
+    magnitude = std::max(magnitude, std::fabs(r64[i]));
+    if (std::isfinite(r32[i])) e_ref = std::max(e_ref, std::fabs(r32[i] - r64[i]));
+  }
+  const double bound = 2 * e_ref + 1e-5 * std::max(1.0, magnitude);
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(r32[i]) || !std::isfinite(r64[i])) continue;
+    if (!(std::fabs(got[i] - r64[i]) <= bound)) fail(what, i, got[i], r32[i], r64[i]);
+  }
+}
+
+void check_backward(const FuzzCase& c, const AttentionPlan& plan) {
+  const Problem& p = c.p;
+  const bool comparable = bounded_logits(p, plan) && moderate(p.value) && moderate(c.d_output) &&
+                          (plan.mask_kind != MaskKind::kAdditive || moderate(p.float_mask, true));
+  const Grads64 g64 = comparable ? backward64(p, c.d_output) : Grads64(plan);
+  const Grads32 r32 = comparable ? backward32(Backend::kScalar, p, c.d_output, false) : Grads32(plan);
+  for (bool pass_forward : {false, true}) {
+    const Grads32 g = backward32(Backend::kSimd128, p, c.d_output, pass_forward);
+    if (!comparable) continue;
+    compare_gradient(pass_forward ? "dQuery (forward passed)" : "dQuery", g.dq, r32.dq, g64.dq);
+    compare_gradient(pass_forward ? "dKey (forward passed)" : "dKey", g.dk, r32.dk, g64.dk);
+    compare_gradient(pass_forward ? "dValue (forward passed)" : "dValue", g.dv, r32.dv, g64.dv);
+    if (plan.mask_kind == MaskKind::kAdditive) {
+      compare_gradient(pass_forward ? "dMask (forward passed)" : "dMask", g.dmask, r32.dmask, g64.dmask);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sdpa::testing
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace sdpa::testing;
-  const Problem p = decode(data, size);
+  const FuzzCase fuzz_case = decode(data, size);
+  const Problem& p = fuzz_case.p;
   current = &p;
   sdpa::AttentionPlan plan;
   if (!sdpa::plan_attention(p.request, &plan).ok()) return 0;  // invalid shapes are the plan tests' job
@@ -176,5 +249,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   compare("output", simd.output, r32.output, r32f.output, r64.output, value_scale);
   if (plan.return_weights) compare("weights", simd.weights, r32.weights, r32f.weights, r64.weights, 1.0);
+  check_backward(fuzz_case, plan);
   return 0;
 }
