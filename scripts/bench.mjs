@@ -11,6 +11,8 @@
 //                                 than MS / reps (default 6000: the slow plain-JS/scalar runs)
 //   --long / --no-long            the long-context runs (32k, 16k causal; default on)
 //   --backward / --no-backward    the backward pass (scripts/bench-backward.mjs; default on)
+//   --two-cores / --no-two-cores  the two-core ceiling (scripts/bench/two-cores.mjs; default on
+//                                 when sdpa-simd-mt runs on 2 or more threads)
 //   --out DIR                     where the JSON + SVG go (default bench-output/)
 //
 // Method: one Node process times every engine on a shape, interleaved round by round (the
@@ -36,6 +38,7 @@ import { fileURLToPath } from 'node:url';
 import { ENGINE_LABELS, engineFactories, jsAttention } from './bench/engines.mjs';
 import { peakProbe } from './bench/peak.mjs';
 import { svgChart } from './bench/plot.mjs';
+import { twoCoreCeiling } from './bench/two-cores.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const DEFAULT_SHAPES = '1x128x64,1x512x64,1x1024x64,1x2048x64,12x512x64,1x4096x64,8x256x32';
@@ -46,7 +49,7 @@ const TOLERANCE = 1e-4;
 const ENGINE_PAUSE_MS = 20;
 
 function parseArgs(argv) {
-  const o = { shapes: DEFAULT_SHAPES, engines: ALL_ENGINES.join(','), reps: 15, threads: undefined, budgetMs: 6000, long: true, backward: true, out: join(ROOT, 'bench-output'), child: undefined };
+  const o = { shapes: DEFAULT_SHAPES, engines: ALL_ENGINES.join(','), reps: 15, threads: undefined, budgetMs: 6000, long: true, backward: true, twoCores: true, out: join(ROOT, 'bench-output'), child: undefined };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const value = () => {
@@ -62,6 +65,8 @@ function parseArgs(argv) {
     else if (a === '--no-long') o.long = false;
     else if (a === '--backward') o.backward = true;
     else if (a === '--no-backward') o.backward = false;
+    else if (a === '--two-cores') o.twoCores = true;
+    else if (a === '--no-two-cores') o.twoCores = false;
     else if (a === '--out') o.out = value();
     else if (a === '--child') o.child = value();
     else if (a === '--help' || a === '-h') {
@@ -421,6 +426,22 @@ async function main() {
     for (const s of scaling) console.log(`  ${s.shape.padEnd(10)} ${s.threads} threads: ${fmt(s.speedup)}× (cold ${fmt(s.coldSpeedup)}×), ${fmt(s.coresUsed)} cores busy, CPU ${fmt(s.cpuOverhead)}×`);
   }
 
+  const twoCores = [];
+  const threadCount = parent.infos['sdpa-simd-mt']?.threads ?? 0;
+  if (opts.twoCores && threadCount >= 2) {
+    const { createAttention } = await import('../dist/index.js');
+    const threaded = await createAttention({ backend: 'simd', threads: opts.threads });
+    for (const shape of opts.shapeList) {
+      log(`${shapeName(shape)}: two-core ceiling...`);
+      const { q, k, v } = randomInputs(shape, 99);
+      const tensors = [q, k, v].map((data) => ({ data, shape }));
+      twoCores.push(await twoCoreCeiling({ dist: new URL('../dist/index.js', import.meta.url).href, shape: shapeName(shape), tensors, flops: flops(shape), threaded }));
+    }
+    threaded.dispose();
+    console.log(`\ntwo-core ceiling (throughput of back-to-back calls for 0.5 s, median of 5 rounds): one 1-thread worker alone; two such workers at once, each with its own instance (the machine's own 2-core scaling: nothing shared); sdpa-web on ${threadCount} threads in between`);
+    for (const t of twoCores) console.log(`  ${t.shape.padEnd(10)} alone ${fmt(t.aloneGflops, 1)}, two at once ${fmt(t.pairGflops, 1)} (${fmt(t.machineScaling)}×), sdpa-web threads ${fmt(t.threadsGflops, 1)} GFLOP/s (${fmt(t.threadsScaling)}× alone, ${fmt(100 * t.ofCeiling, 0)}% of two at once)`);
+  }
+
   let long = [];
   if (opts.long) {
     log('long context (child process)...');
@@ -443,7 +464,7 @@ async function main() {
   }
 
   mkdirSync(opts.out, { recursive: true });
-  const report = { startedAt, machine, scaling, options: { shapes: opts.shapes, engines: opts.engines, reps: opts.reps, threads: opts.threads ?? 'default', budgetMs: opts.budgetMs }, peakProbe: { gflops: peak, mulAdd: { gflops: mulAddPeak, before: peakBefore, after: peakAfter }, relaxedMadd: fusedPeak && { gflops: fusedPeak, before: fusedBefore, after: fusedAfter } }, engines: { ...parent.infos, ...child.infos }, rows, sameProcess, long };
+  const report = { startedAt, machine, scaling, twoCores, options: { shapes: opts.shapes, engines: opts.engines, reps: opts.reps, threads: opts.threads ?? 'default', budgetMs: opts.budgetMs }, peakProbe: { gflops: peak, mulAdd: { gflops: mulAddPeak, before: peakBefore, after: peakAfter }, relaxedMadd: fusedPeak && { gflops: fusedPeak, before: fusedBefore, after: fusedAfter } }, engines: { ...parent.infos, ...child.infos }, rows, sameProcess, long };
   const stamp = startedAt.replace(/[:.]/g, '-');
   for (const name of ['bench.json', `bench-${stamp}.json`]) writeFileSync(join(opts.out, name), JSON.stringify(report, null, 2));
   const svg = svgChart(rows, opts.shapeList.map(shapeName), opts.engineList, ENGINE_LABELS, peak, `sdpa-web bench ${startedAt.slice(0, 16)} — ${machine.cpu}, ${machine.cores} cores`);
