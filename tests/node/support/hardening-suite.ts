@@ -248,5 +248,32 @@ export function defineHardeningSuite(backend: BackendName, { factor, create }: S
         await check(q, k, v, options, `job ${i}`);
       }
     });
+
+    it('18. calls alternating shapes and options, and a shape array changed in place between calls, are each right', async () => {
+      // The sync path re-uses its last plan for an equal request: each call must still get its own.
+      const a = randomTensor([2, 9, 8], 1), b = randomTensor([2, 9, 5], 2), c = randomTensor([2, 16, 8], 3);
+      const calls: [Tensor, Tensor, Tensor, AttentionOptions][] = [
+        [a, a, b, {}], [a, a, b, {}], [a, c, randomTensor([2, 16, 3], 4), {}], [a, a, b, { isCausal: true }],
+        [a, a, b, { scale: 0.5 }], [a, a, b, {}], [a, a, b, { returnWeights: true }], [a, a, b, {}],
+      ];
+      for (const [i, [q, k, v, options]] of calls.entries()) {
+        const result = await run(q, k, v, options);
+        expect(result.output.shape, `call ${i}`).toEqual([...q.shape.slice(0, -1), v.shape.at(-1)]);
+        expect(result.weights === undefined, `call ${i}`).toBe(!options.returnWeights);
+        await check(q, k, v, options, `call ${i}`);
+      }
+      // The same shape array object, edited in place: [2, 9, 8] → [2, 8, 9] over the same data.
+      const shared = [2, 9, 8];
+      const q = { data: a.data, shape: shared }, k = { data: a.data, shape: shared }, v = { data: a.data, shape: shared };
+      await run(q, k, v);
+      shared[1] = 8;
+      shared[2] = 9;
+      const edited = await run(q, k, v);
+      expect(edited.output.shape).toEqual([2, 8, 9]);
+      await check({ data: a.data, shape: [2, 8, 9] }, { data: a.data, shape: [2, 8, 9] }, { data: a.data, shape: [2, 8, 9] }, {}, 'edited shape');
+      // A result's shape array is the caller's to change.
+      (edited.output.shape as number[])[0] = 99;
+      expect((await run(q, k, v)).output.shape).toEqual([2, 8, 9]);
+    });
   });
 }
