@@ -275,4 +275,18 @@ describe('demo page', () => {
     await page.emulateMedia({ colorScheme: 'light' });
     expect(s.problems).toEqual([]);
   });
+
+  it('fits a phone-width screen: nothing widens the page (wide formulas, tables and code scroll in place)', async () => {
+    const page = s.page;
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.reload();
+    await page.waitForSelector('body[data-ready="true"]', { timeout: 60_000 });
+    await page.waitForSelector('.catalogue[data-ready="true"]', { timeout: 120_000 });
+    await expect.poll(() => page.getAttribute('#pg-results', 'data-version')).not.toBe('0');
+    const widths = await page.evaluate(() => ({ page: document.documentElement.scrollWidth, viewport: window.innerWidth }));
+    expect(widths.page).toBeLessThanOrEqual(widths.viewport);
+    await page.screenshot({ path: join(OUT, 'narrow-top.png') });
+    await page.setViewportSize({ width: 1280, height: 900 });
+    expect(s.problems).toEqual([]);
+  });
 });
