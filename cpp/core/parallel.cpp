@@ -40,10 +40,11 @@ namespace {
 // Waiting: a helper first spins on `announced` after its last task, then sleeps on its own
 // semaphore. It spins for a quarter of the last call's time, at least 1 ms and at most 8 ms: long
 // enough to span the JS work between back-to-back calls (copying the inputs into the heap grows
-// with the call), short enough that an idle page does not keep a core busy for long. Waking a sleeping web worker is slow (on the 2-core VM of the benchmark
-// 0.1-5 ms with the host's load, and the posting thread is held up about as long, whether by a
-// semaphore post or a condition variable's notify): spinning keeps back-to-back calls from
-// paying that, and run() leaves sleepers asleep for a lone call shorter than a wake-up.
+// with the call), short enough that an idle page does not keep a core busy for long. Waking a
+// sleeping web worker is slow (on the 2-core VM of the benchmark 0.1-5 ms with the host's load,
+// and the posting thread is held up about as long, whether by a semaphore post or a condition
+// variable's notify): spinning keeps back-to-back calls from paying that, and run() leaves
+// sleepers asleep for a lone call shorter than a wake-up.
 // A helper sets `asleep` before its last look at `announced`, and the caller posts only to a
 // wanted helper whose `asleep` it clears, so every post is consumed by exactly one sem_wait.
 // Helper threads are created on first need and live for the process.
@@ -76,7 +77,8 @@ class Pool {
       const int index = static_cast<int>(helpers_.size());
       helper->thread = std::thread([this, helper, index] { helper_loop(*helper, index); });
     }
-    const uint64_t generation = ((announced_.load(std::memory_order_relaxed) >> kHelperBits) + 1) & kGenerationMask;
+    const uint64_t generation =
+        ((announced_.load(std::memory_order_relaxed) >> kHelperBits) + 1) & kGenerationMask;
     // Closed to the last generation first: a helper that loaded the old claim word just before
     // tasks_ changes then fails its compare-exchange instead of claiming a task past the end.
     next_.store(generation << kIndexBits | kIndexMask);

@@ -66,6 +66,8 @@ void fill(std::vector<float>& v, ByteReader& in, uint32_t seed, float magnitude)
 
 struct FuzzCase {
   Problem p;
+  bool valid = false;           // the request plans (else nothing runs)
+  AttentionPlan plan;
   std::vector<float> d_output;  // the backward's dO
 };
 
@@ -127,9 +129,9 @@ FuzzCase decode(const uint8_t* data, size_t size) {
     p.float_mask.push_back(visible ? static_cast<float>(static_cast<int>(rng() % 9) - 4) : -INFINITY);
   }
   if (r.mask_kind == MaskKind::kAdditive) fill(p.float_mask, in, seed + 4, 4.0f);
-  AttentionPlan plan;
-  if (plan_attention(r, &plan).ok()) {
-    fuzz_case.d_output.resize(static_cast<size_t>(plan.output_elements()));
+  fuzz_case.valid = plan_attention(r, &fuzz_case.plan).ok();
+  if (fuzz_case.valid) {
+    fuzz_case.d_output.resize(static_cast<size_t>(fuzz_case.plan.output_elements()));
     fill(fuzz_case.d_output, in, seed + 5, 1.0f);
   }
   return fuzz_case;
@@ -237,8 +239,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const FuzzCase fuzz_case = decode(data, size);
   const Problem& p = fuzz_case.p;
   current = &p;
-  sdpa::AttentionPlan plan;
-  if (!sdpa::plan_attention(p.request, &plan).ok()) return 0;  // invalid shapes are the plan tests' job
+  if (!fuzz_case.valid) return 0;  // invalid shapes are the plan tests' job
+  const sdpa::AttentionPlan& plan = fuzz_case.plan;
   const Result simd = run_backend(sdpa::Backend::kSimd128, p);
   const Result r32 = run_backend(sdpa::Backend::kScalar, p);
   const Result r32f = sdpa::simd::kFusedMadd ? run_reference32(p, sdpa::DotRounding::kFused) : Result{};

@@ -608,10 +608,10 @@ export class Attention {
       const fault = gpu.context.finish(job, results);
       if (fault) throw new WebGPUError(fault.kind, fault.message);
       const result: AttentionResult = {
-        output: { data: heap.readFloat32(pointers.output, outputElements), shape: [...plan.outputShape] },
+        output: { data: heap.readFloat32(pointers.output, outputElements), shape: plan.outputShape },
       };
       if (request.returnWeights) {
-        result.weights = { data: heap.readFloat32(pointers.weights!, weightsElements), shape: [...plan.weightsShape] };
+        result.weights = { data: heap.readFloat32(pointers.weights!, weightsElements), shape: plan.weightsShape };
       }
       return result;
     } finally {
