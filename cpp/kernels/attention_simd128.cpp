@@ -7,9 +7,10 @@
 //  - Tasks = (batch·query head, up to 4 blocks of Bq query rows), handed out to the threads from a
 //    shared counter (core/parallel.h), one parallel region per call; each thread has its own
 //    score/accumulator scratch. The 4 blocks of a task take turns on each K/V tile, so a tile
-//    comes from L3/memory once per 4·Bq rows and from L2 for the other blocks. The first task
-//    of a key/value head packs its Kᵀ into tiles [E, Bc] (and V into rows padded to Ev4 when
-//    Ev % 4 != 0; else V is read in place) while the other threads' tasks on that head wait.
+//    comes from L3/memory once per 4·Bq rows and from L2 for the other blocks. Kᵀ is packed into
+//    tiles [E, Bc] (and V into rows padded to Ev4 when Ev % 4 != 0; else V is read in place),
+//    each tile by the first task to need it; a task that finds its tile being packed by another
+//    thread packs its own later tiles meanwhile.
 //    Per task, stream the key tiles. For each tile:
 //      S = Q_block·Kᵀ_tile·scale  (register tile: 2 query rows × 16 keys, 8 f32x4 accumulators;
 //                                  each row's min and max are taken from the registers),
@@ -514,7 +515,7 @@ void finish_block(const BlockContext& c) {
 uint64_t simd128_workspace_bytes(const AttentionPlan& plan, int threads) {
   const Sizes s = sizes_of(plan);
   const uint64_t heads = static_cast<uint64_t>(plan.B * plan.Hkv);
-  return (heads * static_cast<uint64_t>(s.key_tiles_per_head + s.value_rows_per_head + 1) +
+  return (heads * static_cast<uint64_t>(s.key_tiles_per_head + s.value_rows_per_head + s.tiles) +
           static_cast<uint64_t>(std::max(threads, 1)) * static_cast<uint64_t>(s.scratch)) *
          sizeof(float);
 }
@@ -527,10 +528,11 @@ void attention_simd128(const AttentionPlan& p, const AttentionInputs& in, float*
   float* key_tiles = workspace;
   float* value_rows = key_tiles + kv_heads * sz.key_tiles_per_head;
   float* scratch = value_rows + kv_heads * sz.value_rows_per_head;
-  // Per key/value head: 0 = not packed, 1 = being packed, 2 = packed.
-  auto* packed = reinterpret_cast<std::atomic<int32_t>*>(scratch + threads * sz.scratch);
-  static_assert(sizeof(std::atomic<int32_t>) == sizeof(float), "one float slot per head state");
-  for (idx h = 0; h < kv_heads; ++h) new (&packed[h]) std::atomic<int32_t>(0);
+  // Per (key/value head, key tile): 0 = not packed, 1 = being packed, 2 = packed.
+  const idx tile_count = kv_heads * sz.tiles;
+  auto* tile_state = reinterpret_cast<std::atomic<int32_t>*>(scratch + threads * sz.scratch);
+  static_assert(sizeof(std::atomic<int32_t>) == sizeof(float), "one float slot per tile state");
+  for (idx i = 0; i < tile_count; ++i) new (&tile_state[i]) std::atomic<int32_t>(0);
   const Shared s{p,
                  sz,
                  static_cast<idx>(p.Lq),
@@ -550,28 +552,36 @@ void attention_simd128(const AttentionPlan& p, const AttentionInputs& in, float*
                  scratch};
   if (p.B * p.Hq * p.Lq == 0) return;
 
-  // Kᵀ tiles (and V rows) of key/value head `kv`, packed by the first task that needs them while
-  // the others wait: one parallel region per call, and each head packed just before its use.
-  auto ensure_packed = [&](idx kv) {
-    std::atomic<int32_t>& state = packed[kv];
-    if (state.load(std::memory_order_acquire) == 2) return;
+  // Kᵀ tile t of key/value head `kv` (and its V rows), packed by the first task that needs it:
+  // one parallel region per call, each tile packed just before its first use. Returns false when
+  // another thread has claimed the tile.
+  auto try_pack = [&](idx kv, idx t) {
+    std::atomic<int32_t>& state = tile_state[kv * sz.tiles + t];
     int32_t expected = 0;
-    if (state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
-      float* tiles = key_tiles + kv * sz.key_tiles_per_head;
-      for (idx t = 0; t < sz.tiles; ++t) {
-        pack_key_tile(in.key + kv * s.Lk * s.E, s.Lk, s.E, t, tiles + t * s.E * kTileKeys);
-      }
-      if (sz.pack_values) {
-        const float* v = in.value + kv * s.Lk * s.Ev;
-        float* rows = value_rows + kv * sz.value_rows_per_head;
-        for (idx j = 0; j < s.Lk; ++j) {
-          std::copy(v + j * s.Ev, v + (j + 1) * s.Ev, rows + j * sz.ev4);
-          std::fill(rows + j * sz.ev4 + s.Ev, rows + (j + 1) * sz.ev4, 0.0f);
-        }
-      }
-      state.store(2, std::memory_order_release);
-      return;
+    if (state.load(std::memory_order_relaxed) != 0 ||
+        !state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+      return false;
     }
+    pack_key_tile(in.key + kv * s.Lk * s.E, s.Lk, s.E, t,
+                  key_tiles + kv * sz.key_tiles_per_head + t * s.E * kTileKeys);
+    if (sz.pack_values) {
+      const float* v = in.value + kv * s.Lk * s.Ev;
+      float* rows = value_rows + kv * sz.value_rows_per_head;
+      for (idx j = t * kTileKeys, end = std::min<idx>(s.Lk, j + kTileKeys); j < end; ++j) {
+        std::copy(v + j * s.Ev, v + (j + 1) * s.Ev, rows + j * sz.ev4);
+        std::fill(rows + j * sz.ev4 + s.Ev, rows + (j + 1) * sz.ev4, 0.0f);
+      }
+    }
+    state.store(2, std::memory_order_release);
+    return true;
+  };
+  // Tile t packed, by this thread or another. While another thread packs it, this one packs the
+  // task's later tiles (before `needed`) rather than wait: threads that start on one head
+  // together share its packing.
+  auto ensure_packed = [&](idx kv, idx t, idx needed) {
+    const std::atomic<int32_t>& state = tile_state[kv * sz.tiles + t];
+    if (state.load(std::memory_order_acquire) == 2 || try_pack(kv, t)) return;
+    for (idx u = t + 1; u < needed && state.load(std::memory_order_acquire) != 2; ++u) try_pack(kv, u);
     while (state.load(std::memory_order_acquire) != 2) std::this_thread::yield();
   };
 
@@ -606,7 +616,6 @@ void attention_simd128(const AttentionPlan& p, const AttentionInputs& in, float*
       count = 1;
     }
     const idx b = head / s.Hq, h = head % s.Hq, kv = b * s.Hkv + h / s.group;
-    ensure_packed(kv);
     const Constants k{ExpConstants::load(), splat(exp_constant_table[9]),
                       splat(exp_constant_table[10])};
     float* mine = s.scratch + static_cast<idx>(worker) * sz.scratch;
@@ -643,6 +652,7 @@ void attention_simd128(const AttentionPlan& p, const AttentionInputs& in, float*
       most_tiles = std::max(most_tiles, tiles_to_visit(blocks[i]));
     }
     for (idx t = 0; t < most_tiles; ++t) {
+      ensure_packed(kv, t, most_tiles);
       for (idx i = 0; i < count; ++i) {
         if (t < tiles_to_visit(blocks[i])) attend_tile(blocks[i], t);
       }

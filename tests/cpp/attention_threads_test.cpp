@@ -92,6 +92,8 @@ TEST(SimdThreads, MatchesOneThread) {
   ExpectSameOnThreads(make_problem({2, 3, 200, 64}, {2, 3, 300, 64}, {2, 3, 300, 64}, 900), "plain");
   // One head of 32 query blocks: 4-block tasks, then the last groups split into 1-block tasks.
   ExpectSameOnThreads(make_problem({1, 1000, 32}, {1, 150, 32}, {1, 150, 16}, 904), "one long head");
+  // Ev % 4 != 0: V rows are packed (padded) tile by tile, like Kᵀ, by whichever thread comes first.
+  ExpectSameOnThreads(make_problem({2, 2, 100, 24}, {2, 2, 333, 24}, {2, 2, 333, 7}, 905), "padded values");
   Problem gqa = make_problem({1, 4, 97, 32}, {1, 2, 130, 32}, {1, 2, 130, 20}, 901);
   gqa.request.enable_gqa = true;
   ExpectSameOnThreads(gqa, "gqa");
