@@ -17,8 +17,8 @@
 //
 // Method: one Node process times every engine on a shape, interleaved round by round (the
 // machine is shared and noisy: medians and ratios from the same rounds are what to compare).
-// In a round each engine, after a 20 ms pause (other engines' thread pools go idle), makes three
-// calls back to back and the third is timed: the steady state of a model that calls attention
+// In a round each engine, after a pause of at least 20 ms that lasts until no thread of the
+// process is busy (other engines' thread pools have stopped spinning), makes three calls back to back and the third is timed: the steady state of a model that calls attention
 // layer after layer. The first ("cold": helper threads asleep, caches holding other data) is
 // reported too.
 // onnxruntime-web fixes its thread count per process, so its 2-thread engines run in a child
@@ -45,8 +45,29 @@ const DEFAULT_SHAPES = '1x128x64,1x512x64,1x1024x64,1x2048x64,12x512x64,1x4096x6
 const ALL_ENGINES = ['sdpa-scalar', 'sdpa-simd-1t', 'sdpa-simd-mt', 'sdpa-simd128-1t', 'sdpa-webgpu', 'ort-1t', 'ort-mha-1t', 'ort-2t', 'ort-mha-2t', 'tfjs-wasm', 'js'];
 const CHILD_ENGINES = new Set(['ort-2t', 'ort-mha-2t']);
 const TOLERANCE = 1e-4;
-/** Pause before each engine's calls in a round: long enough for spinning thread pools to sleep. */
+/**
+ * Pause before each engine's calls in a round: at least ENGINE_PAUSE_MS, then on in steps until
+ * the process used under a tenth of a core in a step. A fixed pause is not enough: onnxruntime-web's
+ * 2-thread pool keeps spinning for 20–45 ms after a call on this VM, and sdpa-web's threads then
+ * shared the two cores with it.
+ */
 const ENGINE_PAUSE_MS = 20;
+const QUIET_STEP_MS = 5;
+const QUIET_MAX_MS = 500;
+
+async function pauseUntilQuiet() {
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+  const start = performance.now();
+  await sleep(ENGINE_PAUSE_MS);
+  while (performance.now() - start < QUIET_MAX_MS) {
+    const cpu0 = process.cpuUsage();
+    const t0 = performance.now();
+    await sleep(QUIET_STEP_MS);
+    const cpu = process.cpuUsage(cpu0);
+    if ((cpu.user + cpu.system) / 1000 < 0.1 * (performance.now() - t0)) break;
+  }
+  return performance.now() - start;
+}
 
 function parseArgs(argv) {
   const o = { shapes: DEFAULT_SHAPES, engines: ALL_ENGINES.join(','), reps: 15, threads: undefined, budgetMs: 6000, long: true, backward: true, twoCores: true, out: join(ROOT, 'bench-output'), child: undefined };
@@ -164,7 +185,7 @@ async function benchShapes(opts, names) {
           spent += lastMs;
         }
         const reps = Math.min(opts.reps, Math.max(3, Math.floor(opts.budgetMs / (3 * Math.max(lastMs, 1e-3)))));
-        live.push({ name, row, instance, reps, times: [], cold: [], cpu: [] });
+        live.push({ name, row, instance, reps, times: [], cold: [], cpu: [], pauses: [] });
       } catch (e) {
         row.error = String(e?.message ?? e).split('\n')[0].slice(0, 300);
       }
@@ -178,7 +199,7 @@ async function benchShapes(opts, names) {
         if (l.times.length >= l.reps) continue;
         // A pause first, so that thread pools other engines left spinning (onnxruntime-web's,
         // sdpa-web's) go idle and do not compete with this engine's calls.
-        await new Promise((resolve) => setTimeout(resolve, ENGINE_PAUSE_MS));
+        l.pauses.push(await pauseUntilQuiet());
         // Two untimed calls first: the timed call then finds the engine in its steady state
         // (caches warm, helper threads awake), as a model calling attention layer after layer
         // does. The first call, made after the pause, is kept as the cold time.
@@ -199,6 +220,7 @@ async function benchShapes(opts, names) {
       // process CPU time per call (all threads): robust to being descheduled on a shared machine
       l.row.cpuMedianMs = stats(l.cpu).medianMs;
       l.row.coldMedianMs = stats(l.cold).medianMs;
+      l.row.pauseMedianMs = stats(l.pauses).medianMs;
       l.row.gflops = l.row.flops / l.row.medianMs / 1e6;
       l.instance.dispose();
     }
