@@ -18,8 +18,8 @@
 // Method: one Node process times every engine on a shape, interleaved round by round (the
 // machine is shared and noisy: medians and ratios from the same rounds are what to compare).
 // In a round each engine, after a pause of at least 20 ms that lasts until no thread of the
-// process is busy (other engines' thread pools have stopped spinning), makes three calls back to back and the third is timed: the steady state of a model that calls attention
-// layer after layer. The first ("cold": helper threads asleep, caches holding other data) is
+// process is busy (other engines' thread pools have stopped spinning), makes three calls back to
+// back and the third is timed: the steady state of a model that calls attention layer after layer. The first ("cold": helper threads asleep, caches holding other data) is
 // reported too.
 // onnxruntime-web fixes its thread count per process, so its 2-thread engines run in a child
 // process that also times sdpa-simd-mt for a same-process ratio. Every engine's output is first
