@@ -19,8 +19,8 @@
 // machine is shared and noisy: medians and ratios from the same rounds are what to compare).
 // In a round each engine, after a pause of at least 20 ms that lasts until no thread of the
 // process is busy (other engines' thread pools have stopped spinning), makes three calls back to
-// back and the third is timed: the steady state of a model that calls attention layer after layer. The first ("cold": helper threads asleep, caches holding other data) is
-// reported too.
+// back and the third is timed: the steady state of a model that calls attention layer after
+// layer. The first ("cold": helper threads asleep, caches holding other data) is reported too.
 // onnxruntime-web fixes its thread count per process, so its 2-thread engines run in a child
 // process that also times sdpa-simd-mt for a same-process ratio. Every engine's output is first
 // checked against a float64 plain-JS reference (max abs error <= 1e-4 on inputs in [-1, 1]); a
