@@ -16,8 +16,9 @@ export default defineConfig({
     // WebGPU tests run on dawn.node + SwiftShader (tests/node/support/webgpu.ts).
     env: { VK_ICD_FILENAMES: process.env.VK_ICD_FILENAMES ?? '/usr/lib/chromium/vk_swiftshader_icd.json' },
     include: ['tests/node/**/*.test.ts'],
-    // The machine is slow and shared: generous limits, few workers.
-    testTimeout: 120_000,
+    // The machine is slow and shared: generous limits, few workers. SwiftShader runs the tiled
+    // WebGPU kernel (256 invocations, a barrier per step) several times slower than a GPU would.
+    testTimeout: 300_000,
     hookTimeout: 300_000,
     pool: 'forks',
     execArgv,

@@ -37,10 +37,21 @@ std::string bool_const(const char* name, bool value) {
   return "const " + std::string(name) + ": bool = " + (value ? "true" : "false") + ";\n";
 }
 
+uint32_t tiled_workgroup_bytes(uint32_t e_pad, uint32_t ev_pad, uint32_t block_keys) {
+  const uint32_t kv_tile = 16 * block_keys * (std::max(e_pad, ev_pad) / 4 + 1);
+  const uint32_t p_tile = 4 * kWebGpuFlashRows * (block_keys + 1);
+  const uint32_t lane_share = 4 * kWebGpuFlashRows * 4;
+  return kv_tile + p_tile + lane_share + 4;
+}
+
 }  // namespace
 
+uint32_t FlashVariant::workgroup_bytes() const {
+  return tiled ? tiled_workgroup_bytes(e_pad, ev_pad, block_keys) : 4 * block_keys * (e_pad + ev_pad);
+}
+
 std::string FlashVariant::key() const {
-  return "flash:e" + std::to_string(e_pad) + ":ev" + std::to_string(ev_pad) + ":bk" +
+  return std::string(tiled ? "flash-tiled" : "flash") + ":e" + std::to_string(e_pad) + ":ev" + std::to_string(ev_pad) + ":bk" +
          std::to_string(block_keys) + ":mask=" + mask_name(mask) + ":causal=" + (causal ? "1" : "0") +
          ":stats=" + (write_stats ? "1" : "0");
 }
@@ -71,6 +82,24 @@ Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limit
   FlashVariant v;
   v.e_pad = webgpu_pad_head_dim(plan.E);
   v.ev_pad = webgpu_pad_head_dim(plan.Ev);
+  v.mask = plan.mask_kind;
+  v.causal = plan.causal != CausalAlignment::kNone;
+  v.write_stats = plan.return_weights;
+  if (v.e_pad <= kWebGpuTiledMaxHeadDim && v.ev_pad <= kWebGpuTiledMaxHeadDim &&
+      limits.max_invocations_per_workgroup >= kWebGpuTiledInvocations) {
+    // The largest key tile that fits: more keys per barrier and per row-max exchange. Fewer
+    // keys than one tile leave lanes idle behind the tile's barriers, so such calls (and
+    // software adapters' many tiny ones) stay on the per-row kernel.
+    for (uint32_t keys = kWebGpuMaxBlockKeys; keys >= kWebGpuTiledMinBlockKeys; keys /= 2) {
+      if (tiled_workgroup_bytes(v.e_pad, v.ev_pad, keys) <= limits.max_workgroup_storage_bytes) {
+        if (plan.Lk < keys) break;
+        v.tiled = true;
+        v.block_keys = keys;
+        *variant = v;
+        return Status::Ok();
+      }
+    }
+  }
   const uint64_t per_key = 4ull * (v.e_pad + v.ev_pad);
   const uint64_t fit = limits.max_workgroup_storage_bytes / per_key;
   if (fit < 1) {
@@ -81,9 +110,6 @@ Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limit
                               std::to_string(limits.max_workgroup_storage_bytes) + ")");
   }
   v.block_keys = static_cast<uint32_t>(std::min<uint64_t>(fit, kWebGpuMaxBlockKeys));
-  v.mask = plan.mask_kind;
-  v.causal = plan.causal != CausalAlignment::kNone;
-  v.write_stats = plan.return_weights;
   *variant = v;
   return Status::Ok();
 }

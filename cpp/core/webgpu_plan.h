@@ -28,21 +28,31 @@ struct WebGpuLimits {
   uint64_t max_buffer_bytes = 256ull << 20;           // maxBufferSize
   uint32_t max_workgroups_per_dim = 65535;            // maxComputeWorkgroupsPerDimension
   uint32_t max_workgroup_storage_bytes = 16384;       // maxComputeWorkgroupStorageSize
+  uint32_t max_invocations_per_workgroup = 256;       // maxComputeInvocationsPerWorkgroup
 };
+
+// Largest padded head dim the tiled flash kernel (attention_flash_tiled.wgsl) takes, and its
+// smallest key tile; larger head dims, or a workgroup memory too small for that tile, run the
+// per-row kernel (attention_flash.wgsl).
+constexpr uint32_t kWebGpuTiledMaxHeadDim = 128;
+constexpr uint32_t kWebGpuTiledMinBlockKeys = 16;
+constexpr uint32_t kWebGpuTiledInvocations = 256;  // its workgroup size (64 rows × 4 lanes)
 
 // One pipeline variant of the flash kernel. Head dims are padded to a few sizes so that the
 // private arrays (query row, accumulator) have compile-time lengths and few variants exist.
 struct FlashVariant {
+  bool tiled = false;              // attention_flash_tiled.wgsl (4 lanes a row), else attention_flash.wgsl
   uint32_t e_pad = 0, ev_pad = 0;  // padded E and Ev
   uint32_t block_keys = 0;         // keys per K/V tile in workgroup memory
   MaskKind mask = MaskKind::kNone;
   bool causal = false;
   bool write_stats = false;  // also write each row's (max, denominator) for the weights pass
-  // The pipeline-cache key, e.g. "flash:e64:ev32:bk32:mask=bool:causal=1:stats=0".
+  // The pipeline-cache key, e.g. "flash-tiled:e64:ev32:bk32:mask=bool:causal=1:stats=0".
   std::string key() const;
-  // The WGSL constants the glue prepends to attention_flash.wgsl.
+  // The WGSL constants the glue prepends to the kernel.
   std::string wgsl_constants() const;
-  uint32_t workgroup_bytes() const { return 4 * block_keys * (e_pad + ev_pad); }
+  // Workgroup memory the kernel declares (the formulas mirror its `var<workgroup>`s).
+  uint32_t workgroup_bytes() const;
 };
 
 struct WeightsVariant {

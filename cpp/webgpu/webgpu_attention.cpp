@@ -80,6 +80,8 @@ WebGpuAttention::WebGpuAttention(val device, val caps)
       static_cast<uint32_t>(limit(limits, caps, "maxComputeWorkgroupsPerDimension", 65535));
   limits_.max_workgroup_storage_bytes =
       static_cast<uint32_t>(limit(limits, caps, "maxComputeWorkgroupStorageSize", 16384));
+  limits_.max_invocations_per_workgroup =
+      static_cast<uint32_t>(limit(limits, caps, "maxComputeInvocationsPerWorkgroup", 256));
 
   auto make_layout = [&](std::initializer_list<const char*> types, val* bgl, val* layout) {
     val entries = val::array();
@@ -173,7 +175,8 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
   device_.call<void>("pushErrorScope", std::string("validation"));
   open_job_ = id;  // until run() returns: abandon() undoes a run that a JS exception cut short
 
-  const val flash_pipeline = pipeline(flash.key(), flash.wgsl_constants() + kAttentionCommonWgsl + kAttentionFlashWgsl, false, job);
+  const val flash_pipeline = pipeline(flash.key(), flash.wgsl_constants() + kAttentionCommonWgsl +
+                                          (flash.tiled ? kAttentionFlashTiledWgsl : kAttentionFlashWgsl), false, job);
   val weights_pipeline = val::undefined();
   if (plan.return_weights) {
     const WeightsVariant wv = webgpu_weights_variant(plan);

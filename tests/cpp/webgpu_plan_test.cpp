@@ -43,11 +43,14 @@ TEST(WebGpuPlan, FlashVariantFitsWorkgroupStorageAndKeysDiffer) {
   WebGpuLimits limits;  // 16 KiB of workgroup storage
   FlashVariant v;
   ASSERT_TRUE(webgpu_flash_variant(make_plan({4, 256}, {9, 256}, {9, 256}), limits, &v).ok());
+  EXPECT_FALSE(v.tiled);        // head dims above 128: the per-row kernel
   EXPECT_EQ(v.block_keys, 8u);  // 8 keys × (256 + 256) floats = 16 KiB
   EXPECT_LE(v.workgroup_bytes(), 16384u);
-  ASSERT_TRUE(webgpu_flash_variant(make_plan({4, 8}, {9, 8}, {9, 3}), limits, &v).ok());
-  EXPECT_EQ(v.block_keys, kWebGpuMaxBlockKeys);
-  EXPECT_EQ(v.key(), "flash:e16:ev16:bk64:mask=none:causal=0:stats=0");
+  ASSERT_TRUE(webgpu_flash_variant(make_plan({4, 8}, {32, 8}, {32, 3}), limits, &v).ok());
+  EXPECT_TRUE(v.tiled);
+  EXPECT_EQ(v.block_keys, 32u);  // 64 keys need 21.8 KiB
+  EXPECT_LE(v.workgroup_bytes(), 16384u);
+  EXPECT_EQ(v.key(), "flash-tiled:e16:ev16:bk32:mask=none:causal=0:stats=0");
 
   std::set<std::string> keys;
   for (MaskKind m : {MaskKind::kNone, MaskKind::kBool, MaskKind::kAdditive}) {
@@ -72,6 +75,37 @@ TEST(WebGpuPlan, FlashVariantFitsWorkgroupStorageAndKeysDiffer) {
 
   limits.max_workgroup_storage_bytes = 1024;
   EXPECT_EQ(webgpu_flash_variant(make_plan({4, 256}, {9, 256}, {9, 256}), limits, &v).kind, ErrorKind::kRange);
+}
+
+TEST(WebGpuPlan, TiledKernelWhereItsTileFits) {
+  WebGpuLimits limits;
+  FlashVariant v;
+  const AttentionPlan d64 = make_plan({4, 64}, {64, 64}, {64, 64});
+  const AttentionPlan d128 = make_plan({4, 100}, {64, 100}, {64, 128});
+  ASSERT_TRUE(webgpu_flash_variant(d64, limits, &v).ok());
+  EXPECT_TRUE(v.tiled);
+  EXPECT_EQ(v.block_keys, 16u);  // the default 16 KiB
+  EXPECT_LE(v.workgroup_bytes(), limits.max_workgroup_storage_bytes);
+  limits.max_workgroup_storage_bytes = 49152;  // what e.g. an NVIDIA adapter grants
+  ASSERT_TRUE(webgpu_flash_variant(d64, limits, &v).ok());
+  EXPECT_EQ(v.block_keys, 64u);
+  EXPECT_LE(v.workgroup_bytes(), limits.max_workgroup_storage_bytes);
+  ASSERT_TRUE(webgpu_flash_variant(d128, limits, &v).ok());
+  EXPECT_TRUE(v.tiled);
+  EXPECT_EQ(v.block_keys, 32u);
+  EXPECT_LE(v.workgroup_bytes(), limits.max_workgroup_storage_bytes);
+  // Fewer keys than the tile: the per-row kernel.
+  ASSERT_TRUE(webgpu_flash_variant(make_plan({4, 64}, {63, 64}, {63, 64}), limits, &v).ok());
+  EXPECT_FALSE(v.tiled);
+  // Too little workgroup memory for 16 keys, or fewer than 256 invocations: the per-row kernel.
+  limits.max_workgroup_storage_bytes = 4096;
+  ASSERT_TRUE(webgpu_flash_variant(make_plan({4, 8}, {64, 8}, {64, 8}), limits, &v).ok());
+  EXPECT_FALSE(v.tiled);
+  EXPECT_EQ(v.key(), "flash:e16:ev16:bk32:mask=none:causal=0:stats=0");
+  limits = WebGpuLimits{};
+  limits.max_invocations_per_workgroup = 128;  // a compatibility-mode device
+  ASSERT_TRUE(webgpu_flash_variant(d64, limits, &v).ok());
+  EXPECT_FALSE(v.tiled);
 }
 
 // Every (head, row) is covered exactly once, every chunk fits, and each chunk's kv/mask ranges hold

@@ -166,10 +166,11 @@ async function requestDevice(gpu: GpuLike | undefined, allowSoftware: boolean): 
     };
   }
   try {
-    // Larger buffers mean fewer split dispatches; the adapter says what it can give.
+    // Larger buffers mean fewer split dispatches, more workgroup memory larger key tiles; the
+    // adapter says what it can give.
     const limits = adapter.limits as Record<string, number>;
     const requiredLimits: Record<string, number> = {};
-    for (const name of ['maxStorageBufferBindingSize', 'maxBufferSize']) {
+    for (const name of ['maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupStorageSize']) {
       if (typeof limits[name] === 'number') requiredLimits[name] = limits[name];
     }
     return { device: await adapter.requestDevice({ requiredLimits }) };

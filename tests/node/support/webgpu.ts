@@ -22,19 +22,29 @@ export async function swiftShaderDevice(requiredLimits: Record<string, number> =
 }
 
 /**
- * `gpu` presenting its SwiftShader adapter as a hardware one, to test what `'auto'` does on a
- * real GPU (it passes over software fallback adapters).
+ * `source`'s adapter presented with other `info` (what `'auto'` reads to pass over software
+ * fallback adapters), so that both choices are tested whatever adapter the machine has.
  */
-export function asHardware(source: GPU = gpu): GpuLike {
+function presentedAs(info: { description?: string; isFallbackAdapter: boolean }, source: GPU): GpuLike {
   return {
     requestAdapter: async (options?: object) => {
       const adapter = await source.requestAdapter(options as GPURequestAdapterOptions);
       if (!adapter) return null;
       return {
         limits: adapter.limits,
-        info: { description: adapter.info.description, architecture: adapter.info.architecture, isFallbackAdapter: false },
+        info: { description: adapter.info.description, architecture: adapter.info.architecture, ...info },
         requestDevice: (descriptor?: object) => adapter.requestDevice(descriptor as GPUDeviceDescriptor),
       };
     },
   };
+}
+
+/** `gpu` presenting its adapter (SwiftShader in CI) as a hardware one. */
+export function asHardware(source: GPU = gpu): GpuLike {
+  return presentedAs({ isFallbackAdapter: false }, source);
+}
+
+/** `gpu` presenting its adapter (a real GPU on a GPU machine) as SwiftShader, a software fallback. */
+export function asSoftware(source: GPU = gpu): GpuLike {
+  return presentedAs({ description: 'SwiftShader Device (Subzero)', isFallbackAdapter: true }, source);
 }
