@@ -109,7 +109,7 @@ struct GridPart {
 };
 std::vector<GridPart> split_grid(uint64_t x, uint64_t y, uint32_t max_per_dim);
 
-// The uniform block both kernels read (`struct Params` in attention_common.wgsl): 32 u32 words.
+// The uniform block every kernel reads (`struct Params` in attention_common.wgsl): 32 u32 words.
 using WebGpuUniforms = std::array<uint32_t, 32>;
 enum WebGpuUniformField : uint32_t {
   kUfLq, kUfLk, kUfE, kUfEv, kUfHq, kUfHkv, kUfGroup, kUfBh0, kUfNbh, kUfRow0, kUfRows, kUfKv0,

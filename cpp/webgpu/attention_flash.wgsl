@@ -28,91 +28,22 @@
 // Buffers hold one chunk (cpp/core/webgpu_plan.h, WebGpuChunk): query/output/stats rows
 // [chunk heads × rows], key/value heads [kv0, kv0 + nkv), mask elements from mask_base.
 
-// Params, NEG_INF_BITS, is_nan, is_neg_inf: attention_common.wgsl (prepended by the glue).
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> query: array<f32>;
-@group(0) @binding(2) var<storage, read> key: array<f32>;
-@group(0) @binding(3) var<storage, read> value: array<f32>;
-@group(0) @binding(4) var<storage, read> mask: array<u32>;
-@group(0) @binding(5) var<storage, read_write> output: array<f32>;
-@group(0) @binding(6) var<storage, read_write> stats: array<f32>;
-
-const ROWS: u32 = 64u;
-
-const E4: u32 = E_PAD / 4u;    // vec4s per padded key/query row
-const EV4: u32 = EV_PAD / 4u;  // vec4s per padded value/output row
+// Prepended by the glue before this file: attention_common.wgsl (Params, the mask, score and
+// row helpers) and attention_flash_common.wgsl (the bindings, ROWS, E4, EV4, value4,
+// normalized_output4).
 
 // Zero-padded to E_PAD/EV_PAD columns, so every loop below has a compile-time trip count
 // (unrollable, private arrays stay in registers) and padding adds exact zeros.
 var<workgroup> k_tile: array<vec4<f32>, BLOCK_KEYS * E4>;
 var<workgroup> v_tile: array<vec4<f32>, BLOCK_KEYS * EV4>;
 
-
-// Mask element `idx` (absolute, as in the full broadcast mask) of this chunk's mask buffer.
-fn mask_bool(idx: u32) -> bool {
-  let rel = idx - p.mask_base;
-  return ((mask[rel >> 2u] >> ((rel & 3u) * 8u)) & 0xffu) != 0u;
-}
-fn mask_add(idx: u32) -> f32 { return bitcast<f32>(mask[idx - p.mask_base]); }
-
-// q·k times the scale, plus the additive mask element `mask_idx`; hidden where that element or
-// the sum is -inf. (A flag, not a -inf score: WGSL rejects a constant -inf.)
-struct MaskedScore { s: f32, hidden: bool }
-fn scaled_masked_score(qk: f32, mask_idx: u32) -> MaskedScore {
-  var s = qk * p.scale;
-  if (MASK_KIND == 2u) {
-    let mv = mask_add(mask_idx);
-    if (is_neg_inf(mv)) { return MaskedScore(s, true); }
-    s += mv;
-  }
-  return MaskedScore(s, is_neg_inf(s));
-}
-
-// Four consecutive floats of `row` (of `n` valid ones) starting at column c, zeros past n.
-fn query4(base: u32, c: u32, n: u32) -> vec4<f32> {
-  var r = vec4<f32>(0.0);
-  for (var d = 0u; d < 4u; d++) { if (c + d < n) { r[d] = query[base + c + d]; } }
-  return r;
-}
-fn key4(base: u32, c: u32, n: u32) -> vec4<f32> {
-  var r = vec4<f32>(0.0);
-  for (var d = 0u; d < 4u; d++) { if (c + d < n) { r[d] = key[base + c + d]; } }
-  return r;
-}
-fn value4(base: u32, c: u32, n: u32) -> vec4<f32> {
-  var r = vec4<f32>(0.0);
-  for (var d = 0u; d < 4u; d++) { if (c + d < n) { r[d] = value[base + c + d]; } }
-  return r;
-}
-
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let tile = wg.x + p.x_base;
   let head = wg.y + p.y_base;              // head within the chunk
-  let row_local = tile * ROWS + t;         // row within the chunk's rows of this head
-  let in_range = row_local < p.rows;
-  let i = p.row0 + row_local;              // query row in [0, Lq)
-  let bh = p.bh0 + head;
-  let b = bh / p.Hq;
-  let h = bh % p.Hq;
-  let kv = b * p.Hkv + h / p.group - p.kv0;  // GQA: query head h reads kv head h / (Hq/Hkv)
-  let out_row = head * p.rows + row_local;
-
-  var q_row: array<vec4<f32>, E4>;
-  if (in_range) {
-    for (var e4 = 0u; e4 < E4; e4++) { q_row[e4] = query4(out_row * p.E, 4u * e4, p.E); }
-  }
-
-  // Last key this row may see, and (workgroup-uniform) the last key any row of the tile may see.
-  var last = i32(p.Lk) - 1;
-  var tile_last = last;
-  if (CAUSAL) {
-    last = min(i32(i) + p.causal_offset, last);
-    let tile_rows_end = min(tile * ROWS + ROWS, p.rows);
-    tile_last = min(i32(p.row0 + tile_rows_end) - 1 + p.causal_offset, tile_last);
-  }
-  let mask_row = b * p.mask_sb + h * p.mask_sh + i * p.mask_sq;
+  let row = query_row(tile, head, t);  // invocation t owns query row t of the tile
+  let tile_last = tile_last_key(tile);
+  var q_row = query_vec4s(row);  // var: indexed in loops
 
   var m = 0.0;          // running max (valid once `seen`)
   var l = 0.0;          // running denominator
@@ -130,29 +61,29 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     for (var x = t; x < BLOCK_KEYS * E4; x += ROWS) {
       let jj = x / E4;
       var k4 = vec4<f32>(0.0);
-      if (jj < nk) { k4 = key4((kv * p.Lk + j0 + jj) * p.E, 4u * (x % E4), p.E); }
+      if (jj < nk) { k4 = key4((row.kv * p.Lk + j0 + jj) * p.E, 4u * (x % E4), p.E); }
       k_tile[x] = k4;
     }
     for (var x = t; x < BLOCK_KEYS * EV4; x += ROWS) {
       let jj = x / EV4;
       var v4 = vec4<f32>(0.0);
-      if (jj < nk) { v4 = value4((kv * p.Lk + j0 + jj) * p.Ev, 4u * (x % EV4), p.Ev); }
+      if (jj < nk) { v4 = value4((row.kv * p.Lk + j0 + jj) * p.Ev, 4u * (x % EV4), p.Ev); }
       v_tile[x] = v4;
     }
     workgroupBarrier();
 
-    if (in_range) {
+    if (row.in_range) {
       // Scores of this tile, and their max over visible keys.
       var tile_has_key = false;
       var tile_max = 0.0;
       for (var jj = 0u; jj < BLOCK_KEYS; jj++) {
         let j = j0 + jj;
-        var vis = jj < nk && i32(j) <= last;
+        var vis = jj < nk && i32(j) <= row.last;
         var s = 0.0;
-        if (vis && MASK_KIND == 1u) { vis = mask_bool(mask_row + j * p.mask_sk); }
+        if (vis && MASK_KIND == 1u) { vis = mask_bool(row.mask_row + j * p.mask_sk); }
         if (vis) {
           for (var e4 = 0u; e4 < E4; e4++) { s += dot(q_row[e4], k_tile[jj * E4 + e4]); }
-          let scored = scaled_masked_score(s, mask_row + j * p.mask_sk);
+          let scored = scaled_masked_score(s, row.mask_row + j * p.mask_sk);
           s = scored.s;
           if (scored.hidden) { vis = false; }
           if (vis && is_nan(s)) { nan_row = true; vis = false; }
@@ -188,41 +119,30 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     workgroupBarrier();
   }
 
-  if (!in_range) { return; }
+  if (!row.in_range) { return; }
   let nan = bitcast<f32>(p.nan_bits);
   var inv_l = select(0.0, 1.0 / l, seen);
-  // acc holds l·output, which overflows where the output is within a factor l of FLT_MAX (V near
-  // FLT_MAX): such a row is recomputed with normalized weights, Σ_j (e^(s_j − m)/l)·V_j, reading
-  // K and V from the buffers (rare; as the SIMD kernel does).
+  // acc holds l·output; where it overflowed the row is recomputed with normalized weights.
   var overflowed = false;
   for (var c4 = 0u; c4 < EV4; c4++) {
     for (var d = 0u; d < 4u; d++) { overflowed = overflowed || !is_finite(acc[c4][d]); }
   }
   if (overflowed && seen && !nan_row && visible_count > 1u) {
-    for (var c4 = 0u; c4 < EV4; c4++) { acc[c4] = vec4<f32>(0.0); }
-    for (var j = 0u; i32(j) <= last; j++) {
-      if (MASK_KIND == 1u && !mask_bool(mask_row + j * p.mask_sk)) { continue; }
-      var qk = 0.0;
-      for (var e4 = 0u; e4 < E4; e4++) { qk += dot(q_row[e4], key4((kv * p.Lk + j) * p.E, 4u * e4, p.E)); }
-      let scored = scaled_masked_score(qk, mask_row + j * p.mask_sk);
-      if (scored.hidden) { continue; }
-      let w = exp(scored.s - m) / l;
-      for (var c4 = 0u; c4 < EV4; c4++) { acc[c4] += w * value4((kv * p.Lk + j) * p.Ev, 4u * c4, p.Ev); }
-    }
+    for (var c4 = 0u; c4 < EV4; c4++) { acc[c4] = normalized_output4(row, q_row, m, l, c4); }
     inv_l = 1.0;
   }
   // One visible key: its weight is exactly 1, so the output is its value row, copied (not
   // multiplied: GPUs may flush subnormal products to zero, WGSL allows it).
-  let single_row = (kv * p.Lk + single_key) * p.Ev;
+  let single_row = (row.kv * p.Lk + single_key) * p.Ev;
   for (var c = 0u; c < p.Ev; c++) {
     var o = acc[c / 4u][c % 4u] * inv_l;
     if (visible_count == 1u) { o = value[single_row + c]; }
     if (!seen) { o = 0.0; }
     if (nan_row) { o = nan; }
-    output[out_row * p.Ev + c] = o;
+    output[row.out_row * p.Ev + c] = o;
   }
   if (WRITE_STATS) {
-    stats[2u * out_row] = select(select(0.0, m, seen), nan, nan_row);
-    stats[2u * out_row + 1u] = select(0.0, l, seen);
+    stats[2u * row.out_row] = select(select(0.0, m, seen), nan, nan_row);
+    stats[2u * row.out_row + 1u] = select(0.0, l, seen);
   }
 }

@@ -26,21 +26,12 @@
 //   const E_PAD: u32; const EV_PAD: u32; const BLOCK_KEYS: u32 (16, 32 or 64);
 //   const MASK_KIND: u32; const CAUSAL: bool; const WRITE_STATS: bool;
 
-// Params, NEG_INF_BITS, is_nan, is_neg_inf, is_finite: attention_common.wgsl.
+// Prepended by the glue before this file: attention_common.wgsl (Params, the mask, score and
+// row helpers) and attention_flash_common.wgsl (the bindings, ROWS, E4, EV4, value4,
+// normalized_output4).
 
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> query: array<f32>;
-@group(0) @binding(2) var<storage, read> key: array<f32>;
-@group(0) @binding(3) var<storage, read> value: array<f32>;
-@group(0) @binding(4) var<storage, read> mask: array<u32>;
-@group(0) @binding(5) var<storage, read_write> output: array<f32>;
-@group(0) @binding(6) var<storage, read_write> stats: array<f32>;
-
-const ROWS: u32 = 64u;
 const LANES: u32 = 4u;
 const THREADS: u32 = ROWS * LANES;
-const E4: u32 = E_PAD / 4u;
-const EV4: u32 = EV_PAD / 4u;
 const KEYS_PER_LANE: u32 = BLOCK_KEYS / LANES;
 const COLS_PER_LANE: u32 = EV4 / LANES;  // EV_PAD is 16, 32, 64 or 128
 const KV_STRIDE: u32 = max(E4, EV4) + 1u;
@@ -52,35 +43,6 @@ var<workgroup> kv_tile: array<vec4<f32>, BLOCK_KEYS * KV_STRIDE>;  // K, then V,
 var<workgroup> p_tile: array<u32, ROWS * P_STRIDE>;                // f32 bits of the weights
 var<workgroup> lane_share: array<u32, ROWS * LANES>;               // one word per lane
 var<workgroup> v_not_finite: atomic<u32>;
-
-fn mask_bool(idx: u32) -> bool {
-  let rel = idx - p.mask_base;
-  return ((mask[rel >> 2u] >> ((rel & 3u) * 8u)) & 0xffu) != 0u;
-}
-fn mask_add(idx: u32) -> f32 { return bitcast<f32>(mask[idx - p.mask_base]); }
-
-struct MaskedScore { s: f32, hidden: bool }
-fn scaled_masked_score(qk: f32, mask_idx: u32) -> MaskedScore {
-  var s = qk * p.scale;
-  if (MASK_KIND == 2u) {
-    let mv = mask_add(mask_idx);
-    if (is_neg_inf(mv)) { return MaskedScore(s, true); }
-    s += mv;
-  }
-  return MaskedScore(s, is_neg_inf(s));
-}
-
-fn load4(buf: u32, base: u32, c: u32, n: u32) -> vec4<f32> {
-  var r = vec4<f32>(0.0);
-  for (var d = 0u; d < 4u; d++) {
-    if (c + d < n) {
-      if (buf == 0u) { r[d] = query[base + c + d]; }
-      else if (buf == 1u) { r[d] = key[base + c + d]; }
-      else { r[d] = value[base + c + d]; }
-    }
-  }
-  return r;
-}
 
 // Each lane's `word`, as every lane of row r sees it after a barrier. (The next write to
 // lane_share comes after the loop's later barriers, so no barrier is needed after the reads.)
@@ -98,30 +60,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   let lane = t % LANES;
   let tile = wg.x + p.x_base;
   let head = wg.y + p.y_base;
-  let row_local = tile * ROWS + r;
-  let in_range = row_local < p.rows;
-  let i = p.row0 + row_local;
-  let bh = p.bh0 + head;
-  let b = bh / p.Hq;
-  let h = bh % p.Hq;
-  let kv = b * p.Hkv + h / p.group - p.kv0;
-  let out_row = head * p.rows + row_local;
-
-  var q_row: array<vec4<f32>, E4>;
-  if (in_range) {
-    for (var e4 = 0u; e4 < E4; e4++) { q_row[e4] = load4(0u, out_row * p.E, 4u * e4, p.E); }
-  }
-
-  // Last key this row may see (-1: none, for rows past the chunk), and the workgroup's last.
-  var last = i32(p.Lk) - 1;
-  var tile_last = last;
-  if (CAUSAL) {
-    last = min(i32(i) + p.causal_offset, last);
-    let tile_rows_end = min(tile * ROWS + ROWS, p.rows);
-    tile_last = min(i32(p.row0 + tile_rows_end) - 1 + p.causal_offset, tile_last);
-  }
-  if (!in_range) { last = -1; }
-  let mask_row = b * p.mask_sb + h * p.mask_sh + i * p.mask_sq;
+  let row = query_row(tile, head, r);
+  let tile_last = tile_last_key(tile);
+  var q_row = query_vec4s(row);  // var: indexed in loops
 
   var m = 0.0;          // running max of the row (valid once `seen`), the same in its four lanes
   var seen = false;     // the row has a visible key so far
@@ -139,7 +80,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     for (var x = t; x < BLOCK_KEYS * E4; x += THREADS) {
       let jj = x / E4;
       var k4 = vec4<f32>(0.0);
-      if (jj < nk) { k4 = load4(1u, (kv * p.Lk + j0 + jj) * p.E, 4u * (x % E4), p.E); }
+      if (jj < nk) { k4 = key4((row.kv * p.Lk + j0 + jj) * p.E, 4u * (x % E4), p.E); }
       kv_tile[jj * KV_STRIDE + x % E4] = k4;
     }
     workgroupBarrier();
@@ -155,10 +96,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     for (var k = 0u; k < KEYS_PER_LANE; k++) {
       let jj = lane + LANES * k;
       let j = j0 + jj;
-      var vis = jj < nk && i32(j) <= last;
-      if (vis && MASK_KIND == 1u) { vis = mask_bool(mask_row + j * p.mask_sk); }
+      var vis = jj < nk && i32(j) <= row.last;
+      if (vis && MASK_KIND == 1u) { vis = mask_bool(row.mask_row + j * p.mask_sk); }
       if (vis) {
-        let scored = scaled_masked_score(s[k], mask_row + j * p.mask_sk);
+        let scored = scaled_masked_score(s[k], row.mask_row + j * p.mask_sk);
         s[k] = scored.s;
         if (scored.hidden) { vis = false; }
         if (vis && is_nan(scored.s)) { nan_row = true; vis = false; }
@@ -205,7 +146,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     for (var x = t; x < BLOCK_KEYS * EV4; x += THREADS) {
       let jj = x / EV4;
       var v4 = vec4<f32>(0.0);
-      if (jj < nk) { v4 = load4(2u, (kv * p.Lk + j0 + jj) * p.Ev, 4u * (x % EV4), p.Ev); }
+      if (jj < nk) { v4 = value4((row.kv * p.Lk + j0 + jj) * p.Ev, 4u * (x % EV4), p.Ev); }
       bad_v = bad_v || !(is_finite(v4.x) && is_finite(v4.y) && is_finite(v4.z) && is_finite(v4.w));
       kv_tile[jj * KV_STRIDE + x % EV4] = v4;
     }
@@ -249,34 +190,22 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     nan_any = nan_any || p_tile[at + 2u] != 0u;
     if (p_tile[at + 3u] != 0xffffffffu) { single_key = p_tile[at + 3u]; }
   }
-  if (!in_range) { return; }
+  if (!row.in_range) { return; }
 
   let nan = bitcast<f32>(p.nan_bits);
   var inv_l = select(0.0, 1.0 / l_row, seen);
-  // acc holds l·output, which overflows where the output is within a factor l of FLT_MAX (V near
-  // FLT_MAX): this lane's columns are then recomputed with normalized weights, reading K and V
-  // from the buffers (rare; as attention_flash.wgsl and the SIMD kernel do).
+  // acc holds l·output; where it overflowed this lane's columns are recomputed with normalized
+  // weights.
   var overflowed = false;
   for (var c = 0u; c < COLS_PER_LANE; c++) {
     for (var d = 0u; d < 4u; d++) { overflowed = overflowed || !is_finite(acc[c][d]); }
   }
   if (overflowed && seen && !nan_any && count_row > 1u) {
-    for (var c = 0u; c < COLS_PER_LANE; c++) { acc[c] = vec4<f32>(0.0); }
-    for (var j = 0u; i32(j) <= last; j++) {
-      if (MASK_KIND == 1u && !mask_bool(mask_row + j * p.mask_sk)) { continue; }
-      var qk = 0.0;
-      for (var e4 = 0u; e4 < E4; e4++) { qk += dot(q_row[e4], load4(1u, (kv * p.Lk + j) * p.E, 4u * e4, p.E)); }
-      let scored = scaled_masked_score(qk, mask_row + j * p.mask_sk);
-      if (scored.hidden) { continue; }
-      let w = exp(scored.s - m) / l_row;
-      for (var c = 0u; c < COLS_PER_LANE; c++) {
-        acc[c] += w * load4(2u, (kv * p.Lk + j) * p.Ev, 4u * (lane + LANES * c), p.Ev);
-      }
-    }
+    for (var c = 0u; c < COLS_PER_LANE; c++) { acc[c] = normalized_output4(row, q_row, m, l_row, lane + LANES * c); }
     inv_l = 1.0;
   }
   // One visible key: its weight is exactly 1, so the output is its value row, copied.
-  let single_row = (kv * p.Lk + single_key) * p.Ev;
+  let single_row = (row.kv * p.Lk + single_key) * p.Ev;
   for (var c = 0u; c < COLS_PER_LANE; c++) {
     for (var d = 0u; d < 4u; d++) {
       let col = 4u * (lane + LANES * c) + d;
@@ -285,11 +214,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
       if (count_row == 1u) { o = value[single_row + col]; }
       if (!seen) { o = 0.0; }
       if (nan_any) { o = nan; }
-      output[out_row * p.Ev + col] = o;
+      output[row.out_row * p.Ev + col] = o;
     }
   }
   if (WRITE_STATS && lane == 0u) {
-    stats[2u * out_row] = select(select(0.0, m, seen), nan, nan_any);
-    stats[2u * out_row + 1u] = select(0.0, l_row, seen);
+    stats[2u * row.out_row] = select(select(0.0, m, seen), nan, nan_any);
+    stats[2u * row.out_row + 1u] = select(0.0, l_row, seen);
   }
 }

@@ -15,7 +15,7 @@
 // Prepended by the C++ glue (WeightsVariant::wgsl_constants):
 //   const MASK_KIND: u32 (0 none, 1 bool, 2 additive); const CAUSAL: bool;
 
-// Params, NEG_INF_BITS, is_nan, is_neg_inf: attention_common.wgsl (prepended by the glue).
+// Params and the mask, score and row helpers: attention_common.wgsl (prepended by the glue).
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> query: array<f32>;
@@ -25,13 +25,6 @@
 @group(0) @binding(5) var<storage, read_write> weights: array<f32>;
 
 const KEYS: u32 = 64u;
-
-
-fn mask_bool(idx: u32) -> bool {
-  let rel = idx - p.mask_base;
-  return ((mask[rel >> 2u] >> ((rel & 3u) * 8u)) & 0xffu) != 0u;
-}
-fn mask_add(idx: u32) -> f32 { return bitcast<f32>(mask[idx - p.mask_base]); }
 
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
@@ -57,24 +50,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   if (vis && MASK_KIND == 1u) { vis = mask_bool(mask_idx); }
   var w = 0.0;
   if (vis) {
-    var s = 0.0;
     let q0 = r * p.E;
     let k0 = (kv * p.Lk + j) * p.E;
     // The flash pass's sum exactly: dot products of zero-padded vec4s, in order.
-    for (var e = 0u; e < p.E; e += 4u) {
-      var q4 = vec4<f32>(0.0);
-      var k4 = vec4<f32>(0.0);
-      for (var d = 0u; d < 4u; d++) {
-        if (e + d < p.E) { q4[d] = query[q0 + e + d]; k4[d] = key[k0 + e + d]; }
-      }
-      s += dot(q4, k4);
-    }
-    s *= p.scale;
-    if (MASK_KIND == 2u) {
-      let mv = mask_add(mask_idx);
-      if (is_neg_inf(mv)) { vis = false; } else { s += mv; }
-    }
-    if (vis && !is_neg_inf(s)) { w = exp(s - m) / l; }
+    var qk = 0.0;
+    for (var e = 0u; e < p.E; e += 4u) { qk += dot(query4(q0, e, p.E), key4(k0, e, p.E)); }
+    let scored = scaled_masked_score(qk, mask_idx);
+    if (!scored.hidden) { w = exp(scored.s - m) / l; }
   }
   weights[out] = w;
 }

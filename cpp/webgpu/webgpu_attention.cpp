@@ -175,7 +175,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
   device_.call<void>("pushErrorScope", std::string("validation"));
   open_job_ = id;  // until run() returns: abandon() undoes a run that a JS exception cut short
 
-  const val flash_pipeline = pipeline(flash.key(), flash.wgsl_constants() + kAttentionCommonWgsl +
+  const val flash_pipeline = pipeline(flash.key(), flash.wgsl_constants() + kAttentionCommonWgsl + kAttentionFlashCommonWgsl +
                                           (flash.tiled ? kAttentionFlashTiledWgsl : kAttentionFlashWgsl), false, job);
   val weights_pipeline = val::undefined();
   if (plan.return_weights) {
