@@ -68,6 +68,7 @@ export interface WebGpuAttention {
       maxBufferSize: number;
       maxComputeWorkgroupsPerDimension: number;
       maxComputeWorkgroupStorageSize: number;
+      maxComputeInvocationsPerWorkgroup: number;
     };
     pipelines: string[];
     jobsInFlight: number;

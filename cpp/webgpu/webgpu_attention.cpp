@@ -332,6 +332,7 @@ val WebGpuAttention::info() const {
   limits.set("maxBufferSize", static_cast<double>(limits_.max_buffer_bytes));
   limits.set("maxComputeWorkgroupsPerDimension", limits_.max_workgroups_per_dim);
   limits.set("maxComputeWorkgroupStorageSize", limits_.max_workgroup_storage_bytes);
+  limits.set("maxComputeInvocationsPerWorkgroup", limits_.max_invocations_per_workgroup);
   val out = val::object();
   out.set("limits", limits);
   out.set("pipelines", val::global("Array").call<val>("from", pipelines_.call<val>("keys")));

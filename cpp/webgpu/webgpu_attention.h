@@ -26,8 +26,9 @@ namespace sdpa {
 class WebGpuAttention {
  public:
   // device: a GPUDevice. caps: optional { maxStorageBufferBindingSize, maxBufferSize,
-  // maxComputeWorkgroupsPerDimension, maxComputeWorkgroupStorageSize } that can only lower the
-  // device's own limits (for tests of the splitting).
+  // maxComputeWorkgroupsPerDimension, maxComputeWorkgroupStorageSize,
+  // maxComputeInvocationsPerWorkgroup } that can only lower the device's own limits (for tests
+  // of the splitting and of the kernel choice).
   WebGpuAttention(emscripten::val device, emscripten::val caps);
 
   // -> { error: null, promise, job } once submitted, or { error: { name, message } } when the

@@ -213,6 +213,24 @@ describe('WebGPU calls, caching and limits', () => {
     expect(attn.webgpuInfo()!.pipelines).toEqual(before);
   });
 
+  it('the workgroup caps choose the kernel: tiled where a key tile fits, else per-row, both right', async () => {
+    const q = randomTensor([2, 70, 40], 1), k = randomTensor([2, 90, 40], 2), v = randomTensor([2, 90, 24], 3);
+    const cases = [
+      { gpuLimits: {}, kernel: /^flash-tiled:e64:ev32:bk\d+:/ },
+      { gpuLimits: { maxComputeInvocationsPerWorkgroup: 128 }, kernel: /^flash:e64:ev32:/ },
+      { gpuLimits: { maxComputeWorkgroupStorageSize: 4096 }, kernel: /^flash:e64:ev32:bk10:/ }, // 4096 / (4·(64 + 32))
+    ];
+    for (const { gpuLimits, kernel } of cases) {
+      const capped = await createAttention({ backend: 'webgpu', gpu, gpuLimits });
+      expect(capped.webgpuInfo()!.limits).toMatchObject(gpuLimits);
+      for (const options of [{}, { isCausal: true, returnWeights: true }]) {
+        await expectMatchesReference(capped, oracle, q, k, v, options, { factor: 4 }, JSON.stringify(gpuLimits));
+      }
+      expect(capped.webgpuInfo()!.pipelines.filter((key) => key.startsWith('flash'))).toEqual([expect.stringMatching(kernel), expect.stringMatching(kernel)]);
+      capped.dispose();
+    }
+  });
+
   it('work beyond (lowered) buffer and dispatch limits is split into several buffers and dispatches', async () => {
     // Caps far below the device's force every kind of split on small, checkable problems:
     // whole heads per chunk, query rows of one head per chunk, and grids cut at 2 workgroups.

@@ -136,7 +136,8 @@ export interface CreateAttentionOptions {
   gpu?: GpuLike | null;
   /**
    * Caps on the device limits the WebGPU backend plans with (they can only lower the device's):
-   * work beyond them is split into several buffers/dispatches. For tests and constrained devices.
+   * work beyond them is split into several buffers/dispatches, and the workgroup caps choose the
+   * kernel. For tests and constrained devices.
    */
   gpuLimits?: GpuLimitCaps;
 }
@@ -165,7 +166,10 @@ export interface GpuLimitCaps {
   maxStorageBufferBindingSize?: number;
   maxBufferSize?: number;
   maxComputeWorkgroupsPerDimension?: number;
+  /** Bounds the key tiles; below a 16-key tile of the tiled kernel, the per-row kernel runs. */
   maxComputeWorkgroupStorageSize?: number;
+  /** Below 256 the tiled kernel (a workgroup of 256) cannot run and the per-row kernel does. */
+  maxComputeInvocationsPerWorkgroup?: number;
 }
 
 /** What went wrong on the GPU (see {@link WebGPUError}). */
@@ -175,7 +179,7 @@ export type WebGPUErrorKind = 'unavailable' | 'device-lost' | 'validation' | 'ou
 export interface WebGpuInfo {
   /** The limits the backend plans with (device limits, lowered by `gpuLimits`). */
   limits: Required<GpuLimitCaps>;
-  /** Keys of the compiled pipeline variants (head dims, mask kind, causal, stats). */
+  /** Keys of the compiled pipeline variants (kernel, head dims, key tile, mask kind, causal, stats). */
   pipelines: string[];
   /** Calls submitted and not yet finished. */
   jobsInFlight: number;
