@@ -120,7 +120,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   }
 
   if (!row.in_range) { return; }
-  let nan = bitcast<f32>(p.nan_bits);
   var inv_l = select(0.0, 1.0 / l, seen);
   // acc holds l·output; where it overflowed the row is recomputed with normalized weights.
   var overflowed = false;
@@ -131,18 +130,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     for (var c4 = 0u; c4 < EV4; c4++) { acc[c4] = normalized_output4(row, q_row, m, l, c4); }
     inv_l = 1.0;
   }
-  // One visible key: its weight is exactly 1, so the output is its value row, copied (not
-  // multiplied: GPUs may flush subnormal products to zero, WGSL allows it).
-  let single_row = (row.kv * p.Lk + single_key) * p.Ev;
   for (var c = 0u; c < p.Ev; c++) {
-    var o = acc[c / 4u][c % 4u] * inv_l;
-    if (visible_count == 1u) { o = value[single_row + c]; }
-    if (!seen) { o = 0.0; }
-    if (nan_row) { o = nan; }
-    output[row.out_row * p.Ev + c] = o;
+    output[row.out_row * p.Ev + c] = output_value(row, acc[c / 4u][c % 4u] * inv_l, visible_count, single_key, seen, nan_row, c);
   }
-  if (WRITE_STATS) {
-    stats[2u * row.out_row] = select(select(0.0, m, seen), nan, nan_row);
-    stats[2u * row.out_row + 1u] = select(0.0, l, seen);
-  }
+  if (WRITE_STATS) { write_row_stats(row, m, l, seen, nan_row); }
 }

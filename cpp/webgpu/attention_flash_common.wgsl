@@ -1,6 +1,6 @@
 // attention_flash_common.wgsl: what both flash kernels (attention_flash.wgsl and
-// attention_flash_tiled.wgsl) share: their bindings, the value loader, and the recompute of an
-// output whose accumulator overflowed. Prepended by the C++ glue after attention_common.wgsl.
+// attention_flash_tiled.wgsl) share: their bindings, a query row's setup, the value loader, the
+// recompute of an output whose accumulator overflowed, and how a finished row is written. Prepended by the C++ glue after attention_common.wgsl.
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> query: array<f32>;
@@ -81,4 +81,23 @@ fn normalized_output4(row: QueryRow, q_row: array<vec4<f32>, E4>, m: f32, l: f32
     o += (exp(scored.s - m) / l) * value4((row.kv * p.Lk + j) * p.Ev, 4u * c4, p.Ev);
   }
   return o;
+}
+
+// Output element `col` of a finished row whose accumulator gives `scaled` (acc·1/l). A row with
+// exactly one visible key gets that key's value, copied: its weight is exactly 1, and a product
+// could flush a subnormal value to zero (WGSL allows it). A row that saw no key is zeros; a row
+// with a NaN score is NaN.
+fn output_value(row: QueryRow, scaled: f32, visible_count: u32, single_key: u32, seen: bool, nan_row: bool, col: u32) -> f32 {
+  var o = scaled;
+  if (visible_count == 1u) { o = value[(row.kv * p.Lk + single_key) * p.Ev + col]; }
+  if (!seen) { o = 0.0; }
+  if (nan_row) { o = bitcast<f32>(p.nan_bits); }
+  return o;
+}
+
+// The row's softmax statistics for attention_weights.wgsl: (max, denominator), (0, 0) for a row
+// that saw no key, (NaN, l) for a row with a NaN score.
+fn write_row_stats(row: QueryRow, m: f32, l: f32, seen: bool, nan_row: bool) {
+  stats[2u * row.out_row] = select(select(0.0, m, seen), bitcast<f32>(p.nan_bits), nan_row);
+  stats[2u * row.out_row + 1u] = select(0.0, l, seen);
 }

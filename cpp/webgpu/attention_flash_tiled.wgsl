@@ -192,7 +192,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   }
   if (!row.in_range) { return; }
 
-  let nan = bitcast<f32>(p.nan_bits);
   var inv_l = select(0.0, 1.0 / l_row, seen);
   // acc holds l·output; where it overflowed this lane's columns are recomputed with normalized
   // weights.
@@ -204,21 +203,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     for (var c = 0u; c < COLS_PER_LANE; c++) { acc[c] = normalized_output4(row, q_row, m, l_row, lane + LANES * c); }
     inv_l = 1.0;
   }
-  // One visible key: its weight is exactly 1, so the output is its value row, copied.
-  let single_row = (row.kv * p.Lk + single_key) * p.Ev;
   for (var c = 0u; c < COLS_PER_LANE; c++) {
     for (var d = 0u; d < 4u; d++) {
       let col = 4u * (lane + LANES * c) + d;
-      if (col >= p.Ev) { continue; }
-      var o = acc[c][d] * inv_l;
-      if (count_row == 1u) { o = value[single_row + col]; }
-      if (!seen) { o = 0.0; }
-      if (nan_any) { o = nan; }
-      output[row.out_row * p.Ev + col] = o;
+      if (col < p.Ev) {
+        output[row.out_row * p.Ev + col] = output_value(row, acc[c][d] * inv_l, count_row, single_key, seen, nan_any, col);
+      }
     }
   }
-  if (WRITE_STATS && lane == 0u) {
-    stats[2u * row.out_row] = select(select(0.0, m, seen), nan, nan_any);
-    stats[2u * row.out_row + 1u] = select(0.0, l_row, seen);
-  }
+  if (WRITE_STATS && lane == 0u) { write_row_stats(row, m, l_row, seen, nan_any); }
 }
