@@ -8,7 +8,9 @@
 #endif
 
 #if SDPA_THREADS
+#include <pthread.h>
 #include <semaphore.h>
+#include <time.h>
 
 #include <chrono>
 #include <memory>
@@ -37,14 +39,17 @@ namespace {
 // late finds nothing to claim, and one from an earlier generation cannot claim a later
 // generation's task by mistake (the claim is a compare-exchange that checks the generation).
 //
-// Waiting: a helper first spins on `announced` after its last task, then sleeps on its own
-// semaphore. It spins for a quarter of the last call's time, at least 1 ms and at most 8 ms: long
-// enough to span the JS work between back-to-back calls (copying the inputs into the heap grows
-// with the call), short enough that an idle page does not keep a core busy for long. Waking a
-// sleeping web worker is slow (on the 2-core VM of the benchmark 0.1-5 ms with the host's load,
-// and the posting thread is held up about as long, whether by a semaphore post or a condition
-// variable's notify): spinning keeps back-to-back calls from paying that, and run() leaves
-// sleepers asleep for a lone call shorter than a wake-up.
+// Waiting: a helper first spins on `announced` after its last task, then dozes, then sleeps on
+// its own semaphore. It spins for a quarter of the last call's time, at least 1 ms and at most
+// 8 ms: long enough to span the JS work between back-to-back calls (copying the inputs into the
+// heap grows with the call), short enough that an idle page does not keep a core busy for long.
+// Waking a sleeping web worker is slow (on the 2-core VM of the benchmark 0.1-5 ms with the
+// host's load, and the posting thread is held up about as long, whether by a semaphore post or a
+// condition variable's notify): spinning keeps back-to-back calls from paying that, and run()
+// leaves sleepers asleep for a lone call shorter than a wake-up. Dozing covers calls a few to
+// 50 ms apart (a model's other layers in between): the helper looks at `announced` every 200 µs
+// from timed waits that nobody ends, so the caller posts nothing and finds it within about a
+// poll (on that VM it then costs 8-10% of a core, against 100% for spinning).
 // A helper sets `asleep` before its last look at `announced`, and the caller posts only to a
 // wanted helper whose `asleep` it clears, so every post is consumed by exactly one sem_wait.
 // Helper threads are created on first need and live for the process.
@@ -131,13 +136,35 @@ class Pool {
   static constexpr int kHelperBits = 16;
   static constexpr uint64_t kHelperMask = (uint64_t{1} << kHelperBits) - 1;
   static constexpr int64_t kMinSpinNanos = 1'000'000, kMaxSpinNanos = 8'000'000;
+  static constexpr int64_t kDozeNanos = 50'000'000, kDozePollNanos = 200'000;
 
   struct Helper {
-    Helper() { sem_init(&wake, 0, 0); }
+    Helper() {
+      sem_init(&wake, 0, 0);
+      // The doze's timeouts on the monotonic clock: Emscripten's CLOCK_REALTIME counts whole ms.
+      pthread_condattr_t attributes;
+      pthread_condattr_init(&attributes);
+      pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
+      pthread_cond_init(&never_signalled, &attributes);
+      pthread_condattr_destroy(&attributes);
+    }
+    // Sleeps for about `nanos` (a timed wait nobody ends early: waking a thread costs its waker).
+    void doze(int64_t nanos) {
+      timespec until;
+      clock_gettime(CLOCK_MONOTONIC, &until);
+      const int64_t end = until.tv_nsec + nanos;
+      until.tv_sec += static_cast<time_t>(end / 1'000'000'000);
+      until.tv_nsec = static_cast<long>(end % 1'000'000'000);
+      pthread_mutex_lock(&doze_lock);
+      pthread_cond_timedwait(&never_signalled, &doze_lock, &until);
+      pthread_mutex_unlock(&doze_lock);
+    }
     std::thread thread;
     std::atomic<bool> asleep{false};
     std::atomic<int64_t> woke_at{0};  // now_ns() when it last returned from sem_wait
     sem_t wake;
+    pthread_mutex_t doze_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t never_signalled;
   };
 
   static int64_t now_ns() {
@@ -172,13 +199,19 @@ class Pool {
     }
   }
 
-  // The next announcement after `seen`: spun for up to spin_nanos_, then slept for.
+  // The next announcement after `seen`: spun for up to spin_nanos_, dozed for up to kDozeNanos,
+  // then slept for.
   uint64_t wait_for_announcement(Helper& helper, uint64_t seen) {
     const int64_t give_up = now_ns() + spin_nanos_.load(std::memory_order_relaxed);
     for (int polls = 1;; ++polls) {
       const uint64_t announced = announced_.load(std::memory_order_acquire);
       if (announced != seen) return announced;
       if (polls % 256 == 0 && now_ns() > give_up) break;  // reading the clock costs a JS call
+    }
+    for (const int64_t stop_dozing = now_ns() + kDozeNanos; now_ns() < stop_dozing;) {
+      helper.doze(kDozePollNanos);
+      const uint64_t announced = announced_.load(std::memory_order_acquire);
+      if (announced != seen) return announced;
     }
     for (;;) {
       helper.asleep.store(true);
