@@ -9,6 +9,7 @@
 // (one untimed warm-up). The machine may be shared and noisy: compare medians, not single runs.
 import { performance } from 'node:perf_hooks';
 import { createAttention } from '../dist/index.js';
+import { uniformRandom } from './bench/data.mjs';
 
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
@@ -16,19 +17,6 @@ const repsArg = args.indexOf('--reps');
 const reps = repsArg >= 0 ? Number(args[repsArg + 1]) : quick ? 3 : 5;
 const BH = 8, d = 64;
 const lengths = quick ? [256, 512] : [256, 512, 1024, 2048];
-
-function random(n, seed) {
-  let a = seed >>> 0;
-  const out = new Float32Array(n);
-  for (let i = 0; i < n; i++) {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    out[i] = (((t ^ (t >>> 14)) >>> 0) / 4294967296) * 2 - 1;
-  }
-  return out;
-}
 
 function median(xs) {
   const s = [...xs].sort((a, b) => a - b);
@@ -51,10 +39,10 @@ const scalar = await createAttention({ backend: 'scalar' });
 const rows = [];
 for (const n of lengths) {
   const shape = [1, BH, n, d];
-  const q = { data: random(BH * n * d, 1), shape };
-  const k = { data: random(BH * n * d, 2), shape };
-  const v = { data: random(BH * n * d, 3), shape };
-  const dOut = { data: random(BH * n * d, 4), shape };
+  const q = { data: uniformRandom(BH * n * d, 1), shape };
+  const k = { data: uniformRandom(BH * n * d, 2), shape };
+  const v = { data: uniformRandom(BH * n * d, 3), shape };
+  const dOut = { data: uniformRandom(BH * n * d, 4), shape };
   const fwdFlops = 4 * BH * n * n * d;
   const bwdFlops = 10 * BH * n * n * d;
   const fwd = simd.scaledDotProductAttentionSync(q, k, v, { returnLogSumExp: true });

@@ -19,6 +19,7 @@ import { writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { create, globals } from 'webgpu';
 import { createAttention } from '../dist/index.js';
+import { maxAbsError, uniformRandom } from './bench/data.mjs';
 
 process.env.VK_ICD_FILENAMES ??= '/usr/lib/chromium/vk_swiftshader_icd.json';
 Object.assign(globalThis, globals);
@@ -37,27 +38,6 @@ const isCausal = args.includes('--causal');
 const engines = opt('engines', 'webgpu,simd').split(',');
 const jsonPath = opt('json', undefined);
 const CHECK_ROWS = 128;
-
-function random(n, seed) {
-  let a = seed >>> 0;
-  const out = new Float32Array(n);
-  for (let i = 0; i < n; i++) {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    out[i] = ((t ^ (t >>> 14)) >>> 0) / 4294967296 - 0.5;
-  }
-  return out;
-}
-
-function maxAbsDiff(a, b) {
-  let worst = 0;
-  for (let i = 0; i < a.length; i++) {
-    if (Number.isNaN(a[i]) !== Number.isNaN(b[i])) return Infinity;
-    if (!Number.isNaN(a[i])) worst = Math.max(worst, Math.abs(a[i] - b[i]));
-  }
-  return worst;
-}
 
 const adapter = await gpu.requestAdapter();
 const info = adapter?.info ?? {};
@@ -93,9 +73,9 @@ function check(got, q, k, v) {
     const ref = oracle.referenceAttention(qs, ks, vs, { isCausal });
     const plain = oracle.scaledDotProductAttentionSync(qs, ks, vs, { isCausal });
     const mine = got.subarray(h * N * D, h * N * D + rows * D);
-    err = Math.max(err, maxAbsDiff(mine, ref.output.data));
+    err = Math.max(err, maxAbsError(mine, ref.output.data));
     const vmax = vs.data.reduce((m, x) => Math.max(m, Math.abs(x)), 0);
-    bound = Math.min(bound, 4 * maxAbsDiff(plain.output.data, ref.output.data) + 1e-5 * Math.max(1, vmax));
+    bound = Math.min(bound, 4 * maxAbsError(plain.output.data, ref.output.data) + 1e-5 * Math.max(1, vmax));
   }
   return { err, bound };
 }
@@ -104,9 +84,9 @@ const results = [];
 console.log('BHxNxD        engine   median ms    min ms   GFLOP/s   max err (bound)');
 for (const [BH, N, D] of shapes) {
   const shape = [1, BH, N, D];
-  const q = { data: random(BH * N * D, 1), shape };
-  const k = { data: random(BH * N * D, 2), shape };
-  const v = { data: random(BH * N * D, 3), shape };
+  const q = { data: uniformRandom(BH * N * D, 1, -0.5, 0.5), shape };
+  const k = { data: uniformRandom(BH * N * D, 2, -0.5, 0.5), shape };
+  const v = { data: uniformRandom(BH * N * D, 3, -0.5, 0.5), shape };
   const flat = { q: { data: q.data, shape: [BH, N, D] }, k: { data: k.data, shape: [BH, N, D] }, v: { data: v.data, shape: [BH, N, D] } };
   const flops = 4 * BH * N * N * D * (isCausal ? 0.5 : 1);
   for (const [name, attn] of Object.entries(instances)) {

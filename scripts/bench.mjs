@@ -35,6 +35,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { maxAbsError, uniformRandom } from './bench/data.mjs';
 import { ENGINE_LABELS, engineFactories, jsAttention } from './bench/engines.mjs';
 import { peakProbe } from './bench/peak.mjs';
 import { svgChart } from './bench/plot.mjs';
@@ -113,23 +114,8 @@ const flops = ([bh, n, d]) => 4 * bh * n * n * d;
 const shapeName = ([bh, n, d]) => `${bh}x${n}x${d}`;
 
 function randomInputs([bh, n, d], seed) {
-  let s = seed >>> 0;
-  const next = () => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return (s / 2 ** 32) * 2 - 1;
-  };
-  const make = () => Float32Array.from({ length: bh * n * d }, next);
-  return { q: make(), k: make(), v: make() };
-}
-
-function maxAbsError(a, b) {
-  if (!a || a.length !== b.length) return Infinity;
-  let m = 0;
-  for (let i = 0; i < a.length; i++) {
-    const e = Math.abs(a[i] - b[i]);
-    if (!(e <= m)) m = Number.isNaN(e) ? Infinity : e;
-  }
-  return m;
+  const make = (stream) => uniformRandom(bh * n * d, seed * 3 + stream);
+  return { q: make(0), k: make(1), v: make(2) };
 }
 
 function stats(times) {
