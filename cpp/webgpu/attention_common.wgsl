@@ -18,7 +18,9 @@ const NEG_INF_BITS: u32 = 0xff800000u;
 
 fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 fn is_neg_inf(x: f32) -> bool { return bitcast<u32>(x) == NEG_INF_BITS; }
-fn is_finite(x: f32) -> bool { return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u; }
+fn all_finite4(v: vec4<f32>) -> bool {
+  return all((bitcast<vec4<u32>>(v) & vec4<u32>(0x7f800000u)) != vec4<u32>(0x7f800000u));
+}
 
 // Mask element `idx` (absolute, as in the full broadcast mask) of this chunk's mask buffer.
 fn mask_bool(idx: u32) -> bool {

@@ -123,9 +123,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   var inv_l = select(0.0, 1.0 / l, seen);
   // acc holds l·output; where it overflowed the row is recomputed with normalized weights.
   var overflowed = false;
-  for (var c4 = 0u; c4 < EV4; c4++) {
-    for (var d = 0u; d < 4u; d++) { overflowed = overflowed || !is_finite(acc[c4][d]); }
-  }
+  for (var c4 = 0u; c4 < EV4; c4++) { overflowed = overflowed || !all_finite4(acc[c4]); }
   if (overflowed && seen && !nan_row && visible_count > 1u) {
     for (var c4 = 0u; c4 < EV4; c4++) { acc[c4] = normalized_output4(row, q_row, m, l, c4); }
     inv_l = 1.0;

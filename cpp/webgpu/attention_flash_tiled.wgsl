@@ -147,7 +147,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
       let jj = x / EV4;
       var v4 = vec4<f32>(0.0);
       if (jj < nk) { v4 = value4((row.kv * p.Lk + j0 + jj) * p.Ev, 4u * (x % EV4), p.Ev); }
-      bad_v = bad_v || !(is_finite(v4.x) && is_finite(v4.y) && is_finite(v4.z) && is_finite(v4.w));
+      bad_v = bad_v || !all_finite4(v4);
       kv_tile[jj * KV_STRIDE + x % EV4] = v4;
     }
     if (bad_v) { atomicOr(&v_not_finite, 1u); }
@@ -196,9 +196,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   // acc holds l·output; where it overflowed this lane's columns are recomputed with normalized
   // weights.
   var overflowed = false;
-  for (var c = 0u; c < COLS_PER_LANE; c++) {
-    for (var d = 0u; d < 4u; d++) { overflowed = overflowed || !is_finite(acc[c][d]); }
-  }
+  for (var c = 0u; c < COLS_PER_LANE; c++) { overflowed = overflowed || !all_finite4(acc[c]); }
   if (overflowed && seen && !nan_any && count_row > 1u) {
     for (var c = 0u; c < COLS_PER_LANE; c++) { acc[c] = normalized_output4(row, q_row, m, l_row, lane + LANES * c); }
     inv_l = 1.0;
