@@ -63,6 +63,21 @@ export function checkBoolean(name: string, value: unknown): boolean {
   return value;
 }
 
+/**
+ * `options.out` as a destination for `elements` output floats of `shape`, or undefined when
+ * absent; a TypeError/RangeError naming it otherwise.
+ */
+export function checkOut(out: unknown, elements: number, shape: readonly number[]): Float32Array | undefined {
+  if (out === undefined || out === null) return undefined;
+  if (!(out instanceof Float32Array)) {
+    throw new TypeError(`out must be a Float32Array of ${elements} elements (the output [${shape.join(', ')}]); got ${describe(out)}`);
+  }
+  if (out.length !== elements) {
+    throw new RangeError(`out has ${out.length} elements but the output [${shape.join(', ')}] needs ${elements}`);
+  }
+  return out;
+}
+
 /** Validates the JS types of one attention call and builds the core's request. */
 export function attentionRequest(
   query: Tensor,

@@ -14,7 +14,7 @@
  */
 import createSdpaModule from './wasm/sdpa_core.mjs';
 import type { AttentionPlanInfo, AttentionRequest, SdpaModule, WebGpuAttention } from './wasm/sdpa_core.mjs';
-import { attentionRequest, checkBoolean, checkTensor, describe, product, throwIfError } from './arguments.js';
+import { attentionRequest, checkBoolean, checkOut, checkTensor, describe, product, throwIfError } from './arguments.js';
 import { HeapScope, withHeap } from './heap.js';
 import * as grad from './gradients.js';
 import type {
@@ -325,6 +325,7 @@ export class Attention {
     request.threads = this.threads;
     const plan = this.planOnce(request);
     const outputElements = product(plan.outputShape);
+    const out = checkOut(options?.out, outputElements, plan.outputShape);
     const weightsElements = request.returnWeights ? product(plan.weightsShape) : 0;
     const returnLse = checkBoolean('returnLogSumExp', options?.returnLogSumExp);
     const lseShape = plan.outputShape.slice(0, -1);
@@ -343,7 +344,7 @@ export class Attention {
       pointers.workspace = heap.alloc(workspaceBytes, `the ${cpuBackend} workspace`);
       throwIfError(this.module.runAttention(request, cpuBackend, pointers));
       const result: AttentionResult = {
-        output: { data: heap.readFloat32(pointers.output, outputElements), shape: [...plan.outputShape] },
+        output: { data: heap.readFloat32(pointers.output, outputElements, out), shape: [...plan.outputShape] },
       };
       if (request.returnWeights) {
         result.weights = { data: heap.readFloat32(pointers.weights!, weightsElements), shape: [...plan.weightsShape] };
@@ -570,6 +571,7 @@ export class Attention {
     const plan = this.module.planAttention(request);
     throwIfError(plan.error);
     const outputElements = product(plan.outputShape);
+    const out = checkOut(options?.out, outputElements, plan.outputShape);
     const weightsElements = request.returnWeights ? product(plan.weightsShape) : 0;
     HeapScope.checkTotal(inputBytes(query, key, value, options) + 4 * (outputElements + weightsElements), 'this attention call');
     const gpu = await this.liveGpu();
@@ -609,7 +611,7 @@ export class Attention {
       const fault = gpu.context.finish(job, results);
       if (fault) throw new WebGPUError(fault.kind, fault.message);
       const result: AttentionResult = {
-        output: { data: heap.readFloat32(pointers.output, outputElements), shape: plan.outputShape },
+        output: { data: heap.readFloat32(pointers.output, outputElements, out), shape: plan.outputShape },
       };
       if (request.returnWeights) {
         result.weights = { data: heap.readFloat32(pointers.weights!, weightsElements), shape: plan.weightsShape };

@@ -61,6 +61,14 @@ export interface AttentionOptions {
    * instead of recomputing the forward. Default false.
    */
   returnLogSumExp?: boolean;
+  /**
+   * Where to write the output: a Float32Array of exactly the output's element count
+   * (B·…·Lq·Ev), returned as `result.output.data`. Default: a new array per call. Reusing one
+   * array across calls saves allocating (and, for large outputs, the operating system zeroing)
+   * fresh memory on every call. It may alias an input: inputs are copied before anything is
+   * written. On an error it is left untouched.
+   */
+  out?: Float32Array | null;
 }
 
 export interface AttentionResult {

@@ -239,6 +239,43 @@ export function defineAttentionSuite(backend: BackendName, { factor, create }: S
       await expect(a.scaledDotProductAttention(tensor([[1]]), tensor([[1]]), tensor([[1]]))).rejects.toThrow(/disposed/);
     });
 
+    it('writes the output into options.out: the same array, the same bits, also when it aliases the query', async () => {
+      const q = randomTensor([2, 3, 33, 8], 1), k = randomTensor([2, 3, 70, 8], 2), v = randomTensor([2, 3, 70, 8], 3);
+      const bytes = (a: Float32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
+      const fresh = await attn.scaledDotProductAttention(q, k, v, { isCausal: true, returnWeights: true });
+      const out = new Float32Array(2 * 3 * 33 * 8).fill(7);
+      for (let call = 0; call < 2; call++) {
+        const into = await attn.scaledDotProductAttention(q, k, v, { isCausal: true, returnWeights: true, out });
+        expect(into.output.data).toBe(out);
+        expect(into.output.shape).toEqual(fresh.output.shape);
+        expect(bytes(out).equals(bytes(fresh.output.data)), `call ${call}`).toBe(true);
+        expect(bytes(into.weights!.data).equals(bytes(fresh.weights!.data))).toBe(true);
+      }
+      // out over the query's own memory (a subarray view, Ev = E): inputs are read before it is written.
+      const backing = new Float32Array(10 + q.data.length);
+      const aliased = { data: backing.subarray(10), shape: q.shape };
+      aliased.data.set(q.data);
+      const result = await attn.scaledDotProductAttention(aliased, k, v, { isCausal: true, out: aliased.data });
+      expect(result.output.data).toBe(aliased.data);
+      expect(bytes(aliased.data).equals(bytes(fresh.output.data))).toBe(true);
+      // A wrong out is a TypeError/RangeError naming it, and is left untouched.
+      const short = new Float32Array(out.length - 1).fill(7);
+      const bad: [unknown, typeof TypeError | typeof RangeError, RegExp][] = [
+        [short, RangeError, /out has 1583 elements but the output \[2, 3, 33, 8\] needs 1584/],
+        [new Float64Array(out.length), TypeError, /out must be a Float32Array of 1584 elements .*got a Float64Array/],
+        [Array.from(out), TypeError, /out must be a Float32Array/],
+      ];
+      for (const [wrong, type, message] of bad) {
+        const error = await attn.scaledDotProductAttention(q, k, v, { out: wrong as Float32Array }).then(() => undefined, (e: unknown) => e);
+        expect(error).toBeInstanceOf(type);
+        expect((error as Error).message).toMatch(message);
+      }
+      expect(short.every((x) => x === 7)).toBe(true);
+      // null means no destination, as for the other nullable options.
+      const none = await attn.scaledDotProductAttention(q, k, v, { isCausal: true, out: null });
+      expect(bytes(none.output.data).equals(bytes(fresh.output.data))).toBe(true);
+    });
+
     it('handles inputs that are views into larger buffers', async () => {
       const backing = new Float32Array(100).map((_, i) => Math.sin(i));
       const q = { data: backing.subarray(3, 3 + 12), shape: [3, 4] };
