@@ -56,6 +56,11 @@ inline f32x4 from_bits(int32_t bits) { return wasm_i32x4_splat(bits); }
 // Lanes (2, 3, 0, 1) and (1, 0, 3, 2): one pshufd each.
 inline f32x4 swap_halves(f32x4 v) { return wasm_i32x4_shuffle(v, v, 2, 3, 0, 1); }
 inline f32x4 swap_pairs(f32x4 v) { return wasm_i32x4_shuffle(v, v, 1, 0, 3, 2); }
+// Lanes (a0, b0, a1, b1), (a2, b2, a3, b3), (a0, a1, b0, b1) and (a2, a3, b2, b3).
+inline f32x4 interleave_low(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b, 0, 4, 1, 5); }
+inline f32x4 interleave_high(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b, 2, 6, 3, 7); }
+inline f32x4 low_halves(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b, 0, 1, 4, 5); }
+inline f32x4 high_halves(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b, 2, 3, 6, 7); }
 // 2^n from lanes holding 1.5·2^23 + n (bit pattern 0x4B400000 + n), n in [-126, 127]: move
 // n + 127 into the exponent field.
 inline f32x4 exp2_from_magic(f32x4 n_plus_magic) {
@@ -127,12 +132,26 @@ inline f32x4 select(mask32x4 m, f32x4 a, f32x4 b) { return m ? a : b; }
 inline f32x4 from_bits(int32_t bits) { return bit_cast<f32x4>(mask32x4{bits, bits, bits, bits}); }
 inline f32x4 swap_halves(f32x4 v) { return __builtin_shufflevector(v, v, 2, 3, 0, 1); }
 inline f32x4 swap_pairs(f32x4 v) { return __builtin_shufflevector(v, v, 1, 0, 3, 2); }
+inline f32x4 interleave_low(f32x4 a, f32x4 b) { return __builtin_shufflevector(a, b, 0, 4, 1, 5); }
+inline f32x4 interleave_high(f32x4 a, f32x4 b) { return __builtin_shufflevector(a, b, 2, 6, 3, 7); }
+inline f32x4 low_halves(f32x4 a, f32x4 b) { return __builtin_shufflevector(a, b, 0, 1, 4, 5); }
+inline f32x4 high_halves(f32x4 a, f32x4 b) { return __builtin_shufflevector(a, b, 2, 3, 6, 7); }
 inline f32x4 exp2_from_magic(f32x4 n_plus_magic) {
   return bit_cast<f32x4>((bit_cast<mask32x4>(n_plus_magic) + (127 - 0x4B400000)) << 23);
 }
 inline float lane(f32x4 v, int i) { return v[i]; }
 
 #endif
+
+// Transposes the 4×4 block whose rows are r[0..3], in place (eight shuffles).
+inline void transpose4(f32x4 r[4]) {
+  const f32x4 t0 = interleave_low(r[0], r[1]), t1 = interleave_high(r[0], r[1]);
+  const f32x4 t2 = interleave_low(r[2], r[3]), t3 = interleave_high(r[2], r[3]);
+  r[0] = low_halves(t0, t2);
+  r[1] = high_halves(t0, t2);
+  r[2] = low_halves(t1, t3);
+  r[3] = high_halves(t1, t3);
+}
 
 // a·b + c with a rounding after the multiply, in every build.
 inline f32x4 madd_unfused(f32x4 a, f32x4 b, f32x4 c) { return add(mul(a, b), c); }
