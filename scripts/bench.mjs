@@ -3,8 +3,10 @@
 //
 //   --shapes 1x128x64,1x512x64   BHxNxD list (Lq = Lk = N, E = Ev = D; default: the issue's set)
 //   --engines a,b                 subset of: sdpa-scalar sdpa-simd-1t sdpa-simd-mt sdpa-simd128-1t
-//                                 sdpa-webgpu ort-1t ort-mha-1t ort-2t ort-mha-2t tfjs-wasm js
-//                                 (default: all)
+//                                 sdpa-simd-1t-out sdpa-simd-mt-out sdpa-webgpu ort-1t ort-1t-out
+//                                 ort-mha-1t ort-2t ort-mha-2t tfjs-wasm js (default: all)
+//                                 (*-out: every call writes into one reused output array,
+//                                 sdpa-web's options.out and onnxruntime-web's pre-allocated output)
 //   --reps N                      timed repetitions per engine and shape (default 15)
 //   --threads N                   threads for sdpa-simd-mt (default: every core)
 //   --budget-ms MS                fewer reps (>= 3) for an engine whose three calls take longer
@@ -43,7 +45,7 @@ import { twoCoreCeiling } from './bench/two-cores.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const DEFAULT_SHAPES = '1x128x64,1x512x64,1x1024x64,1x2048x64,12x512x64,1x4096x64,8x256x32';
-const ALL_ENGINES = ['sdpa-scalar', 'sdpa-simd-1t', 'sdpa-simd-mt', 'sdpa-simd128-1t', 'sdpa-webgpu', 'ort-1t', 'ort-mha-1t', 'ort-2t', 'ort-mha-2t', 'tfjs-wasm', 'js'];
+const ALL_ENGINES = ['sdpa-scalar', 'sdpa-simd-1t', 'sdpa-simd-mt', 'sdpa-simd128-1t', 'sdpa-simd-1t-out', 'sdpa-simd-mt-out', 'sdpa-webgpu', 'ort-1t', 'ort-1t-out', 'ort-mha-1t', 'ort-2t', 'ort-mha-2t', 'tfjs-wasm', 'js'];
 const CHILD_ENGINES = new Set(['ort-2t', 'ort-mha-2t']);
 const TOLERANCE = 1e-4;
 /**
@@ -424,14 +426,16 @@ async function main() {
   }
 
   const scaling = [];
-  for (const shape of opts.shapeList.map(shapeName)) {
-    const one = rows.find((r) => r.shape === shape && r.engine === 'sdpa-simd-1t' && r.medianMs);
-    const mt = rows.find((r) => r.shape === shape && r.engine === 'sdpa-simd-mt' && r.medianMs);
-    if (one && mt) scaling.push({ shape, speedup: one.medianMs / mt.medianMs, coldSpeedup: one.coldMedianMs / mt.coldMedianMs, threads: parent.infos['sdpa-simd-mt']?.threads, coresUsed: mt.cpuMedianMs / mt.medianMs, cpuOverhead: mt.cpuMedianMs / one.cpuMedianMs });
+  for (const [oneName, mtName, outputs] of [['sdpa-simd-1t', 'sdpa-simd-mt', 'new'], ['sdpa-simd-1t-out', 'sdpa-simd-mt-out', 'out']]) {
+    for (const shape of opts.shapeList.map(shapeName)) {
+      const one = rows.find((r) => r.shape === shape && r.engine === oneName && r.medianMs);
+      const mt = rows.find((r) => r.shape === shape && r.engine === mtName && r.medianMs);
+      if (one && mt) scaling.push({ shape, outputs, speedup: one.medianMs / mt.medianMs, coldSpeedup: one.coldMedianMs / mt.coldMedianMs, threads: parent.infos[mtName]?.threads, coresUsed: mt.cpuMedianMs / mt.medianMs, cpuOverhead: mt.cpuMedianMs / one.cpuMedianMs });
+    }
   }
   if (scaling.length) {
-    console.log('\nsdpa-web SIMD threads vs its own 1 thread (same rounds): speedup of the median (and of the cold calls\' median); cores it kept busy (CPU ms / ms); its CPU time over the 1-thread CPU time (threading overhead)');
-    for (const s of scaling) console.log(`  ${s.shape.padEnd(10)} ${s.threads} threads: ${fmt(s.speedup)}× (cold ${fmt(s.coldSpeedup)}×), ${fmt(s.coresUsed)} cores busy, CPU ${fmt(s.cpuOverhead)}×`);
+    console.log('\nsdpa-web SIMD threads vs its own 1 thread (same rounds; outputs: new arrays, or one reused out array): speedup of the median (and of the cold calls\' median); cores it kept busy (CPU ms / ms); its CPU time over the 1-thread CPU time (threading overhead)');
+    for (const s of scaling) console.log(`  ${s.shape.padEnd(10)} ${s.outputs.padEnd(3)} ${s.threads} threads: ${fmt(s.speedup)}× (cold ${fmt(s.coldSpeedup)}×), ${fmt(s.coresUsed)} cores busy, CPU ${fmt(s.cpuOverhead)}×`);
   }
 
   const twoCores = [];

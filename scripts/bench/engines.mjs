@@ -8,19 +8,21 @@ import { attentionGraphModel, multiHeadAttentionModel } from './onnx.mjs';
 const require = createRequire(import.meta.url);
 
 // ---------------------------------------------------------------------------------- sdpa-web --
-async function sdpaEngine(options) {
+/** `reuseOutput`: every call writes into one array (options.out) instead of a new one. */
+async function sdpaEngine(options, { reuseOutput = false } = {}) {
   const { createAttention } = await import('../../dist/index.js');
   const attn = await createAttention(options);
   return {
-    info: { backend: attn.backend, threads: attn.threads, relaxedSimd: attn.relaxedSimd, fallbackReason: attn.fallbackReason },
+    info: { backend: attn.backend, threads: attn.threads, relaxedSimd: attn.relaxedSimd, fallbackReason: attn.fallbackReason, reuseOutput },
     attn,
     setup([bh, n, d], { q, k, v }) {
       const t = (data) => ({ data, shape: [bh, n, d] });
       const [tq, tk, tv] = [t(q), t(k), t(v)];
+      const callOptions = reuseOutput ? { out: new Float32Array(bh * n * d) } : {};
       const run =
         attn.backend === 'simd' || attn.backend === 'scalar'
-          ? async () => attn.scaledDotProductAttentionSync(tq, tk, tv).output.data
-          : async () => (await attn.scaledDotProductAttention(tq, tk, tv)).output.data;
+          ? async () => attn.scaledDotProductAttentionSync(tq, tk, tv, callOptions).output.data
+          : async () => (await attn.scaledDotProductAttention(tq, tk, tv, callOptions)).output.data;
       return { run, dispose() {} };
     },
   };
@@ -57,10 +59,15 @@ function fromInterleaved(x, bh, n, d) {
   return out;
 }
 
-async function ortEngine(threads, kind) {
+/**
+ * `reuseOutput`: run with a pre-allocated output tensor (fetches), ONNX Runtime's counterpart of
+ * options.out. In onnxruntime-web 1.30 a pre-allocated CPU output comes back unfilled
+ * (microsoft/onnxruntime#25786), which the bench's accuracy check reports.
+ */
+async function ortEngine(threads, kind, { reuseOutput = false } = {}) {
   const o = await ort(threads);
   return {
-    info: { numThreads: threads, version: o.env.versions?.web ?? require('onnxruntime-web/package.json').version },
+    info: { numThreads: threads, version: o.env.versions?.web ?? require('onnxruntime-web/package.json').version, reuseOutput },
     async setup([bh, n, d], { q, k, v }) {
       const mha = kind === 'mha';
       const model = mha ? multiHeadAttentionModel(bh, n, d) : attentionGraphModel(bh, n, d);
@@ -71,11 +78,12 @@ async function ortEngine(threads, kind) {
       const dims = mha ? [1, n, bh * d] : [bh, n, d];
       const prep = (x) => new o.Tensor('float32', mha ? toInterleaved(x, bh, n, d) : x, dims);
       const feeds = { q: prep(q), k: prep(k), v: prep(v) };
+      const fetches = reuseOutput ? { o: new o.Tensor('float32', new Float32Array(bh * n * d), dims) } : undefined;
       return {
         run: async () => {
-          const result = await session.run(feeds);
+          const result = fetches ? await session.run(feeds, fetches) : await session.run(feeds);
           const data = result.o.data;
-          result.o.dispose?.();
+          if (!fetches) result.o.dispose?.();
           return mha ? fromInterleaved(data, bh, n, d) : data;
         },
         dispose: () => session.release(),
@@ -165,17 +173,21 @@ export function jsAttention(q, k, v, bh, n, d, Array = Float64Array) {
   return out;
 }
 
+async function threadedSdpaEngine(threads, flags) {
+  const e = await sdpaEngine({ backend: 'simd', threads }, flags);
+  if (e.info.threads < 2) throw new Error(`threads unavailable: ${e.info.fallbackReason ?? 'one core'}`);
+  return e;
+}
+
 /** name -> async factory; `threads` is the sdpa-simd-mt thread count (undefined: every core). */
 export function engineFactories(threads) {
   return {
     'sdpa-scalar': () => sdpaEngine({ backend: 'scalar' }),
     'sdpa-simd-1t': () => sdpaEngine({ backend: 'simd', threads: 1 }),
     'sdpa-simd128-1t': () => sdpaEngine({ backend: 'simd', threads: 1, relaxedSimd: false }),
-    'sdpa-simd-mt': async () => {
-      const e = await sdpaEngine({ backend: 'simd', threads });
-      if (e.info.threads < 2) throw new Error(`threads unavailable: ${e.info.fallbackReason ?? 'one core'}`);
-      return e;
-    },
+    'sdpa-simd-mt': () => threadedSdpaEngine(threads),
+    'sdpa-simd-1t-out': () => sdpaEngine({ backend: 'simd', threads: 1 }, { reuseOutput: true }),
+    'sdpa-simd-mt-out': () => threadedSdpaEngine(threads, { reuseOutput: true }),
     'sdpa-webgpu': async () => {
       const { createAttention } = await import('../../dist/index.js');
       const probe = await createAttention({ backend: 'simd', threads: 1 });
@@ -185,6 +197,7 @@ export function engineFactories(threads) {
       return sdpaEngine({ backend: 'webgpu' });
     },
     'ort-1t': () => ortEngine(1, 'graph'),
+    'ort-1t-out': () => ortEngine(1, 'graph', { reuseOutput: true }),
     'ort-mha-1t': () => ortEngine(1, 'mha'),
     'ort-2t': () => ortEngine(2, 'graph'),
     'ort-mha-2t': () => ortEngine(2, 'mha'),
@@ -198,8 +211,11 @@ export const ENGINE_LABELS = {
   'sdpa-simd-1t': 'sdpa-web SIMD 1 thread',
   'sdpa-simd-mt': 'sdpa-web SIMD threads',
   'sdpa-simd128-1t': 'sdpa-web SIMD128 1 thread',
+  'sdpa-simd-1t-out': 'sdpa-web SIMD 1 thread, out',
+  'sdpa-simd-mt-out': 'sdpa-web SIMD threads, out',
   'sdpa-webgpu': 'sdpa-web WebGPU',
   'ort-1t': 'onnxruntime-web graph 1t',
+  'ort-1t-out': 'onnxruntime-web graph 1t, out',
   'ort-mha-1t': 'onnxruntime-web MHA 1t',
   'ort-2t': 'onnxruntime-web graph 2t',
   'ort-mha-2t': 'onnxruntime-web MHA 2t',
