@@ -32,14 +32,14 @@ TEST(ParallelFor, RunsEveryTaskOnceOnDenseWorkers) {
 }
 
 // Back-to-back calls with the thread count changing, some after a pause long enough for the
-// helpers to stop spinning and doze (3 ms) or sleep (60 ms), some short enough (serial_micros)
-// to leave sleepers asleep: every task still runs exactly once.
+// helpers to stop spinning and doze (3 ms), sleep lightly (60 ms) or sleep (1.1 s), some short
+// enough (serial_micros) to leave sleepers asleep: every task still runs exactly once.
 TEST(ParallelFor, BackToBackAndAfterSleeping) {
   set_max_threads(4);
   std::vector<std::atomic<int>> runs(64);
   for (int call = 0; call < 3000; ++call) {
     if (call % 500 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(3));
-    if (call % 1000 == 250) std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    if (call % 1000 == 250) std::this_thread::sleep_for(std::chrono::milliseconds(call == 1250 ? 1100 : 60));
     const int threads = 1 + call % 4;
     const int64_t tasks = 1 + call % 64;
     const double serial_micros = call % 3 == 0 ? 1.0 : 0.0;
