@@ -13,8 +13,9 @@
 //                                 than MS / reps (default 6000: the slow plain-JS/scalar runs)
 //   --long / --no-long            the long-context runs (32k, 16k causal; default on)
 //   --backward / --no-backward    the backward pass (scripts/bench-backward.mjs; default on)
-//   --two-cores / --no-two-cores  the two-core ceiling (scripts/bench/two-cores.mjs; default on
-//                                 when sdpa-simd-mt runs on 2 or more threads)
+//   --two-cores / --no-two-cores  the two-core ceiling (scripts/bench/two-cores.mjs) and waking
+//                                 a thread after idle (scripts/bench/wake-after-idle.mjs); default
+//                                 on when sdpa-simd-mt runs on 2 or more threads
 //   --out DIR                     where the JSON + SVG go (default bench-output/)
 //
 // Method: one Node process times every engine on a shape, interleaved round by round (the
@@ -42,6 +43,7 @@ import { ENGINE_LABELS, engineFactories, jsAttention } from './bench/engines.mjs
 import { peakProbe } from './bench/peak.mjs';
 import { svgChart } from './bench/plot.mjs';
 import { twoCoreCeiling } from './bench/two-cores.mjs';
+import { wakeAfterIdle } from './bench/wake-after-idle.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const DEFAULT_SHAPES = '1x128x64,1x512x64,1x1024x64,1x2048x64,12x512x64,1x4096x64,8x256x32';
@@ -454,6 +456,14 @@ async function main() {
     for (const t of twoCores) console.log(`  ${t.shape.padEnd(10)} alone ${fmt(t.aloneGflops, 1)}, two at once ${fmt(t.pairGflops, 1)} (${fmt(t.machineScaling)}×), sdpa-web threads ${fmt(t.threadsGflops, 1)} GFLOP/s (${fmt(t.threadsScaling)}× alone, ${fmt(100 * t.ofCeiling, 0)}% of two at once)`);
   }
 
+  let wake;
+  if (opts.twoCores && threadCount >= 2) {
+    log('waking a thread after idle...');
+    wake = await wakeAfterIdle();
+    console.log(`\nwaking after idle (scripts/bench/wake-after-idle.mjs; median of 9): after the process idled, the main thread wakes a worker from Atomics.wait and both run a ${fmt(wake.loopMs)} ms loop; 2× = both on their own core`);
+    for (const w of wake.results) console.log(`  idle ${String(w.idleMs).padStart(3)} ms: worker running ${fmt(w.wakeMs, 3)} ms after the notify, both loops done ${fmt(w.speedup)}× as fast as one alone`);
+  }
+
   let long = [];
   if (opts.long) {
     log('long context (child process)...');
@@ -476,7 +486,7 @@ async function main() {
   }
 
   mkdirSync(opts.out, { recursive: true });
-  const report = { startedAt, machine, scaling, twoCores, options: { shapes: opts.shapes, engines: opts.engines, reps: opts.reps, threads: opts.threads ?? 'default', budgetMs: opts.budgetMs }, peakProbe: { gflops: peak, mulAdd: { gflops: mulAddPeak, before: peakBefore, after: peakAfter }, relaxedMadd: fusedPeak && { gflops: fusedPeak, before: fusedBefore, after: fusedAfter } }, engines: { ...parent.infos, ...child.infos }, rows, sameProcess, long };
+  const report = { startedAt, machine, scaling, twoCores, wakeAfterIdle: wake, options: { shapes: opts.shapes, engines: opts.engines, reps: opts.reps, threads: opts.threads ?? 'default', budgetMs: opts.budgetMs }, peakProbe: { gflops: peak, mulAdd: { gflops: mulAddPeak, before: peakBefore, after: peakAfter }, relaxedMadd: fusedPeak && { gflops: fusedPeak, before: fusedBefore, after: fusedAfter } }, engines: { ...parent.infos, ...child.infos }, rows, sameProcess, long };
   const stamp = startedAt.replace(/[:.]/g, '-');
   for (const name of ['bench.json', `bench-${stamp}.json`]) writeFileSync(join(opts.out, name), JSON.stringify(report, null, 2));
   const svg = svgChart(rows, opts.shapeList.map(shapeName), opts.engineList, ENGINE_LABELS, peak, `sdpa-web bench ${startedAt.slice(0, 16)} — ${machine.cpu}, ${machine.cores} cores`);
