@@ -53,9 +53,10 @@ namespace {
 // poll (on that VM it then costs 8-10% of a core, against 100% for spinning).
 // Then, for a second, a light sleep: the same timed waits, 2 ms long (1.5-2% of a core). A
 // helper that wakes on its own timer stays on its own core, whereas on that VM a helper posted
-// after more than ~20 ms idle was often put on the caller's core (the kernel takes a halted
-// vCPU for a busy one) and shared it for several calls: the third of three calls after a 150 ms
-// pause took 0.93-1.02 ms at 1×512×64 with the light sleep against 1.50-1.83 ms without.
+// after more than ~20 ms idle was often put on the caller's core (probably: the guest kernel
+// takes the host-halted vCPU for a busy one) and shared it for several calls: the third of
+// three calls after a 150 ms pause took 0.93-1.02 ms at 1×512×64 with the light sleep against
+// 1.50-1.83 ms without.
 // A helper sets `asleep` before its last look at `announced`, and the caller posts only to a
 // wanted helper whose `asleep` it clears, so every post is consumed by exactly one sem_wait.
 // Helper threads are created on first need and live for the process.

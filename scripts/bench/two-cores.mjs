@@ -4,8 +4,7 @@
 // can slow the first (host contention), so 2 threads over 1 is judged against this, measured in
 // the same minutes. sdpa-web's threads run the same workload on one instance in between.
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
-
-const now = () => performance.timeOrigin + performance.now(); // comparable across threads
+import { median, now, pause } from './timing.mjs';
 
 if (!isMainThread) {
   const { createAttention } = await import(workerData.dist);
@@ -24,9 +23,6 @@ if (!isMainThread) {
   });
   parentPort.postMessage('ready');
 }
-
-const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
 /**
  * GFLOP/s medians over `rounds` rounds (order rotated each round) of: one worker alone, two

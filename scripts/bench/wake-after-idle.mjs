@@ -4,12 +4,11 @@
 // then wakes the worker with Atomics.notify and both run the same fixed loop of ~1.5 ms.
 // Reported per idle time: the worker's wake latency, and the two loops' speed-up over one loop
 // run alone (2× when the threads run on two cores at once).
-// On the 2-core development VM the kernel places a thread woken after a long idle on the
-// waking thread's core (the other vCPU is then halted by the host and counts as busy), so both
-// share one core for a scheduler slice or longer: see README "Performance".
+// On the 2-core development VM a thread woken after a long idle usually runs on the waking
+// thread's core (probably because the guest kernel takes the host-halted other vCPU for a busy
+// one), so both share one core for several ms: see README "Performance".
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
-
-const now = () => performance.timeOrigin + performance.now(); // comparable across threads
+import { median, now, pause } from './timing.mjs';
 
 function spinLoop(iterations) {
   let x = 1;
@@ -30,9 +29,6 @@ if (!isMainThread) {
     Atomics.store(control, 1, seen);
   }
 }
-
-const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 
 /** Medians over `rounds` per idle time: { idleMs, wakeMs, speedup } (speedup: one loop's time × 2 / both loops' time). */
 export async function wakeAfterIdle({ idleTimes = [2, 10, 30, 150], rounds = 9, loopMs = 1.5 } = {}) {
