@@ -13,9 +13,11 @@
 //                                 than MS / reps (default 6000: the slow plain-JS/scalar runs)
 //   --long / --no-long            the long-context runs (32k, 16k causal; default on)
 //   --backward / --no-backward    the backward pass (scripts/bench-backward.mjs; default on)
-//   --two-cores / --no-two-cores  the two-core ceiling (scripts/bench/two-cores.mjs) and waking
-//                                 a thread after idle (scripts/bench/wake-after-idle.mjs); default
-//                                 on when sdpa-simd-mt runs on 2 or more threads
+//   --two-cores / --no-two-cores  the two-core ceiling (scripts/bench/two-cores.mjs), where a
+//                                 call's time goes on 1 and 2 threads (scripts/bench/call-
+//                                 breakdown.mjs) and waking a thread after idle (scripts/bench/
+//                                 wake-after-idle.mjs); default on when sdpa-simd-mt runs on 2 or
+//                                 more threads
 //   --out DIR                     where the JSON + SVG go (default bench-output/)
 //
 // Method: one Node process times every engine on a shape, interleaved round by round (the
@@ -41,6 +43,7 @@ import { fileURLToPath } from 'node:url';
 import { maxAbsError, uniformRandom } from './bench/data.mjs';
 import { ENGINE_LABELS, engineFactories, jsAttention } from './bench/engines.mjs';
 import { peakProbe } from './bench/peak.mjs';
+import { callBreakdown } from './bench/call-breakdown.mjs';
 import { svgChart } from './bench/plot.mjs';
 import { twoCoreCeiling } from './bench/two-cores.mjs';
 import { wakeAfterIdle } from './bench/wake-after-idle.mjs';
@@ -441,6 +444,7 @@ async function main() {
   }
 
   const twoCores = [];
+  const breakdown = [];
   const threadCount = parent.infos['sdpa-simd-mt']?.threads ?? 0;
   if (opts.twoCores && threadCount >= 2) {
     const { createAttention } = await import('../dist/index.js');
@@ -451,9 +455,22 @@ async function main() {
       const tensors = [q, k, v].map((data) => ({ data, shape }));
       twoCores.push(await twoCoreCeiling({ dist: new URL('../dist/index.js', import.meta.url).href, shape: shapeName(shape), tensors, flops: flops(shape), threaded }));
     }
+    const one = await createAttention({ backend: 'simd', threads: 1 });
+    for (const shape of opts.shapeList) {
+      log(`${shapeName(shape)}: call breakdown...`);
+      const { q, k, v } = randomInputs(shape, 98);
+      breakdown.push({ shape: shapeName(shape), ...(await callBreakdown({ one, many: threaded, shape, tensors: [q, k, v] })) });
+    }
+    one.dispose();
     threaded.dispose();
     console.log(`\ntwo-core ceiling (throughput of back-to-back calls for 0.5 s, median of 5 rounds): one 1-thread worker alone; two such workers at once, each with its own instance (the machine's own 2-core scaling: nothing shared); sdpa-web on ${threadCount} threads in between`);
     for (const t of twoCores) console.log(`  ${t.shape.padEnd(10)} alone ${fmt(t.aloneGflops, 1)}, two at once ${fmt(t.pairGflops, 1)} (${fmt(t.machineScaling)}×), sdpa-web threads ${fmt(t.threadsGflops, 1)} GFLOP/s (${fmt(t.threadsScaling)}× alone, ${fmt(100 * t.ofCeiling, 0)}% of two at once)`);
+  }
+
+  if (breakdown.length) {
+    const phases = (x) => `${fmt(x.copyIn, 1)} + ${fmt(x.kernel, 1)} + ${fmt(x.copyOut, 1)}`;
+    console.log('\ncall breakdown (scripts/bench/call-breakdown.mjs; back-to-back calls, median of 5 rounds): µs per call copying the inputs into the heap + in the kernel + reading the output; the copies are serial, and into the threads module\'s shared memory slower');
+    for (const b of breakdown) console.log(`  ${b.shape.padEnd(10)} 1 thread ${phases(b.oneThread)}, ${b.threads} threads ${phases(b.manyThreads)}: kernel ${fmt(b.kernelSpeedup)}×, call ${fmt(b.callSpeedup)}×`);
   }
 
   let wake;
@@ -486,7 +503,7 @@ async function main() {
   }
 
   mkdirSync(opts.out, { recursive: true });
-  const report = { startedAt, machine, scaling, twoCores, wakeAfterIdle: wake, options: { shapes: opts.shapes, engines: opts.engines, reps: opts.reps, threads: opts.threads ?? 'default', budgetMs: opts.budgetMs }, peakProbe: { gflops: peak, mulAdd: { gflops: mulAddPeak, before: peakBefore, after: peakAfter }, relaxedMadd: fusedPeak && { gflops: fusedPeak, before: fusedBefore, after: fusedAfter } }, engines: { ...parent.infos, ...child.infos }, rows, sameProcess, long };
+  const report = { startedAt, machine, scaling, twoCores, callBreakdown: breakdown, wakeAfterIdle: wake, options: { shapes: opts.shapes, engines: opts.engines, reps: opts.reps, threads: opts.threads ?? 'default', budgetMs: opts.budgetMs }, peakProbe: { gflops: peak, mulAdd: { gflops: mulAddPeak, before: peakBefore, after: peakAfter }, relaxedMadd: fusedPeak && { gflops: fusedPeak, before: fusedBefore, after: fusedAfter } }, engines: { ...parent.infos, ...child.infos }, rows, sameProcess, long };
   const stamp = startedAt.replace(/[:.]/g, '-');
   for (const name of ['bench.json', `bench-${stamp}.json`]) writeFileSync(join(opts.out, name), JSON.stringify(report, null, 2));
   const svg = svgChart(rows, opts.shapeList.map(shapeName), opts.engineList, ENGINE_LABELS, peak, `sdpa-web bench ${startedAt.slice(0, 16)} — ${machine.cpu}, ${machine.cores} cores`);
