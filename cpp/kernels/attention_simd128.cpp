@@ -4,13 +4,13 @@
 // (batch, query head), with the semantics of the scalar reference (core/attention_reference.h).
 //
 // Algorithm (FlashAttention-2 style):
-//  - Tasks = (batch·query head, up to 4 blocks of Bq query rows), handed out to the threads from a
-//    shared counter (core/parallel.h), one parallel region per call; each thread has its own
-//    score/accumulator scratch. The 4 blocks of a task take turns on each K/V tile, so a tile
-//    comes from L3/memory once per 4·Bq rows and from L2 for the other blocks. Kᵀ is packed into
-//    tiles [E, Bc] (and V into rows padded to Ev4 when Ev % 4 != 0; else V is read in place),
-//    each tile by the first task to need it; a task that finds its tile being packed by another
-//    thread packs its own later tiles meanwhile.
+//  - Tasks = (batch·query head, up to 4 blocks of Bq query rows), or whole heads when there are
+//    at least 4 a thread, handed out to the threads from a shared counter (core/parallel.h), one
+//    parallel region per call; each thread has its own score/accumulator scratch. The 4 blocks of
+//    a group take turns on each K/V tile, so a tile comes from L3/memory once per 4·Bq rows and
+//    from L2 for the other blocks. Kᵀ is packed into tiles [E, Bc] (and V into rows padded to
+//    Ev4 when Ev % 4 != 0; else V is read in place), each tile by the first task to need it; a
+//    task that finds its tile being packed by another thread packs its own later tiles meanwhile.
 //    Per task, stream the key tiles. For each tile:
 //      S = Q_block·Kᵀ_tile·scale  (register tile: 2 query rows × 16 keys, 8 f32x4 accumulators;
 //                                  each row's min and max are taken from the registers),
@@ -598,36 +598,29 @@ void attention_simd128(const AttentionPlan& p, const AttentionInputs& in, float*
     while (state.load(std::memory_order_acquire) != 2) std::this_thread::yield();
   };
 
-  // One task per (batch·query head, group of kBlocksPerTask query blocks), head-major; the blocks
-  // of a task take turns on each K/V tile, which is read from L3/memory once per task and then
-  // hit in L2. Causal: the groups with the most tiles first.
-  // Fewer blocks per task when that would leave a thread with less than 4 tasks to balance.
+  // Tasks: groups of kBlocksPerTask query blocks of one (batch·query head), head-major; the
+  // blocks of a group take turns on each K/V tile, which is read from L3/memory once per group
+  // and then hit in L2. Causal: the groups with the most tiles first.
+  // Fewer blocks per group when that would leave a thread with less than 4 tasks to balance.
+  // With at least 4 heads per thread and no causal mask, all heads but the last `threads` are
+  // one task each (its groups one after another on one thread), so each of those heads' Kᵀ tiles
+  // are packed and read on one core rather than passed between cores.
   // Unmasked by causality, the last head's last `threads` groups are split into one-block tasks,
   // so the threads finish within about a block of each other.
   const idx heads = static_cast<idx>(p.B * p.Hq);
   const idx per_task = std::max<idx>(1, std::min<idx>(kBlocksPerTask, heads * s.blocks / (4 * threads)));
   const idx groups = (s.blocks + per_task - 1) / per_task;
   const bool reverse = p.causal != CausalAlignment::kNone;
+  const idx whole_heads = !reverse && threads > 1 && heads >= 4 * threads ? heads - threads : 0;
   const idx split_groups = reverse || threads == 1 || per_task == 1 ? 0 : std::min<idx>(groups, threads);
-  const idx grouped_tasks = heads * groups - split_groups;
+  const idx grouped_tasks = (heads - whole_heads) * groups - split_groups;
   const idx first_split_block = (groups - split_groups) * per_task;
-  const idx tasks = grouped_tasks + (split_groups > 0 ? s.blocks - first_split_block : 0);
+  const idx tasks = whole_heads + grouped_tasks + (split_groups > 0 ? s.blocks - first_split_block : 0);
   // One thread's time, roughly (about 20000 multiply-adds per µs): lets the pool leave sleeping
   // helpers asleep when waking them would cost more than they save.
   const double serial_micros = p.multiply_adds() / 20000;
-  parallel_for(threads, static_cast<int64_t>(tasks), [&](int64_t task_index, int worker) {
-    const idx task = static_cast<idx>(task_index);
-    idx head, first_block, count;
-    if (task < grouped_tasks) {
-      head = task / groups;
-      const idx group = reverse ? groups - 1 - task % groups : task % groups;
-      first_block = group * per_task;
-      count = std::min<idx>(per_task, s.blocks - first_block);
-    } else {
-      head = heads - 1;
-      first_block = first_split_block + (task - grouped_tasks);
-      count = 1;
-    }
+  // Query blocks [first_block, first_block + count) of one head, on `worker`'s scratch.
+  auto attend_blocks = [&](idx head, idx first_block, idx count, int worker) {
     const idx b = head / s.Hq, h = head % s.Hq, kv = b * s.Hkv + h / s.group;
     const Constants k{ExpConstants::load(), splat(exp_constant_table[9]),
                       splat(exp_constant_table[10])};
@@ -671,6 +664,23 @@ void attention_simd128(const AttentionPlan& p, const AttentionInputs& in, float*
       }
     }
     for (idx i = 0; i < count; ++i) finish_block(blocks[i]);
+  };
+  parallel_for(threads, static_cast<int64_t>(tasks), [&](int64_t task_index, int worker) {
+    idx task = static_cast<idx>(task_index);
+    if (task < whole_heads) {
+      for (idx first_block = 0; first_block < s.blocks; first_block += per_task) {
+        attend_blocks(task, first_block, std::min<idx>(per_task, s.blocks - first_block), worker);
+      }
+      return;
+    }
+    task -= whole_heads;
+    if (task < grouped_tasks) {
+      const idx group = reverse ? groups - 1 - task % groups : task % groups;
+      const idx first_block = group * per_task;
+      attend_blocks(whole_heads + task / groups, first_block, std::min<idx>(per_task, s.blocks - first_block), worker);
+    } else {
+      attend_blocks(heads - 1, first_split_block + (task - grouped_tasks), 1, worker);
+    }
   }, serial_micros);
 }
 

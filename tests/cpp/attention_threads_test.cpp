@@ -98,6 +98,11 @@ TEST(SimdThreads, MatchesOneThread) {
   Problem gqa = make_problem({1, 4, 97, 32}, {1, 2, 130, 32}, {1, 2, 130, 20}, 901);
   gqa.request.enable_gqa = true;
   ExpectSameOnThreads(gqa, "gqa");
+  // 16 heads (at least 4 a thread): whole-head tasks, then the last heads by groups and blocks;
+  // grouped keys/values shared by query heads that may run on different threads, V rows padded.
+  Problem many_heads = make_problem({2, 8, 150, 20}, {2, 4, 90, 20}, {2, 4, 90, 6}, 906);
+  many_heads.request.enable_gqa = true;
+  ExpectSameOnThreads(many_heads, "many heads");
   Problem causal = make_problem({3, 260, 16}, {3, 260, 16}, {3, 260, 8}, 902);
   causal.request.causal = CausalAlignment::kTopLeft;
   causal.request.return_weights = true;
