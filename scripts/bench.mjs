@@ -53,6 +53,8 @@ const DEFAULT_SHAPES = '1x128x64,1x512x64,1x1024x64,1x2048x64,12x512x64,1x4096x6
 const ALL_ENGINES = ['sdpa-scalar', 'sdpa-simd-1t', 'sdpa-simd-mt', 'sdpa-simd128-1t', 'sdpa-simd-1t-out', 'sdpa-simd-mt-out', 'sdpa-webgpu', 'ort-1t', 'ort-1t-out', 'ort-mha-1t', 'ort-2t', 'ort-mha-2t', 'tfjs-wasm', 'js'];
 const CHILD_ENGINES = new Set(['ort-2t', 'ort-mha-2t']);
 const TOLERANCE = 1e-4;
+/** Shortest call whose CPU time on several threads is worth printing: 10 scheduler ticks of 4 ms. */
+const CPU_TIME_MIN_CALL_MS = 40;
 /**
  * Pause before each engine's calls in a round: at least ENGINE_PAUSE_MS, then on in steps until
  * the process used under a tenth of a core in a step. A fixed pause is not enough: onnxruntime-web's
@@ -414,7 +416,7 @@ async function main() {
   if (fusedPeak) console.log(`peak probe (f32x4.relaxed_madd, 12 chains, 1 core): ${fmt(fusedPeak, 1)} GFLOP/s (best single run ${fmt(Math.max(fusedBefore.maxGflops, fusedAfter.maxGflops), 1)})`);
   console.log(`sdpa-web SIMD build: ${parent.infos['sdpa-simd-1t']?.relaxedSimd ? 'relaxed SIMD (fused multiply-add)' : 'SIMD128'}; sdpa-web SIMD128 = relaxedSimd: false`);
   console.log(`medians over interleaved rounds (the third of three back-to-back calls; cold ms = the first's median); ×ort-1t = onnxruntime-web graph 1 thread median / engine median; %peak = GFLOP/s / the higher peak probe;`);
-  console.log(`CPU ms = median process CPU time per call (all threads; for 1-thread engines a load-robust cost)\n`);
+  console.log(`CPU ms = median process CPU time per call (all threads; for 1-thread engines a load-robust cost; Linux counts a thread running on another core in scheduler ticks, 4 ms on the benchmark VM, so for threaded engines it means something only for calls of tens of ms)\n`);
   printTable(rows, peak);
 
   const sameProcess = [];
@@ -435,12 +437,15 @@ async function main() {
     for (const shape of opts.shapeList.map(shapeName)) {
       const one = rows.find((r) => r.shape === shape && r.engine === oneName && r.medianMs);
       const mt = rows.find((r) => r.shape === shape && r.engine === mtName && r.medianMs);
-      if (one && mt) scaling.push({ shape, outputs, speedup: one.medianMs / mt.medianMs, coldSpeedup: one.coldMedianMs / mt.coldMedianMs, threads: parent.infos[mtName]?.threads, coresUsed: mt.cpuMedianMs / mt.medianMs, cpuOverhead: mt.cpuMedianMs / one.cpuMedianMs });
+      if (!one || !mt) continue;
+      // Other threads' CPU time arrives in scheduler ticks (see the table's note): too coarse for short calls.
+      const cpuCounts = mt.medianMs >= CPU_TIME_MIN_CALL_MS;
+      scaling.push({ shape, outputs, speedup: one.medianMs / mt.medianMs, coldSpeedup: one.coldMedianMs / mt.coldMedianMs, threads: parent.infos[mtName]?.threads, coresUsed: cpuCounts ? mt.cpuMedianMs / mt.medianMs : undefined, cpuOverhead: cpuCounts ? mt.cpuMedianMs / one.cpuMedianMs : undefined });
     }
   }
   if (scaling.length) {
-    console.log('\nsdpa-web SIMD threads vs its own 1 thread (same rounds; outputs: new arrays, or one reused out array): speedup of the median (and of the cold calls\' median); cores it kept busy (CPU ms / ms); its CPU time over the 1-thread CPU time (threading overhead)');
-    for (const s of scaling) console.log(`  ${s.shape.padEnd(10)} ${s.outputs.padEnd(3)} ${s.threads} threads: ${fmt(s.speedup)}× (cold ${fmt(s.coldSpeedup)}×), ${fmt(s.coresUsed)} cores busy, CPU ${fmt(s.cpuOverhead)}×`);
+    console.log(`\nsdpa-web SIMD threads vs its own 1 thread (same rounds; outputs: new arrays, or one reused out array): speedup of the median (and of the cold calls' median); for calls of ${CPU_TIME_MIN_CALL_MS} ms or more, cores it kept busy (CPU ms / ms) and its CPU time over the 1-thread CPU time (threading overhead)`);
+    for (const s of scaling) console.log(`  ${s.shape.padEnd(10)} ${s.outputs.padEnd(3)} ${s.threads} threads: ${fmt(s.speedup)}× (cold ${fmt(s.coldSpeedup)}×)${s.coresUsed === undefined ? '' : `, ${fmt(s.coresUsed)} cores busy, CPU ${fmt(s.cpuOverhead)}×`}`);
   }
 
   const twoCores = [];
