@@ -602,16 +602,16 @@ void attention_simd128(const AttentionPlan& p, const AttentionInputs& in, float*
   // blocks of a group take turns on each K/V tile, which is read from L3/memory once per group
   // and then hit in L2. Causal: the groups with the most tiles first.
   // Fewer blocks per group when that would leave a thread with less than 4 tasks to balance.
-  // With at least 4 heads per thread and no causal mask, all heads but the last `threads` are
-  // one task each (its groups one after another on one thread), so each of those heads' Kᵀ tiles
-  // are packed and read on one core rather than passed between cores.
+  // With at least 4 heads per thread, all heads but the last `threads` are one task each (its
+  // groups one after another on one thread), so each of those heads' Kᵀ tiles are packed and
+  // read on one core rather than passed between cores.
   // Unmasked by causality, the last head's last `threads` groups are split into one-block tasks,
   // so the threads finish within about a block of each other.
   const idx heads = static_cast<idx>(p.B * p.Hq);
   const idx per_task = std::max<idx>(1, std::min<idx>(kBlocksPerTask, heads * s.blocks / (4 * threads)));
   const idx groups = (s.blocks + per_task - 1) / per_task;
   const bool reverse = p.causal != CausalAlignment::kNone;
-  const idx whole_heads = !reverse && threads > 1 && heads >= 4 * threads ? heads - threads : 0;
+  const idx whole_heads = threads > 1 && heads >= 4 * threads ? heads - threads : 0;
   const idx split_groups = reverse || threads == 1 || per_task == 1 ? 0 : std::min<idx>(groups, threads);
   const idx grouped_tasks = (heads - whole_heads) * groups - split_groups;
   const idx first_split_block = (groups - split_groups) * per_task;

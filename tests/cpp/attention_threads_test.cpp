@@ -103,6 +103,8 @@ TEST(SimdThreads, MatchesOneThread) {
   Problem many_heads = make_problem({2, 8, 150, 20}, {2, 4, 90, 20}, {2, 4, 90, 6}, 906);
   many_heads.request.enable_gqa = true;
   ExpectSameOnThreads(many_heads, "many heads");
+  many_heads.request.causal = CausalAlignment::kBottomRight;
+  ExpectSameOnThreads(many_heads, "many heads, causal");
   Problem causal = make_problem({3, 260, 16}, {3, 260, 16}, {3, 260, 8}, 902);
   causal.request.causal = CausalAlignment::kTopLeft;
   causal.request.return_weights = true;
