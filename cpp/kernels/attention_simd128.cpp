@@ -665,19 +665,19 @@ void attention_simd128(const AttentionPlan& p, const AttentionInputs& in, float*
     }
     for (idx i = 0; i < count; ++i) finish_block(blocks[i]);
   };
+  auto attend_group = [&](idx head, idx group, int worker) {
+    const idx first_block = group * per_task;
+    attend_blocks(head, first_block, std::min<idx>(per_task, s.blocks - first_block), worker);
+  };
   parallel_for(threads, static_cast<int64_t>(tasks), [&](int64_t task_index, int worker) {
     idx task = static_cast<idx>(task_index);
     if (task < whole_heads) {
-      for (idx first_block = 0; first_block < s.blocks; first_block += per_task) {
-        attend_blocks(task, first_block, std::min<idx>(per_task, s.blocks - first_block), worker);
-      }
+      for (idx group = 0; group < groups; ++group) attend_group(task, group, worker);
       return;
     }
     task -= whole_heads;
     if (task < grouped_tasks) {
-      const idx group = reverse ? groups - 1 - task % groups : task % groups;
-      const idx first_block = group * per_task;
-      attend_blocks(whole_heads + task / groups, first_block, std::min<idx>(per_task, s.blocks - first_block), worker);
+      attend_group(whole_heads + task / groups, reverse ? groups - 1 - task % groups : task % groups, worker);
     } else {
       attend_blocks(heads - 1, first_split_block + (task - grouped_tasks), 1, worker);
     }
