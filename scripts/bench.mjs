@@ -40,10 +40,10 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { callBreakdown } from './bench/call-breakdown.mjs';
 import { maxAbsError, uniformRandom } from './bench/data.mjs';
 import { ENGINE_LABELS, engineFactories, jsAttention } from './bench/engines.mjs';
 import { peakProbe } from './bench/peak.mjs';
-import { callBreakdown } from './bench/call-breakdown.mjs';
 import { svgChart } from './bench/plot.mjs';
 import { twoCoreCeiling } from './bench/two-cores.mjs';
 import { wakeAfterIdle } from './bench/wake-after-idle.mjs';
@@ -231,6 +231,7 @@ async function benchShapes(opts, names) {
  */
 async function benchLong() {
   const { createAttention } = await import('../dist/index.js');
+  const { attentionRequest } = await import('../dist/arguments.js');
   const results = [];
   const one = await createAttention({ backend: 'simd', threads: 1 });
   const many = await createAttention({ backend: 'simd' });
@@ -270,10 +271,9 @@ async function benchLong() {
       st.done = true;
       const { c } = st;
       // the workspace this call allocates, from the plan (internal, for this report only)
-      const plan = attn.module.planAttention({
-        queryShape: [1, c.n, 64], keyShape: [1, c.n, 64], valueShape: [1, c.n, 64], maskKind: 'none', maskShape: [],
-        causal: c.causal ? 'top-left' : 'none', scale: undefined, enableGqa: false, returnWeights: false, threads: attn.threads,
-      });
+      const shape = [1, c.n, 64];
+      const request = attentionRequest({ data: st.q, shape }, { data: st.k, shape }, { data: st.v, shape }, { isCausal: c.causal });
+      const plan = attn.module.planAttention({ ...request, threads: attn.threads });
       let err = 0;
       for (const i of [0, 1, 777, c.n >> 1, c.n - 3, c.n - 1]) err = Math.max(err, rowError(st.q, st.k, st.v, st.out, c.n, 64, i, c.causal));
       const s = stats(st.times);

@@ -7,26 +7,20 @@
 // own speed-up on threads is thus an upper bound on the call's.
 import { median, pause } from './timing.mjs';
 
-/** Per-call µs of { copyIn, kernel, copyOut } for one instance on inputs [q, k, v] of `shape`. */
-async function timePhases(attn, [bh, n, d], [q, k, v], durationMs) {
+/**
+ * Per-call µs of { copyIn, kernel, copyOut } for one instance on inputs [q, k, v] of `shape`;
+ * `attentionRequest` and `withHeap` are the package's own (dist/arguments.js, dist/heap.js).
+ */
+function timePhases({ attentionRequest, withHeap }, attn, shape, [q, k, v], durationMs) {
   const module = attn.module;
-  const request = {
-    queryShape: [bh, n, d], keyShape: [bh, n, d], valueShape: [bh, n, d], maskKind: 'none', maskShape: [],
-    causal: 'none', scale: undefined, enableGqa: false, returnWeights: false, threads: attn.threads,
-  };
+  const tensor = (data) => ({ data, shape });
+  const request = { ...attentionRequest(tensor(q), tensor(k), tensor(v), undefined), threads: attn.threads };
   const plan = module.planAttention(request);
   if (plan.error) throw new Error(plan.error.message);
-  const pointers = {};
-  const addresses = [];
-  const alloc = (bytes) => {
-    const address = module._malloc(bytes) >>> 0;
-    if (address === 0) throw new RangeError('out of wasm memory');
-    addresses.push(address);
-    return address;
-  };
-  try {
-    for (const name of ['query', 'key', 'value', 'output']) pointers[name] = alloc(4 * q.length);
-    pointers.workspace = alloc(Math.max(16, plan.workspaceBytes.simd));
+  return withHeap(module, (heap) => {
+    const pointers = {};
+    for (const name of ['query', 'key', 'value', 'output']) pointers[name] = heap.alloc(4 * q.length, name);
+    pointers.workspace = heap.alloc(plan.workspaceBytes.simd, 'workspace');
     const out = new Float32Array(q.length);
     // views made per call from the current buffer, as the package does (a heap that grows detaches)
     const view = (address) => new Float32Array(module.HEAPU8.buffer, address, q.length);
@@ -56,9 +50,7 @@ async function timePhases(attn, [bh, n, d], [q, k, v], durationMs) {
       calls++;
     }
     return Object.fromEntries(Object.entries(sums).map(([phase, ms]) => [phase, (1000 * ms) / calls]));
-  } finally {
-    for (const address of addresses) module._free(address);
-  }
+  });
 }
 
 /**
@@ -66,11 +58,13 @@ async function timePhases(attn, [bh, n, d], [q, k, v], durationMs) {
  * `many` (every core), and the resulting speed-ups of the kernel alone and of the whole call.
  */
 export async function callBreakdown({ one, many, shape, tensors, rounds = 5, durationMs = 300 }) {
+  // dist/ is imported on first use, as in bench.mjs, which says how to build it when it is missing
+  const lib = { ...(await import('../../dist/arguments.js')), ...(await import('../../dist/heap.js')) };
   const runs = { one: [], many: [] };
   for (let r = 0; r < rounds; r++) {
     for (const name of r % 2 ? ['one', 'many'] : ['many', 'one']) {
       await pause(20); // the other instance's helpers stop spinning
-      runs[name].push(await timePhases(name === 'one' ? one : many, shape, tensors, durationMs));
+      runs[name].push(timePhases(lib, name === 'one' ? one : many, shape, tensors, durationMs));
     }
   }
   const medians = (list) => Object.fromEntries(Object.keys(list[0]).map((phase) => [phase, median(list.map((x) => x[phase]))]));
