@@ -451,7 +451,8 @@ async function main() {
   const twoCores = [];
   const breakdown = [];
   const threadCount = parent.infos['sdpa-simd-mt']?.threads ?? 0;
-  if (opts.twoCores && threadCount >= 2) {
+  const threadProbes = opts.twoCores && threadCount >= 2;
+  if (threadProbes) {
     const { createAttention } = await import('../dist/index.js');
     const threaded = await createAttention({ backend: 'simd', threads: opts.threads });
     for (const shape of opts.shapeList) {
@@ -479,7 +480,7 @@ async function main() {
   }
 
   let wake;
-  if (opts.twoCores && threadCount >= 2) {
+  if (threadProbes) {
     log('waking a thread after idle...');
     wake = await wakeAfterIdle();
     console.log(`\nwaking after idle (scripts/bench/wake-after-idle.mjs; median of 9): after the process idled, the main thread wakes a worker from Atomics.wait and both run a ${fmt(wake.loopMs)} ms loop; 2× = both on their own core`);

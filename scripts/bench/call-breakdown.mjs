@@ -22,7 +22,8 @@ function timePhases({ attentionRequest, withHeap }, attn, shape, [q, k, v], dura
     for (const name of ['query', 'key', 'value', 'output']) pointers[name] = heap.alloc(4 * q.length, name);
     pointers.workspace = heap.alloc(plan.workspaceBytes.simd, 'workspace');
     const out = new Float32Array(q.length);
-    // views made per call from the current buffer, as the package does (a heap that grows detaches)
+    // views made per call from the current buffer, as the package does (a heap that grows detaches);
+    // the output is read by the package's own readFloat32, into one array as with options.out
     const view = (address) => new Float32Array(module.HEAPU8.buffer, address, q.length);
     const sums = { copyIn: 0, kernel: 0, copyOut: 0 };
     const call = (record) => {
@@ -34,7 +35,7 @@ function timePhases({ attentionRequest, withHeap }, attn, shape, [q, k, v], dura
       const error = module.runAttention(request, 'simd', pointers);
       if (error) throw new Error(error.message);
       const t2 = performance.now();
-      out.set(view(pointers.output));
+      heap.readFloat32(pointers.output, q.length, out);
       const t3 = performance.now();
       if (record) {
         sums.copyIn += t1 - t0;
