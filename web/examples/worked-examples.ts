@@ -1,5 +1,5 @@
 /**
- * Every worked example from the five seed texts, as data.
+ * Every worked example from the five source texts (tutorials on scaled dot-product attention), as data.
  *
  * Shared by the demo page (`web/demo/`) and the tests. The inputs are the texts' own numbers where they
  * print them; where a text gives none, the example is built in its spirit and marked `origin: 'constructed'`.
@@ -9,7 +9,8 @@
  * arithmetic slips and illustrative numbers). Tests compute expected values with a float64 reference.
  *
  * Everything here is plain data plus a tiny seeded random generator, so the demo and the tests build the
- * same random inputs from the same seed. Nothing in the project reads `/work/shared` at build or run time.
+ * same random inputs from the same seed. The texts themselves are not part of the project: each example
+ * names its text and section.
  */
 
 /** A dense row-major array of numbers with a shape (PyTorch order: `[..., rows, cols]`). */

@@ -57,7 +57,7 @@ export function mountExamples(app: App): { rerun(): void } {
   const catalogue = el('div', { class: 'catalogue', role: 'list', 'aria-label': 'All worked examples' });
   const detail = el('div', { class: 'example-detail', id: 'example-detail', 'aria-live': 'polite' });
   examples.append(
-    el('p', { text: 'Every example in the five seed texts, run through sdpa-web. Where a text prints a number, it stands beside the computed one; a ⚠ marks a printed value that differs from the computation by more than the text’s own rounding (the texts contain real slips and illustrative numbers). Examples whose inputs the texts do not give are marked constructed.' }),
+    el('p', { text: 'Every example in the five source texts, run through sdpa-web. Where a text prints a number, it stands beside the computed one; a ⚠ marks a printed value that differs from the computation by more than the text’s own rounding (the texts contain real slips and illustrative numbers). Examples whose inputs the texts do not give are marked constructed.' }),
     catalogue,
     detail,
   );
