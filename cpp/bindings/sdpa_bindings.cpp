@@ -10,15 +10,14 @@
 #include <string>
 #include <vector>
 
-#include "core/attention_backward.h"
-#include "core/attention_modules.h"
-#include "core/attention_problem.h"
-#include "core/attention_reference.h"
-#include "core/backends.h"
-#include "core/parallel.h"
-#include "core/prng.h"
-#include "core/score_functions.h"
-#include "webgpu/webgpu_attention.h"
+#include "core/dispatch.h"
+#include "core/problem.h"
+#include "core/reference.h"
+#include "cpu/thread_pool.h"
+#include "extras/modules.h"
+#include "extras/prng.h"
+#include "extras/score_functions.h"
+#include "webgpu/device.h"
 
 using emscripten::val;
 
@@ -107,11 +106,11 @@ Backend backend_named(const std::string& name) {
   return name == "scalar" ? Backend::kScalar : Backend::kSimd128;
 }
 
-// request.threads: threads asked for (absent: 1; 0: every one this module may use), resolved by
-// the core's one selection point, threads_for().
-int threads_of(const val& request, Backend backend) {
+// request.threads: threads asked for (absent: 1; <= 0: every one this module may use), resolved
+// for this plan by the core's one thread policy, threads_for().
+int threads_of(const val& request, Backend backend, const AttentionPlan& plan) {
   const val t = request[js("threads")];
-  return threads_for(backend, t.isUndefined() || t.isNull() ? 1 : t.as<int>());
+  return threads_for(backend, Pass::kForward, plan, t.isUndefined() || t.isNull() ? 1 : t.as<int>(), max_threads());
 }
 
 AttentionInputs inputs_from(const val& pointers) {
@@ -142,7 +141,7 @@ val plan_attention_js(val request) {
   val workspace = val::object();
   workspace.set(js("scalar"), static_cast<double>(workspace_bytes(Backend::kScalar, plan)));
   workspace.set(js("simd"), static_cast<double>(workspace_bytes(Backend::kSimd128, plan,
-                                                            threads_of(request, Backend::kSimd128))));
+                                                            threads_of(request, Backend::kSimd128, plan))));
   workspace.set(js("reference64"), static_cast<double>(reference_workspace_bytes<double>(plan)));
   out.set(js("workspaceBytes"), workspace);
   return out;
@@ -154,7 +153,7 @@ val run_attention_js(val request, std::string backend, val pointers) {
     const Backend b = backend_named(backend);
     run_attention(b, plan, inputs_from(pointers), address<float>(pointers, "output"),
                   address<float>(pointers, "weights"), address(pointers, "workspace"),
-                  threads_of(request, b), address<float>(pointers, "lse"));
+                  threads_of(request, b, plan), address<float>(pointers, "lse"));
   });
 }
 
@@ -209,7 +208,7 @@ val softmax_js(val shape, double temperature, val pointers) {
   return error_to_js(s);
 }
 
-// The WebGPU backend (cpp/webgpu/webgpu_attention.h): plans like runAttention, then submits.
+// The WebGPU backend (cpp/webgpu/device.h): plans like runAttention, then submits.
 // pointers: { query, key, value, mask?, output, weights? } -> { error } | { error: null, promise, job }
 val webgpu_run_js(WebGpuAttention& gpu, val request, val pointers) {
   AttentionPlan plan;

@@ -51,7 +51,7 @@ export interface AttentionPlanInfo {
 /** Heap byte addresses; absent/0 entries are null pointers. */
 export type Addresses = Record<string, number>;
 
-/** cpp/webgpu/webgpu_attention.h: one GPUDevice's pipelines and in-flight calls. */
+/** cpp/webgpu/device.h: one GPUDevice's pipelines and in-flight calls. */
 export interface WebGpuAttention {
   run(
     request: AttentionRequest,
