@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 
+#include "core/masks.h"
+
 namespace sdpa {
 namespace {
 
@@ -100,7 +102,7 @@ void attention_reference(const AttentionPlan& p, const AttentionInputs& in,
       snapshot(s, n, stage(out.scaled_scores));
 
       // mask: hidden keys become -inf (selected, not added, so a NaN score there cannot leak)
-      for (int64_t i = 0; i < p.Lq; ++i) mask_score_row(p, in.mask, b, h, i, s + i * p.Lk);
+      for (int64_t i = 0; i < p.Lq; ++i) mask_scores(p, in.mask, b, h, i, 0, p.Lk, s + i * p.Lk);
       snapshot(s, n, stage(out.masked_scores));
 
       // max -> exp-sum -> normalize, row by row: w = softmax(s)  [Lq, Lk]

@@ -40,28 +40,6 @@ uint64_t reference_workspace_bytes(const AttentionPlan& plan) {
   return 2 * static_cast<uint64_t>(plan.Lq) * static_cast<uint64_t>(plan.Lk) * sizeof(T);
 }
 
-// The mask pass for score row i of head (b, h), shared by every reference: keys hidden by the
-// causal alignment, by 0 in the bool mask or by -inf in the additive mask become -inf (selected,
-// not added, so a NaN score there cannot leak); other additive values are added.
-template <typename T>
-void mask_score_row(const AttentionPlan& p, const void* mask, int64_t b, int64_t h, int64_t i, T* row) {
-  const T neg_inf = -std::numeric_limits<T>::infinity();
-  for (int64_t j = std::max<int64_t>(p.last_visible_key(i) + 1, 0); j < p.Lk; ++j) row[j] = neg_inf;
-  const int64_t m0 = p.mask_offset(b, h, i);
-  if (p.mask_kind == MaskKind::kBool) {
-    const auto* m = static_cast<const uint8_t*>(mask) + m0;
-    for (int64_t j = 0; j < p.Lk; ++j) {
-      if (!m[j * p.mask_stride_k]) row[j] = neg_inf;
-    }
-  } else if (p.mask_kind == MaskKind::kAdditive) {
-    const auto* m = static_cast<const float*>(mask) + m0;
-    for (int64_t j = 0; j < p.Lk; ++j) {
-      const T add = T(m[j * p.mask_stride_k]);
-      row[j] = add == neg_inf ? neg_inf : row[j] + add;
-    }
-  }
-}
-
 // Stable softmax of one row of n scores (max -> exp-sum -> normalize); `in` and `out` may alias.
 // -inf entries get exactly 0 (even in a NaN row); a row of -inf gives zeros.
 template <typename T>

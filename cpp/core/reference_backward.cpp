@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/masks.h"
 #include "core/reference.h"
 
 namespace sdpa {
@@ -54,7 +55,7 @@ void attention_backward_reference(const AttentionPlan& p, const AttentionInputs&
           for (int64_t e = 0; e < p.E; ++e) dot += T(q[i * p.E + e]) * T(k[j * p.E + e]);
           row[j] = dot * T(p.scale);
         }
-        mask_score_row(p, in.mask, b, h, i, row);
+        mask_scores(p, in.mask, b, h, i, 0, p.Lk, row);
       }
 
       // softmax: w = softmax(s) row-wise; a row that sees nothing is all zeros  [Lq, Lk]

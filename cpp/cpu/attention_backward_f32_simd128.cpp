@@ -30,6 +30,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/masks.h"
 #include "cpu/dot_2x16.h"
 #include "cpu/simd128.h"
 
@@ -209,21 +210,7 @@ void backward_block(const HeadContext& c, int64_t i0, int64_t rows, int64_t t) {
       continue;
     }
     for (int64_t j = 0; j < kTileKeys; j += 4) store(s + j, mul(load(s + j), scale));
-    for (int64_t j = visible; j < kTileKeys; ++j) s[j] = kNegInf;
-    any_hidden |= visible < kTileKeys;
-    const int64_t m0 = p.mask_offset(c.b, c.h, i) + j0 * p.mask_stride_k;
-    if (p.mask_kind == MaskKind::kBool) {
-      const auto* mask = static_cast<const uint8_t*>(c.mask) + m0;
-      for (int64_t j = 0; j < visible; ++j) {
-        if (!mask[j * p.mask_stride_k]) s[j] = kNegInf;
-      }
-    } else if (p.mask_kind == MaskKind::kAdditive) {
-      const auto* mask = static_cast<const float*>(c.mask) + m0;
-      for (int64_t j = 0; j < visible; ++j) {
-        const float m = mask[j * p.mask_stride_k];
-        s[j] = m == kNegInf ? kNegInf : s[j] + m;
-      }
-    }
+    any_hidden |= mask_scores(p, c.mask, c.b, c.h, i, j0, kTileKeys, s) < kTileKeys;
     const f32x4 l = splat(c.row_lse[i]), d = splat(c.row_d[i]);
     mask32x4 row_hidden{};
     for (int64_t j = 0; j < kTileKeys; j += 4) {
@@ -236,7 +223,7 @@ void backward_block(const HeadContext& c, int64_t i0, int64_t rows, int64_t t) {
     }
     any_hidden |= any(row_hidden);
     if (c.d_mask) {
-      float* dm = c.d_mask + m0;
+      float* dm = c.d_mask + p.mask_offset(c.b, c.h, i) + j0 * p.mask_stride_k;
       for (int64_t j = 0; j < visible; ++j) dm[j * p.mask_stride_k] += ds[j];
     }
   }

@@ -45,6 +45,7 @@
 #include <thread>
 #include <type_traits>
 
+#include "core/masks.h"
 #include "cpu/dot_2x16.h"
 #include "cpu/simd128.h"
 #include "cpu/thread_pool.h"
@@ -316,22 +317,7 @@ void compute_score_tile(const BlockContext& c, idx t) {
 
   for (idx r = 0; r < rows; ++r) {
     float* s = c.scores + r * kTileKeys;
-    // Keys past Lk and past the causal limit are hidden.
-    const idx visible = std::min<idx>(tile_len, p.last_visible_key(i0 + r) - j0 + 1);
-    for (idx j = std::max<idx>(visible, 0); j < kTileKeys; ++j) s[j] = kNegInf;
-    const int64_t m0 = p.mask_offset(c.b, c.h, i0 + r) + j0 * p.mask_stride_k;
-    if (p.mask_kind == MaskKind::kBool) {
-      const auto* mask = static_cast<const uint8_t*>(c.s.in.mask) + m0;
-      for (idx j = 0; j < tile_len; ++j) {
-        if (!mask[j * p.mask_stride_k]) s[j] = kNegInf;
-      }
-    } else if (p.mask_kind == MaskKind::kAdditive) {
-      const auto* mask = static_cast<const float*>(c.s.in.mask) + m0;
-      for (idx j = 0; j < tile_len; ++j) {
-        const float m = mask[j * p.mask_stride_k];
-        s[j] = m == kNegInf ? kNegInf : s[j] + m;
-      }
-    }
+    mask_scores(p, c.s.in.mask, c.b, c.h, i0 + r, j0, kTileKeys, s);
     RowRange range{splat(std::numeric_limits<float>::infinity()), neg_inf};
     for (int col = 0; col < kTileKeys; col += 4) range.fold(load(s + col));
     c.tile_min[r] = horizontal_min(range.min);
