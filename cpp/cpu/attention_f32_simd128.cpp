@@ -5,12 +5,13 @@
 //
 // Algorithm (FlashAttention-2 style):
 //  - Tasks = (batch·query head, up to 4 blocks of Bq query rows), or whole heads when there are
-//    at least 4 a thread, handed out to the threads from a shared counter (cpu/thread_pool.h), one
-//    parallel region per call; each thread has its own score/accumulator scratch. The 4 blocks of
+//    at least 4 a thread (cpu/tasks.h), handed out to the threads from a shared counter
+//    (cpu/thread_pool.h), one parallel region per call; each thread has its own score/accumulator scratch. The 4 blocks of
 //    a group take turns on each K/V tile, so a tile comes from L3/memory once per 4·Bq rows and
 //    from L2 for the other blocks. Kᵀ is packed into tiles [E, Bc] (and V into rows padded to
 //    Ev4 when Ev % 4 != 0; else V is read in place), each tile by the first task to need it; a
-//    task that finds its tile being packed by another thread packs its own later tiles meanwhile.
+//    task that finds its tile being packed by another thread packs its own later tiles meanwhile
+//    (TilePacking, cpu/tasks.h).
 //    Per task, stream the key tiles. For each tile:
 //      S = Q_block·Kᵀ_tile·scale  (register tile: 2 query rows × 16 keys, 8 f32x4 accumulators;
 //                                  each row's min and max are taken from the registers),
@@ -48,7 +49,7 @@
 #include "core/masks.h"
 #include "cpu/dot_2x16.h"
 #include "cpu/simd128.h"
-#include "cpu/thread_pool.h"
+#include "cpu/tasks.h"
 
 namespace sdpa {
 namespace {
@@ -58,7 +59,6 @@ using idx = std::ptrdiff_t;  // 32-bit in wasm32: cheaper address arithmetic tha
 
 constexpr int kTileKeys = 64;      // Bc: keys per streamed K/V tile
 constexpr int kBlockQueries = 32;  // Bq: query rows per register-tiled block (even)
-constexpr int kBlocksPerTask = 4;  // blocks of one task that share each K/V tile while it is in L2
 constexpr int kColumnVectors = 4;  // register tile width: 4 f32x4 = 16 keys / value dims
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr int32_t kNegativeZeroBits = INT32_MIN;  // bit pattern of -0.0f: "hidden key"
@@ -527,11 +527,7 @@ void attention_f32_simd128(const AttentionPlan& p, const AttentionInputs& in, fl
   float* key_tiles = workspace;
   float* value_rows = key_tiles + kv_heads * sz.key_tiles_per_head;
   float* scratch = value_rows + kv_heads * sz.value_rows_per_head;
-  // Per (key/value head, key tile): 0 = not packed, 1 = being packed, 2 = packed.
-  const idx tile_count = kv_heads * sz.tiles;
-  auto* tile_state = reinterpret_cast<std::atomic<int32_t>*>(scratch + threads * sz.scratch);
-  static_assert(sizeof(std::atomic<int32_t>) == sizeof(float), "one float slot per tile state");
-  for (idx i = 0; i < tile_count; ++i) new (&tile_state[i]) std::atomic<int32_t>(0);
+  const TilePacking packing(scratch + threads * sz.scratch, sz.tiles, kv_heads * sz.tiles);
   const Shared s{p,
                  sz,
                  static_cast<idx>(p.Lq),
@@ -551,16 +547,8 @@ void attention_f32_simd128(const AttentionPlan& p, const AttentionInputs& in, fl
                  scratch};
   if (p.B * p.Hq * p.Lq == 0) return;
 
-  // Kᵀ tile t of key/value head `kv` (and its V rows), packed by the first task that needs it:
-  // one parallel region per call, each tile packed just before its first use. Returns false when
-  // another thread has claimed the tile.
-  auto try_pack = [&](idx kv, idx t) {
-    std::atomic<int32_t>& state = tile_state[kv * sz.tiles + t];
-    int32_t expected = 0;
-    if (state.load(std::memory_order_relaxed) != 0 ||
-        !state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
-      return false;
-    }
+  // Kᵀ tile t of key/value head `kv`, and its V rows when V is padded.
+  auto pack = [&](idx kv, idx t) {
     pack_key_tile(in.key + kv * s.Lk * s.E, s.Lk, s.E, t,
                   key_tiles + kv * sz.key_tiles_per_head + t * s.E * kTileKeys);
     if (sz.pack_values) {
@@ -571,37 +559,8 @@ void attention_f32_simd128(const AttentionPlan& p, const AttentionInputs& in, fl
         std::fill(rows + j * sz.ev4 + s.Ev, rows + (j + 1) * sz.ev4, 0.0f);
       }
     }
-    state.store(2, std::memory_order_release);
-    return true;
   };
-  // Tile t packed, by this thread or another. While another thread packs it, this one packs the
-  // task's later tiles (before `needed`) rather than wait: threads that start on one head
-  // together share its packing.
-  auto ensure_packed = [&](idx kv, idx t, idx needed) {
-    const std::atomic<int32_t>& state = tile_state[kv * sz.tiles + t];
-    if (state.load(std::memory_order_acquire) == 2 || try_pack(kv, t)) return;
-    for (idx u = t + 1; u < needed && state.load(std::memory_order_acquire) != 2; ++u) try_pack(kv, u);
-    while (state.load(std::memory_order_acquire) != 2) std::this_thread::yield();
-  };
-
-  // Tasks: groups of kBlocksPerTask query blocks of one (batch·query head), head-major; the
-  // blocks of a group take turns on each K/V tile, which is read from L3/memory once per group
-  // and then hit in L2. Causal: the groups with the most tiles first.
-  // Fewer blocks per group when that would leave a thread with less than 4 tasks to balance.
-  // With at least 4 heads per thread, all heads but the last `threads` are one task each (its
-  // groups one after another on one thread), so each of those heads' Kᵀ tiles are packed and
-  // read on one core rather than passed between cores.
-  // Unmasked by causality, the last head's last `threads` groups are split into one-block tasks,
-  // so the threads finish within about a block of each other.
-  const idx heads = static_cast<idx>(p.B * p.Hq);
-  const idx per_task = std::max<idx>(1, std::min<idx>(kBlocksPerTask, heads * s.blocks / (4 * threads)));
-  const idx groups = (s.blocks + per_task - 1) / per_task;
-  const bool reverse = p.causal != CausalAlignment::kNone;
-  const idx whole_heads = threads > 1 && heads >= 4 * threads ? heads - threads : 0;
-  const idx split_groups = reverse || threads == 1 || per_task == 1 ? 0 : std::min<idx>(groups, threads);
-  const idx grouped_tasks = (heads - whole_heads) * groups - split_groups;
-  const idx first_split_block = (groups - split_groups) * per_task;
-  const idx tasks = whole_heads + grouped_tasks + (split_groups > 0 ? s.blocks - first_split_block : 0);
+  const ForwardTasks tasks(static_cast<idx>(p.B * p.Hq), s.blocks, threads, p.causal != CausalAlignment::kNone);
   // One thread's time, roughly (about 20000 multiply-adds per µs): lets the pool leave sleeping
   // helpers asleep when waking them would cost more than they save.
   const double serial_micros = p.multiply_adds() / 20000;
@@ -644,30 +603,14 @@ void attention_f32_simd128(const AttentionPlan& p, const AttentionInputs& in, fl
       most_tiles = std::max(most_tiles, tiles_to_visit(blocks[i]));
     }
     for (idx t = 0; t < most_tiles; ++t) {
-      ensure_packed(kv, t, most_tiles);
+      packing.ensure_packed(kv, t, most_tiles, pack);
       for (idx i = 0; i < count; ++i) {
         if (t < tiles_to_visit(blocks[i])) attend_tile(blocks[i], t);
       }
     }
     for (idx i = 0; i < count; ++i) finish_block(blocks[i]);
   };
-  auto attend_group = [&](idx head, idx group, int worker) {
-    const idx first_block = group * per_task;
-    attend_blocks(head, first_block, std::min<idx>(per_task, s.blocks - first_block), worker);
-  };
-  parallel_for(threads, static_cast<int64_t>(tasks), [&](int64_t task_index, int worker) {
-    idx task = static_cast<idx>(task_index);
-    if (task < whole_heads) {
-      for (idx group = 0; group < groups; ++group) attend_group(task, group, worker);
-      return;
-    }
-    task -= whole_heads;
-    if (task < grouped_tasks) {
-      attend_group(whole_heads + task / groups, reverse ? groups - 1 - task % groups : task % groups, worker);
-    } else {
-      attend_blocks(heads - 1, first_split_block + (task - grouped_tasks), 1, worker);
-    }
-  }, serial_micros);
+  tasks.run(threads, serial_micros, attend_blocks);
 }
 
 }  // namespace sdpa
