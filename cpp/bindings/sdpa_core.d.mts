@@ -48,7 +48,11 @@ export interface AttentionPlanInfo {
   maskElements: number;
   workspaceBytes: { scalar: number; simd: number; reference64: number };
 }
-/** Heap byte addresses; absent/0 entries are null pointers. */
+/**
+ * Heap byte addresses by name (a pointer bag). Each binding reads a fixed set of names, some
+ * optional: a required name that is absent, or a name the binding does not read (a misspelling),
+ * is reported as a TypeError CoreError and nothing runs.
+ */
 export type Addresses = Record<string, number>;
 
 /** cpp/webgpu/device.h: one GPUDevice's pipelines and in-flight calls. */
