@@ -8,7 +8,9 @@
 #include <malloc.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dispatch.h"
@@ -86,6 +88,14 @@ class PointerBag {
     return get<T>(name, needed);
   }
 
+  // check(), then compute() when the bag checks out.
+  template <typename Compute>
+  Status then(Compute&& compute) const {
+    Status s = check();
+    if (s.ok()) compute();
+    return s;
+  }
+
   Status check() const {
     if (missing_ != nullptr) {
       return Status::TypeError(std::string("sdpa-web internal error: the heap address '") + missing_ +
@@ -138,6 +148,18 @@ val error_to_js(const Status& s) {
   return e;
 }
 
+// Sets *out to the value whose name `string` is; false when it is none of them.
+template <typename Enum>
+bool named(const val& string, std::initializer_list<std::pair<const char*, Enum>> names, Enum* out) {
+  for (const auto& [name, value] : names) {
+    if (string.strictlyEquals(js(name))) {
+      *out = value;
+      return true;
+    }
+  }
+  return false;
+}
+
 // request: { queryShape, keyShape, valueShape, maskKind: 'none'|'bool'|'additive', maskShape,
 //            causal: 'none'|'top-left'|'bottom-right', scale?: number, enableGqa, returnWeights }
 Status plan_from_js(const val& request, AttentionPlan* plan) {
@@ -145,21 +167,13 @@ Status plan_from_js(const val& request, AttentionPlan* plan) {
   r.query_shape = shape_of(request[js("queryShape")]);
   r.key_shape = shape_of(request[js("keyShape")]);
   r.value_shape = shape_of(request[js("valueShape")]);
-  const val mask = request[js("maskKind")];
-  if (mask.strictlyEquals(js("bool"))) {
-    r.mask_kind = MaskKind::kBool;
-  } else if (mask.strictlyEquals(js("additive"))) {
-    r.mask_kind = MaskKind::kAdditive;
-  } else if (!mask.strictlyEquals(js("none"))) {
+  if (!named(request[js("maskKind")], {{"none", MaskKind::kNone}, {"bool", MaskKind::kBool},
+                                       {"additive", MaskKind::kAdditive}}, &r.mask_kind)) {
     return Status::TypeError("sdpa-web internal error: request.maskKind must be 'none', 'bool' or 'additive'");
   }
   r.mask_shape = shape_of(request[js("maskShape")]);
-  const val causal = request[js("causal")];
-  if (causal.strictlyEquals(js("top-left"))) {
-    r.causal = CausalAlignment::kTopLeft;
-  } else if (causal.strictlyEquals(js("bottom-right"))) {
-    r.causal = CausalAlignment::kBottomRight;
-  } else if (!causal.strictlyEquals(js("none"))) {
+  if (!named(request[js("causal")], {{"none", CausalAlignment::kNone}, {"top-left", CausalAlignment::kTopLeft},
+                                     {"bottom-right", CausalAlignment::kBottomRight}}, &r.causal)) {
     return Status::TypeError("sdpa-web internal error: request.causal must be 'none', 'top-left' or 'bottom-right'");
   }
   const val scale = request[js("scale")];
@@ -191,14 +205,17 @@ AttentionInputs inputs_from(PointerBag& pointers, const AttentionPlan& plan) {
   return in;
 }
 
-// Plans `request` with `make` and, when it is valid, runs body(plan), which reads its pointer bag,
-// checks it and then computes. Returns the first error (or null), which is what every run
-// binding reports to the TypeScript layer.
+// Plans `request` with `make` and, when it is valid, runs body(plan, bag), which reads its
+// addresses from the pointer bag and computes through bag.then(). Returns the first error (or
+// null), which is what every run binding reports to the TypeScript layer.
 template <typename Plan, typename Body>
-val run_planned(Status (*make)(const val&, Plan*), const val& request, Body&& body) {
+val run_planned(Status (*make)(const val&, Plan*), const val& request, const val& pointers, Body&& body) {
   Plan plan;
   Status s = make(request, &plan);
-  if (s.ok()) s = body(plan);
+  if (s.ok()) {
+    PointerBag bag(pointers);
+    s = body(plan, bag);
+  }
   return error_to_js(s);
 }
 
@@ -223,26 +240,21 @@ val plan_attention_js(val request) {
 
 // pointers: { query, key, value, mask?, output, weights?, lse?, workspace }
 val run_attention_js(val request, std::string backend, val pointers) {
-  return run_planned(plan_from_js, request, [&](const AttentionPlan& plan) {
-    PointerBag bag(pointers);
+  return run_planned(plan_from_js, request, pointers, [&](const AttentionPlan& plan, PointerBag& bag) {
     const AttentionInputs in = inputs_from(bag, plan);
     float* output = bag.required<float>("output");
     float* weights = bag.required_if<float>(plan.return_weights, "weights");
     float* lse = bag.optional<float>("lse");
     void* workspace = bag.required("workspace");
-    const Status s = bag.check();
-    if (!s.ok()) return s;
     const Backend b = backend_named(backend);
-    run_attention(b, plan, in, output, weights, workspace, threads_of(request, b, plan), lse);
-    return s;
+    return bag.then([&] { run_attention(b, plan, in, output, weights, workspace, threads_of(request, b, plan), lse); });
   });
 }
 
 // Every stage of the float32 reference, for the step-by-step explainer.
 // pointers: inputs + { scores, scaledScores, maskedScores, weights, output, workspace }
 val explain_attention_js(val request, val pointers) {
-  return run_planned(plan_from_js, request, [&](const AttentionPlan& plan) {
-    PointerBag bag(pointers);
+  return run_planned(plan_from_js, request, pointers, [&](const AttentionPlan& plan, PointerBag& bag) {
     const AttentionInputs in = inputs_from(bag, plan);
     ReferenceOutputs<float> out;
     out.output = bag.required<float>("output");
@@ -251,25 +263,20 @@ val explain_attention_js(val request, val pointers) {
     out.scaled_scores = bag.required<float>("scaledScores");
     out.masked_scores = bag.required<float>("maskedScores");
     float* workspace = bag.required<float>("workspace");
-    const Status s = bag.check();
-    if (s.ok()) attention_reference<float>(plan, in, out, workspace);
-    return s;
+    return bag.then([&] { attention_reference<float>(plan, in, out, workspace); });
   });
 }
 
 // The float64 oracle. pointers: inputs + { output, weights, workspace } (double buffers).
 val reference_attention64_js(val request, val pointers) {
-  return run_planned(plan_from_js, request, [&](const AttentionPlan& plan) {
-    PointerBag bag(pointers);
+  return run_planned(plan_from_js, request, pointers, [&](const AttentionPlan& plan, PointerBag& bag) {
     const AttentionInputs in = inputs_from(bag, plan);
     ReferenceOutputs<double> out;
     out.output = bag.required<double>("output");
     out.weights = bag.optional<double>("weights");
     out.lse = bag.optional<double>("lse");
     double* workspace = bag.required<double>("workspace");
-    const Status s = bag.check();
-    if (s.ok()) attention_reference<double>(plan, in, out, workspace);
-    return s;
+    return bag.then([&] { attention_reference<double>(plan, in, out, workspace); });
   });
 }
 
@@ -282,8 +289,7 @@ val matmul_js(val a_shape, val b_shape, val pointers) {
     const float* a = bag.required<const float>("a");
     const float* b = bag.required<const float>("b");
     float* output = bag.required<float>("output");
-    s = bag.check();
-    if (s.ok()) matmul_reference(plan, a, b, output);
+    s = bag.then([&] { matmul_reference(plan, a, b, output); });
   }
   val out = val::object();
   out.set(js("error"), error_to_js(s));
@@ -300,8 +306,7 @@ val softmax_js(val shape, double temperature, val pointers) {
     PointerBag bag(pointers);
     const float* x = bag.required<const float>("x");
     float* output = bag.required<float>("output");
-    s = bag.check();
-    if (s.ok()) softmax_rows(x, plan.rows, plan.cols, plan.temperature, output);
+    s = bag.then([&] { softmax_rows(x, plan.rows, plan.cols, plan.temperature, output); });
   }
   return error_to_js(s);
 }
@@ -351,11 +356,23 @@ Status backward_plan_from_js(const val& request, const val& backward, AttentionP
   return check_backward_request(*plan, r);
 }
 
-// { dQuery, dKey, dValue, dMask? } of a backward pointer bag.
-template <typename T>
-BackwardOutputs<T> gradients_from(PointerBag& pointers) {
-  return {pointers.required<T>("dQuery"), pointers.required<T>("dKey"), pointers.required<T>("dValue"),
-          pointers.optional<T>("dMask")};
+// The part every backward binding shares: plans the call and reads the bag's inputs, dOutput and
+// gradients { dQuery, dKey, dValue, dMask? } (in T), then runs
+// body(plan, bag, inputs, d_output, gradients), which reads the rest and computes through
+// bag.then().
+template <typename T, typename Body>
+val run_backward_planned(const val& request, const val& backward, const val& pointers, Body&& body) {
+  AttentionPlan plan;
+  Status s = backward_plan_from_js(request, backward, &plan);
+  if (s.ok()) {
+    PointerBag bag(pointers);
+    const AttentionInputs in = inputs_from(bag, plan);
+    const float* d_output = bag.required<const float>("dOutput");
+    const BackwardOutputs<T> gradients{bag.required<T>("dQuery"), bag.required<T>("dKey"),
+                                       bag.required<T>("dValue"), bag.optional<T>("dMask")};
+    s = body(plan, bag, in, d_output, gradients);
+  }
+  return error_to_js(s);
 }
 
 // -> { error, workspaceBytes: { scalar, simd, reference64 } }
@@ -376,34 +393,26 @@ val plan_attention_backward_js(val request, val backward) {
 
 // pointers: inputs + { dOutput, output?, lse?, dQuery, dKey, dValue, dMask?, workspace }
 val run_attention_backward_js(val request, val backward, std::string backend, val pointers) {
-  AttentionPlan plan;
-  Status s = backward_plan_from_js(request, backward, &plan);
-  if (!s.ok()) return error_to_js(s);
-  PointerBag bag(pointers);
-  const AttentionInputs in = inputs_from(bag, plan);
-  const float* d_output = bag.required<const float>("dOutput");
-  const float* output = bag.optional<const float>("output");
-  const float* lse = bag.optional<const float>("lse");
-  const BackwardOutputs<float> out = gradients_from<float>(bag);
-  void* workspace = bag.required("workspace");
-  s = bag.check();
-  if (s.ok()) run_attention_backward(backend_named(backend), plan, in, d_output, output, lse, out, workspace);
-  return error_to_js(s);
+  return run_backward_planned<float>(request, backward, pointers,
+                                     [&](const AttentionPlan& plan, PointerBag& bag, const AttentionInputs& in,
+                                         const float* d_output, const BackwardOutputs<float>& gradients) {
+    const float* output = bag.optional<const float>("output");
+    const float* lse = bag.optional<const float>("lse");
+    void* workspace = bag.required("workspace");
+    return bag.then([&] {
+      run_attention_backward(backend_named(backend), plan, in, d_output, output, lse, gradients, workspace);
+    });
+  });
 }
 
 // The float64 analytic gradient. pointers: inputs + dOutput + double { dQuery, dKey, dValue, dMask?, workspace }
 val reference_attention_backward64_js(val request, val backward, val pointers) {
-  AttentionPlan plan;
-  Status s = backward_plan_from_js(request, backward, &plan);
-  if (!s.ok()) return error_to_js(s);
-  PointerBag bag(pointers);
-  const AttentionInputs in = inputs_from(bag, plan);
-  const float* d_output = bag.required<const float>("dOutput");
-  const BackwardOutputs<double> out = gradients_from<double>(bag);
-  double* workspace = bag.required<double>("workspace");
-  s = bag.check();
-  if (s.ok()) attention_backward_reference<double>(plan, in, d_output, out, workspace);
-  return error_to_js(s);
+  return run_backward_planned<double>(request, backward, pointers,
+                                      [&](const AttentionPlan& plan, PointerBag& bag, const AttentionInputs& in,
+                                          const float* d_output, const BackwardOutputs<double>& gradients) {
+    double* workspace = bag.required<double>("workspace");
+    return bag.then([&] { attention_backward_reference<double>(plan, in, d_output, gradients, workspace); });
+  });
 }
 
 // -> error or null; with an output address, fills it with a [fanIn, fanOut] Xavier-uniform matrix.
@@ -428,8 +437,7 @@ val dropout_js(double n, double p, double seed, val pointers) {
     PointerBag bag(pointers);
     const float* x = bag.required<const float>("x");
     float* output = bag.required<float>("output");
-    s = bag.check();
-    if (s.ok()) dropout(x, static_cast<int64_t>(n), p, static_cast<uint32_t>(seed), output);
+    s = bag.then([&] { dropout(x, static_cast<int64_t>(n), p, static_cast<uint32_t>(seed), output); });
   }
   return error_to_js(s);
 }
@@ -476,23 +484,19 @@ val plan_scores_js(val request) {
 
 // pointers: { query, key, w?, w1?, w2?, v?, scores, workspace }
 val run_scores_js(val request, val pointers) {
-  return run_planned(score_plan_from_js, request, [&](const ScorePlan& plan) {
-    PointerBag bag(pointers);
+  return run_planned(score_plan_from_js, request, pointers, [&](const ScorePlan& plan, PointerBag& bag) {
     const float* query = bag.required<const float>("query");
     const float* key = bag.required<const float>("key");
     const ScoreParams params = score_params_from(bag, plan);
     float* scores = bag.required<float>("scores");
     float* workspace = bag.required<float>("workspace");
-    const Status s = bag.check();
-    if (s.ok()) attention_scores<float>(plan, query, key, params, scores, workspace);
-    return s;
+    return bag.then([&] { attention_scores<float>(plan, query, key, params, scores, workspace); });
   });
 }
 
 // pointers: inputs + { dScores, dQuery, dKey, dW?, dW1?, dW2?, dV?, workspace }
 val run_scores_backward_js(val request, val pointers) {
-  return run_planned(score_plan_from_js, request, [&](const ScorePlan& plan) {
-    PointerBag bag(pointers);
+  return run_planned(score_plan_from_js, request, pointers, [&](const ScorePlan& plan, PointerBag& bag) {
     const float* query = bag.required<const float>("query");
     const float* key = bag.required<const float>("key");
     const ScoreParams params = score_params_from(bag, plan);
@@ -505,13 +509,11 @@ val run_scores_backward_js(val request, val pointers) {
                                   bag.required_if<float>(additive, "dW2"),
                                   bag.required_if<float>(additive, "dV")};
     float* workspace = bag.required<float>("workspace");
-    const Status s = bag.check();
-    if (s.ok()) attention_scores_backward<float>(plan, query, key, params, d_scores, g, workspace);
-    return s;
+    return bag.then([&] { attention_scores_backward<float>(plan, query, key, params, d_scores, g, workspace); });
   });
 }
 
-// ---- attention modules (validation only; web/src/modules.ts composes them) ------------------
+// ---- attention modules (validation only; the TypeScript layer composes them) ----------------
 
 val plan_self_attention_js(double d_model, double d_k, double d_v, double seed) {
   return error_to_js(plan_self_attention(d_model, d_k, d_v, seed));

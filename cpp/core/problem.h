@@ -87,7 +87,7 @@ struct AttentionPlan {
   }
 };
 
-// Input pointers for one attention call (layouts in problem.h). `mask` is a
+// Input pointers for one attention call (layouts at the top of this file). `mask` is a
 // const uint8_t* (1 = may attend) for MaskKind::kBool, a const float* for kAdditive, else null.
 struct AttentionInputs {
   const float* query = nullptr;

@@ -40,23 +40,21 @@ namespace {
 // late finds nothing to claim, and one from an earlier generation cannot claim a later
 // generation's task by mistake (the claim is a compare-exchange that checks the generation).
 //
-// Waiting: a helper first spins on `announced` after its last task, then dozes, then sleeps on
-// its own semaphore. It spins for a quarter of the last call's time, at least 1 ms and at most
-// 8 ms: long enough to span the JS work between back-to-back calls (copying the inputs into the
-// heap grows with the call), short enough that an idle page does not keep a core busy for long.
-// Waking a sleeping web worker is slow (on the 2-core VM of the benchmark 0.1-5 ms with the
-// host's load, and the posting thread is held up about as long, whether by a semaphore post or a
-// condition variable's notify): spinning keeps back-to-back calls from paying that, and run()
-// leaves sleepers asleep for a lone call shorter than a wake-up. Dozing covers calls a few to
-// 50 ms apart (a model's other layers in between): the helper looks at `announced` every 200 µs
-// from timed waits that nobody ends, so the caller posts nothing and finds it within about a
-// poll (on that VM it then costs 8-10% of a core, against 100% for spinning).
-// Then, for a second, a light sleep: the same timed waits, 2 ms long (1.5-2% of a core). A
-// helper that wakes on its own timer stays on its own core, whereas on that VM a helper posted
-// after more than ~20 ms idle was often put on the caller's core (probably: the guest kernel
-// takes the host-halted vCPU for a busy one) and shared it for several calls: the third of
-// three calls after a 150 ms pause took 0.93-1.02 ms at 1×512×64 with the light sleep against
-// 1.50-1.83 ms without.
+// Waiting: a helper first spins on `announced` after its last task, then dozes, then sleeps
+// lightly, then sleeps on its own semaphore.
+//  - Spinning, for a quarter of the last call's time (1 to 8 ms): long enough to span the JS work
+//    between back-to-back calls (copying the inputs into the heap grows with the call), short
+//    enough that an idle page does not keep a core busy for long. Waking a sleeping web worker
+//    is slow (up to milliseconds under load, and the posting thread is held up about as long,
+//    whether by a semaphore post or a condition variable's notify): spinning keeps back-to-back
+//    calls from paying that, and run() leaves sleepers asleep for a lone call shorter than a
+//    wake-up.
+//  - Dozing covers calls a few to 50 ms apart (a model's other layers in between): the helper
+//    looks at `announced` every 200 µs from timed waits that nobody ends, so the caller posts
+//    nothing and finds it within about a poll, for a fraction of a core.
+//  - Then, for a second, a light sleep: the same timed waits, 2 ms long. A helper that wakes on
+//    its own timer stays on its own core, whereas a helper posted after a longer idle may be
+//    scheduled onto the caller's core and share it for several calls.
 // A helper sets `asleep` before its last look at `announced`, and the caller posts only to a
 // wanted helper whose `asleep` it clears, so every post is consumed by exactly one sem_wait.
 // Helper threads are created on first need and live for the process.

@@ -2,7 +2,8 @@
 // Built with SDPA_THREADS=0 (the single-thread wasm module) it runs everything on the caller.
 // Under Emscripten -pthread the std::threads are web workers: the JS side must have preloaded
 // enough of them (PTHREAD_POOL_SIZE) before the first call, since a worker cannot start while
-// the main thread blocks; max_threads() is what the caller clamps to.
+// the main thread blocks. How many threads a call gets is decided by threads_for
+// (core/dispatch.h), which clamps to max_threads(); the pool runs the count it is given.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,8 @@ int max_threads();
 void set_max_threads(int n);
 
 // Calls body(context, task, worker) once for every task in [0, tasks), on at most
-// min(threads, max_threads(), tasks) threads, the caller being worker 0 (workers are numbered
+// min(threads, tasks) threads (threads above max_threads() are a caller's bug and are cut to
+// it), the caller being worker 0 (workers are numbered
 // densely from 0). Tasks are handed out in increasing order from a shared counter, so put the
 // longest first. Returns when every task has finished. Not reentrant.
 // `serial_micros`, when known, is about how long one thread would take: a call shorter than

@@ -1,7 +1,7 @@
-// Validation of the attention modules' configurations and inputs (web/src/modules.ts composes
+// Validation of the attention modules' configurations and inputs (the TypeScript layer composes
 // the modules from the core's matmul, attention, dropout and Xavier init). Every message names
 // the argument and the expected shape, as plan_attention's do.
-//   Self-attention (the seed text's module): x [..., L, dModel] -> Q = x·W_Q, K = x·W_K, V = x·W_V
+//   Self-attention (single head, no bias): x [..., L, dModel] -> Q = x·W_Q, K = x·W_K, V = x·W_V
 //     with W_Q, W_K [dModel, dK], W_V [dModel, dV] -> softmax(QKᵀ/√dK)·V [..., L, dV].
 //   Multi-head attention (PyTorch nn.MultiheadAttention numerics): E = embedDim, numHeads heads of
 //     hd = E / numHeads dims, numKvHeads key/value heads (GQA/MQA; numHeads % numKvHeads == 0).

@@ -1,5 +1,5 @@
 // Semantics of the scalar reference (the oracle), checked against properties that hold exactly
-// or are computed here by hand, never against numbers copied from the texts.
+// or are computed here by hand, never against numbers copied from elsewhere.
 #include "core/reference.h"
 
 #include <gtest/gtest.h>
