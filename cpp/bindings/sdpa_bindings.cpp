@@ -1,24 +1,26 @@
-// The one Embind file: the only code that knows Emscripten. It turns plain JS objects (shapes,
-// option strings, heap addresses) into the core's types, and Status into { name, message } for
-// the TypeScript layer (web/src/index.ts) to throw as TypeError/RangeError. Tensor data never
-// crosses here as JS arrays: the TS layer copies it into the wasm heap and passes addresses.
+// The one Embind file: with the WebGPU device glue (cpp/webgpu/device.cpp), the only code that
+// knows Emscripten. It turns plain JS objects (shapes, option strings, pointer bags of heap
+// addresses) into the core's types, and Status into { name, message } for the TypeScript layer
+// (web/src) to throw as TypeError/RangeError. Tensor data never crosses here as JS arrays: the
+// TS layer copies it into the wasm heap and passes addresses.
 #include <emscripten/bind.h>
 #include <emscripten/val.h>
 #include <malloc.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "core/attention_backward.h"
-#include "core/attention_modules.h"
-#include "core/attention_problem.h"
-#include "core/attention_reference.h"
-#include "core/backends.h"
-#include "core/parallel.h"
-#include "core/prng.h"
-#include "core/score_functions.h"
-#include "webgpu/webgpu_attention.h"
+#include "core/dispatch.h"
+#include "core/problem.h"
+#include "core/reference.h"
+#include "cpu/thread_pool.h"
+#include "extras/modules.h"
+#include "extras/prng.h"
+#include "extras/score_functions.h"
+#include "webgpu/device.h"
 
 using emscripten::val;
 
@@ -64,12 +66,79 @@ val shape_to_js(const std::vector<int64_t>& shape) {
   return out;
 }
 
-template <typename T = void>
-T* address(const val& pointers, const char* name) {
-  const val p = pointers[js(name)];
-  if (p.isUndefined() || p.isNull()) return nullptr;
-  return reinterpret_cast<T*>(static_cast<uintptr_t>(p.as<double>()));
-}
+// A pointer bag: a JS object of heap addresses by name, e.g. { query, key, value, output }.
+// Each binding names every key it reads as required or optional; check() then reports a missing
+// required key, and any key the binding does not read, so a misspelled key is an error instead
+// of a null address. Read every key first, then check(), then run.
+class PointerBag {
+ public:
+  explicit PointerBag(const val& bag) : bag_(bag) {}
+
+  template <typename T = void>
+  T* required(const char* name) {
+    return get<T>(name, true);
+  }
+  template <typename T = void>
+  T* optional(const char* name) {
+    return get<T>(name, false);
+  }
+  // Required when `needed` (e.g. the mask of a masked plan), else optional.
+  template <typename T = void>
+  T* required_if(bool needed, const char* name) {
+    return get<T>(name, needed);
+  }
+
+  // check(), then compute() when the bag checks out.
+  template <typename Compute>
+  Status then(Compute&& compute) const {
+    Status s = check();
+    if (s.ok()) compute();
+    return s;
+  }
+
+  Status check() const {
+    if (missing_ != nullptr) {
+      return Status::TypeError(std::string("sdpa-web internal error: the heap address '") + missing_ +
+                               "' is missing");
+    }
+    static const val object = val::global("Object");
+    const val keys = object.call<val>("keys", bag_);
+    const auto n = keys[js("length")].as<unsigned>();
+    if (n == present_) return Status::Ok();  // every key is one this binding read
+    for (unsigned i = 0; i < n; ++i) {
+      const val key = keys[i];
+      bool known = false;
+      for (int j = 0; j < read_ && !known; ++j) known = key.strictlyEquals(js(names_[j]));
+      if (!known) {
+        std::string expected;
+        for (int j = 0; j < read_; ++j) expected += (j ? ", " : "") + std::string(names_[j]);
+        return Status::TypeError("sdpa-web internal error: unknown heap address '" + key.as<std::string>() +
+                                 "' (expected " + expected + ")");
+      }
+    }
+    return Status::Ok();  // known keys whose value is undefined or null
+  }
+
+ private:
+  template <typename T>
+  T* get(const char* name, bool required) {
+    if (read_ < kMaxNames) names_[read_++] = name;
+    const val p = bag_[js(name)];
+    if (p.isUndefined() || p.isNull()) {
+      if (required && missing_ == nullptr) missing_ = name;
+      return nullptr;
+    }
+    ++present_;
+    return reinterpret_cast<T*>(static_cast<uintptr_t>(p.as<double>()));
+  }
+
+  static constexpr int kMaxNames = 16;
+  const val& bag_;
+  const char* names_[kMaxNames] = {};
+  int read_ = 0;
+  unsigned present_ = 0;
+  const char* missing_ = nullptr;
+};
 
 val error_to_js(const Status& s) {
   if (s.ok()) return val::null();
@@ -79,6 +148,18 @@ val error_to_js(const Status& s) {
   return e;
 }
 
+// Sets *out to the value whose name `string` is; false when it is none of them.
+template <typename Enum>
+bool named(const val& string, std::initializer_list<std::pair<const char*, Enum>> names, Enum* out) {
+  for (const auto& [name, value] : names) {
+    if (string.strictlyEquals(js(name))) {
+      *out = value;
+      return true;
+    }
+  }
+  return false;
+}
+
 // request: { queryShape, keyShape, valueShape, maskKind: 'none'|'bool'|'additive', maskShape,
 //            causal: 'none'|'top-left'|'bottom-right', scale?: number, enableGqa, returnWeights }
 Status plan_from_js(const val& request, AttentionPlan* plan) {
@@ -86,15 +167,15 @@ Status plan_from_js(const val& request, AttentionPlan* plan) {
   r.query_shape = shape_of(request[js("queryShape")]);
   r.key_shape = shape_of(request[js("keyShape")]);
   r.value_shape = shape_of(request[js("valueShape")]);
-  const val mask = request[js("maskKind")];
-  r.mask_kind = mask.strictlyEquals(js("bool"))       ? MaskKind::kBool
-                : mask.strictlyEquals(js("additive")) ? MaskKind::kAdditive
-                                                      : MaskKind::kNone;
+  if (!named(request[js("maskKind")], {{"none", MaskKind::kNone}, {"bool", MaskKind::kBool},
+                                       {"additive", MaskKind::kAdditive}}, &r.mask_kind)) {
+    return Status::TypeError("sdpa-web internal error: request.maskKind must be 'none', 'bool' or 'additive'");
+  }
   r.mask_shape = shape_of(request[js("maskShape")]);
-  const val causal = request[js("causal")];
-  r.causal = causal.strictlyEquals(js("top-left"))       ? CausalAlignment::kTopLeft
-             : causal.strictlyEquals(js("bottom-right")) ? CausalAlignment::kBottomRight
-                                                         : CausalAlignment::kNone;
+  if (!named(request[js("causal")], {{"none", CausalAlignment::kNone}, {"top-left", CausalAlignment::kTopLeft},
+                                     {"bottom-right", CausalAlignment::kBottomRight}}, &r.causal)) {
+    return Status::TypeError("sdpa-web internal error: request.causal must be 'none', 'top-left' or 'bottom-right'");
+  }
   const val scale = request[js("scale")];
   r.has_scale = !scale.isUndefined() && !scale.isNull();
   if (r.has_scale) r.scale = scale.as<double>();
@@ -107,25 +188,34 @@ Backend backend_named(const std::string& name) {
   return name == "scalar" ? Backend::kScalar : Backend::kSimd128;
 }
 
-// request.threads: threads asked for (absent: 1; 0: every one this module may use), resolved by
-// the core's one selection point, threads_for().
-int threads_of(const val& request, Backend backend) {
+// request.threads: threads asked for (absent: 1; <= 0: every one this module may use), resolved
+// for this plan by the core's one thread policy, threads_for().
+int threads_of(const val& request, Backend backend, const AttentionPlan& plan) {
   const val t = request[js("threads")];
-  return threads_for(backend, t.isUndefined() || t.isNull() ? 1 : t.as<int>());
+  return threads_for(backend, Pass::kForward, plan, t.isUndefined() || t.isNull() ? 1 : t.as<int>(), max_threads());
 }
 
-AttentionInputs inputs_from(const val& pointers) {
-  return {address<const float>(pointers, "query"), address<const float>(pointers, "key"),
-          address<const float>(pointers, "value"), address<const void>(pointers, "mask")};
+// query, key, value and, for a masked plan, mask.
+AttentionInputs inputs_from(PointerBag& pointers, const AttentionPlan& plan) {
+  AttentionInputs in;
+  in.query = pointers.required<const float>("query");
+  in.key = pointers.required<const float>("key");
+  in.value = pointers.required<const float>("value");
+  in.mask = pointers.required_if<const void>(plan.mask_kind != MaskKind::kNone, "mask");
+  return in;
 }
 
-// Plans `request` with `make` and, when it is valid, runs body(plan); returns the planning error
-// (or null), which is what every run binding reports to the TypeScript layer.
+// Plans `request` with `make` and, when it is valid, runs body(plan, bag), which reads its
+// addresses from the pointer bag and computes through bag.then(). Returns the first error (or
+// null), which is what every run binding reports to the TypeScript layer.
 template <typename Plan, typename Body>
-val run_planned(Status (*make)(const val&, Plan*), const val& request, Body&& body) {
+val run_planned(Status (*make)(const val&, Plan*), const val& request, const val& pointers, Body&& body) {
   Plan plan;
-  const Status s = make(request, &plan);
-  if (s.ok()) body(plan);
+  Status s = make(request, &plan);
+  if (s.ok()) {
+    PointerBag bag(pointers);
+    s = body(plan, bag);
+  }
   return error_to_js(s);
 }
 
@@ -142,7 +232,7 @@ val plan_attention_js(val request) {
   val workspace = val::object();
   workspace.set(js("scalar"), static_cast<double>(workspace_bytes(Backend::kScalar, plan)));
   workspace.set(js("simd"), static_cast<double>(workspace_bytes(Backend::kSimd128, plan,
-                                                            threads_of(request, Backend::kSimd128))));
+                                                            threads_of(request, Backend::kSimd128, plan))));
   workspace.set(js("reference64"), static_cast<double>(reference_workspace_bytes<double>(plan)));
   out.set(js("workspaceBytes"), workspace);
   return out;
@@ -150,77 +240,98 @@ val plan_attention_js(val request) {
 
 // pointers: { query, key, value, mask?, output, weights?, lse?, workspace }
 val run_attention_js(val request, std::string backend, val pointers) {
-  return run_planned(plan_from_js, request, [&](const AttentionPlan& plan) {
+  return run_planned(plan_from_js, request, pointers, [&](const AttentionPlan& plan, PointerBag& bag) {
+    const AttentionInputs in = inputs_from(bag, plan);
+    float* output = bag.required<float>("output");
+    float* weights = bag.required_if<float>(plan.return_weights, "weights");
+    float* lse = bag.optional<float>("lse");
+    void* workspace = bag.required("workspace");
     const Backend b = backend_named(backend);
-    run_attention(b, plan, inputs_from(pointers), address<float>(pointers, "output"),
-                  address<float>(pointers, "weights"), address(pointers, "workspace"),
-                  threads_of(request, b), address<float>(pointers, "lse"));
+    return bag.then([&] { run_attention(b, plan, in, output, weights, workspace, threads_of(request, b, plan), lse); });
   });
 }
 
 // Every stage of the float32 reference, for the step-by-step explainer.
 // pointers: inputs + { scores, scaledScores, maskedScores, weights, output, workspace }
 val explain_attention_js(val request, val pointers) {
-  return run_planned(plan_from_js, request, [&](const AttentionPlan& plan) {
+  return run_planned(plan_from_js, request, pointers, [&](const AttentionPlan& plan, PointerBag& bag) {
+    const AttentionInputs in = inputs_from(bag, plan);
     ReferenceOutputs<float> out;
-    out.output = address<float>(pointers, "output");
-    out.weights = address<float>(pointers, "weights");
-    out.scores = address<float>(pointers, "scores");
-    out.scaled_scores = address<float>(pointers, "scaledScores");
-    out.masked_scores = address<float>(pointers, "maskedScores");
-    attention_reference<float>(plan, inputs_from(pointers), out, address<float>(pointers, "workspace"));
+    out.output = bag.required<float>("output");
+    out.weights = bag.required<float>("weights");
+    out.scores = bag.required<float>("scores");
+    out.scaled_scores = bag.required<float>("scaledScores");
+    out.masked_scores = bag.required<float>("maskedScores");
+    float* workspace = bag.required<float>("workspace");
+    return bag.then([&] { attention_reference<float>(plan, in, out, workspace); });
   });
 }
 
 // The float64 oracle. pointers: inputs + { output, weights, workspace } (double buffers).
 val reference_attention64_js(val request, val pointers) {
-  return run_planned(plan_from_js, request, [&](const AttentionPlan& plan) {
+  return run_planned(plan_from_js, request, pointers, [&](const AttentionPlan& plan, PointerBag& bag) {
+    const AttentionInputs in = inputs_from(bag, plan);
     ReferenceOutputs<double> out;
-    out.output = address<double>(pointers, "output");
-    out.weights = address<double>(pointers, "weights");
-    out.lse = address<double>(pointers, "lse");
-    attention_reference<double>(plan, inputs_from(pointers), out, address<double>(pointers, "workspace"));
+    out.output = bag.required<double>("output");
+    out.weights = bag.optional<double>("weights");
+    out.lse = bag.optional<double>("lse");
+    double* workspace = bag.required<double>("workspace");
+    return bag.then([&] { attention_reference<double>(plan, in, out, workspace); });
   });
 }
 
 // -> { error, outputShape }; with addresses given (a, b, output) also computes.
 val matmul_js(val a_shape, val b_shape, val pointers) {
   MatmulPlan plan;
-  const Status s = plan_matmul(shape_of(a_shape), shape_of(b_shape), &plan);
+  Status s = plan_matmul(shape_of(a_shape), shape_of(b_shape), &plan);
+  if (s.ok() && !pointers.isUndefined()) {
+    PointerBag bag(pointers);
+    const float* a = bag.required<const float>("a");
+    const float* b = bag.required<const float>("b");
+    float* output = bag.required<float>("output");
+    s = bag.then([&] { matmul_reference(plan, a, b, output); });
+  }
   val out = val::object();
   out.set(js("error"), error_to_js(s));
   if (!s.ok()) return out;
   out.set(js("outputShape"), shape_to_js(plan.output_shape));
-  if (!pointers.isUndefined()) {
-    matmul_reference(plan, address<const float>(pointers, "a"), address<const float>(pointers, "b"),
-                     address<float>(pointers, "output"));
-  }
   return out;
 }
 
 // -> error or null; with addresses given (x, output) also computes.
 val softmax_js(val shape, double temperature, val pointers) {
   SoftmaxPlan plan;
-  const Status s = plan_softmax(shape_of(shape), temperature, &plan);
+  Status s = plan_softmax(shape_of(shape), temperature, &plan);
   if (s.ok() && !pointers.isUndefined()) {
-    softmax_rows(address<const float>(pointers, "x"), plan.rows, plan.cols, plan.temperature,
-                 address<float>(pointers, "output"));
+    PointerBag bag(pointers);
+    const float* x = bag.required<const float>("x");
+    float* output = bag.required<float>("output");
+    s = bag.then([&] { softmax_rows(x, plan.rows, plan.cols, plan.temperature, output); });
   }
   return error_to_js(s);
 }
 
-// The WebGPU backend (cpp/webgpu/webgpu_attention.h): plans like runAttention, then submits.
+// The WebGPU backend (cpp/webgpu/device.h): plans like runAttention, then submits.
 // pointers: { query, key, value, mask?, output, weights? } -> { error } | { error: null, promise, job }
 val webgpu_run_js(WebGpuAttention& gpu, val request, val pointers) {
   AttentionPlan plan;
-  const Status s = plan_from_js(request, &plan);
+  Status s = plan_from_js(request, &plan);
+  AttentionInputs in;
+  float* output = nullptr;
+  float* weights = nullptr;
+  if (s.ok()) {
+    PointerBag bag(pointers);
+    in = inputs_from(bag, plan);
+    output = bag.required<float>("output");
+    weights = bag.required_if<float>(plan.return_weights, "weights");
+    s = bag.check();
+  }
   if (!s.ok()) {
     val out = val::object();
     out.set(js("error"), error_to_js(s));
     return out;
   }
-  return gpu.run(plan, inputs_from(pointers), address<float>(pointers, "output"),
-                 address<float>(pointers, "weights"));
+  return gpu.run(plan, in, output, weights);
 }
 
 // Bytes malloc has handed out and not yet taken back: the leak tests' baseline.
@@ -245,6 +356,25 @@ Status backward_plan_from_js(const val& request, const val& backward, AttentionP
   return check_backward_request(*plan, r);
 }
 
+// The part every backward binding shares: plans the call and reads the bag's inputs, dOutput and
+// gradients { dQuery, dKey, dValue, dMask? } (in T), then runs
+// body(plan, bag, inputs, d_output, gradients), which reads the rest and computes through
+// bag.then().
+template <typename T, typename Body>
+val run_backward_planned(const val& request, const val& backward, const val& pointers, Body&& body) {
+  AttentionPlan plan;
+  Status s = backward_plan_from_js(request, backward, &plan);
+  if (s.ok()) {
+    PointerBag bag(pointers);
+    const AttentionInputs in = inputs_from(bag, plan);
+    const float* d_output = bag.required<const float>("dOutput");
+    const BackwardOutputs<T> gradients{bag.required<T>("dQuery"), bag.required<T>("dKey"),
+                                       bag.required<T>("dValue"), bag.optional<T>("dMask")};
+    s = body(plan, bag, in, d_output, gradients);
+  }
+  return error_to_js(s);
+}
+
 // -> { error, workspaceBytes: { scalar, simd, reference64 } }
 val plan_attention_backward_js(val request, val backward) {
   AttentionPlan plan;
@@ -263,45 +393,51 @@ val plan_attention_backward_js(val request, val backward) {
 
 // pointers: inputs + { dOutput, output?, lse?, dQuery, dKey, dValue, dMask?, workspace }
 val run_attention_backward_js(val request, val backward, std::string backend, val pointers) {
-  AttentionPlan plan;
-  const Status s = backward_plan_from_js(request, backward, &plan);
-  if (!s.ok()) return error_to_js(s);
-  BackwardOutputs<float> out{address<float>(pointers, "dQuery"), address<float>(pointers, "dKey"),
-                             address<float>(pointers, "dValue"), address<float>(pointers, "dMask")};
-  run_attention_backward(backend_named(backend), plan, inputs_from(pointers),
-                         address<const float>(pointers, "dOutput"), address<const float>(pointers, "output"),
-                         address<const float>(pointers, "lse"), out, address(pointers, "workspace"));
-  return val::null();
+  return run_backward_planned<float>(request, backward, pointers,
+                                     [&](const AttentionPlan& plan, PointerBag& bag, const AttentionInputs& in,
+                                         const float* d_output, const BackwardOutputs<float>& gradients) {
+    const float* output = bag.optional<const float>("output");
+    const float* lse = bag.optional<const float>("lse");
+    void* workspace = bag.required("workspace");
+    return bag.then([&] {
+      run_attention_backward(backend_named(backend), plan, in, d_output, output, lse, gradients, workspace);
+    });
+  });
 }
 
 // The float64 analytic gradient. pointers: inputs + dOutput + double { dQuery, dKey, dValue, dMask?, workspace }
 val reference_attention_backward64_js(val request, val backward, val pointers) {
-  AttentionPlan plan;
-  const Status s = backward_plan_from_js(request, backward, &plan);
-  if (!s.ok()) return error_to_js(s);
-  BackwardOutputs<double> out{address<double>(pointers, "dQuery"), address<double>(pointers, "dKey"),
-                              address<double>(pointers, "dValue"), address<double>(pointers, "dMask")};
-  attention_backward_reference<double>(plan, inputs_from(pointers), address<const float>(pointers, "dOutput"),
-                                       out, address<double>(pointers, "workspace"));
-  return val::null();
+  return run_backward_planned<double>(request, backward, pointers,
+                                      [&](const AttentionPlan& plan, PointerBag& bag, const AttentionInputs& in,
+                                          const float* d_output, const BackwardOutputs<double>& gradients) {
+    double* workspace = bag.required<double>("workspace");
+    return bag.then([&] { attention_backward_reference<double>(plan, in, d_output, gradients, workspace); });
+  });
 }
 
 // -> error or null; with an output address, fills it with a [fanIn, fanOut] Xavier-uniform matrix.
 val xavier_uniform_js(double fan_in, double fan_out, double seed, double offset, val pointers) {
-  const Status s = plan_xavier(fan_in, fan_out, seed);
+  Status s = plan_xavier(fan_in, fan_out, seed);
   if (s.ok() && !pointers.isUndefined()) {
-    xavier_uniform(static_cast<int64_t>(fan_in), static_cast<int64_t>(fan_out), static_cast<uint32_t>(seed),
-                   static_cast<uint64_t>(offset), address<float>(pointers, "output"));
+    PointerBag bag(pointers);
+    float* output = bag.required<float>("output");
+    s = bag.check();
+    if (s.ok()) {
+      xavier_uniform(static_cast<int64_t>(fan_in), static_cast<int64_t>(fan_out), static_cast<uint32_t>(seed),
+                     static_cast<uint64_t>(offset), output);
+    }
   }
   return error_to_js(s);
 }
 
 // -> error or null; with addresses (x, output), applies inverted dropout to n elements.
 val dropout_js(double n, double p, double seed, val pointers) {
-  const Status s = plan_dropout(p, seed);
+  Status s = plan_dropout(p, seed);
   if (s.ok() && !pointers.isUndefined()) {
-    dropout(address<const float>(pointers, "x"), static_cast<int64_t>(n), p, static_cast<uint32_t>(seed),
-            address<float>(pointers, "output"));
+    PointerBag bag(pointers);
+    const float* x = bag.required<const float>("x");
+    float* output = bag.required<float>("output");
+    s = bag.then([&] { dropout(x, static_cast<int64_t>(n), p, static_cast<uint32_t>(seed), output); });
   }
   return error_to_js(s);
 }
@@ -327,9 +463,11 @@ Status score_plan_from_js(const val& request, ScorePlan* plan) {
   return plan_scores(r, plan);
 }
 
-ScoreParams score_params_from(const val& pointers) {
-  return {address<const float>(pointers, "w"), address<const float>(pointers, "w1"),
-          address<const float>(pointers, "w2"), address<const float>(pointers, "v")};
+// The score function's parameters: { w } (multiplicative) or { w1, w2, v } (additive).
+ScoreParams score_params_from(PointerBag& pointers, const ScorePlan& plan) {
+  const bool multiplicative = plan.kind == ScoreKind::kMultiplicative, additive = plan.kind == ScoreKind::kAdditive;
+  return {pointers.required_if<const float>(multiplicative, "w"), pointers.required_if<const float>(additive, "w1"),
+          pointers.required_if<const float>(additive, "w2"), pointers.required_if<const float>(additive, "v")};
 }
 
 // -> { error, scoresShape, workspaceBytes }
@@ -346,27 +484,36 @@ val plan_scores_js(val request) {
 
 // pointers: { query, key, w?, w1?, w2?, v?, scores, workspace }
 val run_scores_js(val request, val pointers) {
-  return run_planned(score_plan_from_js, request, [&](const ScorePlan& plan) {
-    attention_scores<float>(plan, address<const float>(pointers, "query"), address<const float>(pointers, "key"),
-                            score_params_from(pointers), address<float>(pointers, "scores"),
-                            address<float>(pointers, "workspace"));
+  return run_planned(score_plan_from_js, request, pointers, [&](const ScorePlan& plan, PointerBag& bag) {
+    const float* query = bag.required<const float>("query");
+    const float* key = bag.required<const float>("key");
+    const ScoreParams params = score_params_from(bag, plan);
+    float* scores = bag.required<float>("scores");
+    float* workspace = bag.required<float>("workspace");
+    return bag.then([&] { attention_scores<float>(plan, query, key, params, scores, workspace); });
   });
 }
 
 // pointers: inputs + { dScores, dQuery, dKey, dW?, dW1?, dW2?, dV?, workspace }
 val run_scores_backward_js(val request, val pointers) {
-  return run_planned(score_plan_from_js, request, [&](const ScorePlan& plan) {
-    ScoreGradients<float> g{address<float>(pointers, "dQuery"), address<float>(pointers, "dKey"),
-                            address<float>(pointers, "dW"),     address<float>(pointers, "dW1"),
-                            address<float>(pointers, "dW2"),    address<float>(pointers, "dV")};
-    attention_scores_backward<float>(plan, address<const float>(pointers, "query"),
-                                     address<const float>(pointers, "key"), score_params_from(pointers),
-                                     address<const float>(pointers, "dScores"), g,
-                                     address<float>(pointers, "workspace"));
+  return run_planned(score_plan_from_js, request, pointers, [&](const ScorePlan& plan, PointerBag& bag) {
+    const float* query = bag.required<const float>("query");
+    const float* key = bag.required<const float>("key");
+    const ScoreParams params = score_params_from(bag, plan);
+    const float* d_scores = bag.required<const float>("dScores");
+    const bool multiplicative = plan.kind == ScoreKind::kMultiplicative, additive = plan.kind == ScoreKind::kAdditive;
+    const ScoreGradients<float> g{bag.required<float>("dQuery"),
+                                  bag.required<float>("dKey"),
+                                  bag.required_if<float>(multiplicative, "dW"),
+                                  bag.required_if<float>(additive, "dW1"),
+                                  bag.required_if<float>(additive, "dW2"),
+                                  bag.required_if<float>(additive, "dV")};
+    float* workspace = bag.required<float>("workspace");
+    return bag.then([&] { attention_scores_backward<float>(plan, query, key, params, d_scores, g, workspace); });
   });
 }
 
-// ---- attention modules (validation only; web/src/modules.ts composes them) ------------------
+// ---- attention modules (validation only; the TypeScript layer composes them) ----------------
 
 val plan_self_attention_js(double d_model, double d_k, double d_v, double seed) {
   return error_to_js(plan_self_attention(d_model, d_k, d_v, seed));

@@ -1,8 +1,8 @@
 // Types for the Emscripten output web/src/wasm/sdpa_core.mjs (3.1.6 cannot emit
 // them). CMake copies this file next to the generated module as
 // sdpa_core.d.mts; scripts/build.sh copies it on into dist/wasm/.
-// infra wrote the generic part (EmscriptenModule); whoever changes
-// cpp/bindings/*.cpp keeps `SdpaModule` in step with the Embind surface.
+// EmscriptenModule is the runtime's part; `SdpaModule` mirrors the Embind surface of
+// cpp/bindings/sdpa_bindings.cpp and changes with it.
 
 export interface EmscriptenModule {
   /**
@@ -48,10 +48,14 @@ export interface AttentionPlanInfo {
   maskElements: number;
   workspaceBytes: { scalar: number; simd: number; reference64: number };
 }
-/** Heap byte addresses; absent/0 entries are null pointers. */
+/**
+ * Heap byte addresses by name (a pointer bag). Each binding reads a fixed set of names, some
+ * optional: a required name that is absent, or a name the binding does not read (a misspelling),
+ * is reported as a TypeError CoreError and nothing runs.
+ */
 export type Addresses = Record<string, number>;
 
-/** cpp/webgpu/webgpu_attention.h: one GPUDevice's pipelines and in-flight calls. */
+/** cpp/webgpu/device.h: one GPUDevice's pipelines and in-flight calls. */
 export interface WebGpuAttention {
   run(
     request: AttentionRequest,
@@ -89,7 +93,7 @@ export interface SdpaModule extends EmscriptenModule {
   /** Most threads a call may use: 1 in sdpa_core, preloaded workers + 1 in sdpa_core_mt. */
   maxThreads(): number;
   setMaxThreads(n: number): void;
-  // Gradients, PRNG and score functions (web/src/gradients.ts, web/src/modules.ts).
+  // Gradients, PRNG, score functions and module validation.
   planAttentionBackward(request: AttentionRequest, backward: BackwardRequest): BackwardPlanInfo;
   runAttentionBackward(request: AttentionRequest, backward: BackwardRequest, backend: 'scalar' | 'simd', pointers: Addresses): CoreError | null;
   referenceAttentionBackward64(request: AttentionRequest, backward: BackwardRequest, pointers: Addresses): CoreError | null;

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "attention_test_support.h"
-#include "core/attention_backward.h"
-#include "core/attention_backward_reference.h"
+#include "core/dispatch.h"
+#include "core/reference_backward.h"
 
 namespace sdpa::testing {
 

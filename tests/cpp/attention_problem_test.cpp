@@ -1,4 +1,4 @@
-#include "core/attention_problem.h"
+#include "core/problem.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // Semantics of the scalar reference (the oracle), checked against properties that hold exactly
-// or are computed here by hand, never against numbers copied from the texts.
-#include "core/attention_reference.h"
+// or are computed here by hand, never against numbers copied from elsewhere.
+#include "core/reference.h"
 
 #include <gtest/gtest.h>
 

@@ -12,9 +12,9 @@
 #include <stdexcept>
 #include <vector>
 
-#include "core/attention_problem.h"
-#include "core/attention_reference.h"
-#include "core/backends.h"
+#include "core/dispatch.h"
+#include "core/problem.h"
+#include "core/reference.h"
 
 namespace sdpa::testing {
 

@@ -1,4 +1,4 @@
-// core/parallel.h and the threaded SIMD kernel: every task runs exactly once, and the result on
+// cpu/thread_pool.h and the threaded SIMD kernel: every task runs exactly once, and the result on
 // any number of threads is bit-identical to one thread (tasks are independent) and within the
 // tolerance rule of the float64 reference.
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "attention_test_support.h"
-#include "core/parallel.h"
+#include "cpu/thread_pool.h"
 
 namespace sdpa::testing {
 namespace {
@@ -62,11 +62,27 @@ TEST(ParallelFor, SurvivesGenerationWrap) {
 TEST(ParallelFor, ThreadsForClampsToMax) {
   set_max_threads(3);
   EXPECT_EQ(max_threads(), 3);
-  EXPECT_EQ(threads_for(Backend::kSimd128, 0), 3);
-  EXPECT_EQ(threads_for(Backend::kSimd128, 2), 2);
-  EXPECT_EQ(threads_for(Backend::kSimd128, 8), 3);
-  EXPECT_EQ(threads_for(Backend::kScalar, 8), 1);
+  // 1×512×64: 2^25 multiply-adds, work for 128 threads.
+  const AttentionPlan plan = plan_or_die(make_problem({1, 512, 64}, {1, 512, 64}, {1, 512, 64}, 907).request);
+  EXPECT_EQ(threads_for(Backend::kSimd128, Pass::kForward, plan, 0, max_threads()), 3);
+  EXPECT_EQ(threads_for(Backend::kSimd128, Pass::kForward, plan, 2, max_threads()), 2);
+  EXPECT_EQ(threads_for(Backend::kSimd128, Pass::kForward, plan, 8, max_threads()), 3);
+  EXPECT_EQ(threads_for(Backend::kScalar, Pass::kForward, plan, 8, max_threads()), 1);
+  EXPECT_EQ(threads_for(Backend::kSimd128, Pass::kBackward, plan, 8, max_threads()), 1);
   set_max_threads(4);
+}
+
+// Below about 2^18 multiply-adds a thread, fewer threads than allowed.
+TEST(ParallelFor, ThreadsForLeavesSmallCallsFewerThreads) {
+  const auto threads = [](int64_t Lq, int requested) {
+    const AttentionPlan plan = plan_or_die(make_problem({1, Lq, 32}, {1, 64, 32}, {1, 64, 32}, 908).request);
+    return threads_for(Backend::kSimd128, Pass::kForward, plan, requested, 16);
+  };
+  EXPECT_EQ(threads(16, 0), 1);    // 2^16 multiply-adds
+  EXPECT_EQ(threads(128, 0), 2);   // 2^19
+  EXPECT_EQ(threads(512, 0), 8);   // 2^21
+  EXPECT_EQ(threads(512, 4), 4);
+  EXPECT_EQ(threads(4096, 0), 16);
 }
 
 void ExpectSameOnThreads(const Problem& p, const char* what) {

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "attention_test_support.h"
-#include "core/prng.h"
-#include "core/score_functions.h"
+#include "extras/prng.h"
+#include "extras/score_functions.h"
 
 namespace sdpa::testing {
 namespace {

@@ -1,7 +1,7 @@
-// The WebGPU backend's pure-C++ planning (cpp/core/webgpu_plan.h): variants and their cache keys,
+// The WebGPU backend's pure-C++ planning (cpp/webgpu/plan.h): variants and their cache keys,
 // cutting work to device limits, grid splitting, uniform packing. The kernels themselves are
 // tested on a real device (dawn.node/SwiftShader, Chromium) by tests/node and tests/browser.
-#include "core/webgpu_plan.h"
+#include "webgpu/plan.h"
 
 #include <gtest/gtest.h>
 

@@ -32,7 +32,7 @@
 #include <cstring>
 
 #include "../cpp/attention_backward_support.h"
-#include "kernels/simd128.h"
+#include "cpu/simd128.h"
 
 namespace sdpa::testing {
 namespace {

@@ -1,0 +1,119 @@
+#include "core/dispatch.h"
+
+#include <algorithm>
+
+#include "core/reference.h"
+#include "cpu/attention_backward_f32_simd128.h"
+#include "cpu/attention_f32_simd128.h"
+
+namespace sdpa {
+namespace {
+
+// Multiply-adds below which another thread costs more than it saves (see threads_for).
+constexpr double kMultiplyAddsPerThread = 1 << 18;
+
+// The backward's own forward (output, lse and the forward's scratch) after its workspace.
+uint64_t simd_forward_bytes(const AttentionPlan& plan) {
+  AttentionPlan forward = plan;
+  forward.return_weights = false;
+  return simd128_workspace_bytes(forward, 1) +
+         static_cast<uint64_t>(plan.output_elements() + plan.B * plan.Hq * plan.Lq) * sizeof(float);
+}
+
+}  // namespace
+
+int threads_for(Backend backend, Pass pass, const AttentionPlan& plan, int requested, int pool_threads) {
+  if (backend != Backend::kSimd128 || pass != Pass::kForward) return 1;
+  const int allowed = std::max(1, requested <= 0 ? pool_threads : std::min(requested, pool_threads));
+  const int useful = static_cast<int>(std::max(1.0, plan.multiply_adds() / kMultiplyAddsPerThread));
+  return std::min(allowed, useful);
+}
+
+uint64_t workspace_bytes(Backend backend, const AttentionPlan& plan, int threads) {
+  switch (backend) {
+    case Backend::kScalar: return reference_workspace_bytes<float>(plan);
+    case Backend::kSimd128: return simd128_workspace_bytes(plan, threads);
+  }
+  return 0;
+}
+
+void run_attention(Backend backend, const AttentionPlan& plan, const AttentionInputs& in,
+                   float* output, float* weights, void* workspace, int threads, float* lse) {
+  switch (backend) {
+    case Backend::kScalar: {
+      ReferenceOutputs<float> out;
+      out.output = output;
+      out.weights = plan.return_weights ? weights : nullptr;
+      out.lse = lse;
+      attention_reference<float>(plan, in, out, static_cast<float*>(workspace));
+      return;
+    }
+    case Backend::kSimd128:
+      attention_f32_simd128(plan, in, output, weights, static_cast<float*>(workspace), threads, lse);
+      return;
+  }
+}
+
+Status check_backward_request(const AttentionPlan& plan, const BackwardRequest& r) {
+  if (r.d_output_shape != plan.output_shape) {
+    return Status::RangeError("dOutput must have the attention output's shape " +
+                              shape_to_string(plan.output_shape) + " ([..., Lq, Ev]); got " +
+                              shape_to_string(r.d_output_shape));
+  }
+  if (r.has_forward) {
+    if (r.output_shape != plan.output_shape) {
+      return Status::RangeError("output (from the forward call) must have shape " +
+                                shape_to_string(plan.output_shape) + " ([..., Lq, Ev]); got " +
+                                shape_to_string(r.output_shape));
+    }
+    std::vector<int64_t> lse_shape(plan.output_shape.begin(), plan.output_shape.end() - 1);
+    if (r.lse_shape != lse_shape) {
+      return Status::RangeError("logSumExp (from the forward call) must have shape " +
+                                shape_to_string(lse_shape) + " ([..., Lq]); got " +
+                                shape_to_string(r.lse_shape));
+    }
+  }
+  if (r.want_d_mask && plan.mask_kind != MaskKind::kAdditive) {
+    return Status::TypeError(
+        "returnAttnMaskGrad needs an additive attnMask (Float32Array data): a bool mask or no "
+        "mask has no gradient");
+  }
+  return Status::Ok();
+}
+
+uint64_t backward_workspace_bytes(Backend backend, const AttentionPlan& plan, bool has_forward) {
+  switch (backend) {
+    case Backend::kScalar: return backward_reference_workspace_bytes<float>(plan);
+    case Backend::kSimd128:
+      return simd128_backward_workspace_bytes(plan) + (has_forward ? 0 : simd_forward_bytes(plan));
+  }
+  return 0;
+}
+
+void run_attention_backward(Backend backend, const AttentionPlan& plan, const AttentionInputs& in,
+                            const float* d_output, const float* output, const float* lse,
+                            const BackwardOutputs<float>& out, void* workspace) {
+  switch (backend) {
+    case Backend::kScalar:
+      attention_backward_reference<float>(plan, in, d_output, out, static_cast<float*>(workspace));
+      return;
+    case Backend::kSimd128: {
+      float* ws = static_cast<float*>(workspace);
+      if (lse == nullptr && plan.B * plan.Hq * plan.Lq > 0) {  // recompute output and lse
+        AttentionPlan forward = plan;
+        forward.return_weights = false;
+        float* o = ws + simd128_backward_workspace_bytes(plan) / sizeof(float);
+        float* l = o + plan.output_elements();
+        float* forward_ws = l + plan.B * plan.Hq * plan.Lq;
+        // One thread, as threads_for gives every backward (simd_forward_bytes sizes for one).
+        attention_f32_simd128(forward, in, o, nullptr, forward_ws, 1, l);
+        output = o;
+        lse = l;
+      }
+      attention_backward_f32_simd128(plan, in, d_output, output, lse, out, ws);
+      return;
+    }
+  }
+}
+
+}  // namespace sdpa

@@ -1,0 +1,68 @@
+// The CPU backends of the forward and backward passes, the one place that chooses between them,
+// and the one per-call thread policy. Kernels and the pool run on the thread count given here.
+//   forward   scalar: attention_reference<float> (plain loops, materializes one [Lq, Lk] head)
+//             simd:   attention_f32_simd128 (fused, tiled, online softmax; multi-threaded)
+//   backward  scalar: attention_backward_reference<float> (recomputes P, one [Lq, Lk] head)
+//             simd:   attention_backward_f32_simd128 (FlashAttention-2 style, from the forward's
+//                     output and log-sum-exp; runs the forward itself when they are not passed)
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/problem.h"
+#include "core/reference_backward.h"
+
+namespace sdpa {
+
+enum class Backend {
+  kScalar,   // the float32 reference
+  kSimd128,  // the f32x4 kernels
+};
+
+enum class Pass { kForward, kBackward };
+
+// The threads one call runs on, given the threads asked for (`requested`, <= 0: every thread of
+// the pool) and the pool's size (`pool_threads`, cpu/thread_pool.h's max_threads()):
+// min(requested, pool_threads) for the SIMD forward, cut so that each thread gets at least about
+// 256K multiply-adds (~10 µs: below that the hand-off and the packing of K on one thread while
+// the others wait cost more than another thread saves). The scalar backend and every backward
+// kernel run on one thread. At least 1.
+int threads_for(Backend backend, Pass pass, const AttentionPlan& plan, int requested, int pool_threads);
+
+// Scratch bytes the forward on `backend` needs for `plan` on `threads` threads (threads_for);
+// the caller allocates them (kernels never allocate).
+uint64_t workspace_bytes(Backend backend, const AttentionPlan& plan, int threads = 1);
+
+// Runs the forward on `threads` threads (the workspace must be sized for them). `weights` is
+// written only when plan.return_weights; `lse` ([B, Hq, Lq], the rows' log-sum-exp that the
+// backward pass reuses) only when not null.
+void run_attention(Backend backend, const AttentionPlan& plan, const AttentionInputs& in,
+                   float* output, float* weights, void* workspace, int threads = 1,
+                   float* lse = nullptr);
+
+// What a backward call brings on top of the forward's AttentionRequest.
+struct BackwardRequest {
+  std::vector<int64_t> d_output_shape;  // must equal the forward output's shape [..., Lq, Ev]
+  bool has_forward = false;              // the forward's output and log-sum-exp are passed in
+  std::vector<int64_t> output_shape;     // [..., Lq, Ev] when has_forward
+  std::vector<int64_t> lse_shape;        // [..., Lq] when has_forward
+  bool want_d_mask = false;              // also return ∂L/∂attnMask (additive masks only)
+};
+
+// Validates `request` against a validated forward plan (plan_attention).
+Status check_backward_request(const AttentionPlan& plan, const BackwardRequest& request);
+
+// Scratch bytes of the backward on `backend`; `has_forward`: output and lse are passed in.
+uint64_t backward_workspace_bytes(Backend backend, const AttentionPlan& plan, bool has_forward);
+
+// Writes (overwrites) the gradients. `output` [B, Hq, Lq, Ev] and `lse` [B, Hq, Lq] are the
+// forward's results, or both null: then the SIMD backend recomputes them in its workspace
+// (sized with has_forward = false). Whether they were passed is read from `lse` alone, since an
+// empty output (Ev = 0) may have a null address; with no query rows nothing is recomputed.
+// out.d_mask is written when non-null and the mask is additive.
+void run_attention_backward(Backend backend, const AttentionPlan& plan, const AttentionInputs& in,
+                            const float* d_output, const float* output, const float* lse,
+                            const BackwardOutputs<float>& out, void* workspace);
+
+}  // namespace sdpa

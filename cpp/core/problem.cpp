@@ -1,0 +1,236 @@
+#include "core/problem.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace sdpa {
+namespace {
+
+const char* kRankNames[] = {"", "", "[L, D]", "[B, L, D]", "[B, H, L, D]"};
+
+// Product of dims, or -1 once it passes kMaxTensorElements (checked before multiplying, so no
+// intermediate overflows even for dims like 46341 x 46341 x ...).
+int64_t checked_elements(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d == 0) return 0;
+  }
+  for (int64_t d : dims) {
+    if (d > kMaxTensorElements / n) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+Status check_dims(const char* name, const std::vector<int64_t>& shape) {
+  for (int64_t d : shape) {
+    if (d < 0) {
+      return Status::RangeError(std::string(name) + " has a negative dimension: shape " +
+                                shape_to_string(shape));
+    }
+  }
+  if (checked_elements(shape) < 0) {
+    return Status::RangeError(std::string(name) + " of shape " + shape_to_string(shape) +
+                              " has more than 2^30 elements, more than wasm32 memory can hold");
+  }
+  return Status::Ok();
+}
+
+// Leading (batch, heads) dims of a rank-2/3/4 tensor.
+void leading_dims(const std::vector<int64_t>& shape, int64_t* batch, int64_t* heads) {
+  const size_t rank = shape.size();
+  *batch = rank >= 3 ? shape[0] : 1;
+  *heads = rank == 4 ? shape[1] : 1;
+}
+
+}  // namespace
+
+std::string shape_to_string(const std::vector<int64_t>& shape) {
+  std::ostringstream out;
+  out << '[';
+  for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
+  out << ']';
+  return out.str();
+}
+
+Status plan_attention(const AttentionRequest& r, AttentionPlan* plan) {
+  const size_t rank = r.query_shape.size();
+  if (rank < 2 || rank > 4) {
+    return Status::RangeError("query must have shape [Lq, E], [B, Lq, E] or [B, H, Lq, E]; got " +
+                              shape_to_string(r.query_shape));
+  }
+  const std::string expected = kRankNames[rank];
+  if (r.key_shape.size() != rank) {
+    return Status::RangeError("key must have the same rank as query (" + expected +
+                              " with L = Lk, D = E); got " + shape_to_string(r.key_shape));
+  }
+  if (r.value_shape.size() != rank) {
+    return Status::RangeError("value must have the same rank as query (" + expected +
+                              " with L = Lk, D = Ev); got " + shape_to_string(r.value_shape));
+  }
+  for (auto [name, shape] : {std::pair<const char*, const std::vector<int64_t>*>{"query", &r.query_shape},
+                             {"key", &r.key_shape},
+                             {"value", &r.value_shape},
+                             {"attnMask", &r.mask_shape}}) {
+    Status s = check_dims(name, *shape);
+    if (!s.ok()) return s;
+  }
+
+  AttentionPlan p;
+  int64_t key_batch, value_batch, value_heads;
+  leading_dims(r.query_shape, &p.B, &p.Hq);
+  leading_dims(r.key_shape, &key_batch, &p.Hkv);
+  leading_dims(r.value_shape, &value_batch, &value_heads);
+  p.Lq = r.query_shape[rank - 2];
+  p.E = r.query_shape[rank - 1];
+  p.Lk = r.key_shape[rank - 2];
+  p.Ev = r.value_shape[rank - 1];
+
+  if (p.E == 0) {
+    return Status::RangeError("query has E = 0 (shape " + shape_to_string(r.query_shape) +
+                              "): scores need a query/key dim E >= 1");
+  }
+  if (key_batch != p.B) {
+    return Status::RangeError("key batch size B = " + std::to_string(key_batch) +
+                              " must equal query's B = " + std::to_string(p.B) + "; key " +
+                              shape_to_string(r.key_shape) + ", query " +
+                              shape_to_string(r.query_shape));
+  }
+  if (r.key_shape[rank - 1] != p.E) {
+    return Status::RangeError("key must have shape " + expected + " with D = E = " +
+                              std::to_string(p.E) + " (query's last dim); got " +
+                              shape_to_string(r.key_shape));
+  }
+  if (value_batch != p.B || value_heads != p.Hkv || r.value_shape[rank - 2] != p.Lk) {
+    return Status::RangeError("value must have shape " + expected + " matching key's B, H and Lk (" +
+                              "key " + shape_to_string(r.key_shape) + "); got " +
+                              shape_to_string(r.value_shape));
+  }
+  if (p.Hkv != p.Hq) {
+    if (!r.enable_gqa) {
+      return Status::RangeError("key/value have H = " + std::to_string(p.Hkv) +
+                                " heads but query has H = " + std::to_string(p.Hq) +
+                                "; pass enableGqa: true for grouped-query attention");
+    }
+    if (p.Hkv == 0 || p.Hq % p.Hkv != 0) {
+      return Status::RangeError("enableGqa needs query heads Hq = " + std::to_string(p.Hq) +
+                                " to be a multiple of key/value heads Hkv = " +
+                                std::to_string(p.Hkv));
+    }
+  }
+
+  if (r.has_scale && !std::isfinite(r.scale)) {
+    return Status::RangeError("scale must be a finite number; got " + std::to_string(r.scale));
+  }
+  p.scale = r.has_scale ? static_cast<float>(r.scale)
+                        : static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.E)));
+  p.causal = r.causal;
+  p.return_weights = r.return_weights;
+  p.output_shape = r.query_shape;
+  p.output_shape[rank - 1] = p.Ev;
+  p.weights_shape = r.query_shape;
+  p.weights_shape[rank - 1] = p.Lk;
+
+  for (const auto* shape : {&p.output_shape, &p.weights_shape}) {
+    if (checked_elements(*shape) < 0 && (shape == &p.output_shape || r.return_weights)) {
+      return Status::RangeError("the result of shape " + shape_to_string(*shape) +
+                                " has more than 2^30 elements, more than wasm32 memory can hold");
+    }
+  }
+
+  p.mask_kind = r.mask_kind;
+  if (r.mask_kind != MaskKind::kNone) {
+    if (r.causal != CausalAlignment::kNone) {
+      return Status::TypeError("attnMask and isCausal cannot both be set (as in PyTorch): "
+                               "put the causal pattern into the mask instead");
+    }
+    // Right-align the mask against the weights shape [..., Lq, Lk] (PyTorch broadcasting).
+    const auto& m = r.mask_shape;
+    const auto& w = p.weights_shape;
+    if (m.size() > w.size()) {
+      return Status::RangeError("attnMask of shape " + shape_to_string(m) +
+                                " has more dims than the attention weights " + shape_to_string(w));
+    }
+    // Which axis of [B, Hq, Lq, Lk] each weights dim is: [Lq, Lk], [B, Lq, Lk] or [B, H, Lq, Lk].
+    static const int kAxes[5][4] = {{}, {}, {2, 3}, {0, 2, 3}, {0, 1, 2, 3}};
+    const int* axis_of_weights_dim = kAxes[rank];
+    int64_t strides4[4] = {0, 0, 0, 0};
+    int64_t stride = 1;
+    for (size_t j = 0; j < m.size(); ++j) {
+      const size_t mi = m.size() - 1 - j;  // mask dim, from the right
+      const size_t wi = w.size() - 1 - j;  // weights dim it aligns with
+      if (m[mi] != 1 && m[mi] != w[wi]) {
+        return Status::RangeError("attnMask of shape " + shape_to_string(m) +
+                                  " does not broadcast to the attention weights " +
+                                  shape_to_string(w) + " ([..., Lq, Lk]): dim " +
+                                  std::to_string(mi) + " is " + std::to_string(m[mi]) +
+                                  ", expected 1 or " + std::to_string(w[wi]));
+      }
+      if (m[mi] != 1) strides4[axis_of_weights_dim[wi]] = stride;
+      stride *= m[mi];
+    }
+    p.mask_stride_b = strides4[0];
+    p.mask_stride_h = strides4[1];
+    p.mask_stride_q = strides4[2];
+    p.mask_stride_k = strides4[3];
+    p.mask_elements = checked_elements(m);
+  }
+  *plan = std::move(p);
+  return Status::Ok();
+}
+
+Status plan_matmul(const std::vector<int64_t>& a, const std::vector<int64_t>& b, MatmulPlan* plan) {
+  if (a.size() < 2) {
+    return Status::RangeError("a must have shape [..., M, K] (rank >= 2); got " + shape_to_string(a));
+  }
+  if (b.size() != 2 && b.size() != a.size()) {
+    return Status::RangeError("b must have shape [K, N] or a's leading dims + [K, N]; got " +
+                              shape_to_string(b) + " for a " + shape_to_string(a));
+  }
+  for (auto [name, shape] : {std::pair<const char*, const std::vector<int64_t>*>{"a", &a}, {"b", &b}}) {
+    Status s = check_dims(name, *shape);
+    if (!s.ok()) return s;
+  }
+  MatmulPlan p;
+  p.M = a[a.size() - 2];
+  p.K = a[a.size() - 1];
+  p.N = b[b.size() - 1];
+  p.b_is_batched = b.size() > 2;
+  p.batch = 1;
+  for (size_t i = 0; i + 2 < a.size(); ++i) {
+    if (p.b_is_batched && b[i] != a[i]) {
+      return Status::RangeError("b's leading dims " + shape_to_string(b) + " must equal a's " +
+                                shape_to_string(a));
+    }
+    p.batch *= a[i];
+  }
+  if (b[b.size() - 2] != p.K) {
+    return Status::RangeError("b must have K = " + std::to_string(p.K) +
+                              " rows (a's last dim, a " + shape_to_string(a) + "); got b " +
+                              shape_to_string(b));
+  }
+  p.output_shape = a;
+  p.output_shape.back() = p.N;
+  if (checked_elements(p.output_shape) < 0) {
+    return Status::RangeError("the result of shape " + shape_to_string(p.output_shape) +
+                              " has more than 2^30 elements");
+  }
+  *plan = std::move(p);
+  return Status::Ok();
+}
+
+Status plan_softmax(const std::vector<int64_t>& shape, double temperature, SoftmaxPlan* plan) {
+  if (shape.empty()) return Status::RangeError("x must have rank >= 1; got []");
+  Status s = check_dims("x", shape);
+  if (!s.ok()) return s;
+  if (!(std::isfinite(temperature) && temperature > 0)) {
+    return Status::RangeError("temperature must be a finite number > 0; got " +
+                              std::to_string(temperature));
+  }
+  plan->cols = shape.back();
+  plan->rows = plan->cols == 0 ? 0 : checked_elements(shape) / plan->cols;
+  plan->temperature = static_cast<float>(temperature);
+  return Status::Ok();
+}
+
+}  // namespace sdpa

@@ -1,0 +1,616 @@
+// attention_f32_simd128: fused scaled dot-product attention on f32x4 vectors.
+//
+// Computes output = softmax(Q·Kᵀ·scale + mask)·V (and the weights, when asked) for every
+// (batch, query head), with the semantics of the scalar reference (core/reference.h).
+//
+// Algorithm (FlashAttention-2 style):
+//  - Tasks = (batch·query head, up to 4 blocks of Bq query rows), or whole heads when there are
+//    at least 4 a thread (cpu/tasks.h), handed out to the threads from a shared counter
+//    (cpu/thread_pool.h), one parallel region per call; each thread has its own score/accumulator scratch. The 4 blocks of
+//    a group take turns on each K/V tile, so a tile comes from L3/memory once per 4·Bq rows and
+//    from L2 for the other blocks. Kᵀ is packed into tiles [E, Bc] (and V into rows padded to
+//    Ev4 when Ev % 4 != 0; else V is read in place), each tile by the first task to need it; a
+//    task that finds its tile being packed by another thread packs its own later tiles meanwhile
+//    (TilePacking, cpu/tasks.h).
+//    Per task, stream the key tiles. For each tile:
+//      S = Q_block·Kᵀ_tile·scale  (register tile: 2 query rows × 16 keys, 8 f32x4 accumulators;
+//                                  each row's min and max are taken from the registers),
+//      mask S (only tiles that hold a hidden key: the causal edge, the end of Lk, an explicit
+//      mask), then the online softmax per row: m' = max(m, rowmax S), P = e^(S − m'),
+//      l' = l·e^(m − m') + ΣP, O' = O·e^(m − m') + P·V_tile (register tile: 2 rows × 16 dims).
+//    The Lq×Lk matrix never exists: extra memory is about the size of K (+ V when Ev % 4 != 0)
+//    plus about Bq·(Bc + 4·Ev) floats per thread.
+//  - Causal: tiles after a block's last visible key are skipped, not masked (about half the work
+//    of the unmasked call), and the tasks with the most tiles are handed out first.
+//  - Every multiply-add is simd::madd: fused (f32x4.relaxed_madd) in the relaxed-SIMD build,
+//    where it halves the instructions of both matrix products; a multiply and an add in SIMD128.
+//  - The exp is a polynomial (cpu/simd128.h, relative error <= 2.1e-7), unclamped in rows
+//    whose scores stay within 87 of the max; scale, row min and row max come from the QK
+//    registers; vector constants are loaded once per task (V8 rematerialises a v128.const at
+//    every use inside a loop).
+//  - Hidden keys (score −inf after masking) get P = −0.0, and tiles holding any use a P·V that
+//    drops −0.0 lanes, so NaN/Inf values at hidden positions never leak (as in the reference).
+//    Rows whose tile min is above −inf take a softmax loop without that marking.
+//    A NaN score is left out of the row max (one maxps instead of NaN-aware max) but still makes
+//    its P, hence l and the whole output row, NaN, as in the reference.
+//  - Weights, when requested: a second sweep recomputes each S tile and writes e^(S − m)/l.
+// Chosen for backend 'simd' (the default CPU backend); selection lives in core/dispatch.cpp.
+#include "cpu/attention_f32_simd128.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <new>
+#include <thread>
+#include <type_traits>
+
+#include "core/masks.h"
+#include "cpu/dot_2x16.h"
+#include "cpu/simd128.h"
+#include "cpu/tasks.h"
+
+namespace sdpa {
+namespace {
+
+using namespace simd;
+using idx = std::ptrdiff_t;  // 32-bit in wasm32: cheaper address arithmetic than int64_t
+
+constexpr int kTileKeys = 64;      // Bc: keys per streamed K/V tile
+constexpr int kBlockQueries = 32;  // Bq: query rows per register-tiled block (even)
+constexpr int kColumnVectors = 4;  // register tile width: 4 f32x4 = 16 keys / value dims
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr int32_t kNegativeZeroBits = INT32_MIN;  // bit pattern of -0.0f: "hidden key"
+
+idx round_up(idx x, idx multiple) { return (x + multiple - 1) / multiple * multiple; }
+
+struct Sizes {
+  idx tiles, ev4;           // key tiles per head, Ev rounded up to a whole f32x4
+  bool pack_values;         // Ev % 4 != 0: V is copied into rows of Ev4
+  idx key_tiles_per_head;   // floats
+  idx value_rows_per_head;  // floats (0 when V is read in place)
+  idx scratch;              // floats of per-thread scratch
+};
+
+Sizes sizes_of(const AttentionPlan& p) {
+  Sizes s;
+  s.tiles = (static_cast<idx>(p.Lk) + kTileKeys - 1) / kTileKeys;
+  s.ev4 = round_up(static_cast<idx>(p.Ev), 4);
+  s.pack_values = p.Ev % 4 != 0;
+  s.key_tiles_per_head = s.tiles * static_cast<idx>(p.E) * kTileKeys;
+  s.value_rows_per_head = s.pack_values ? static_cast<idx>(p.Lk) * s.ev4 : 0;
+  // scores [Bq + 1, Bc] (+1: the twin of an odd last row), acc [Bq + 1, Ev4], row max, row sum,
+  // tile min, tile max
+  s.scratch = (kBlockQueries + 1) * kTileKeys +
+              kBlocksPerTask * ((kBlockQueries + 1) * s.ev4 + 4 * (kBlockQueries + 2)) + 4;
+  return s;
+}
+
+// Kᵀ tile t of one head [Lk, E] -> [E, Bc], zero past Lk. 4 keys × 4 dims at a time through a
+// register transpose (a scalar scatter was ~2% of a 1×512×64 call); the edges one by one.
+void pack_key_tile(const float* key, idx Lk, idx E, idx t, float* tile) {
+  const idx j0 = t * kTileKeys, n = std::min<idx>(kTileKeys, Lk - j0);
+  if (n < kTileKeys) std::fill(tile, tile + E * kTileKeys, 0.0f);
+  const idx n4 = n / 4 * 4, e4 = E / 4 * 4;
+  for (idx j = 0; j < n4; j += 4) {
+    const float* k = key + (j0 + j) * E;
+    for (idx e = 0; e < e4; e += 4) {
+      f32x4 block[4] = {load(k + e), load(k + E + e), load(k + 2 * E + e), load(k + 3 * E + e)};
+      transpose4(block);
+      for (int c = 0; c < 4; ++c) store(tile + (e + c) * kTileKeys + j, block[c]);
+    }
+    for (idx e = e4; e < E; ++e) {
+      for (idx r = 0; r < 4; ++r) tile[e * kTileKeys + j + r] = k[r * E + e];
+    }
+  }
+  for (idx j = n4; j < n; ++j) {
+    const float* k = key + (j0 + j) * E;
+    for (idx e = 0; e < E; ++e) tile[e * kTileKeys + j] = k[e];
+  }
+}
+
+// Running per-lane extremes of one score row (NaN left out of both).
+struct RowRange {
+  f32x4 min, max;
+  void fold(f32x4 x) {
+    min = pmin(min, x);
+    max = pmax(max, x);
+  }
+};
+
+// S[r][0, 16) = scale·(q_r · kt[:, 0, 16)) for two query rows of a [E, Bc] Kᵀ tile, folded into
+// the running row ranges (see header). kRepaired: with dot_2x16's repair of fused overflow.
+template <int kE, bool kRepaired>
+inline void scores_2x16(const float* q0, const float* q1, const float* kt, idx E, f32x4 scale,
+                        f32x4 neg_inf, float* s0, float* s1, RowRange& range0, RowRange& range1) {
+  static_assert(kColumnVectors == kTileVectors, "one register tile width");
+  f32x4 a[2 * kColumnVectors];
+  if (kRepaired) {
+    dot_2x16<kTileKeys, kE>(q0, q1, kt, E, neg_inf, a);
+  } else {
+    dot_2x16_unchecked<kTileKeys, kE, kFusedMadd>(q0, q1, kt, E, a);
+  }
+  for (int c = 0; c < kColumnVectors; ++c) {
+    const f32x4 x0 = mul(a[c], scale), x1 = mul(a[kColumnVectors + c], scale);
+    range0.fold(x0);
+    range1.fold(x1);
+    store(s0 + 4 * c, x0);
+    store(s1 + 4 * c, x1);
+  }
+}
+
+// Scores of two rows against a whole key tile, and each row's smallest and largest score.
+template <int kE, bool kRepaired>
+inline void scores_row_pair(const float* q0, const float* q1, const float* kt, idx E, f32x4 scale,
+                            f32x4 neg_inf, f32x4 inf, float* s0, float* s1, float* min2,
+                            float* max2) {
+  RowRange range0{inf, neg_inf}, range1{inf, neg_inf};
+  for (int col = 0; col < kTileKeys; col += 4 * kColumnVectors) {
+    scores_2x16<kE, kRepaired>(q0, q1, kt + col, E, scale, neg_inf, s0 + col, s1 + col, range0,
+                               range1);
+  }
+  min2[0] = horizontal_min(range0.min);
+  min2[1] = horizontal_min(range1.min);
+  max2[0] = horizontal_max(range0.max);
+  max2[1] = horizontal_max(range1.max);
+}
+
+// S rows [0, rows) (rows even) of a block against one [E, Bc] key tile, with each row's
+// smallest and largest score (NaN left out).
+// Fused multiply-adds: a dot product that overflowed to -Inf (see dot_madd) is an infinite score
+// once scaled by a finite, nonzero scale, so a row pair is redone with the repair only when its
+// range reaches ±Inf (rare); with scale 0 or ±Inf (`repair_always`), every pair is.
+template <int kE>
+void scores_block(const float* query, idx rows, idx last_row, idx E, const float* kt, f32x4 scale,
+                  bool repair_always, f32x4 neg_inf, float* scores, float* tile_min,
+                  float* tile_max) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const f32x4 inf = splat(kInf);
+  for (idx r = 0; r < rows; r += 2) {
+    const float* q0 = query + r * E;
+    const float* q1 = query + std::min(r + 1, last_row) * E;
+    float* s0 = scores + r * kTileKeys;
+    float* s1 = s0 + kTileKeys;
+    if (!(kFusedMadd && repair_always)) {
+      scores_row_pair<kE, false>(q0, q1, kt, E, scale, neg_inf, inf, s0, s1, tile_min + r,
+                                 tile_max + r);
+    }
+    const bool repair =
+        kFusedMadd && (repair_always || std::min(tile_min[r], tile_min[r + 1]) == -kInf ||
+                       std::max(tile_max[r], tile_max[r + 1]) == kInf);
+    if (repair) {
+      scores_row_pair<kE, true>(q0, q1, kt, E, scale, neg_inf, inf, s0, s1, tile_min + r,
+                                tile_max + r);
+    }
+  }
+}
+
+// o_r[0, 4·NV) += Σ_j p_r[j]·v[j, 0, 4·NV) for two rows over n keys. With kDropHidden, lanes
+// whose weight is -0.0 (hidden key) contribute nothing, even when v holds NaN or Inf there.
+// kFull: n is a whole tile (Bc), a compile-time trip count.
+template <int NV, bool kDropHidden, bool kFull>
+inline void accumulate_pv(const float* p0, const float* p1, const float* v, idx v_stride, idx n,
+                          float* o0, float* o1) {
+  f32x4 a0[NV], a1[NV];
+  for (int c = 0; c < NV; ++c) {
+    a0[c] = load(o0 + 4 * c);
+    a1[c] = load(o1 + 4 * c);
+  }
+  const f32x4 hidden = from_bits(kNegativeZeroBits);
+  const float* const end = p0 + (kFull ? kTileKeys : n);
+  for (const float* vj = v; p0 != end; ++p0, ++p1, vj += v_stride) {
+    const f32x4 x0 = splat(*p0), x1 = splat(*p1);
+    // A hidden key's V row becomes 0 (-0.0·0 then adds nothing): the same multiply-add as
+    // unmasked tiles, so a row's visible keys give the same bits with or without a mask.
+    const mask32x4 visible0 = bits_differ(x0, hidden), visible1 = bits_differ(x1, hidden);
+    for (int c = 0; c < NV; ++c) {
+      const f32x4 vc = load(vj + 4 * c);
+      if (kDropHidden) {
+        a0[c] = madd(x0, keep_where(vc, visible0), a0[c]);
+        a1[c] = madd(x1, keep_where(vc, visible1), a1[c]);
+      } else {
+        a0[c] = madd(x0, vc, a0[c]);
+        a1[c] = madd(x1, vc, a1[c]);
+      }
+    }
+  }
+  for (int c = 0; c < NV; ++c) {
+    store(o0 + 4 * c, a0[c]);
+    store(o1 + 4 * c, a1[c]);
+  }
+}
+
+template <bool kDropHidden, bool kFull>
+void accumulate_pv_chunk(int vectors, const float* p0, const float* p1, const float* v,
+                         idx v_stride, idx n, float* o0, float* o1) {
+  switch (vectors) {
+    case 1: return accumulate_pv<1, kDropHidden, kFull>(p0, p1, v, v_stride, n, o0, o1);
+    case 2: return accumulate_pv<2, kDropHidden, kFull>(p0, p1, v, v_stride, n, o0, o1);
+    case 3: return accumulate_pv<3, kDropHidden, kFull>(p0, p1, v, v_stride, n, o0, o1);
+    default: return accumulate_pv<4, kDropHidden, kFull>(p0, p1, v, v_stride, n, o0, o1);
+  }
+}
+
+// O rows [0, rows) += P·V_tile, in 2-row × 16-dim register tiles.
+template <bool kDropHidden, bool kFull>
+void accumulate_rows(const float* scores, idx rows, const float* v, idx v_stride, idx n, idx ev4,
+                     float* acc) {
+  for (idx r = 0; r < rows; r += 2) {
+    const float* p0 = scores + r * kTileKeys;
+    const float* p1 = p0 + kTileKeys;
+    float* o0 = acc + r * ev4;
+    float* o1 = o0 + ev4;
+    for (idx col = 0; col < ev4; col += 4 * kColumnVectors) {
+      const int vectors = static_cast<int>(std::min<idx>(kColumnVectors, (ev4 - col) / 4));
+      accumulate_pv_chunk<kDropHidden, kFull>(vectors, p0, p1, v + col, v_stride, n, o0 + col,
+                                              o1 + col);
+    }
+  }
+}
+
+// Vector constants, loaded once per task (see ExpConstants).
+struct Constants {
+  ExpConstants exp;
+  f32x4 neg_inf, hidden;
+};
+
+// Shared, read-only state of one call.
+struct Shared {
+  const AttentionPlan& p;
+  Sizes sz;
+  idx Lq, Lk, E, Ev, Hq, Hkv, group, blocks;
+  const AttentionInputs& in;
+  const float* key_tiles;   // [B·Hkv][tiles, E, Bc]
+  const float* value_rows;  // [B·Hkv][Lk, Ev4] (packed) or the value input [.., Lk, Ev]
+  float* output;
+  float* weights;
+  float* lse;      // [B, Hq, Lq] or null
+  float* scratch;  // per worker: sz.scratch floats
+};
+
+// One task: a block of query rows of one (batch, query head), with this thread's scratch.
+struct BlockContext {
+  const Shared& s;
+  idx b, h, i0, rows;
+  const float* query;  // [Lq, E] of this head
+  const float* key_tiles;
+  const float* value_rows;
+  idx v_stride;
+  float* scores;    // [Bq + 1, Bc]
+  float* acc;       // [Bq + 1, Ev4]
+  float* row_max;   // [Bq + 2]
+  float* row_sum;   // [Bq + 2]
+  float* tile_min;  // [Bq + 2] each row's smallest score in the tile: -inf iff a key is hidden
+  float* tile_max;  // [Bq + 2]
+  const Constants* k;
+};
+
+// Scores of the block's rows against key tile t: S = Q·Kᵀ·scale, masked when the tile holds a
+// hidden key, and each row's min and max over the tile into tile_min, tile_max (NaN left out).
+// Rows run in pairs; an odd block also fills a twin of its last row at index `rows`.
+void compute_score_tile(const BlockContext& c, idx t) {
+  const AttentionPlan& p = c.s.p;
+  const idx E = c.s.E, rows = c.rows, i0 = c.i0;
+  const float* kt = c.key_tiles + t * E * kTileKeys;
+  const f32x4 scale = splat(p.scale), neg_inf = splat(kNegInf);
+  const float* query = c.query + i0 * E;
+  // E fixed at compile time for the common head dims (kE = 0: read from E).
+  const bool repair_always = !(std::isfinite(p.scale) && p.scale != 0.0f);
+  const auto scores = [&](auto kE) {
+    scores_block<decltype(kE)::value>(query, rows, rows - 1, E, kt, scale, repair_always, neg_inf,
+                                      c.scores, c.tile_min, c.tile_max);
+  };
+  switch (E) {
+    case 32: scores(std::integral_constant<int, 32>{}); break;
+    case 64: scores(std::integral_constant<int, 64>{}); break;
+    case 128: scores(std::integral_constant<int, 128>{}); break;
+    default: scores(std::integral_constant<int, 0>{}); break;
+  }
+
+  // Does any row of the block have a hidden key in this tile?
+  const idx j0 = t * kTileKeys;
+  const idx tile_len = std::min<idx>(kTileKeys, c.s.Lk - j0);
+  const bool causal_edge = p.causal != CausalAlignment::kNone &&
+                           p.last_visible_key(i0) < j0 + tile_len - 1;
+  if (tile_len == kTileKeys && !causal_edge && p.mask_kind == MaskKind::kNone) return;
+
+  for (idx r = 0; r < rows; ++r) {
+    float* s = c.scores + r * kTileKeys;
+    mask_scores(p, c.s.in.mask, c.b, c.h, i0 + r, j0, kTileKeys, s);
+    RowRange range{splat(std::numeric_limits<float>::infinity()), neg_inf};
+    for (int col = 0; col < kTileKeys; col += 4) range.fold(load(s + col));
+    c.tile_min[r] = horizontal_min(range.min);
+    c.tile_max[r] = horizontal_max(range.max);
+  }
+  if (rows % 2) {
+    const float* last = c.scores + (rows - 1) * kTileKeys;
+    std::copy(last, last + kTileKeys, c.scores + rows * kTileKeys);
+    c.tile_min[rows] = c.tile_min[rows - 1];
+    c.tile_max[rows] = c.tile_max[rows - 1];
+  }
+}
+
+bool has_nan(const float* s) {
+  for (int j = 0; j < kTileKeys; ++j) {
+    if (s[j] != s[j]) return true;
+  }
+  return false;
+}
+
+// Online-softmax update of row r with the current score tile; overwrites the scores with
+// P = e^(S − m') (−0.0 for hidden keys). Returns whether the row has a hidden key in this tile.
+bool update_row(const BlockContext& c, idx r) {
+  float* s = c.scores + r * kTileKeys;
+  const float m_old = c.row_max[r];
+  float m_new = max_propagating_nan(m_old, c.tile_max[r]);
+  if (m_new == kNegInf) {
+    // Every key so far hidden, unless this tile's max skipped a NaN: then the row becomes NaN.
+    if (!has_nan(s)) {
+      for (int col = 0; col < kTileKeys; col += 4) store(s + col, c.k->hidden);
+      return true;
+    }
+    m_new = std::numeric_limits<float>::quiet_NaN();
+  }
+  const f32x4 m = splat(m_new);
+  const ExpConstants ek = c.k->exp;
+  f32x4 sum = splat(0.0f);
+  // Two loops, one sum order: only a row with a hidden key, or a score more than 87 below the
+  // max, pays for the marking and the clamp (and the simpler loop keeps V8 from spilling its
+  // constants).
+  const bool hidden_keys = c.tile_min[r] == kNegInf;
+  if (hidden_keys || !(c.tile_min[r] - m_new >= kUnclampedExpMin)) {
+    const f32x4 neg_inf = c.k->neg_inf, hidden = c.k->hidden;
+    for (int col = 0; col < kTileKeys; col += 4) {
+      const f32x4 sv = load(s + col);
+      // e^-inf is +0: or-ing the sign bit in marks it hidden (-0.0)
+      const f32x4 pv =
+          or_bits(exp_nonpositive(sub(sv, m), ek), keep_where(hidden, equal(sv, neg_inf)));
+      sum = add(sum, pv);
+      store(s + col, pv);
+    }
+  } else {
+    for (int col = 0; col < kTileKeys; col += 4) {
+      const f32x4 pv = exp_nonpositive_unclamped(sub(load(s + col), m), ek);
+      sum = add(sum, pv);
+      store(s + col, pv);
+    }
+  }
+  const float tile_sum = horizontal_sum(sum);
+  if (m_new == m_old) {
+    c.row_sum[r] += tile_sum;
+  } else {
+    const float alpha = std::exp(m_old - m_new);  // 0 when m_old = -inf
+    c.row_sum[r] = c.row_sum[r] * alpha + tile_sum;
+    c.row_max[r] = m_new;
+    float* o = c.acc + r * c.s.sz.ev4;
+    const f32x4 a = splat(alpha);
+    for (idx col = 0; col < c.s.sz.ev4; col += 4) store(o + col, mul(load(o + col), a));
+  }
+  return hidden_keys;
+}
+
+void accumulate_tile(const BlockContext& c, idx rows, idx t, bool drop_hidden) {
+  const idx ev4 = c.s.sz.ev4;
+  const idx tile_len = std::min<idx>(kTileKeys, c.s.Lk - t * kTileKeys);
+  const float* v = c.value_rows + t * kTileKeys * c.v_stride;
+  if (drop_hidden) {
+    accumulate_rows<true, false>(c.scores, rows, v, c.v_stride, tile_len, ev4, c.acc);
+  } else if (tile_len == kTileKeys) {
+    accumulate_rows<false, true>(c.scores, rows, v, c.v_stride, tile_len, ev4, c.acc);
+  } else {
+    accumulate_rows<false, false>(c.scores, rows, v, c.v_stride, tile_len, ev4, c.acc);
+  }
+}
+
+// Causal: no row of a block sees a key past its last row's limit.
+idx tiles_to_visit(const BlockContext& c) {
+  const int64_t last_key = c.s.p.last_visible_key(c.i0 + c.rows - 1);
+  return last_key < 0 ? 0 : static_cast<idx>(last_key / kTileKeys + 1);
+}
+
+void start_block(const BlockContext& c) {
+  const idx padded_rows = round_up(c.rows, 2);
+  std::fill(c.acc, c.acc + padded_rows * c.s.sz.ev4, 0.0f);
+  std::fill(c.row_max, c.row_max + padded_rows, kNegInf);
+  std::fill(c.row_sum, c.row_sum + padded_rows, 0.0f);
+}
+
+// One key tile for one block: scores, online softmax, P·V.
+void attend_tile(const BlockContext& c, idx t) {
+  // Pairs of rows run together; an odd last row gets a scratch twin (row `rows`).
+  const idx padded_rows = round_up(c.rows, 2);
+  compute_score_tile(c, t);
+  bool drop_hidden = false;
+  for (idx r = 0; r < padded_rows; ++r) drop_hidden |= update_row(c, r);
+  accumulate_tile(c, padded_rows, t, drop_hidden);
+}
+
+// Output rows that came out ±Inf or NaN, recomputed with normalized weights, as the reference
+// does: out = Σ_j (e^(s_j − m)/l)·V_j over the visible keys. The streamed accumulator holds
+// l·out, which overflows where |out| is within a factor l of FLT_MAX (V near FLT_MAX) although
+// out itself is finite; Inf and NaN in the inputs give the reference's Inf and NaN again.
+void recompute_nonfinite_rows(const BlockContext& c, float* output) {
+  const idx rows = c.rows, Ev = c.s.Ev;
+  bool redo[kBlockQueries] = {};
+  bool any = false;
+  for (idx r = 0; r < rows; ++r) {
+    const float* out = output + r * Ev;
+    for (idx col = 0; col < Ev; ++col) redo[r] |= !std::isfinite(out[col]);
+    any |= redo[r];
+  }
+  if (!any) return;
+  for (idx r = 0; r < rows; ++r) {
+    if (redo[r]) std::fill_n(output + r * Ev, Ev, 0.0f);
+  }
+  for (idx t = 0, visited = tiles_to_visit(c); t < visited; ++t) {
+    compute_score_tile(c, t);
+    const idx j0 = t * kTileKeys, tile_len = std::min<idx>(kTileKeys, c.s.Lk - j0);
+    for (idx r = 0; r < rows; ++r) {
+      if (!redo[r]) continue;
+      const float* s = c.scores + r * kTileKeys;
+      float* out = output + r * Ev;
+      for (idx j = 0; j < tile_len; ++j) {
+        if (s[j] == kNegInf) continue;  // hidden: its V (even NaN) is left out
+        const float w = std::exp(s[j] - c.row_max[r]) / c.row_sum[r];
+        const float* v = c.value_rows + (j0 + j) * c.v_stride;
+        for (idx col = 0; col < Ev; ++col) out[col] += w * v[col];
+      }
+    }
+  }
+}
+
+// Output rows (and weights) of a block whose key tiles have all been attended.
+void finish_block(const BlockContext& c) {
+  const idx rows = c.rows, i0 = c.i0, ev4 = c.s.sz.ev4, Lk = c.s.Lk, Ev = c.s.Ev;
+  const idx visited = tiles_to_visit(c);
+  float* output = c.s.output + ((c.b * c.s.Hq + c.h) * c.s.Lq + i0) * Ev;
+  for (idx r = 0; r < rows; ++r) {
+    const float l = c.row_sum[r];  // 0 only for a fully hidden row: zeros; NaN stays NaN
+    const float inv = l == 0.0f ? 0.0f : 1.0f / l;
+    const float* o = c.acc + r * ev4;
+    float* out = output + r * Ev;
+    for (idx col = 0; col < Ev; ++col) out[col] = o[col] * inv;
+  }
+  recompute_nonfinite_rows(c, output);
+  if (c.s.lse) {  // lse = m + log l from the final online-softmax state (-inf: the row sees nothing)
+    float* lse = c.s.lse + (c.b * c.s.Hq + c.h) * c.s.Lq + i0;
+    for (idx r = 0; r < rows; ++r) {
+      lse[r] = c.row_sum[r] == 0.0f ? kNegInf : c.row_max[r] + std::log(c.row_sum[r]);
+    }
+  }
+
+  if (!c.s.weights) return;
+  float* weights = c.s.weights + ((c.b * c.s.Hq + c.h) * c.s.Lq + i0) * Lk;
+  for (idx t = 0; t < c.s.sz.tiles; ++t) {
+    const idx j0 = t * kTileKeys;
+    const idx tile_len = std::min<idx>(kTileKeys, Lk - j0);
+    if (t >= visited) {
+      for (idx r = 0; r < rows; ++r) std::fill_n(weights + r * Lk + j0, tile_len, 0.0f);
+      continue;
+    }
+    compute_score_tile(c, t);
+    for (idx r = 0; r < rows; ++r) {
+      float* s = c.scores + r * kTileKeys;
+      float* w = weights + r * Lk + j0;
+      const float l = c.row_sum[r];
+      if (l == 0.0f) {
+        std::fill_n(w, tile_len, 0.0f);
+        continue;
+      }
+      const f32x4 m = splat(c.row_max[r]), inv = splat(1.0f / l);
+      const ExpConstants ek = c.k->exp;
+      for (int col = 0; col < kTileKeys; col += 4) {
+        const f32x4 sv = load(s + col);  // hidden keys: exactly 0, even when the row is NaN
+        store(s + col, select(equal(sv, c.k->neg_inf), splat(0.0f), mul(exp_nonpositive(sub(sv, m), ek), inv)));
+      }
+      std::copy(s, s + tile_len, w);
+    }
+  }
+}
+
+}  // namespace
+
+uint64_t simd128_workspace_bytes(const AttentionPlan& plan, int threads) {
+  const Sizes s = sizes_of(plan);
+  const uint64_t heads = static_cast<uint64_t>(plan.B * plan.Hkv);
+  return (heads * static_cast<uint64_t>(s.key_tiles_per_head + s.value_rows_per_head + s.tiles) +
+          static_cast<uint64_t>(std::max(threads, 1)) * static_cast<uint64_t>(s.scratch)) *
+         sizeof(float);
+}
+
+void attention_f32_simd128(const AttentionPlan& p, const AttentionInputs& in, float* output,
+                       float* weights, float* workspace, int threads, float* lse) {
+  threads = std::max(threads, 1);
+  const Sizes sz = sizes_of(p);
+  const idx kv_heads = static_cast<idx>(p.B * p.Hkv);
+  float* key_tiles = workspace;
+  float* value_rows = key_tiles + kv_heads * sz.key_tiles_per_head;
+  float* scratch = value_rows + kv_heads * sz.value_rows_per_head;
+  const TilePacking packing(scratch + threads * sz.scratch, sz.tiles, kv_heads * sz.tiles);
+  const Shared s{p,
+                 sz,
+                 static_cast<idx>(p.Lq),
+                 static_cast<idx>(p.Lk),
+                 static_cast<idx>(p.E),
+                 static_cast<idx>(p.Ev),
+                 static_cast<idx>(p.Hq),
+                 static_cast<idx>(p.Hkv),
+                 p.Hq == 0 ? 1 : static_cast<idx>(p.heads_per_kv()),
+                 (static_cast<idx>(p.Lq) + kBlockQueries - 1) / kBlockQueries,
+                 in,
+                 key_tiles,
+                 sz.pack_values ? value_rows : in.value,
+                 output,
+                 p.return_weights ? weights : nullptr,
+                 lse,
+                 scratch};
+  if (p.B * p.Hq * p.Lq == 0) return;
+
+  // Kᵀ tile t of key/value head `kv`, and its V rows when V is padded.
+  auto pack = [&](idx kv, idx t) {
+    pack_key_tile(in.key + kv * s.Lk * s.E, s.Lk, s.E, t,
+                  key_tiles + kv * sz.key_tiles_per_head + t * s.E * kTileKeys);
+    if (sz.pack_values) {
+      const float* v = in.value + kv * s.Lk * s.Ev;
+      float* rows = value_rows + kv * sz.value_rows_per_head;
+      for (idx j = t * kTileKeys, end = std::min<idx>(s.Lk, j + kTileKeys); j < end; ++j) {
+        std::copy(v + j * s.Ev, v + (j + 1) * s.Ev, rows + j * sz.ev4);
+        std::fill(rows + j * sz.ev4 + s.Ev, rows + (j + 1) * sz.ev4, 0.0f);
+      }
+    }
+  };
+  const ForwardTasks tasks(static_cast<idx>(p.B * p.Hq), s.blocks, threads, p.causal != CausalAlignment::kNone);
+  // One thread's time, roughly (about 20000 multiply-adds per µs): lets the pool leave sleeping
+  // helpers asleep when waking them would cost more than they save.
+  const double serial_micros = p.multiply_adds() / 20000;
+  // Query blocks [first_block, first_block + count) of one head, on `worker`'s scratch.
+  auto attend_blocks = [&](idx head, idx first_block, idx count, int worker) {
+    const idx b = head / s.Hq, h = head % s.Hq, kv = b * s.Hkv + h / s.group;
+    const Constants k{ExpConstants::load(), splat(exp_constant_table[9]),
+                      splat(exp_constant_table[10])};
+    float* mine = s.scratch + static_cast<idx>(worker) * sz.scratch;
+    float* scores = mine;
+    float* block_scratch = scores + (kBlockQueries + 1) * kTileKeys;
+    alignas(BlockContext) unsigned char storage[kBlocksPerTask * sizeof(BlockContext)];
+    auto* blocks = reinterpret_cast<BlockContext*>(storage);
+    idx most_tiles = 0;
+    for (idx i = 0; i < count; ++i) {
+      float* acc = block_scratch + i * ((kBlockQueries + 1) * sz.ev4 + 4 * (kBlockQueries + 2));
+      float* row_max = acc + (kBlockQueries + 1) * sz.ev4;
+      float* row_sum = row_max + kBlockQueries + 2;
+      float* tile_min = row_sum + kBlockQueries + 2;
+      float* tile_max = tile_min + kBlockQueries + 2;
+      const idx i0 = (first_block + i) * kBlockQueries;
+      new (&blocks[i]) BlockContext{s,
+                                    b,
+                                    h,
+                                    i0,
+                                    std::min<idx>(kBlockQueries, s.Lq - i0),
+                                    in.query + head * s.Lq * s.E,
+                                    s.key_tiles + kv * sz.key_tiles_per_head,
+                                    sz.pack_values ? s.value_rows + kv * sz.value_rows_per_head
+                                                   : in.value + kv * s.Lk * s.Ev,
+                                    sz.pack_values ? sz.ev4 : s.Ev,
+                                    scores,
+                                    acc,
+                                    row_max,
+                                    row_sum,
+                                    tile_min,
+                                    tile_max,
+                                    &k};
+      start_block(blocks[i]);
+      most_tiles = std::max(most_tiles, tiles_to_visit(blocks[i]));
+    }
+    for (idx t = 0; t < most_tiles; ++t) {
+      packing.ensure_packed(kv, t, most_tiles, pack);
+      for (idx i = 0; i < count; ++i) {
+        if (t < tiles_to_visit(blocks[i])) attend_tile(blocks[i], t);
+      }
+    }
+    for (idx i = 0; i < count; ++i) finish_block(blocks[i]);
+  };
+  tasks.run(threads, serial_micros, attend_blocks);
+}
+
+}  // namespace sdpa

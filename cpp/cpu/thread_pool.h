@@ -1,0 +1,41 @@
+// parallel_for: the core's only threading primitive, a small persistent pool of std::threads.
+// Built with SDPA_THREADS=0 (the single-thread wasm module) it runs everything on the caller.
+// Under Emscripten -pthread the std::threads are web workers: the JS side must have preloaded
+// enough of them (PTHREAD_POOL_SIZE) before the first call, since a worker cannot start while
+// the main thread blocks. How many threads a call gets is decided by threads_for
+// (core/dispatch.h), which clamps to max_threads(); the pool runs the count it is given.
+#pragma once
+
+#include <cstdint>
+
+namespace sdpa {
+
+// Upper bound on the `threads` argument of parallel_for in this build: 1 without thread support,
+// else set_max_threads() (default: std::thread::hardware_concurrency(), at least 1).
+int max_threads();
+// Caps max_threads() (the JS layer sets it to the number of preloaded workers + 1).
+void set_max_threads(int n);
+
+// Calls body(context, task, worker) once for every task in [0, tasks), on at most
+// min(threads, tasks) threads (threads above max_threads() are a caller's bug and are cut to
+// it), the caller being worker 0 (workers are numbered
+// densely from 0). Tasks are handed out in increasing order from a shared counter, so put the
+// longest first. Returns when every task has finished. Not reentrant.
+// `serial_micros`, when known, is about how long one thread would take: a call shorter than
+// the time a sleeping helper has recently taken to wake runs without the sleeping helpers
+// (waking them would make it slower), unless it follows the previous call closely: in a
+// stream of calls the woken helpers then stay awake for the rest. Longer calls wake them: a
+// lone call of one to two wake-up times may lose a little, the calls after it gain.
+using ParallelBody = void (*)(void* context, int64_t task, int worker);
+void parallel_for(int threads, int64_t tasks, ParallelBody body, void* context, double serial_micros = 0);
+
+// Convenience wrapper for a lambda.
+template <typename F>
+void parallel_for(int threads, int64_t tasks, F&& body, double serial_micros = 0) {
+  parallel_for(
+      threads, tasks,
+      [](void* c, int64_t task, int worker) { (*static_cast<F*>(c))(task, worker); },
+      const_cast<void*>(static_cast<const void*>(&body)), serial_micros);
+}
+
+}  // namespace sdpa

@@ -1,0 +1,343 @@
+#include "webgpu/device.h"
+
+#include <emscripten/val.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "webgpu_shaders.h"  // generated from cpp/webgpu/shaders/ by cmake/embed_wgsl.cmake
+
+using emscripten::val;
+
+namespace sdpa {
+namespace {
+
+// GPUBufferUsage / GPUShaderStage / GPUMapMode flags (fixed by the WebGPU spec).
+constexpr uint32_t kMapRead = 0x1, kCopySrc = 0x4, kCopyDst = 0x8, kUniform = 0x40, kStorage = 0x80;
+constexpr uint32_t kStageCompute = 0x4;
+constexpr uint32_t kMapModeRead = 0x1;
+
+uint64_t round_up4(uint64_t n) { return (n + 3) & ~uint64_t{3}; }
+
+double limit(const val& limits, const val& caps, const char* name, double fallback) {
+  double v = fallback;
+  const val device_value = limits[name];
+  if (!device_value.isUndefined()) v = device_value.as<double>();
+  if (!caps.isUndefined() && !caps.isNull()) {
+    const val cap = caps[name];
+    if (!cap.isUndefined() && !cap.isNull()) v = std::min(v, cap.as<double>());
+  }
+  return v;
+}
+
+val layout_entry(int binding, const char* type) {
+  val buffer = val::object();
+  buffer.set("type", type);
+  val e = val::object();
+  e.set("binding", binding);
+  e.set("visibility", kStageCompute);
+  e.set("buffer", buffer);
+  return e;
+}
+
+val bind_entry(int binding, const val& buffer) {
+  val resource = val::object();
+  resource.set("buffer", buffer);
+  val e = val::object();
+  e.set("binding", binding);
+  e.set("resource", resource);
+  return e;
+}
+
+val error_object(const char* name, const std::string& message) {
+  val e = val::object();
+  e.set("name", name);
+  e.set("message", message);
+  return e;
+}
+
+val heap_view(const void* address, uint64_t bytes) {
+  return val(emscripten::typed_memory_view(static_cast<size_t>(bytes), static_cast<const uint8_t*>(address)));
+}
+
+}  // namespace
+
+WebGpuAttention::WebGpuAttention(val device, val caps)
+    : device_(device),
+      queue_(device["queue"]),
+      pipelines_(val::global("Map").new_()),
+      jobs_(val::global("Map").new_()),
+      flash_layout_(val::undefined()),
+      weights_layout_(val::undefined()),
+      flash_bgl_(val::undefined()),
+      weights_bgl_(val::undefined()) {
+  const val limits = device["limits"];
+  limits_.max_storage_binding_bytes = static_cast<uint64_t>(
+      limit(limits, caps, "maxStorageBufferBindingSize", 128.0 * (1 << 20)));
+  limits_.max_buffer_bytes = static_cast<uint64_t>(limit(limits, caps, "maxBufferSize", 256.0 * (1 << 20)));
+  limits_.max_workgroups_per_dim =
+      static_cast<uint32_t>(limit(limits, caps, "maxComputeWorkgroupsPerDimension", 65535));
+  limits_.max_workgroup_storage_bytes =
+      static_cast<uint32_t>(limit(limits, caps, "maxComputeWorkgroupStorageSize", 16384));
+  limits_.max_invocations_per_workgroup =
+      static_cast<uint32_t>(limit(limits, caps, "maxComputeInvocationsPerWorkgroup", 256));
+
+  auto make_layout = [&](std::initializer_list<const char*> types, val* bgl, val* layout) {
+    val entries = val::array();
+    int binding = 0;
+    for (const char* t : types) entries.call<void>("push", layout_entry(binding++, t));
+    val desc = val::object();
+    desc.set("entries", entries);
+    *bgl = device_.call<val>("createBindGroupLayout", desc);
+    val layouts = val::array();
+    layouts.call<void>("push", *bgl);
+    val pdesc = val::object();
+    pdesc.set("bindGroupLayouts", layouts);
+    *layout = device_.call<val>("createPipelineLayout", pdesc);
+  };
+  // attention_flash.wgsl: params, query, key, value, mask, output, stats
+  make_layout({"uniform", "read-only-storage", "read-only-storage", "read-only-storage",
+               "read-only-storage", "storage", "storage"},
+              &flash_bgl_, &flash_layout_);
+  // attention_weights.wgsl: params, query, key, mask, stats, weights
+  make_layout({"uniform", "read-only-storage", "read-only-storage", "read-only-storage",
+               "read-only-storage", "storage"},
+              &weights_bgl_, &weights_layout_);
+}
+
+val WebGpuAttention::pipeline(const std::string& key, const std::string& source, bool weights,
+                              val job) {
+  const val cached = pipelines_.call<val>("get", key);
+  if (!cached.isUndefined()) return cached;
+  val module_desc = val::object();
+  module_desc.set("code", source);
+  module_desc.set("label", key);
+  val compute = val::object();
+  compute.set("module", device_.call<val>("createShaderModule", module_desc));
+  compute.set("entryPoint", "main");
+  val desc = val::object();
+  desc.set("label", key);
+  desc.set("layout", weights ? weights_layout_ : flash_layout_);
+  desc.set("compute", compute);
+  val p = device_.call<val>("createComputePipeline", desc);
+  pipelines_.call<void>("set", key, p);
+  // Dropped again by finish() if this call reports an error (e.g. the shader failed to compile).
+  job["created"].call<void>("push", key);
+  return p;
+}
+
+val WebGpuAttention::buffer(val job, uint64_t bytes, uint32_t usage) {
+  val desc = val::object();
+  desc.set("size", static_cast<double>(std::max<uint64_t>(16, round_up4(bytes))));
+  desc.set("usage", usage);
+  val b = device_.call<val>("createBuffer", desc);
+  job["buffers"].call<void>("push", b);
+  return b;
+}
+
+val WebGpuAttention::upload(val job, const void* data, uint64_t bytes, uint32_t usage) {
+  val b = buffer(job, bytes, usage | kCopyDst);
+  // writeBuffer copies at once, so the wasm heap may change (or grow) right after.
+  if (bytes > 0) queue_.call<void>("writeBuffer", b, 0, heap_view(data, round_up4(bytes)));
+  return b;
+}
+
+val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, float* output,
+                         float* weights) {
+  val result = val::object();
+  FlashVariant flash;
+  Status s = webgpu_flash_variant(plan, limits_, &flash);
+  std::vector<WebGpuChunk> chunks;
+  if (s.ok()) s = plan_webgpu_chunks(plan, limits_, &chunks);
+  if (!s.ok()) {
+    result.set("error", error_object("RangeError", s.message));
+    return result;
+  }
+  result.set("error", val::null());
+  if (chunks.empty()) {
+    // No query rows (nothing to write) or no keys (every row sees nothing: zeros).
+    std::memset(output, 0, static_cast<size_t>(plan.output_elements()) * sizeof(float));
+    result.set("promise", val::global("Promise").call<val>("resolve", val::array()));
+    result.set("job", 0);
+    return result;
+  }
+
+  const int id = next_job_++;
+  val job = val::object();
+  job.set("buffers", val::array());
+  job.set("readbacks", val::array());
+  job.set("created", val::array());
+  jobs_.call<void>("set", id, job);
+
+  device_.call<void>("pushErrorScope", std::string("internal"));
+  device_.call<void>("pushErrorScope", std::string("out-of-memory"));
+  device_.call<void>("pushErrorScope", std::string("validation"));
+  open_job_ = id;  // until run() returns: abandon() undoes a run that a JS exception cut short
+
+  const val flash_pipeline =
+      pipeline(flash.key(), flash.wgsl_constants() + (flash.tiled ? kAttentionFlashTiledWgsl : kAttentionFlashWgsl), false, job);
+  val weights_pipeline = val::undefined();
+  if (plan.return_weights) {
+    const WeightsVariant wv = webgpu_weights_variant(plan);
+    weights_pipeline = pipeline(wv.key(), wv.wgsl_constants() + kAttentionWeightsWgsl, true, job);
+  }
+  // Stand-ins for bindings a variant does not use (no mask, no stats).
+  const val dummy_read = buffer(job, 16, kStorage);
+  const val dummy_write = buffer(job, 16, kStorage);
+
+  const uint64_t mask_el = plan.mask_kind == MaskKind::kBool ? 1 : 4;
+  val encoder = device_.call<val>("createCommandEncoder");
+  val readbacks = job["readbacks"];
+  auto read_back = [&](const val& src, uint64_t bytes, const float* dst) {
+    val staging = buffer(job, bytes, kMapRead | kCopyDst);
+    encoder.call<void>("copyBufferToBuffer", src, 0, staging, 0, static_cast<double>(round_up4(bytes)));
+    val r = val::object();
+    r.set("buffer", staging);
+    r.set("dst", static_cast<double>(reinterpret_cast<uintptr_t>(dst)));
+    r.set("bytes", static_cast<double>(bytes));
+    readbacks.call<void>("push", r);
+  };
+
+  for (const WebGpuChunk& c : chunks) {
+    const WebGpuChunkBytes bytes = webgpu_chunk_bytes(plan, c);
+    const val q = upload(job, in.query + webgpu_row_offset(plan, c.bh0, c.row0, plan.E), bytes.query, kStorage);
+    const val k = upload(job, in.key + c.kv0 * plan.Lk * plan.E, bytes.key, kStorage);
+    const val v = upload(job, in.value + c.kv0 * plan.Lk * plan.Ev, bytes.value, kStorage);
+    val mask = dummy_read;
+    int64_t mask_base = 0;
+    if (plan.mask_kind != MaskKind::kNone) {
+      // Bool masks are bytes read as u32 words: start the slice on a word boundary. The tail
+      // word may read up to 3 bytes past the mask, inside its 16-byte-rounded heap allocation.
+      const uint64_t lo = static_cast<uint64_t>(c.mask_lo) * mask_el & ~uint64_t{3};
+      const uint64_t hi = static_cast<uint64_t>(c.mask_hi) * mask_el;
+      mask_base = static_cast<int64_t>(lo / mask_el);
+      mask = upload(job, static_cast<const uint8_t*>(in.mask) + lo, hi - lo, kStorage);
+    }
+    const val out = buffer(job, bytes.output, kStorage | kCopySrc);
+    val stats = dummy_write;
+    val w = val::undefined();
+    if (plan.return_weights) {
+      stats = buffer(job, bytes.stats, kStorage);
+      w = buffer(job, bytes.weights, kStorage | kCopySrc);
+    }
+
+    val pass = encoder.call<val>("beginComputePass");
+    auto dispatch = [&](const val& pipeline, const val& bgl, const GridPart& part,
+                        std::initializer_list<val> buffers) {
+      const WebGpuUniforms u = webgpu_uniforms(plan, c, mask_base, part);
+      val entries = val::array();
+      entries.call<void>("push", bind_entry(0, upload(job, u.data(), sizeof(u), kUniform)));
+      int binding = 1;
+      for (const val& b : buffers) entries.call<void>("push", bind_entry(binding++, b));
+      val desc = val::object();
+      desc.set("layout", bgl);
+      desc.set("entries", entries);
+      pass.call<void>("setPipeline", pipeline);
+      pass.call<void>("setBindGroup", 0, device_.call<val>("createBindGroup", desc));
+      pass.call<void>("dispatchWorkgroups", part.x, part.y);
+    };
+    const uint64_t row_tiles = (static_cast<uint64_t>(c.rows) + kWebGpuFlashRows - 1) / kWebGpuFlashRows;
+    for (const GridPart& part : split_grid(row_tiles, c.nbh, limits_.max_workgroups_per_dim)) {
+      dispatch(flash_pipeline, flash_bgl_, part, {q, k, v, mask, out, stats});
+    }
+    if (plan.return_weights) {
+      const uint64_t key_tiles = (static_cast<uint64_t>(plan.Lk) + kWebGpuWeightsKeys - 1) / kWebGpuWeightsKeys;
+      for (const GridPart& part : split_grid(key_tiles, c.query_rows(), limits_.max_workgroups_per_dim)) {
+        dispatch(weights_pipeline, weights_bgl_, part, {q, k, mask, stats, w});
+      }
+    }
+    pass.call<void>("end");
+    read_back(out, bytes.output, output + webgpu_row_offset(plan, c.bh0, c.row0, plan.Ev));
+    if (plan.return_weights) {
+      read_back(w, bytes.weights, weights + webgpu_row_offset(plan, c.bh0, c.row0, plan.Lk));
+    }
+  }
+  val commands = val::array();
+  commands.call<void>("push", encoder.call<val>("finish"));
+  queue_.call<void>("submit", commands);
+
+  // Results, in this order: validation, out-of-memory, internal (scopes pop innermost first),
+  // then one entry per readback.
+  val promises = val::array();
+  for (int n = 0; n < 3; ++n) promises.call<void>("push", device_.call<val>("popErrorScope"));
+  const int count = readbacks["length"].as<int>();
+  for (int n = 0; n < count; ++n) {
+    promises.call<void>("push", readbacks[n]["buffer"].call<val>("mapAsync", kMapModeRead));
+  }
+  result.set("promise", val::global("Promise").call<val>("all", promises));
+  result.set("job", id);
+  open_job_ = 0;
+  return result;
+}
+
+void WebGpuAttention::abandon() {
+  const int id = open_job_;
+  if (id == 0) return;
+  open_job_ = 0;
+  for (int n = 0; n < 3; ++n) device_.call<val>("popErrorScope");  // what they caught is moot now
+  const val job = jobs_.call<val>("get", id);
+  if (job.isUndefined()) return;
+  const val created = job["created"];
+  const int count = created["length"].as<int>();
+  for (int c = 0; c < count; ++c) pipelines_.call<void>("delete", created[c]);
+  release(id);
+}
+
+val WebGpuAttention::finish(int id, val results) {
+  if (id == 0) return val::null();
+  const val job = jobs_.call<val>("get", id);
+  if (job.isUndefined()) return error_object("internal", "unknown WebGPU job");
+  static const char* const kKinds[] = {"validation", "out-of-memory", "internal"};
+  for (int n = 0; n < 3; ++n) {
+    const val error = results[n];
+    if (!error.isNull() && !error.isUndefined()) {
+      // Forget pipelines this call created: they may be the cause (e.g. a shader that does not compile).
+      const val created = job["created"];
+      const int count = created["length"].as<int>();
+      for (int c = 0; c < count; ++c) pipelines_.call<void>("delete", created[c]);
+      val e = val::object();
+      e.set("kind", kKinds[n]);
+      e.set("message", error["message"]);
+      return e;
+    }
+  }
+  const val readbacks = job["readbacks"];
+  const int count = readbacks["length"].as<int>();
+  const val uint8 = val::global("Uint8Array");
+  for (int n = 0; n < count; ++n) {
+    const val r = readbacks[n];
+    const auto bytes = static_cast<uint64_t>(r["bytes"].as<double>());
+    auto* dst = reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(r["dst"].as<double>()));
+    const val mapped = uint8.new_(r["buffer"].call<val>("getMappedRange"), 0, static_cast<double>(bytes));
+    heap_view(dst, bytes).call<void>("set", mapped);
+    r["buffer"].call<void>("unmap");
+  }
+  return val::null();
+}
+
+void WebGpuAttention::release(int id) {
+  if (id == 0) return;
+  const val job = jobs_.call<val>("get", id);
+  if (job.isUndefined()) return;
+  const val buffers = job["buffers"];
+  const int count = buffers["length"].as<int>();
+  for (int n = 0; n < count; ++n) buffers[n].call<void>("destroy");
+  jobs_.call<bool>("delete", id);
+}
+
+val WebGpuAttention::info() const {
+  val limits = val::object();
+  limits.set("maxStorageBufferBindingSize", static_cast<double>(limits_.max_storage_binding_bytes));
+  limits.set("maxBufferSize", static_cast<double>(limits_.max_buffer_bytes));
+  limits.set("maxComputeWorkgroupsPerDimension", limits_.max_workgroups_per_dim);
+  limits.set("maxComputeWorkgroupStorageSize", limits_.max_workgroup_storage_bytes);
+  limits.set("maxComputeInvocationsPerWorkgroup", limits_.max_invocations_per_workgroup);
+  val out = val::object();
+  out.set("limits", limits);
+  out.set("pipelines", val::global("Array").call<val>("from", pipelines_.call<val>("keys")));
+  out.set("jobsInFlight", jobs_["size"]);
+  return out;
+}
+
+}  // namespace sdpa

@@ -1,0 +1,68 @@
+// The WebGPU backend's device glue: drives the standard WebGPU JS API through emscripten::val
+// (no Emscripten WebGPU bindings: 3.1.6's -sUSE_WEBGPU is the removed 2022 API). It owns a
+// GPUDevice handed in from JavaScript, caches one compute pipeline per variant, cuts each call
+// into dispatches (cpp/webgpu/plan.h), and returns the promise of the call's readbacks to
+// JavaScript, which awaits it and then calls finish(). Only wasm builds compile this file.
+//
+// Life of one call (the TypeScript layer drives it):
+//   started = ctx.run(plan, inputs, output, weights)   // uploads, encodes, submits
+//                                                      // -> { promise, job } or { error }
+//   results = await started.promise                    // [error scopes..., mapAsync...]
+//   fault   = ctx.finish(job, results)                 // copies readbacks into the wasm heap
+//   ctx.release(job)                                   // always: destroys the call's buffers
+// Per-call state lives in JS objects (not on the wasm heap), so in-flight calls cost no wasm
+// memory and many may be in flight at once.
+#pragma once
+
+#include <emscripten/val.h>
+
+#include <string>
+
+#include "core/problem.h"
+#include "webgpu/plan.h"
+
+namespace sdpa {
+
+class WebGpuAttention {
+ public:
+  // device: a GPUDevice. caps: optional { maxStorageBufferBindingSize, maxBufferSize,
+  // maxComputeWorkgroupsPerDimension, maxComputeWorkgroupStorageSize,
+  // maxComputeInvocationsPerWorkgroup } that can only lower the device's own limits (for tests
+  // of the splitting and of the kernel choice).
+  WebGpuAttention(emscripten::val device, emscripten::val caps);
+
+  // -> { error: null, promise, job } once submitted, or { error: { name, message } } when the
+  // call cannot be planned for this device (RangeError).
+  emscripten::val run(const AttentionPlan& plan, const AttentionInputs& in, float* output,
+                      float* weights);
+  // results: what the call's promise resolved to. Copies the readbacks into the wasm heap and
+  // returns null, or returns { kind: 'validation'|'out-of-memory'|'internal', message }.
+  emscripten::val finish(int job, emscripten::val results);
+  // Destroys the call's GPU buffers (idempotent).
+  void release(int job);
+  // After run() threw part-way (a JS exception from the device, e.g. createBuffer throwing a
+  // RangeError): pops the error scopes it pushed, forgets pipelines it created and destroys its
+  // buffers. Does nothing when no run() is left open.
+  void abandon();
+
+  // { limits: {...}, pipelines: [keys], jobsInFlight }
+  emscripten::val info() const;
+
+ private:
+  emscripten::val pipeline(const std::string& key, const std::string& source, bool weights,
+                           emscripten::val job);
+  emscripten::val buffer(emscripten::val job, uint64_t bytes, uint32_t usage);
+  emscripten::val upload(emscripten::val job, const void* data, uint64_t bytes, uint32_t usage);
+
+  emscripten::val device_;
+  emscripten::val queue_;
+  emscripten::val pipelines_;  // Map<key, GPUComputePipeline>
+  emscripten::val jobs_;       // Map<id, { buffers, readbacks, created }>
+  emscripten::val flash_layout_, weights_layout_;
+  emscripten::val flash_bgl_, weights_bgl_;
+  WebGpuLimits limits_;
+  int next_job_ = 1;
+  int open_job_ = 0;  // the run() between pushing its error scopes and returning, else 0
+};
+
+}  // namespace sdpa

@@ -1,0 +1,283 @@
+#include "webgpu/plan.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace sdpa {
+namespace {
+
+const char* mask_name(MaskKind m) {
+  return m == MaskKind::kBool ? "bool" : m == MaskKind::kAdditive ? "additive" : "none";
+}
+uint32_t mask_code(MaskKind m) {
+  return m == MaskKind::kBool ? 1u : m == MaskKind::kAdditive ? 2u : 0u;
+}
+uint64_t mask_element_bytes(const AttentionPlan& p) {
+  return p.mask_kind == MaskKind::kBool ? 1 : p.mask_kind == MaskKind::kAdditive ? 4 : 0;
+}
+// Slack for aligning a bool mask slice to whole u32 words at both ends.
+constexpr uint64_t kMaskAlignSlack = 8;
+
+int64_t kv_of(const AttentionPlan& p, int64_t bh) {
+  return (bh / p.Hq) * p.Hkv + (bh % p.Hq) / p.heads_per_kv();
+}
+int64_t head_mask_offset(const AttentionPlan& p, int64_t bh) {
+  return (bh / p.Hq) * p.mask_stride_b + (bh % p.Hq) * p.mask_stride_h;
+}
+// Mask elements that rows [row0, row0 + rows) of one head span, from that head's offset.
+int64_t mask_row_span(const AttentionPlan& p, int64_t row0, int64_t rows, int64_t* first) {
+  *first = row0 * p.mask_stride_q;
+  return (rows - 1) * p.mask_stride_q + (p.Lk - 1) * p.mask_stride_k + 1;
+}
+
+std::string u32_const(const char* name, uint64_t value) {
+  return "const " + std::string(name) + ": u32 = " + std::to_string(value) + "u;\n";
+}
+std::string bool_const(const char* name, bool value) {
+  return "const " + std::string(name) + ": bool = " + (value ? "true" : "false") + ";\n";
+}
+
+uint32_t tiled_workgroup_bytes(uint32_t e_pad, uint32_t ev_pad, uint32_t block_keys) {
+  const uint32_t kv_tile = 16 * block_keys * (std::max(e_pad, ev_pad) / 4 + 1);
+  const uint32_t p_tile = 4 * kWebGpuFlashRows * (block_keys + 1);
+  const uint32_t lane_share = 4 * kWebGpuTiledInvocations;  // a word per invocation
+  return kv_tile + p_tile + lane_share + 4;
+}
+
+}  // namespace
+
+uint32_t FlashVariant::workgroup_bytes() const {
+  return tiled ? tiled_workgroup_bytes(e_pad, ev_pad, block_keys) : 4 * block_keys * (e_pad + ev_pad);
+}
+
+std::string FlashVariant::key() const {
+  return std::string(tiled ? "flash-tiled" : "flash") + ":e" + std::to_string(e_pad) + ":ev" + std::to_string(ev_pad) + ":bk" +
+         std::to_string(block_keys) + ":mask=" + mask_name(mask) + ":causal=" + (causal ? "1" : "0") +
+         ":stats=" + (write_stats ? "1" : "0");
+}
+
+std::string FlashVariant::wgsl_constants() const {
+  return u32_const("ROWS", kWebGpuFlashRows) + (tiled ? u32_const("LANES", kWebGpuTiledLanes) : "") +
+         u32_const("E_PAD", e_pad) + u32_const("EV_PAD", ev_pad) + u32_const("BLOCK_KEYS", block_keys) +
+         u32_const("MASK_KIND", mask_code(mask)) + bool_const("CAUSAL", causal) +
+         bool_const("WRITE_STATS", write_stats);
+}
+
+std::string WeightsVariant::key() const {
+  return std::string("weights:mask=") + mask_name(mask) + ":causal=" + (causal ? "1" : "0");
+}
+
+std::string WeightsVariant::wgsl_constants() const {
+  return u32_const("KEYS", kWebGpuWeightsKeys) + u32_const("MASK_KIND", mask_code(mask)) +
+         bool_const("CAUSAL", causal);
+}
+
+uint32_t webgpu_pad_head_dim(int64_t d) {
+  for (uint32_t p : {16u, 32u, 64u, 128u, 256u}) {
+    if (d <= p) return p;
+  }
+  return static_cast<uint32_t>((d + 63) / 64 * 64);
+}
+
+Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limits,
+                            FlashVariant* variant) {
+  FlashVariant v;
+  v.e_pad = webgpu_pad_head_dim(plan.E);
+  v.ev_pad = webgpu_pad_head_dim(plan.Ev);
+  v.mask = plan.mask_kind;
+  v.causal = plan.causal != CausalAlignment::kNone;
+  v.write_stats = plan.return_weights;
+  if (v.e_pad <= kWebGpuTiledMaxHeadDim && v.ev_pad <= kWebGpuTiledMaxHeadDim &&
+      limits.max_invocations_per_workgroup >= kWebGpuTiledInvocations) {
+    // The largest key tile that fits: more keys per barrier and per row-max exchange. Fewer
+    // keys than one tile leave lanes idle behind the tile's barriers, so such calls (and
+    // software adapters' many tiny ones) stay on the per-row kernel.
+    for (uint32_t keys = kWebGpuMaxBlockKeys; keys >= kWebGpuTiledMinBlockKeys; keys /= 2) {
+      if (tiled_workgroup_bytes(v.e_pad, v.ev_pad, keys) <= limits.max_workgroup_storage_bytes) {
+        if (plan.Lk < keys) break;
+        v.tiled = true;
+        v.block_keys = keys;
+        *variant = v;
+        return Status::Ok();
+      }
+    }
+  }
+  const uint64_t per_key = 4ull * (v.e_pad + v.ev_pad);
+  const uint64_t fit = limits.max_workgroup_storage_bytes / per_key;
+  if (fit < 1) {
+    return Status::RangeError("E = " + std::to_string(plan.E) + " and Ev = " + std::to_string(plan.Ev) +
+                              " need " + std::to_string(per_key) +
+                              " bytes of workgroup memory per key, more than this device's "
+                              "maxComputeWorkgroupStorageSize (" +
+                              std::to_string(limits.max_workgroup_storage_bytes) + ")");
+  }
+  v.block_keys = static_cast<uint32_t>(std::min<uint64_t>(fit, kWebGpuMaxBlockKeys));
+  *variant = v;
+  return Status::Ok();
+}
+
+WeightsVariant webgpu_weights_variant(const AttentionPlan& plan) {
+  WeightsVariant v;
+  v.mask = plan.mask_kind;
+  v.causal = plan.causal != CausalAlignment::kNone;
+  return v;
+}
+
+uint64_t WebGpuChunkBytes::largest() const {
+  return std::max({query, key, value, mask, output, weights, stats});
+}
+
+WebGpuChunkBytes webgpu_chunk_bytes(const AttentionPlan& p, const WebGpuChunk& c) {
+  WebGpuChunkBytes b;
+  const uint64_t rows = static_cast<uint64_t>(c.query_rows());
+  b.query = 4 * rows * p.E;
+  b.output = 4 * rows * p.Ev;
+  b.key = 4ull * c.nkv * p.Lk * p.E;
+  b.value = 4ull * c.nkv * p.Lk * p.Ev;
+  if (p.mask_kind != MaskKind::kNone) {
+    b.mask = static_cast<uint64_t>(c.mask_hi - c.mask_lo) * mask_element_bytes(p) + kMaskAlignSlack;
+  }
+  if (p.return_weights) {
+    b.weights = 4 * rows * p.Lk;
+    b.stats = 8 * rows;
+  }
+  return b;
+}
+
+Status plan_webgpu_chunks(const AttentionPlan& p, const WebGpuLimits& limits,
+                          std::vector<WebGpuChunk>* chunks) {
+  chunks->clear();
+  const int64_t heads = p.B * p.Hq;
+  if (heads == 0 || p.Lq == 0 || p.Lk == 0) return Status::Ok();
+  const uint64_t cap = std::min(limits.max_storage_binding_bytes, limits.max_buffer_bytes);
+  const bool masked = p.mask_kind != MaskKind::kNone;
+
+  // One key/value head is the unit that cannot be cut (its softmax needs every key).
+  const uint64_t kv_bytes = 4ull * p.Lk * std::max(p.E, p.Ev);
+  if (kv_bytes > cap) {
+    return Status::RangeError("one head's key/value (Lk = " + std::to_string(p.Lk) + ", E = " +
+                              std::to_string(p.E) + ", Ev = " + std::to_string(p.Ev) + ") needs " +
+                              std::to_string(kv_bytes) +
+                              " bytes in one buffer, more than this WebGPU device allows (" +
+                              std::to_string(cap) + " bytes: maxStorageBufferBindingSize/maxBufferSize)");
+  }
+
+  auto whole_heads = [&](int64_t bh0, int64_t nbh, int64_t mask_min, int64_t mask_max) {
+    WebGpuChunk c;
+    c.bh0 = bh0;
+    c.nbh = nbh;
+    c.row0 = 0;
+    c.rows = p.Lq;
+    c.kv0 = kv_of(p, bh0);
+    c.nkv = kv_of(p, bh0 + nbh - 1) - c.kv0 + 1;
+    if (masked) {
+      int64_t first;
+      const int64_t span = mask_row_span(p, 0, p.Lq, &first);
+      c.mask_lo = mask_min + first;
+      c.mask_hi = mask_max + first + span;
+    }
+    return c;
+  };
+
+  int64_t bh = 0;
+  while (bh < heads) {
+    int64_t mask_min = head_mask_offset(p, bh), mask_max = mask_min;
+    WebGpuChunk chunk = whole_heads(bh, 1, mask_min, mask_max);
+    if (webgpu_chunk_bytes(p, chunk).largest() <= cap) {
+      // As many whole heads as fit (the flash grid's y = nbh is cut by split_grid if needed).
+      while (bh + chunk.nbh < heads) {
+        const int64_t off = head_mask_offset(p, bh + chunk.nbh);
+        const int64_t next_min = std::min(mask_min, off), next_max = std::max(mask_max, off);
+        const WebGpuChunk grown = whole_heads(bh, chunk.nbh + 1, next_min, next_max);
+        if (webgpu_chunk_bytes(p, grown).largest() > cap) break;
+        chunk = grown;
+        mask_min = next_min;
+        mask_max = next_max;
+      }
+      chunks->push_back(chunk);
+      bh += chunk.nbh;
+      continue;
+    }
+    // One head is too big as a whole: cut its query rows.
+    const uint64_t per_row = 4ull * std::max<int64_t>({p.E, p.Ev, p.return_weights ? p.Lk : 0,
+                                                       p.return_weights ? 2 : 0, 1});
+    int64_t rows = static_cast<int64_t>(cap / per_row);
+    if (masked && p.mask_stride_q > 0) {
+      const int64_t budget = static_cast<int64_t>((cap - kMaskAlignSlack) / mask_element_bytes(p));
+      const int64_t fixed = (p.Lk - 1) * p.mask_stride_k + 1;
+      rows = std::min(rows, budget < fixed ? 0 : (budget - fixed) / p.mask_stride_q + 1);
+    }
+    if (rows < 1) {
+      return Status::RangeError("one query row of this attention call needs more than this WebGPU "
+                                "device allows in one buffer (" + std::to_string(cap) + " bytes)");
+    }
+    const int64_t head_off = head_mask_offset(p, bh);
+    for (int64_t row0 = 0; row0 < p.Lq; row0 += rows) {
+      WebGpuChunk c;
+      c.bh0 = bh;
+      c.nbh = 1;
+      c.row0 = row0;
+      c.rows = std::min(rows, p.Lq - row0);
+      c.kv0 = kv_of(p, bh);
+      c.nkv = 1;
+      if (masked) {
+        int64_t first;
+        const int64_t span = mask_row_span(p, row0, c.rows, &first);
+        c.mask_lo = head_off + first;
+        c.mask_hi = c.mask_lo + span;
+      }
+      chunks->push_back(c);
+    }
+    ++bh;
+  }
+  return Status::Ok();
+}
+
+std::vector<GridPart> split_grid(uint64_t x, uint64_t y, uint32_t max_per_dim) {
+  std::vector<GridPart> parts;
+  if (x == 0 || y == 0 || max_per_dim == 0) return parts;
+  for (uint64_t y0 = 0; y0 < y; y0 += max_per_dim) {
+    for (uint64_t x0 = 0; x0 < x; x0 += max_per_dim) {
+      GridPart g;
+      g.x_base = static_cast<uint32_t>(x0);
+      g.y_base = static_cast<uint32_t>(y0);
+      g.x = static_cast<uint32_t>(std::min<uint64_t>(max_per_dim, x - x0));
+      g.y = static_cast<uint32_t>(std::min<uint64_t>(max_per_dim, y - y0));
+      parts.push_back(g);
+    }
+  }
+  return parts;
+}
+
+WebGpuUniforms webgpu_uniforms(const AttentionPlan& p, const WebGpuChunk& c, int64_t mask_base,
+                               const GridPart& part) {
+  WebGpuUniforms u{};
+  auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  u[kUfLq] = u32(p.Lq);
+  u[kUfLk] = u32(p.Lk);
+  u[kUfE] = u32(p.E);
+  u[kUfEv] = u32(p.Ev);
+  u[kUfHq] = u32(p.Hq);
+  u[kUfHkv] = u32(p.Hkv);
+  u[kUfGroup] = u32(p.heads_per_kv());
+  u[kUfBh0] = u32(c.bh0);
+  u[kUfNbh] = u32(c.nbh);
+  u[kUfRow0] = u32(c.row0);
+  u[kUfRows] = u32(c.rows);
+  u[kUfKv0] = u32(c.kv0);
+  u[kUfMaskBase] = u32(mask_base);
+  u[kUfMaskSb] = u32(p.mask_stride_b);
+  u[kUfMaskSh] = u32(p.mask_stride_h);
+  u[kUfMaskSq] = u32(p.mask_stride_q);
+  u[kUfMaskSk] = u32(p.mask_stride_k);
+  std::memcpy(&u[kUfScaleBits], &p.scale, sizeof(float));
+  // last visible key of row i = min(i + offset, Lk - 1) (two's complement i32 in the shader)
+  const int64_t offset = p.causal == CausalAlignment::kBottomRight ? p.Lk - p.Lq : 0;
+  u[kUfCausalOffset] = static_cast<uint32_t>(static_cast<int32_t>(offset));
+  u[kUfXBase] = part.x_base;
+  u[kUfYBase] = part.y_base;
+  u[kUfNanBits] = 0x7fc00000u;  // quiet NaN, handed in at run time (WGSL has no NaN constants)
+  return u;
+}
+
+}  // namespace sdpa

@@ -1,0 +1,125 @@
+// The pure-C++ half of the WebGPU backend: how one attention call is cut into dispatches that
+// respect a device's limits, which pipeline variant (kernel and WGSL constants) it needs, and the
+// uniform block each dispatch reads. No Emscripten here (tested natively in
+// tests/cpp/webgpu_plan_test.cpp); the device glue that acts on these plans is
+// cpp/webgpu/device.cpp, the kernels are in cpp/webgpu/shaders/.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/problem.h"
+
+namespace sdpa {
+
+// The kernels' tile constants. They exist only here: wgsl_constants() injects them into the WGSL.
+// Query rows per flash workgroup (both flash kernels), keys per weights workgroup (one
+// invocation per key), and the most keys a flash workgroup holds in workgroup memory at once.
+constexpr uint32_t kWebGpuFlashRows = 64;
+constexpr uint32_t kWebGpuWeightsKeys = 64;
+constexpr uint32_t kWebGpuMaxBlockKeys = 64;
+
+// The device limits the planner respects (the smaller of the device's and any caps the caller
+// sets, e.g. a test forcing splits).
+struct WebGpuLimits {
+  uint64_t max_storage_binding_bytes = 128ull << 20;  // maxStorageBufferBindingSize
+  uint64_t max_buffer_bytes = 256ull << 20;           // maxBufferSize
+  uint32_t max_workgroups_per_dim = 65535;            // maxComputeWorkgroupsPerDimension
+  uint32_t max_workgroup_storage_bytes = 16384;       // maxComputeWorkgroupStorageSize
+  uint32_t max_invocations_per_workgroup = 256;       // maxComputeInvocationsPerWorkgroup
+};
+
+// Largest padded head dim the tiled flash kernel (attention_flash_tiled.wgsl) takes, and its
+// smallest key tile; larger head dims, or a workgroup memory too small for that tile, run the
+// one-invocation-per-row kernel (attention_flash.wgsl). The tiled kernel serves each query row
+// with kWebGpuTiledLanes invocations.
+constexpr uint32_t kWebGpuTiledMaxHeadDim = 128;
+constexpr uint32_t kWebGpuTiledMinBlockKeys = 16;
+constexpr uint32_t kWebGpuTiledLanes = 4;
+constexpr uint32_t kWebGpuTiledInvocations = kWebGpuFlashRows * kWebGpuTiledLanes;  // its workgroup size
+
+// One pipeline variant of the flash kernel. Head dims are padded to a few sizes so that the
+// private arrays (query row, accumulator) have compile-time lengths and few variants exist.
+struct FlashVariant {
+  bool tiled = false;              // attention_flash_tiled.wgsl (4 lanes a row), else attention_flash.wgsl
+  uint32_t e_pad = 0, ev_pad = 0;  // padded E and Ev
+  uint32_t block_keys = 0;         // keys per K/V tile in workgroup memory
+  MaskKind mask = MaskKind::kNone;
+  bool causal = false;
+  bool write_stats = false;  // also write each row's (max, denominator) for the weights pass
+  // The pipeline-cache key, e.g. "flash-tiled:e64:ev32:bk32:mask=bool:causal=1:stats=0".
+  std::string key() const;
+  // The WGSL constants the glue puts before the kernel: the variant's and the tile constants.
+  std::string wgsl_constants() const;
+  // Workgroup memory the kernel declares (the formulas mirror its `var<workgroup>`s).
+  uint32_t workgroup_bytes() const;
+};
+
+struct WeightsVariant {
+  MaskKind mask = MaskKind::kNone;
+  bool causal = false;
+  std::string key() const;
+  std::string wgsl_constants() const;
+};
+
+// 16, 32, 64, 128, 256, then multiples of 64.
+uint32_t webgpu_pad_head_dim(int64_t d);
+
+// The flash variant for `plan` under `limits`; a RangeError when even one key of E + Ev floats
+// does not fit the workgroup storage.
+Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limits,
+                            FlashVariant* variant);
+WeightsVariant webgpu_weights_variant(const AttentionPlan& plan);
+
+// A piece of the work whose tensors all fit one storage binding: query heads
+// [bh0, bh0 + nbh) (flattened b·Hq + h), query rows [row0, row0 + rows) of each of them
+// (rows < Lq only when nbh == 1), the key/value heads they read [kv0, kv0 + nkv), and the mask
+// elements they read [mask_lo, mask_hi) (element offsets into the broadcast mask buffer).
+struct WebGpuChunk {
+  int64_t bh0 = 0, nbh = 0, row0 = 0, rows = 0;
+  int64_t kv0 = 0, nkv = 0;
+  int64_t mask_lo = 0, mask_hi = 0;
+
+  int64_t query_rows() const { return nbh * rows; }
+};
+
+// Element offset of (bh, row) in a [B·Hq, Lq, width] tensor: a chunk's query/output/weights rows
+// are contiguous from webgpu_row_offset(plan, chunk.bh0, chunk.row0, width).
+inline int64_t webgpu_row_offset(const AttentionPlan& p, int64_t bh, int64_t row, int64_t width) {
+  return (bh * p.Lq + row) * width;
+}
+
+// Bytes the chunk's buffers need, by tensor (the mask in its element size, bool = 1 byte).
+struct WebGpuChunkBytes {
+  uint64_t query = 0, key = 0, value = 0, mask = 0, output = 0, weights = 0, stats = 0;
+  uint64_t largest() const;
+};
+WebGpuChunkBytes webgpu_chunk_bytes(const AttentionPlan& plan, const WebGpuChunk& chunk);
+
+// Cuts the work into chunks that fit min(maxStorageBufferBindingSize, maxBufferSize): as many
+// whole heads per chunk as fit, else rows of one head. A RangeError when one head's key or value
+// alone exceeds the limit. Empty work (no query rows, or Lk = 0) gives no chunks.
+Status plan_webgpu_chunks(const AttentionPlan& plan, const WebGpuLimits& limits,
+                          std::vector<WebGpuChunk>* chunks);
+
+// One dispatch of a grid of x × y workgroups cut to at most `max_per_dim` per dimension;
+// x_base/y_base are passed to the shader, which adds them to its workgroup id.
+struct GridPart {
+  uint32_t x_base = 0, y_base = 0, x = 0, y = 0;
+};
+std::vector<GridPart> split_grid(uint64_t x, uint64_t y, uint32_t max_per_dim);
+
+// The uniform block every kernel reads (`struct Params` in attention_common.wgsl): 32 u32 words.
+using WebGpuUniforms = std::array<uint32_t, 32>;
+enum WebGpuUniformField : uint32_t {
+  kUfLq, kUfLk, kUfE, kUfEv, kUfHq, kUfHkv, kUfGroup, kUfBh0, kUfNbh, kUfRow0, kUfRows, kUfKv0,
+  kUfMaskBase, kUfMaskSb, kUfMaskSh, kUfMaskSq, kUfMaskSk, kUfScaleBits, kUfCausalOffset,
+  kUfXBase, kUfYBase, kUfNanBits, kUfFieldCount
+};
+// `mask_base`: the element offset the chunk's mask buffer starts at (bool masks: a multiple of 4).
+WebGpuUniforms webgpu_uniforms(const AttentionPlan& plan, const WebGpuChunk& chunk,
+                               int64_t mask_base, const GridPart& part);
+
+}  // namespace sdpa

@@ -1,0 +1,137 @@
+// attention_flash.wgsl: fused scaled dot-product attention, flash style.
+//
+// Computes, for every query row i of every (batch·head) of one chunk,
+//   output[i] = softmax_j(q_i·k_j · scale + mask_ij) · V     over the keys j that row i may see,
+// without ever building the [Lq, Lk] score matrix, and (WRITE_STATS) each row's softmax
+// statistics (running max m, denominator l) for attention_weights.wgsl.
+//
+// Tiling: one workgroup of ROWS invocations per (batch·head, tile of ROWS query rows); invocation
+// t owns query row tile·ROWS + t: its query row (E_PAD floats) and its output accumulator (EV_PAD
+// floats) live in private memory as vec4s. Keys and values stream through workgroup memory in
+// tiles of BLOCK_KEYS keys (K tile [BLOCK_KEYS][E_PAD] + V tile [BLOCK_KEYS][EV_PAD], zero-padded,
+// at most the device's maxComputeWorkgroupStorageSize, 16 KiB by default), loaded cooperatively
+// by the whole workgroup. All inner loops run to compile-time bounds (E_PAD/4, EV_PAD/4,
+// BLOCK_KEYS) so they can be unrolled. Per tile each row computes its scores, then an online-softmax update: new
+// running max, rescale of denominator and accumulator by exp(m_old - m_new), accumulation of
+// exp(s - m_new)·v. Causal workgroups stop at the last tile any of their rows can see.
+//
+// Semantics (as cpp/core/reference.cpp): hidden keys (bool 0, additive -inf, causal)
+// are never read into the sums, so NaN/Inf there cannot leak; a row that sees no key writes
+// zeros; a NaN score on a visible key makes the whole row NaN; a row with exactly one visible key
+// gets that key's value row bit for bit. NaN/-inf are tested through their
+// bit patterns, since WGSL lets implementations assume float math stays finite.
+//
+// Chosen by cpp/webgpu/plan.cpp (webgpu_flash_variant) when attention_flash_tiled.wgsl cannot
+// run: E or Ev padded past 128, or a workgroup memory too small for its smallest tile.
+//
+// Prepended by the C++ glue (cpp/webgpu/plan.cpp, FlashVariant::wgsl_constants):
+//   const ROWS: u32; const E_PAD: u32; const EV_PAD: u32; const BLOCK_KEYS: u32;
+//   const MASK_KIND: u32 (0 none, 1 bool bytes packed in u32 words, 2 additive f32);
+//   const CAUSAL: bool; const WRITE_STATS: bool;
+// Buffers hold one chunk (cpp/webgpu/plan.h, WebGpuChunk): query/output/stats rows
+// [chunk heads × rows], key/value heads [kv0, kv0 + nkv), mask elements from mask_base.
+
+//! include attention_common.wgsl.inc
+//! include attention_flash_common.wgsl.inc
+
+// Zero-padded to E_PAD/EV_PAD columns, so every loop below has a compile-time trip count
+// (unrollable, private arrays stay in registers) and padding adds exact zeros.
+var<workgroup> k_tile: array<vec4<f32>, BLOCK_KEYS * E4>;
+var<workgroup> v_tile: array<vec4<f32>, BLOCK_KEYS * EV4>;
+
+@compute @workgroup_size(ROWS)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let tile = wg.x + p.x_base;
+  let head = wg.y + p.y_base;              // head within the chunk
+  let row = query_row(tile, head, t);  // invocation t owns query row t of the tile
+  let tile_last = tile_last_key(tile);
+  var q_row = query_vec4s(row);  // var: indexed in loops
+
+  var m = 0.0;          // running max (valid once `seen`)
+  var l = 0.0;          // running denominator
+  var seen = false;     // some visible key so far
+  var nan_row = false;  // a visible score was NaN
+  var visible_count = 0u;
+  var single_key = 0u;  // the visible key, when there is exactly one
+  var acc: array<vec4<f32>, EV4>;
+  var s_tile: array<f32, BLOCK_KEYS>;
+  var visible: array<bool, BLOCK_KEYS>;
+
+  for (var j0 = 0u; i32(j0) <= tile_last; j0 += BLOCK_KEYS) {
+    let nk = min(BLOCK_KEYS, p.Lk - j0);
+    // Cooperative load of the K and V tiles, zero-padded (keys past Lk and columns past E/Ev).
+    for (var x = t; x < BLOCK_KEYS * E4; x += ROWS) {
+      let jj = x / E4;
+      var k4 = vec4<f32>(0.0);
+      if (jj < nk) { k4 = key4((row.kv * p.Lk + j0 + jj) * p.E, 4u * (x % E4), p.E); }
+      k_tile[x] = k4;
+    }
+    for (var x = t; x < BLOCK_KEYS * EV4; x += ROWS) {
+      let jj = x / EV4;
+      var v4 = vec4<f32>(0.0);
+      if (jj < nk) { v4 = value4((row.kv * p.Lk + j0 + jj) * p.Ev, 4u * (x % EV4), p.Ev); }
+      v_tile[x] = v4;
+    }
+    workgroupBarrier();
+
+    if (row.in_range) {
+      // Scores of this tile, and their max over visible keys.
+      var tile_has_key = false;
+      var tile_max = 0.0;
+      for (var jj = 0u; jj < BLOCK_KEYS; jj++) {
+        let j = j0 + jj;
+        var vis = jj < nk && i32(j) <= row.last;
+        var s = 0.0;
+        if (vis && MASK_KIND == 1u) { vis = mask_bool(row.mask_row + j * p.mask_sk); }
+        if (vis) {
+          for (var e4 = 0u; e4 < E4; e4++) { s += dot(q_row[e4], k_tile[jj * E4 + e4]); }
+          let scored = scaled_masked_score(s, row.mask_row + j * p.mask_sk);
+          s = scored.s;
+          if (scored.hidden) { vis = false; }
+          if (vis && is_nan(s)) { nan_row = true; vis = false; }
+        }
+        visible[jj] = vis;
+        s_tile[jj] = s;
+        if (vis) {
+          tile_max = select(s, max(tile_max, s), tile_has_key);
+          tile_has_key = true;
+        }
+      }
+      // Online softmax update.
+      if (tile_has_key) {
+        let m_new = select(tile_max, max(m, tile_max), seen);
+        if (seen) {
+          let alpha = exp(m - m_new);
+          l *= alpha;
+          for (var c4 = 0u; c4 < EV4; c4++) { acc[c4] *= alpha; }
+        }
+        for (var jj = 0u; jj < BLOCK_KEYS; jj++) {
+          if (visible[jj]) {
+            visible_count += 1u;
+            single_key = j0 + jj;
+            let w = exp(s_tile[jj] - m_new);
+            l += w;
+            for (var c4 = 0u; c4 < EV4; c4++) { acc[c4] += w * v_tile[jj * EV4 + c4]; }
+          }
+        }
+        m = m_new;
+        seen = true;
+      }
+    }
+    workgroupBarrier();
+  }
+
+  if (!row.in_range) { return; }
+  var inv_l = select(0.0, 1.0 / l, seen);
+  // acc holds l·output; where it overflowed the row is recomputed with normalized weights.
+  var overflowed = false;
+  for (var c4 = 0u; c4 < EV4; c4++) { overflowed = overflowed || !all_finite4(acc[c4]); }
+  if (overflowed && seen && !nan_row && visible_count > 1u) {
+    for (var c4 = 0u; c4 < EV4; c4++) { acc[c4] = normalized_output4(row, q_row, m, l, c4); }
+    inv_l = 1.0;
+  }
+  for (var c = 0u; c < p.Ev; c++) {
+    output[row.out_row * p.Ev + c] = output_value(row, acc[c / 4u][c % 4u] * inv_l, visible_count, single_key, seen, nan_row, c);
+  }
+  if (WRITE_STATS) { write_row_stats(row, m, l, seen, nan_row); }
+}
