@@ -430,6 +430,19 @@ val xavier_uniform_js(double fan_in, double fan_out, double seed, double offset,
   return error_to_js(s);
 }
 
+// -> error or null; with an output address, fills it with n draws of U(low, high).
+val random_uniform_js(double n, double low, double high, double seed, double offset, val pointers) {
+  Status s = plan_uniform(n, low, high, seed);
+  if (s.ok() && !pointers.isUndefined()) {
+    PointerBag bag(pointers);
+    float* output = bag.required<float>("output");
+    s = bag.then([&] {
+      uniform_fill(static_cast<int64_t>(n), low, high, static_cast<uint32_t>(seed), static_cast<uint64_t>(offset), output);
+    });
+  }
+  return error_to_js(s);
+}
+
 // -> error or null; with addresses (x, output), applies inverted dropout to n elements.
 val dropout_js(double n, double p, double seed, val pointers) {
   Status s = plan_dropout(p, seed);
@@ -599,6 +612,7 @@ EMSCRIPTEN_BINDINGS(sdpa) {
   emscripten::function("runAttentionBackward", &sdpa::run_attention_backward_js);
   emscripten::function("referenceAttentionBackward64", &sdpa::reference_attention_backward64_js);
   emscripten::function("xavierUniform", &sdpa::xavier_uniform_js);
+  emscripten::function("randomUniform", &sdpa::random_uniform_js);
   emscripten::function("dropout", &sdpa::dropout_js);
   emscripten::function("planScores", &sdpa::plan_scores_js);
   emscripten::function("runScores", &sdpa::run_scores_js);

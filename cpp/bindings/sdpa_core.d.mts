@@ -98,6 +98,7 @@ export interface SdpaModule extends EmscriptenModule {
   runAttentionBackward(request: AttentionRequest, backward: BackwardRequest, backend: 'scalar' | 'simd', pointers: Addresses): CoreError | null;
   referenceAttentionBackward64(request: AttentionRequest, backward: BackwardRequest, pointers: Addresses): CoreError | null;
   xavierUniform(fanIn: number, fanOut: number, seed: number, offset: number, pointers?: Addresses): CoreError | null;
+  randomUniform(n: number, low: number, high: number, seed: number, offset: number, pointers?: Addresses): CoreError | null;
   dropout(n: number, p: number, seed: number, pointers?: Addresses): CoreError | null;
   planScores(request: ScoreRequest): { error: CoreError | null; scoresShape: number[]; workspaceBytes: number };
   runScores(request: ScoreRequest, pointers: Addresses): CoreError | null;

@@ -35,6 +35,25 @@ void xavier_uniform(int64_t fan_in, int64_t fan_out, uint32_t seed, uint64_t off
   }
 }
 
+Status plan_uniform(double n, double low, double high, double seed) {
+  if (!(n >= 0 && n <= static_cast<double>(kMaxTensorElements) && std::floor(n) == n)) {
+    return Status::RangeError("a uniform tensor must have an integer count of elements in [0, 2^30]; got " +
+                              std::to_string(n));
+  }
+  if (!(std::isfinite(low) && std::isfinite(high) && low <= high)) {
+    return Status::RangeError("low and high must be finite with low <= high; got " + std::to_string(low) +
+                              " and " + std::to_string(high));
+  }
+  return check_seed(seed, "seed");
+}
+
+void uniform_fill(int64_t n, double low, double high, uint32_t seed, uint64_t offset, float* out) {
+  const double width = high - low;
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = static_cast<float>(low + uniform_at(seed, offset + static_cast<uint64_t>(i)) * width);
+  }
+}
+
 Status plan_dropout(double p, double seed) {
   if (!(p >= 0 && p <= 1)) {
     return Status::RangeError("dropout probability p must be a number in [0, 1]; got " + std::to_string(p));

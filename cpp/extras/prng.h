@@ -39,6 +39,11 @@ Status check_seed(double seed, const char* name);
 Status plan_xavier(double fan_in, double fan_out, double seed);
 void xavier_uniform(int64_t fan_in, int64_t fan_out, uint32_t seed, uint64_t offset, float* out);
 
+// Uniform U(low, high): out[i] = low + u_i·(high − low), u_i the draw `offset + i` of the stream
+// `seed`, computed in double and rounded once to float.
+Status plan_uniform(double n, double low, double high, double seed);
+void uniform_fill(int64_t n, double low, double high, uint32_t seed, uint64_t offset, float* out);
+
 // Inverted dropout: element i is kept when u_i ≥ p (u_i = draw i of the stream `seed`), and kept
 // elements are scaled by 1/(1 − p); p = 1 drops everything. `out` may alias `x`.
 Status plan_dropout(double p, double seed);

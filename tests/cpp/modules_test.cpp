@@ -13,7 +13,7 @@ namespace sdpa::testing {
 namespace {
 
 TEST(Prng, Mulberry32KnownAnswers) {
-  // First draws of the JavaScript mulberry32 (web/examples/worked-examples.ts) for seeds 42 and 0.
+  // First draws of the reference mulberry32 (Tommy Ettinger's public-domain C) for seeds 42 and 0.
   EXPECT_EQ(mulberry32_at(42, 0), 2581720956u);
   EXPECT_EQ(mulberry32_at(42, 1), 1925393290u);
   EXPECT_EQ(mulberry32_at(42, 2), 3661312704u);
@@ -27,6 +27,24 @@ TEST(Prng, SeedValidation) {
   EXPECT_EQ(check_seed(1.5, "seed").kind, ErrorKind::kRange);
   EXPECT_EQ(check_seed(4294967296.0, "seed").kind, ErrorKind::kRange);
   EXPECT_EQ(check_seed(NAN, "seed").kind, ErrorKind::kRange);
+}
+
+TEST(Uniform, DrawsScaledToTheRangeAndAddressable) {
+  std::vector<float> all(10), tail(4);
+  uniform_fill(10, -2.0, 3.0, 42, 0, all.data());
+  uniform_fill(4, -2.0, 3.0, 42, 6, tail.data());
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(all[i], static_cast<float>(-2.0 + uniform_at(42, i) * 5.0));
+    EXPECT_GE(all[i], -2.0f);
+    EXPECT_LE(all[i], 3.0f);
+  }
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(tail[i], all[6 + i]);
+  EXPECT_TRUE(plan_uniform(0, 1, 1, 0).ok());
+  EXPECT_EQ(plan_uniform(-1, 0, 1, 0).kind, ErrorKind::kRange);
+  EXPECT_EQ(plan_uniform(2.5, 0, 1, 0).kind, ErrorKind::kRange);
+  EXPECT_EQ(plan_uniform(4, 1, 0, 0).kind, ErrorKind::kRange);
+  EXPECT_EQ(plan_uniform(4, 0, INFINITY, 0).kind, ErrorKind::kRange);
+  EXPECT_EQ(plan_uniform(4, 0, 1, -1).kind, ErrorKind::kRange);
 }
 
 TEST(Xavier, BoundMeanAndVariance) {
