@@ -11,7 +11,8 @@ export default defineConfig({
   test: {
     environment: 'node',
     include: ['tests/browser/**/*.test.ts'],
-    exclude: ['tests/browser/webgpu-*.test.ts'], // Vitest browser mode: vitest.browser-webgpu.config.ts
+    // Vitest browser mode: vitest.browser-webgpu.config.ts; the packed package in fresh apps: vitest.browser-apps.config.ts
+    exclude: ['tests/browser/webgpu-*.test.ts', 'tests/browser/apps/**'],
     testTimeout: 180_000,
     hookTimeout: 300_000,
     pool: 'forks',

@@ -18,10 +18,13 @@ run_typecheck() {
 run_ctest()     { step "ctest (build/native)"; ctest --test-dir build/native --output-on-failure -j "$(nproc 2>/dev/null || echo 2)"; }
 run_ctest_wasm() { step "ctest (build/wasm: fuzz corpus replayed by the wasm kernels under node)"; ctest --test-dir build/wasm --output-on-failure; }
 run_vitest()    { step "vitest run (tests/node)"; node_modules/.bin/vitest run --config vitest.config.ts; }
-run_browser()   { step "browser tests of the demo (tests/browser/demo: vite build + preview, headless /usr/bin/chromium)"; node_modules/.bin/vitest run --config vitest.browser.config.ts; }
+run_browser()   { step "browser tests of the demo (tests/browser: vite build + preview, the vite dev server of npm start; headless /usr/bin/chromium)"; node_modules/.bin/vitest run --config vitest.browser.config.ts; }
+# The packed package in fresh apps (tests/browser/apps): npm pack, installed offline into a Vite app
+# (vite dev, vite build + preview) and an esbuild app, with and without COOP/COEP, in chromium.
+run_browser_apps() { step "browser tests of the packed package in fresh apps (tests/browser/apps: vite dev, vite build + preview, esbuild)"; node_modules/.bin/vitest run --config vitest.browser-apps.config.ts; }
 # The WebGPU backend in headless Debian Chromium (tests/browser/webgpu-*.test.ts, SwiftShader).
 run_browser_webgpu() { step "browser WebGPU tests (tests/browser/webgpu-*, chromium)"; node_modules/.bin/vitest run --config vitest.browser-webgpu.config.ts; }
 
-STEPS=(${SDPA_TEST_STEPS:-setup build typecheck ctest ctest_wasm vitest browser browser_webgpu})
+STEPS=(${SDPA_TEST_STEPS:-setup build typecheck ctest ctest_wasm vitest browser browser_webgpu browser_apps})
 for s in "${STEPS[@]}"; do "run_$s"; done
 step "all tests passed (${STEPS[*]})"

@@ -12,7 +12,11 @@
 //    We resolve it to __sdpaWasmUrl instead, defined in
 //    node_shims.extern-pre.js as `new URL('./<name>.wasm', import.meta.url)`
 //    (a hashed asset after `vite build`, a plain URL in the dev server).
-// A caller-supplied Module.locateFile / wasmBinary / instantiateWasm wins.
+// 3. Browsers: Module.instantiateWasm fetches and instantiates the .wasm, so a
+//    file that cannot be fetched (a 404: a bundler that did not emit it) is
+//    reported as that, with its URL, instead of 3.1.6's abort message.
+// A caller-supplied Module.locateFile / wasmBinary / instantiateWasm wins (a
+// pthread worker brings its own instantiateWasm).
 (function () {
   var wasmUrl = __sdpaWasmUrl;
   var isNode = typeof process === 'object' && process !== null &&
@@ -27,11 +31,37 @@
       if (typeof file === 'string' && file.startsWith('file:')) {
         file = process.getBuiltinModule('url').fileURLToPath(file);
       }
-      Module['wasmBinary'] = fs.readFileSync(file);
+      try {
+        Module['wasmBinary'] = fs.readFileSync(file);
+      } catch (e) {
+        throw new Error('sdpa-web: its WebAssembly file ' + file + ' could not be read: ' + e.message, { cause: e });
+      }
     }
-  } else if (!Module['locateFile']) {
+    return;
+  }
+  if (!Module['locateFile']) {
     Module['locateFile'] = function (path, prefix) {
       return path === '@SDPA_WASM_FILE@' ? wasmUrl.href : prefix + path;
     };
   }
+  if (Module['wasmBinary'] || Module['instantiateWasm']) return;
+  Module['instantiateWasm'] = function (imports, receiveInstance) {
+    var url = Module['locateFile']('@SDPA_WASM_FILE@', '');
+    fetch(url, { credentials: 'same-origin' }).then(function (response) {
+      if (!response.ok) {
+        throw new Error('sdpa-web: its WebAssembly file is missing: ' + url + ' (HTTP ' + response.status + ' ' + response.statusText + ')');
+      }
+      // Streaming compiles while the file downloads; it needs the application/wasm MIME type.
+      if (typeof WebAssembly.instantiateStreaming === 'function' &&
+          /^application\/wasm\b/.test(response.headers.get('Content-Type') || '')) {
+        return WebAssembly.instantiateStreaming(response, imports);
+      }
+      return response.arrayBuffer().then(function (bytes) { return WebAssembly.instantiate(bytes, imports); });
+    }, function (e) {
+      throw new Error('sdpa-web: its WebAssembly file ' + url + ' could not be fetched: ' + e, { cause: e });
+    }).then(function (result) {
+      receiveInstance(result.instance, result.module);
+    }).catch(readyPromiseReject);
+    return {};
+  };
 })();

@@ -1,9 +1,8 @@
-// threads.extern-pre.js -- a second --extern-pre-js, only for the pthreads module
-// (sdpa_core_mt). Like __sdpaWasmUrl in node_shims.extern-pre.js, the literal
-// `new URL('./<worker>.js', import.meta.url)` lets bundlers (Vite) see and emit the pthread
-// worker script; `?no-inline` keeps Vite from inlining it as a data: URL (a worker from a data:
-// URL has an opaque origin and cannot import this module). __sdpaModuleUrl is this module's own
-// URL, which each worker imports (3.1.6 otherwise imports './<name>.mjs' relative to the
-// worker, wrong once a bundler renames files). CMake runs this file through configure_file(@ONLY).
-var __sdpaWorkerUrl = new URL('./@SDPA_WORKER_FILE@?no-inline', import.meta.url);
+// threads.extern-pre.js -- a second --extern-pre-js, only for the pthreads module (sdpa_core_mt).
+// __sdpaModuleUrl is this module's own URL, which each pthread worker imports to instantiate the
+// module (3.1.6 would import './<name>.mjs' relative to the worker script, wrong once a bundler
+// renames files). __sdpaWorkerSource is the text of Emscripten's <name>.worker.js, written in
+// place of the placeholder after the link (embed_pthread_worker.js); browsers run it from a Blob
+// URL (threads.pre.js), Node runs the file.
 var __sdpaModuleUrl = import.meta.url;
+var __sdpaWorkerSource = '__SDPA_PTHREAD_WORKER_SOURCE__';

@@ -3,7 +3,7 @@ import { defineConfig } from 'vite';
 
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 
-// Cross-origin isolation (SharedArrayBuffer) for the later -pthread build.
+// Cross-origin isolation (SharedArrayBuffer), which the library's threads need in browsers.
 const isolationHeaders = {
   'Cross-Origin-Opener-Policy': 'same-origin',
   'Cross-Origin-Embedder-Policy': 'require-corp',
@@ -24,7 +24,6 @@ export default defineConfig({
   preview: {
     headers: isolationHeaders,
   },
-  worker: { format: 'es' },
   build: {
     outDir: 'dist',
     emptyOutDir: true,

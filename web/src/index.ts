@@ -55,11 +55,15 @@ export { createSelfAttention, createMultiheadAttention, SelfAttention, Multihead
  * The single-thread wasm module (its relaxed-SIMD build when `relaxed`), instantiated once per
  * JS realm and shared by every Attention instance.
  */
-const loadModule = oncePerBuild((relaxed): Promise<SdpaModule> =>
-  (relaxed ? import('./wasm/sdpa_core_relaxed.mjs').then((m) => m.default()) : createSdpaModule()).catch((cause: unknown) => {
+const loadModule = oncePerBuild(async (relaxed): Promise<SdpaModule> => {
+  try {
+    return await (relaxed ? (await import('./wasm/sdpa_core_relaxed.mjs')).default() : createSdpaModule());
+  } catch (cause) {
+    // The loader's own errors name the file it could not fetch or read, with its URL or path.
+    if (cause instanceof Error && cause.message.startsWith('sdpa-web:')) throw cause;
     throw new Error(`sdpa-web: could not instantiate its WebAssembly module (it needs wasm SIMD128): ${String(cause)}`, { cause });
-  }),
-);
+  }
+});
 
 /**
  * A fault of the WebGPU backend: no device could be had (`'unavailable'`), the device was lost

@@ -52,26 +52,76 @@ export function checkThreadsOption(threads: unknown): number | undefined {
   return threads;
 }
 
-/** A worker pool that fails to start (e.g. its script cannot load) never settles: give up then. */
+/** A worker that never starts and never reports an error (not seen) is given up on after this. */
 const LOAD_TIMEOUT_MS = 20_000;
+
+/** A pthread worker as the module holds it: a web Worker, or a Node worker_threads Worker. */
+interface PoolWorker {
+  addEventListener?: (type: 'error', listener: (e: { message?: string; filename?: string; lineno?: number }) => void) => void;
+  on?: (event: 'error', listener: (e: unknown) => void) => void;
+  terminate?: () => void;
+  unref?: () => void;
+}
+
+interface ThreadedModuleArg {
+  [key: string]: unknown;
+  sdpaWorkers: number;
+  /** Set by the module's factory, synchronously: its worker pool and the URL each worker imports. */
+  PThread?: { unusedWorkers?: PoolWorker[] };
+  mainScriptUrlOrBlob?: string;
+}
+
+/**
+ * Rejects as soon as one of the pool's workers reports an error (its script or the module it
+ * imports failed to load or run), with what it said and which module it was importing.
+ */
+function firstWorkerError(arg: ThreadedModuleArg): Promise<never> {
+  return new Promise<never>((_, reject) => {
+    const fail = (what: string) =>
+      reject(
+        new Error(
+          `a web worker of the threads module failed to start: ${what} (each worker imports ${arg.mainScriptUrlOrBlob ?? 'the threads module'}, ` +
+            'which must be that module alone: a bundler that inlines it into the app bundle needs code splitting, e.g. esbuild --splitting)',
+        ),
+      );
+    for (const worker of arg.PThread?.unusedWorkers ?? []) {
+      if (typeof worker.addEventListener === 'function') {
+        worker.addEventListener('error', (e) => fail(`${e.message ?? 'error'}${e.filename ? ` (${e.filename}:${e.lineno ?? 0})` : ''}`));
+      } else {
+        worker.on?.('error', (e) => fail(String(e)));
+      }
+    }
+  });
+}
 
 /**
  * The pthreads module (its relaxed-SIMD build when `relaxed`), instantiated once per realm with
- * coreCount() − 1 preloaded workers (the calling thread is the last one). Under Node its workers
- * are unref'd so they never keep the process alive.
+ * coreCount() − 1 preloaded workers (the calling thread is the last one). A worker that fails
+ * to start rejects the load at once, and the pool is shut down. Under Node its workers are
+ * unref'd so they never keep the process alive.
  */
 export const loadThreadedModule = oncePerBuild(async (relaxed): Promise<SdpaModule> => {
   const { default: create } = relaxed ? await import('./wasm/sdpa_core_mt_relaxed.mjs') : await import('./wasm/sdpa_core_mt.mjs');
   const cores = coreCount();
+  const arg: ThreadedModuleArg = { sdpaWorkers: cores - 1 };
+  const loading = create(arg);
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`its ${cores - 1} web workers did not start within ${LOAD_TIMEOUT_MS / 1000} s`)), LOAD_TIMEOUT_MS);
   });
-  const module = await Promise.race([create({ sdpaWorkers: cores - 1 }), timeout]).finally(() => clearTimeout(timer));
+  let module: SdpaModule;
+  try {
+    module = await Promise.race([loading, firstWorkerError(arg), timeout]);
+  } catch (cause) {
+    for (const worker of arg.PThread?.unusedWorkers ?? []) worker.terminate?.();
+    loading.catch(() => undefined); // abandoned: a later rejection is no one's to handle
+    throw cause;
+  } finally {
+    clearTimeout(timer);
+  }
   module.setMaxThreads(cores);
   if (nodeProcess()) {
-    const pthread = (module as unknown as { PThread?: { unusedWorkers?: { unref?: () => void }[] } }).PThread;
-    for (const worker of pthread?.unusedWorkers ?? []) worker.unref?.();
+    for (const worker of arg.PThread?.unusedWorkers ?? []) worker.unref?.();
   }
   return module;
 });
