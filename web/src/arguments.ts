@@ -57,6 +57,11 @@ export function checkTensor(name: string, tensor: unknown, kind: DataKind = 'flo
   }
 }
 
+export function checkNumber(name: string, value: unknown): number {
+  if (typeof value !== 'number') throw new TypeError(`${name} must be a number; got ${describe(value)}`);
+  return value;
+}
+
 export function checkBoolean(name: string, value: unknown): boolean {
   if (value === undefined) return false;
   if (typeof value !== 'boolean') throw new TypeError(`${name} must be a boolean; got ${describe(value)}`);

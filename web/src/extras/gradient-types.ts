@@ -1,7 +1,7 @@
 // Public types of the gradients, PRNG, score functions and attention modules of sdpa-web.
 // Shape letters as in types.ts: B batch, H heads, Lq query length, Lk key length, E query/key
 // dim, Ev value dim.
-import type { AttentionOptions, BackendChoice, MaskTensor, Tensor, Tensor64 } from './types.js';
+import type { AttentionOptions, BackendChoice, MaskTensor, Tensor, Tensor64 } from '../types.js';
 
 /**
  * Options of {@link Attention.scaledDotProductAttentionBackward}: the forward call's options
