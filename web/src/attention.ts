@@ -44,8 +44,13 @@ export class Attention {
   private gpu: GpuState | undefined;
   /** A pending re-initialization after a device loss (shared by concurrent calls). */
   private gpuInit: Promise<GpuState> | undefined;
-  /** Threads each call runs on (1 for 'scalar' and 'webgpu', and where WebAssembly threads are unavailable). */
+  /**
+   * Most threads a call runs on: the `threads` option (default every core) within the loaded
+   * module's pool; 1 for 'scalar' and 'webgpu', and where WebAssembly threads are unavailable.
+   */
   readonly threads: number;
+  /** The `threads` option as the core takes it (0: every thread of the pool); the core picks each call's count. */
+  private readonly requestedThreads: number;
   /**
    * Whether this instance runs the relaxed-SIMD build of the wasm module, whose 'simd' kernels use
    * fused multiply-adds (see the `relaxedSimd` option).
@@ -62,10 +67,11 @@ export class Attention {
   /** @internal */
   constructor(
     private readonly module: SdpaModule,
-    chosen: Chosen & { threads?: number; relaxedSimd: boolean },
+    chosen: Chosen & { threads: number | undefined; relaxedSimd: boolean },
     private readonly options: CreateAttentionOptions & { backend: BackendChoice },
   ) {
-    this.threads = chosen.threads ?? 1;
+    this.requestedThreads = chosen.threads ?? 0;
+    this.threads = Math.min(chosen.threads ?? Infinity, module.maxThreads());
     this.relaxedSimd = chosen.relaxedSimd;
     this.currentBackend = chosen.backend;
     this.currentFallbackReason = chosen.fallbackReason;
@@ -133,7 +139,7 @@ export class Attention {
       );
     }
     const request = attentionRequest(query, key, value, options);
-    request.threads = this.threads;
+    request.threads = this.requestedThreads;
     const plan = this.planOnce(request);
     const outputElements = product(plan.outputShape);
     const out = checkOut(options?.out, outputElements, plan.outputShape);
@@ -510,7 +516,7 @@ export async function createAttention(options: CreateAttentionOptions = {}): Pro
 export async function createEngine(options: CreateAttentionOptions = {}): Promise<{ attention: Attention; checks: ModuleChecks }> {
   if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object; got ${describe(options)}`);
   const backend = options.backend ?? 'auto';
-  const requested = checkThreadsOption(options.threads);
+  const threads = checkThreadsOption(options.threads);
   const relaxedRequested = checkRelaxedSimdOption(options.relaxedSimd);
   const chosen = await chooseBackend(backend, options);
   const normalized = { ...options, backend };
@@ -518,20 +524,18 @@ export async function createEngine(options: CreateAttentionOptions = {}): Promis
   const relaxedSimd = relaxedRequested !== false && !noRelaxed;
   // Saying why only matters when relaxed SIMD was asked for.
   const relaxedReason = relaxedRequested && noRelaxed ? `running the SIMD128 build: ${noRelaxed}` : undefined;
-  const engine = async (build: { threads: boolean; relaxedSimd: boolean }, threads?: number, reason?: string) => {
+  const engine = async (build: { threads: boolean; relaxedSimd: boolean }, reason?: string) => {
     const module = await loadCoreModule(build);
     const fallbackReason = joinReasons(chosen.fallbackReason, relaxedReason, reason);
     return { attention: new Attention(module, { ...chosen, threads, relaxedSimd, fallbackReason }, normalized), checks: module };
   };
-  if (chosen.backend !== 'simd' || requested === 1) return engine({ threads: false, relaxedSimd });
-  const threads = Math.min(requested ?? coreCount(), coreCount());
-  const unavailable = threads > 1 ? threadsUnavailableReason() : undefined;
-  if (threads > 1 && !unavailable) {
-    try {
-      return await engine({ threads: true, relaxedSimd }, threads);
-    } catch (cause) {
-      return engine({ threads: false, relaxedSimd }, undefined, `running on 1 thread: the threads module failed to load (${String(cause)})`);
-    }
+  // The pthreads module only for the simd backend, and only when its pool would have more than one thread.
+  if (chosen.backend !== 'simd' || threads === 1 || coreCount() === 1) return engine({ threads: false, relaxedSimd });
+  const unavailable = threadsUnavailableReason();
+  if (unavailable) return engine({ threads: false, relaxedSimd }, `running on 1 thread: ${unavailable}`);
+  try {
+    return await engine({ threads: true, relaxedSimd });
+  } catch (cause) {
+    return engine({ threads: false, relaxedSimd }, `running on 1 thread: the threads module failed to load (${String(cause)})`);
   }
-  return engine({ threads: false, relaxedSimd }, undefined, unavailable ? `running on 1 thread: ${unavailable}` : undefined);
 }
