@@ -17,3 +17,4 @@ export type * from './extras/gradient-types.js';
 export { Attention, createAttention } from './attention.js';
 export { WebGPUError } from './webgpu.js';
 export { createSelfAttention, createMultiheadAttention, SelfAttention, MultiheadAttention } from './extras/modules.js';
+export { maxAbsDiff, toleranceBound } from './extras/accuracy.js';
