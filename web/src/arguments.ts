@@ -1,7 +1,7 @@
 // Checks of the JavaScript-level types of every argument (is it a Float32Array, is the shape a
 // list of non-negative integers, does the data length match). Semantic shape rules (ranks,
-// matching dims, broadcasting, GQA) live in the C++ core (cpp/core/attention_problem.cpp), so
-// native and wasm callers get the same checks and messages.
+// matching dims, broadcasting, GQA) live in the C++ core, so native and wasm callers get the
+// same checks and messages.
 import type { AttentionRequest, CoreError } from './wasm/sdpa_core.mjs';
 import type { AttentionOptions, MaskTensor, Tensor } from './types.js';
 

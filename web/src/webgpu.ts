@@ -80,6 +80,7 @@ export function releaseGpu(state: GpuState): void {
   if (state.owned && !state.isLost) state.device.destroy();
 }
 
+/** A device, or why none can be had (a sentence for `fallbackReason` and errors). */
 export type DeviceOrReason = { device: GpuDeviceLike; reason?: undefined } | { device?: undefined; reason: string };
 
 export function gpuSource(options: CreateAttentionOptions): GpuLike | undefined {
@@ -108,8 +109,8 @@ export async function requestDevice(gpu: GpuLike | undefined, allowSoftware: boo
     };
   }
   try {
-    // Larger buffers mean fewer split dispatches, more workgroup memory larger key tiles; the
-    // adapter says what it can give.
+    // Larger buffers mean fewer split dispatches and more workgroup memory larger key tiles: ask
+    // for what the adapter can give.
     const limits = adapter.limits as Record<string, number>;
     const requiredLimits: Record<string, number> = {};
     for (const name of ['maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupStorageSize']) {
@@ -121,7 +122,7 @@ export async function requestDevice(gpu: GpuLike | undefined, allowSoftware: boo
   }
 }
 
-/** Whether `promise` settles (either way) within `ms` milliseconds. */
+/** Whether `promise` settles (either way) within `ms` milliseconds: tells a device loss from another readback failure. */
 export function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timeout = new Promise<boolean>((resolve) => {

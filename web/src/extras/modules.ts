@@ -1,8 +1,8 @@
 // Attention modules composed from the core's building blocks (matmul, attention, dropout, Xavier
 // init): single-head self-attention with learned projections, and multi-head attention with
-// PyTorch nn.MultiheadAttention numerics. They compute through an Attention engine; shapes and
-// configurations are validated by the C++ core's module checks (cpp/core/attention_modules.cpp),
-// and this file checks only JS types.
+// PyTorch nn.MultiheadAttention numerics (and its shape names: L query length, S key length, E
+// embedDim). They compute through an Attention engine; shapes and configurations are validated
+// by the C++ core's module checks, and this file checks only JS types.
 import { createEngine, type Attention, type ModuleChecks } from '../attention.js';
 import { checkBoolean, checkNumber, checkTensor, describe, throwIfError } from '../arguments.js';
 import { checkDropout } from './prng.js';
