@@ -15,6 +15,8 @@ run_typecheck() {
   node_modules/.bin/tsc -p tsconfig.json
   node_modules/.bin/tsc -p web/demo/tsconfig.json
 }
+# Import cycles in the package's source, type-only imports included (exits 1 on any).
+run_cycles()    { step "cycles: madge --circular --extensions ts web/src"; node_modules/.bin/madge --circular --extensions ts web/src; }
 run_ctest()     { step "ctest (build/native)"; ctest --test-dir build/native --output-on-failure -j "$(nproc 2>/dev/null || echo 2)"; }
 run_ctest_wasm() { step "ctest (build/wasm: fuzz corpus replayed by the wasm kernels under node)"; ctest --test-dir build/wasm --output-on-failure; }
 run_vitest()    { step "vitest run (tests/node)"; node_modules/.bin/vitest run --config vitest.config.ts; }
@@ -25,6 +27,6 @@ run_browser_apps() { step "browser tests of the packed package in fresh apps (te
 # The WebGPU backend in headless Debian Chromium (tests/browser/webgpu-*.test.ts, SwiftShader).
 run_browser_webgpu() { step "browser WebGPU tests (tests/browser/webgpu-*, chromium)"; node_modules/.bin/vitest run --config vitest.browser-webgpu.config.ts; }
 
-STEPS=(${SDPA_TEST_STEPS:-setup build typecheck ctest ctest_wasm vitest browser browser_webgpu browser_apps})
+STEPS=(${SDPA_TEST_STEPS:-setup build typecheck cycles ctest ctest_wasm vitest browser browser_webgpu browser_apps})
 for s in "${STEPS[@]}"; do "run_$s"; done
 step "all tests passed (${STEPS[*]})"

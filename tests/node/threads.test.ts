@@ -5,6 +5,7 @@
 import { availableParallelism } from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createAttention, type Tensor } from 'sdpa-web';
+import { maxAbsDiff } from './support/tolerance.js';
 
 function random(shape: number[], seed: number, scale = 1): Tensor {
   const n = shape.reduce((a, b) => a * b, 1);
@@ -15,12 +16,6 @@ function random(shape: number[], seed: number, scale = 1): Tensor {
     data[i] = ((s / 2 ** 32) * 2 - 1) * scale;
   }
   return { data, shape };
-}
-
-function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let m = 0;
-  for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(a[i]! - b[i]!));
-  return m;
 }
 
 const cores = Math.min(16, availableParallelism());

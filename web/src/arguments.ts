@@ -1,7 +1,7 @@
 // Checks of the JavaScript-level types of every argument (is it a Float32Array, is the shape a
 // list of non-negative integers, does the data length match). Semantic shape rules (ranks,
-// matching dims, broadcasting, GQA) live in the C++ core (cpp/core/problem.cpp), so
-// native and wasm callers get the same checks and messages.
+// matching dims, broadcasting, GQA) live in the C++ core, so native and wasm callers get the
+// same checks and messages.
 import type { AttentionRequest, CoreError } from './wasm/sdpa_core.mjs';
 import type { AttentionOptions, MaskTensor, Tensor } from './types.js';
 
@@ -55,6 +55,11 @@ export function checkTensor(name: string, tensor: unknown, kind: DataKind = 'flo
       `${name}.data has ${data.length} elements but shape [${(shape as number[]).join(', ')}] needs ${elements}`,
     );
   }
+}
+
+export function checkNumber(name: string, value: unknown): number {
+  if (typeof value !== 'number') throw new TypeError(`${name} must be a number; got ${describe(value)}`);
+  return value;
 }
 
 export function checkBoolean(name: string, value: unknown): boolean {

@@ -72,6 +72,11 @@ export function withHeap<T>(module: SdpaModule, body: (heap: HeapScope) => T): T
   }
 }
 
+/** Bytes of the tensors' data (absent ones count 0), e.g. a call's inputs for {@link HeapScope.checkTotal}. */
+export function tensorBytes(tensors: readonly ({ data: ArrayBufferView } | null | undefined)[]): number {
+  return tensors.reduce((n, t) => n + (t ? t.data.byteLength : 0), 0);
+}
+
 export function formatBytes(bytes: number): string {
   return bytes >= 2 ** 20 ? `${(bytes / 2 ** 20).toFixed(1)} MiB` : `${bytes} bytes`;
 }

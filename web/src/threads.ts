@@ -1,7 +1,8 @@
 // Threads for the 'simd' backend: whether this JS realm can run the pthreads module
 // (sdpa_core_mt: WebAssembly threads on web workers, which need SharedArrayBuffer, i.e.
 // cross-origin isolation in browsers), how many cores there are, and its loader. The only code
-// that knows about sdpa_core_mt; index.ts asks here and falls back to one thread when told why.
+// that knows about sdpa_core_mt; createAttention asks here and falls back to one thread when
+// told why.
 import type { SdpaModule } from './wasm/sdpa_core.mjs';
 import { describe } from './arguments.js';
 import { oncePerBuild } from './relaxed-simd.js';

@@ -1,5 +1,5 @@
-// Public types of sdpa-web. Shape letters, as in PyTorch: B batch, H heads, Lq query length,
-// Lk key length, E query/key dim, Ev value dim.
+// Public types of sdpa-web. Shape letters, as in PyTorch: B batch, H heads (Hq, Hkv), Lq/Lk
+// query/key length, E query/key dim, Ev value dim.
 
 /**
  * A dense row-major float32 tensor. `data.length` must equal the product of `shape`.

@@ -1,29 +1,16 @@
 // The tolerance rule every backend is held to, against the float64 reference (the C++ scalar
-// reference instantiated in double, exposed as attn.referenceAttention):
+// reference instantiated in double, exposed as attn.referenceAttention): the package's
+// maxAbsDiff/toleranceBound (web/src/extras/accuracy.ts),
 //   max|o − o64| ≤ f·e_ref + 1e-5·max(1, |V|max)
 // where e_ref = max|o32 − o64| is the error of the plain float32 implementation (the 'scalar'
 // backend) on the same inputs, and f = 2 for CPU backends (4 for WebGPU).
 import { expect } from 'vitest';
-import type { Attention, AttentionOptions, Tensor } from 'sdpa-web';
+import { maxAbsDiff as packageMaxAbsDiff, toleranceBound, type Attention, type AttentionOptions, type Tensor } from 'sdpa-web';
 
+/** The package's maxAbsDiff, after asserting that both have the same length. */
 export function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
   expect(a.length).toBe(b.length);
-  let worst = 0;
-  for (let i = 0; i < a.length; i++) {
-    const x = a[i]!, y = b[i]!;
-    if (Number.isNaN(x) || Number.isNaN(y)) {
-      if (Number.isNaN(x) !== Number.isNaN(y)) return Infinity;
-      continue;
-    }
-    if (x !== y) worst = Math.max(worst, Math.abs(x - y));
-  }
-  return worst;
-}
-
-function maxFinite(data: Float32Array): number {
-  let m = 0;
-  for (const x of data) if (Number.isFinite(x)) m = Math.max(m, Math.abs(x));
-  return m;
+  return packageMaxAbsDiff(a, b);
 }
 
 export interface CheckOptions {
@@ -50,7 +37,7 @@ export async function expectMatchesReference(
   const plain = oracle.scaledDotProductAttentionSync(q, k, v, { ...options, returnWeights: true });
   expect(got.output.shape, label).toEqual(ref.output.shape);
   const eRef = maxAbsDiff(plain.output.data, ref.output.data);
-  const bound = factor * eRef + 1e-5 * Math.max(1, maxFinite(v.data));
+  const bound = toleranceBound(eRef, factor, v.data);
   const err = maxAbsDiff(got.output.data, ref.output.data);
   expect(err, `${label} output error ${err} > ${bound} (e_ref ${eRef})`).toBeLessThanOrEqual(bound);
   if (options.returnWeights) {

@@ -1,7 +1,9 @@
 // Public types of the gradients, PRNG, score functions and attention modules of sdpa-web.
-// Shape letters as in types.ts: B batch, H heads, Lq query length, Lk key length, E query/key
-// dim, Ev value dim.
-import type { AttentionOptions, BackendChoice, MaskTensor, Tensor, Tensor64 } from './types.js';
+// Shape letters as in types.ts: B batch, H heads (Hq, Hkv), Lq/Lk query/key length, E query/key
+// dim, Ev value dim. The score functions allow different query and key dims (Dq, Dk) and have a
+// hidden size A; the multi-head module keeps PyTorch nn.MultiheadAttention's names: L target
+// (query) length, S source (key) length, E its embedDim.
+import type { AttentionOptions, BackendChoice, MaskTensor, Tensor, Tensor64 } from '../types.js';
 
 /**
  * Options of {@link Attention.scaledDotProductAttentionBackward}: the forward call's options
@@ -58,7 +60,7 @@ export interface DropoutOptions {
  * Attention score functions, for q `[Dq]` and k `[Dk]`:
  * - `'dot'`: q·k; `'scaled-dot'`: q·k·scale (default 1/√Dk) — both need Dq = Dk;
  * - `'multiplicative'` (Luong "general"): qᵀ·W·k with `w` `[Dq, Dk]`;
- * - `'additive'` (Bahdanau): vᵀ·tanh(W₁·q + W₂·k) with `w1` `[H, Dq]`, `w2` `[H, Dk]`, `v` `[H]`.
+ * - `'additive'` (Bahdanau): vᵀ·tanh(W₁·q + W₂·k) with `w1` `[A, Dq]`, `w2` `[A, Dk]`, `v` `[A]`.
  */
 export type ScoreKind = 'dot' | 'scaled-dot' | 'multiplicative' | 'additive';
 
@@ -66,11 +68,11 @@ export interface ScoreOptions {
   kind: ScoreKind;
   /** Multiplicative: `[Dq, Dk]`. */
   w?: Tensor;
-  /** Additive: `[H, Dq]`. */
+  /** Additive: `[A, Dq]`. */
   w1?: Tensor;
-  /** Additive: `[H, Dk]`. */
+  /** Additive: `[A, Dk]`. */
   w2?: Tensor;
-  /** Additive: `[H]`. */
+  /** Additive: `[A]`. */
   v?: Tensor;
   /** Scaled-dot only; default 1/√Dk. */
   scale?: number | null;

@@ -1,11 +1,11 @@
 // Attention modules composed from the core's building blocks (matmul, attention, dropout, Xavier
-// init): the seed text's single-head self-attention with learned projections, and multi-head
-// attention with PyTorch nn.MultiheadAttention numerics. Shapes and configurations are validated
-// by the C++ core (cpp/core/attention_modules.cpp); this file checks only JS types.
-import { createAttention, type Attention } from './index.js';
-import { checkBoolean, checkTensor, describe } from './arguments.js';
-import { throwIfError } from './arguments.js';
-import { checkDropout } from './gradients.js';
+// init): single-head self-attention with learned projections, and multi-head attention with
+// PyTorch nn.MultiheadAttention numerics (and its shape names: L query length, S key length, E
+// embedDim). They compute through an Attention engine; shapes and configurations are validated
+// by the C++ core's module checks, and this file checks only JS types.
+import { createEngine, type Attention, type ModuleChecks } from '../attention.js';
+import { checkBoolean, checkNumber, checkTensor, describe, throwIfError } from '../arguments.js';
+import { checkDropout } from './prng.js';
 import type {
   DropoutOptions,
   ModuleOutput,
@@ -17,12 +17,10 @@ import type {
   SelfAttentionGradients,
   SelfAttentionOptions,
 } from './gradient-types.js';
-import type { MaskTensor, Tensor } from './types.js';
+import type { MaskTensor, Tensor } from '../types.js';
 
 function checkNumberOption(name: string, value: unknown, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number') throw new TypeError(`${name} must be a number; got ${describe(value)}`);
-  return value;
+  return value === undefined ? fallback : checkNumber(name, value);
 }
 
 function checkObject(name: string, value: unknown): void {
@@ -103,7 +101,7 @@ function checkDropoutOption(dropout: unknown): DropoutOptions | undefined {
 }
 
 /**
- * Single-head self-attention with learned projections (the seed text's module):
+ * Single-head self-attention with learned projections:
  * Q = X·W_Q, K = X·W_K, V = X·W_V, output = softmax(Q·Kᵀ/√dK)·V. Create with
  * {@link createSelfAttention}.
  */
@@ -118,6 +116,7 @@ export class SelfAttention {
   /** @internal */
   constructor(
     private readonly attention: Attention,
+    private readonly checks: ModuleChecks,
     private readonly ownsAttention: boolean,
     readonly dModel: number,
     readonly dK: number,
@@ -139,7 +138,7 @@ export class SelfAttention {
   forward(x: Tensor, options: SelfAttentionForwardOptions = {}): Required<ModuleOutput> {
     checkTensor('x', x);
     checkObject('options', options);
-    throwIfError(this.attention.core.checkSelfAttentionInput(x.shape, this.dModel));
+    throwIfError(this.checks.checkSelfAttentionInput(x.shape, this.dModel));
     const dropout = checkDropoutOption(options.dropout);
     const q = this.attention.matmul(x, this.wQ);
     const k = this.attention.matmul(x, this.wK);
@@ -169,7 +168,7 @@ export class SelfAttention {
       throw new TypeError('SelfAttention.backward does not support dropout: run the forward without it');
     }
     const a = this.attention;
-    throwIfError(a.core.checkSelfAttentionInput(x.shape, this.dModel));
+    throwIfError(this.checks.checkSelfAttentionInput(x.shape, this.dModel));
     const q = a.matmul(x, this.wQ);
     const k = a.matmul(x, this.wK);
     const v = a.matmul(x, this.wV);
@@ -222,13 +221,11 @@ export async function createSelfAttention(options: SelfAttentionOptions): Promis
       shapes[name] = (t as Tensor).shape;
     }
   }
-  const attention = await createAttention({ backend: options.backend ?? 'auto' });
-  const error =
-    attention.core.planSelfAttention(dModel, dK, dV, seed) ??
-    attention.core.checkSelfAttentionWeights(shapes, dModel, dK, dV);
+  const { attention, checks } = await createEngine({ backend: options.backend ?? 'auto' });
+  const error = checks.planSelfAttention(dModel, dK, dV, seed) ?? checks.checkSelfAttentionWeights(shapes, dModel, dK, dV);
   if (error) attention.dispose();
   throwIfError(error);
-  return new SelfAttention(attention, true, dModel, dK, dV, seed, options.weights);
+  return new SelfAttention(attention, checks, true, dModel, dK, dV, seed, options.weights);
 }
 
 interface ResolvedWeights {
@@ -278,6 +275,7 @@ export class MultiheadAttention {
   /** @internal */
   constructor(
     private readonly attention: Attention,
+    private readonly checks: ModuleChecks,
     private readonly ownsAttention: boolean,
     config: { embedDim: number; numHeads: number; numKvHeads: number; kdim: number; vdim: number; batchFirst: boolean; bias: boolean; seed: number },
     given: MultiheadAttentionWeights | undefined,
@@ -339,8 +337,7 @@ export class MultiheadAttention {
     const needWeights = options.needWeights === undefined ? true : checkBoolean('needWeights', options.needWeights);
     const average = options.averageAttnWeights === undefined ? true : checkBoolean('averageAttnWeights', options.averageAttnWeights);
     const dropout = checkDropoutOption(options.dropout);
-    const core = this.attention.core;
-    const dims = core.checkMultiheadInputs({
+    const dims = this.checks.checkMultiheadInputs({
       embedDim: this.embedDim, numHeads: this.numHeads, kdim: this.kdim, vdim: this.vdim, batchFirst: this.batchFirst,
       queryShape: query.shape, keyShape: key.shape, valueShape: value.shape,
       keyPaddingMaskShape: kpm?.shape, attnMaskShape: am?.shape,
@@ -470,10 +467,10 @@ export async function createMultiheadAttention(options: MultiheadAttentionOption
       weightShapes[name] = (t as Tensor).shape;
     }
   }
-  const attention = await createAttention({ backend: options.backend ?? 'auto' });
-  const error = attention.core.planMultihead({ embedDim, numHeads, numKvHeads, kdim, vdim, seed, bias, weightShapes });
+  const { attention, checks } = await createEngine({ backend: options.backend ?? 'auto' });
+  const error = checks.planMultihead({ embedDim, numHeads, numKvHeads, kdim, vdim, seed, bias, weightShapes });
   if (error) attention.dispose();
   throwIfError(error);
-  return new MultiheadAttention(attention, true, { embedDim, numHeads, numKvHeads, kdim, vdim, batchFirst, bias, seed }, options.weights);
+  return new MultiheadAttention(attention, checks, true, { embedDim, numHeads, numKvHeads, kdim, vdim, batchFirst, bias, seed }, options.weights);
 }
 

@@ -1,0 +1,541 @@
+// The Attention class (one engine bound to a backend and a wasm build) and createAttention,
+// which picks the backend and the build and loads it.
+import type { AttentionPlanInfo, AttentionRequest, SdpaModule } from './wasm/sdpa_core.mjs';
+import { attentionRequest, checkBoolean, checkNumber, checkOut, checkTensor, describe, product, throwIfError } from './arguments.js';
+import { backendInfos, chooseBackend, type Chosen } from './backends.js';
+import { HeapScope, tensorBytes, withHeap } from './heap.js';
+import { attentionBackward, referenceAttentionBackward } from './extras/gradients.js';
+import type {
+  AttentionGradients,
+  AttentionGradients64,
+  BackwardOptions,
+  DropoutOptions,
+  ScoreGradients,
+  ScoreOptions,
+  ScoreResult,
+} from './extras/gradient-types.js';
+import { dropout, xavierUniform } from './extras/prng.js';
+import { attentionScores, attentionScoresBackward } from './extras/scores.js';
+import { checkRelaxedSimdOption, relaxedSimdUnavailableReason } from './relaxed-simd.js';
+import { checkThreadsOption, coreCount, threadsUnavailableReason } from './threads.js';
+import type {
+  AttentionOptions,
+  AttentionResult,
+  AttentionResult64,
+  AttentionStages,
+  BackendChoice,
+  BackendInfo,
+  BackendName,
+  CpuBackendName,
+  CreateAttentionOptions,
+  MemoryStats,
+  SoftmaxOptions,
+  Tensor,
+  WebGpuInfo,
+} from './types.js';
+import { loadCoreModule } from './wasm.js';
+import { acquireGpu, gpuSource, releaseGpu, requestDevice, settlesWithin, WebGPUError, type GpuState } from './webgpu.js';
+
+/** One attention engine bound to a backend. Create with {@link createAttention}. */
+export class Attention {
+  private currentBackend: BackendName;
+  private currentFallbackReason: string | undefined;
+  private webgpuReason: string | undefined;
+  private gpu: GpuState | undefined;
+  /** A pending re-initialization after a device loss (shared by concurrent calls). */
+  private gpuInit: Promise<GpuState> | undefined;
+  /**
+   * Most threads a call runs on: the `threads` option (default every core) within the loaded
+   * module's pool; 1 for 'scalar' and 'webgpu', and where WebAssembly threads are unavailable.
+   */
+  readonly threads: number;
+  /** The `threads` option as the core takes it (0: every thread of the pool); the core picks each call's count. */
+  private readonly requestedThreads: number;
+  /**
+   * Whether this instance runs the relaxed-SIMD build of the wasm module, whose 'simd' kernels use
+   * fused multiply-adds (see the `relaxedSimd` option).
+   */
+  readonly relaxedSimd: boolean;
+  private disposed = false;
+  /**
+   * The last plan of the sync path and a copy of the request it is for: a model calls attention
+   * with the same shapes layer after layer, and planning costs a crossing into wasm (15–40 µs, as
+   * much as 7% of a 128-token call). The core validates the request again when it runs.
+   */
+  private lastPlan: { request: AttentionRequest; plan: AttentionPlanInfo } | undefined;
+
+  /** @internal */
+  constructor(
+    private readonly module: SdpaModule,
+    chosen: Chosen & { threads: number | undefined; relaxedSimd: boolean },
+    private readonly options: CreateAttentionOptions & { backend: BackendChoice },
+  ) {
+    this.requestedThreads = chosen.threads ?? 0;
+    this.threads = Math.min(chosen.threads ?? Infinity, module.maxThreads());
+    this.relaxedSimd = chosen.relaxedSimd;
+    this.currentBackend = chosen.backend;
+    this.currentFallbackReason = chosen.fallbackReason;
+    this.webgpuReason = chosen.webgpuReason;
+    if (chosen.device) this.gpu = acquireGpu(module, chosen.device, options.gpuLimits, chosen.ownsDevice ?? false);
+  }
+
+  /**
+   * The backend in use. An `'auto'` instance whose GPU device is lost and cannot be replaced
+   * switches to `'simd'` (see `fallbackReason`).
+   */
+  get backend(): BackendName {
+    return this.currentBackend;
+  }
+
+  /**
+   * Why `'auto'` did not pick (or no longer uses) a faster backend, or why fewer threads run than
+   * asked for.
+   */
+  get fallbackReason(): string | undefined {
+    return this.currentFallbackReason;
+  }
+
+  /** Every backend this build knows, whether it can run here, and why not. */
+  get availableBackends(): BackendInfo[] {
+    return backendInfos(this.currentBackend, this.webgpuReason, this.options);
+  }
+
+  /** The WebGPU backend's limits and compiled pipelines (undefined on CPU backends). */
+  webgpuInfo(): WebGpuInfo | undefined {
+    this.checkUsable();
+    return this.gpu && !this.gpu.isLost ? this.gpu.context.info() : undefined;
+  }
+
+  /**
+   * Scaled dot-product attention with PyTorch's `scaled_dot_product_attention` semantics.
+   *
+   * - A query row that may attend to no key (all masked, or hidden by a causal alignment)
+   *   returns zeros in `output` and `weights`, never NaN (PyTorch's `_safe_softmax`).
+   * - Keys hidden by the mask are never read: NaN/Inf stored there cannot leak into the result.
+   *   NaN in a visible input propagates to the rows it touches.
+   * - Bad input throws (rejects with) a TypeError or RangeError naming the argument and the
+   *   expected shape, before any memory is allocated; the instance stays usable.
+   */
+  async scaledDotProductAttention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    options?: AttentionOptions,
+  ): Promise<AttentionResult> {
+    if (this.currentBackend === 'webgpu') return this.runWebGpu(query, key, value, options);
+    return this.scaledDotProductAttentionSync(query, key, value, options);
+  }
+
+  /**
+   * Synchronous {@link Attention.scaledDotProductAttention}, CPU backends only: on a `'webgpu'`
+   * instance it throws (GPU results arrive asynchronously).
+   */
+  scaledDotProductAttentionSync(query: Tensor, key: Tensor, value: Tensor, options?: AttentionOptions): AttentionResult {
+    this.checkUsable();
+    if (this.currentBackend === 'webgpu') {
+      throw new Error(
+        "sdpa-web: scaledDotProductAttentionSync runs on the CPU backends only; this instance uses 'webgpu': " +
+          "use `await scaledDotProductAttention(...)`, or create a 'simd' instance",
+      );
+    }
+    const request = attentionRequest(query, key, value, options);
+    request.threads = this.requestedThreads;
+    const plan = this.planOnce(request);
+    const outputElements = product(plan.outputShape);
+    const out = checkOut(options?.out, outputElements, plan.outputShape);
+    const weightsElements = request.returnWeights ? product(plan.weightsShape) : 0;
+    const returnLse = checkBoolean('returnLogSumExp', options?.returnLogSumExp);
+    const lseShape = plan.outputShape.slice(0, -1);
+    const lseElements = returnLse ? product(lseShape) : 0;
+    const cpuBackend = this.cpuBackend;
+    const workspaceBytes = plan.workspaceBytes[cpuBackend];
+    HeapScope.checkTotal(
+      tensorBytes([query, key, value, options?.attnMask]) + 4 * (outputElements + weightsElements + lseElements) + workspaceBytes,
+      'this attention call',
+    );
+    return withHeap(this.module, (heap) => {
+      const pointers = this.copyInputs(heap, query, key, value, options);
+      pointers.output = heap.alloc(4 * outputElements, 'output');
+      if (request.returnWeights) pointers.weights = heap.alloc(4 * weightsElements, 'weights');
+      if (returnLse) pointers.lse = heap.alloc(4 * lseElements, 'logSumExp');
+      pointers.workspace = heap.alloc(workspaceBytes, `the ${cpuBackend} workspace`);
+      throwIfError(this.module.runAttention(request, cpuBackend, pointers));
+      const result: AttentionResult = {
+        output: { data: heap.readFloat32(pointers.output, outputElements, out), shape: [...plan.outputShape] },
+      };
+      if (request.returnWeights) {
+        result.weights = { data: heap.readFloat32(pointers.weights!, weightsElements), shape: [...plan.weightsShape] };
+      }
+      if (returnLse) result.logSumExp = { data: heap.readFloat32(pointers.lse!, lseElements), shape: lseShape };
+      return result;
+    });
+  }
+
+  /**
+   * Every stage of one attention call (QKᵀ, ·scale, +mask, softmax, ·V), computed by the scalar
+   * reference in float32 whatever the backend: for explaining small examples. Takes the same
+   * arguments as {@link Attention.scaledDotProductAttention}; materializes `[..., Lq, Lk]` four times.
+   */
+  async explain(query: Tensor, key: Tensor, value: Tensor, options?: AttentionOptions): Promise<AttentionStages> {
+    this.checkUsable();
+    const request = attentionRequest(query, key, value, options);
+    const plan = this.module.planAttention(request);
+    throwIfError(plan.error);
+    const n = product(plan.weightsShape);
+    const outputElements = product(plan.outputShape);
+    HeapScope.checkTotal(tensorBytes([query, key, value, options?.attnMask]) + 4 * (4 * n + outputElements) + plan.workspaceBytes.scalar, 'explain');
+    return withHeap(this.module, (heap) => {
+      const pointers = this.copyInputs(heap, query, key, value, options);
+      const stages = ['scores', 'scaledScores', 'maskedScores', 'weights'] as const;
+      for (const stage of stages) pointers[stage] = heap.alloc(4 * n, stage);
+      pointers.output = heap.alloc(4 * outputElements, 'output');
+      pointers.workspace = heap.alloc(plan.workspaceBytes.scalar, 'the reference workspace');
+      throwIfError(this.module.explainAttention(request, pointers));
+      const read = (name: (typeof stages)[number]): Tensor => ({ data: heap.readFloat32(pointers[name]!, n), shape: plan.weightsShape });
+      return {
+        scores: read('scores'),
+        scaledScores: read('scaledScores'),
+        maskedScores: read('maskedScores'),
+        weights: read('weights'),
+        output: { data: heap.readFloat32(pointers.output, outputElements), shape: plan.outputShape },
+      };
+    });
+  }
+
+  /**
+   * The float64 reference (the oracle every backend is tested against): same arguments and
+   * semantics as {@link Attention.scaledDotProductAttention}, computed in double precision from
+   * the float32 inputs. Always returns the weights.
+   */
+  referenceAttention(query: Tensor, key: Tensor, value: Tensor, options?: AttentionOptions): AttentionResult64 {
+    this.checkUsable();
+    const request = attentionRequest(query, key, value, options);
+    const plan = this.module.planAttention(request);
+    throwIfError(plan.error);
+    const outputElements = product(plan.outputShape);
+    const weightsElements = product(plan.weightsShape);
+    HeapScope.checkTotal(
+      tensorBytes([query, key, value, options?.attnMask]) + 8 * (outputElements + weightsElements) + plan.workspaceBytes.reference64,
+      'referenceAttention',
+    );
+    return withHeap(this.module, (heap) => {
+      const pointers = this.copyInputs(heap, query, key, value, options);
+      pointers.output = heap.alloc(8 * outputElements, 'output');
+      pointers.weights = heap.alloc(8 * weightsElements, 'weights');
+      pointers.workspace = heap.alloc(plan.workspaceBytes.reference64, 'the reference workspace');
+      throwIfError(this.module.referenceAttention64(request, pointers));
+      return {
+        output: { data: heap.readFloat64(pointers.output, outputElements), shape: plan.outputShape },
+        weights: { data: heap.readFloat64(pointers.weights, weightsElements), shape: plan.weightsShape },
+      };
+    });
+  }
+
+  /**
+   * Softmax over the last axis of `x` (any rank ≥ 1), numerically stable (subtracts each row's
+   * max, so `[100, 200, 300]` does not overflow). `temperature` T divides the inputs first.
+   * A row of `-Infinity` gives zeros.
+   */
+  softmax(x: Tensor, options: SoftmaxOptions = {}): Tensor {
+    this.checkUsable();
+    checkTensor('x', x);
+    const temperature = checkNumber('temperature', options.temperature ?? 1);
+    throwIfError(this.module.softmax(x.shape, temperature, undefined));
+    return withHeap(this.module, (heap) => {
+      const pointers = { x: heap.copyIn(x.data, 'x'), output: heap.alloc(x.data.byteLength, 'output') };
+      throwIfError(this.module.softmax(x.shape, temperature, pointers));
+      return { data: heap.readFloat32(pointers.output, x.data.length), shape: [...x.shape] };
+    });
+  }
+
+  /**
+   * Matrix product `a · b`: a `[..., M, K]` with b `[K, N]` (one matrix for every leading index,
+   * e.g. a projection Q = X·W_Q) or b `[..., K, N]` with the same leading dims as a.
+   */
+  matmul(a: Tensor, b: Tensor): Tensor {
+    this.checkUsable();
+    checkTensor('a', a);
+    checkTensor('b', b);
+    const plan = this.module.matmul(a.shape, b.shape, undefined);
+    throwIfError(plan.error);
+    const n = product(plan.outputShape);
+    HeapScope.checkTotal(a.data.byteLength + b.data.byteLength + 4 * n, 'matmul');
+    return withHeap(this.module, (heap) => {
+      const pointers = { a: heap.copyIn(a.data, 'a'), b: heap.copyIn(b.data, 'b'), output: heap.alloc(4 * n, 'output') };
+      this.module.matmul(a.shape, b.shape, pointers);
+      return { data: heap.readFloat32(pointers.output, n), shape: plan.outputShape };
+    });
+  }
+
+  /**
+   * Backward pass of {@link Attention.scaledDotProductAttention}: given `dOutput` = ∂L/∂output
+   * (the output's shape), returns ∂L/∂query, ∂L/∂key, ∂L/∂value (and ∂L/∂attnMask for an additive
+   * mask with `returnAttnMaskGrad`). Pass the forward's options (mask, `isCausal`, `scale`,
+   * `enableGqa`). On the `'simd'` backend the weights are recomputed tile by tile from the
+   * forward's per-row log-sum-exp (FlashAttention style, no `[Lq, Lk]` matrix): pass `output`
+   * and `logSumExp` from a forward call with `returnLogSumExp: true` to skip recomputing them.
+   *
+   * Semantics match the forward: hidden keys are never read and get no gradient from rows they
+   * are hidden from; rows that see no key have zero gradients; with GQA, dKey/dValue are summed
+   * over the query heads sharing a key/value head. Bad input throws a TypeError/RangeError.
+   *
+   * @example
+   * ```ts
+   * const fwd = attn.scaledDotProductAttentionSync(q, k, v, { isCausal: true, returnLogSumExp: true });
+   * const { dQuery, dKey, dValue } = attn.scaledDotProductAttentionBackward(q, k, v, dOut, {
+   *   isCausal: true, output: fwd.output, logSumExp: fwd.logSumExp,
+   * });
+   * ```
+   */
+  scaledDotProductAttentionBackward(query: Tensor, key: Tensor, value: Tensor, dOutput: Tensor, options?: BackwardOptions): AttentionGradients {
+    this.checkUsable();
+    return attentionBackward(this.module, this.cpuBackend, query, key, value, dOutput, options);
+  }
+
+  /** The float64 analytic gradients (the oracle the backward kernels are tested against). */
+  referenceAttentionBackward(query: Tensor, key: Tensor, value: Tensor, dOutput: Tensor, options?: BackwardOptions): AttentionGradients64 {
+    this.checkUsable();
+    return referenceAttentionBackward(this.module, query, key, value, dOutput, options);
+  }
+
+  /**
+   * A `[rows, cols]` Xavier/Glorot-uniform matrix: U(−a, a) with a = √(6 / (rows + cols)),
+   * element i (row-major) from draw `offset + i` of the mulberry32 stream `seed` (README "PRNG").
+   */
+  xavierUniform(shape: readonly [number, number], seed: number, offset = 0): Tensor {
+    this.checkUsable();
+    return xavierUniform(this.module, shape, seed, offset);
+  }
+
+  /**
+   * Inverted dropout: element i (row-major) is zeroed when draw i of the mulberry32 stream
+   * `seed` is < p, else scaled by 1/(1 − p). Deterministic for a seed, on every platform.
+   */
+  dropout(x: Tensor, options: DropoutOptions): Tensor {
+    this.checkUsable();
+    return dropout(this.module, x, options);
+  }
+
+  /**
+   * Attention scores by one of four score functions (scaled dot-product, dot, multiplicative
+   * (Luong), additive (Bahdanau)) and their row softmax, for side-by-side comparison. query
+   * `[..., Lq, Dq]`, key `[..., Lk, Dk]`; computed in float32 by plain loops.
+   */
+  attentionScores(query: Tensor, key: Tensor, options: ScoreOptions): ScoreResult {
+    this.checkUsable();
+    return attentionScores(this.module, query, key, options);
+  }
+
+  /** Gradients of {@link Attention.attentionScores}' scores w.r.t. query, key and the score function's parameters. */
+  attentionScoresBackward(query: Tensor, key: Tensor, dScores: Tensor, options: ScoreOptions): ScoreGradients {
+    this.checkUsable();
+    return attentionScoresBackward(this.module, query, key, dScores, options);
+  }
+
+  /** Wasm heap usage, for leak checks: `heapBytesInUse` returns to its baseline after every call. */
+  memoryStats(): MemoryStats {
+    return { heapBytesInUse: this.module.heapBytesInUse(), memoryBytes: this.module.HEAPU8.byteLength };
+  }
+
+  /**
+   * Releases the instance: its share of the GPU pipelines, and a device it requested itself (a
+   * `gpuDevice` you passed stays yours). Later calls, including a second `dispose()`, throw.
+   */
+  dispose(): void {
+    this.checkUsable();
+    this.disposed = true;
+    if (this.gpu) releaseGpu(this.gpu);
+    this.gpu = undefined;
+  }
+
+  /**
+   * The live device, re-initialized after a loss: a new device from `gpu`/navigator.gpu; when
+   * none can be had an `'auto'` instance falls back to SIMD (undefined), a `'webgpu'` one rejects.
+   */
+  private async liveGpu(): Promise<GpuState | undefined> {
+    if (this.gpu && !this.gpu.isLost) return this.gpu;
+    this.gpuInit ??= (async () => {
+      const lost = this.gpu;
+      this.gpu = undefined;
+      if (lost) releaseGpu(lost);
+      const got = await requestDevice(gpuSource(this.options), this.options.backend === 'webgpu');
+      if (!got.device) throw new WebGPUError('unavailable', `the GPU device was lost and no new one can be had: ${got.reason}`);
+      if (this.disposed) {
+        got.device.destroy();
+        throw new Error('sdpa-web: this Attention instance was disposed');
+      }
+      return acquireGpu(this.module, got.device, this.options.gpuLimits, true);
+    })().finally(() => {
+      this.gpuInit = undefined;
+    });
+    try {
+      this.gpu = await this.gpuInit;
+      return this.gpu;
+    } catch (error) {
+      if (this.options.backend !== 'auto' || !(error instanceof WebGPUError)) throw error;
+      this.currentBackend = 'simd';
+      this.currentFallbackReason = error.message;
+      this.webgpuReason = error.message;
+      return undefined;
+    }
+  }
+
+  /** One call on the WebGPU backend: inputs go through the wasm heap, the C++ core submits. */
+  private async runWebGpu(query: Tensor, key: Tensor, value: Tensor, options?: AttentionOptions): Promise<AttentionResult> {
+    this.checkUsable();
+    const request = attentionRequest(query, key, value, options);
+    const plan = this.module.planAttention(request);
+    throwIfError(plan.error);
+    const outputElements = product(plan.outputShape);
+    const out = checkOut(options?.out, outputElements, plan.outputShape);
+    const weightsElements = request.returnWeights ? product(plan.weightsShape) : 0;
+    HeapScope.checkTotal(tensorBytes([query, key, value, options?.attnMask]) + 4 * (outputElements + weightsElements), 'this attention call');
+    const gpu = await this.liveGpu();
+    if (!gpu) return this.scaledDotProductAttentionSync(query, key, value, options); // fell back
+    const heap = new HeapScope(this.module);
+    let job = 0;
+    try {
+      const pointers = this.copyInputs(heap, query, key, value, options);
+      pointers.output = heap.alloc(4 * outputElements, 'output');
+      if (request.returnWeights) pointers.weights = heap.alloc(4 * weightsElements, 'weights');
+      let started: ReturnType<typeof gpu.context.run>;
+      try {
+        started = gpu.context.run(request, pointers);
+      } catch (cause) {
+        // The device threw part-way through submitting (Chromium throws a RangeError from
+        // createBuffer for an allocation it cannot make): undo the partial call, type the error.
+        gpu.context.abandon();
+        const kind = cause instanceof RangeError ? 'out-of-memory' : 'internal';
+        throw new WebGPUError(kind, `submitting the work failed: ${String(cause)}`, { cause });
+      }
+      throwIfError(started.error);
+      if (!('promise' in started)) throw new Error('unreachable');
+      job = started.job;
+      let results: unknown[];
+      try {
+        results = await Promise.race([started.promise, gpu.lost]);
+      } catch (cause) {
+        if (cause instanceof WebGPUError) throw cause;
+        // mapAsync rejects when the device is lost (or destroyed) under it.
+        if (await settlesWithin(gpu.lost, 200)) {
+          throw new WebGPUError('device-lost', `the GPU device was lost during the call: ${String(cause)}`, { cause });
+        }
+        throw new WebGPUError('internal', `reading the result back failed: ${String(cause)}`, { cause });
+      }
+      if (gpu.deleted) throw new Error('sdpa-web: this Attention instance was disposed during the call');
+      if (gpu.isLost) throw new WebGPUError('device-lost', 'the GPU device was lost during the call');
+      const fault = gpu.context.finish(job, results);
+      if (fault) throw new WebGPUError(fault.kind, fault.message);
+      const result: AttentionResult = {
+        output: { data: heap.readFloat32(pointers.output, outputElements, out), shape: plan.outputShape },
+      };
+      if (request.returnWeights) {
+        result.weights = { data: heap.readFloat32(pointers.weights!, weightsElements), shape: plan.weightsShape };
+      }
+      return result;
+    } finally {
+      if (job && !gpu.deleted) gpu.context.release(job);
+      heap.release();
+    }
+  }
+
+  /** planAttention, or the last plan when `request` equals its request (see lastPlan). Throws its error. */
+  private planOnce(request: AttentionRequest): AttentionPlanInfo {
+    const last = this.lastPlan;
+    if (last && sameRequest(last.request, request)) return last.plan;
+    const plan = this.module.planAttention(request);
+    throwIfError(plan.error);
+    // Copies: the caller may change its shape arrays before the next call.
+    const copy = { ...request, queryShape: [...request.queryShape], keyShape: [...request.keyShape], valueShape: [...request.valueShape], maskShape: [...request.maskShape] };
+    this.lastPlan = { request: copy, plan };
+    return plan;
+  }
+
+  /** The CPU kernels for CPU-only work (the sync API, the backward): 'scalar' on a scalar instance, else 'simd'. */
+  private get cpuBackend(): CpuBackendName {
+    return this.currentBackend === 'scalar' ? 'scalar' : 'simd';
+  }
+
+  private checkUsable(): void {
+    if (this.disposed) throw new Error('sdpa-web: this Attention instance was disposed');
+  }
+
+  private copyInputs(heap: HeapScope, query: Tensor, key: Tensor, value: Tensor, options?: AttentionOptions): Record<string, number> {
+    const pointers: Record<string, number> = {
+      query: heap.copyIn(query.data, 'query'),
+      key: heap.copyIn(key.data, 'key'),
+      value: heap.copyIn(value.data, 'value'),
+    };
+    if (options?.attnMask) pointers.mask = heap.copyIn(options.attnMask.data, 'attnMask');
+    return pointers;
+  }
+}
+
+function sameShape(a: readonly number[], b: readonly number[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+function sameRequest(a: AttentionRequest, b: AttentionRequest): boolean {
+  return (
+    a.maskKind === b.maskKind && a.causal === b.causal && a.scale === b.scale && a.enableGqa === b.enableGqa &&
+    a.returnWeights === b.returnWeights && a.threads === b.threads && sameShape(a.queryShape, b.queryShape) &&
+    sameShape(a.keyShape, b.keyShape) && sameShape(a.valueShape, b.valueShape) && sameShape(a.maskShape, b.maskShape)
+  );
+}
+
+function joinReasons(...reasons: (string | undefined)[]): string | undefined {
+  const present = reasons.filter((r): r is string => Boolean(r));
+  return present.length ? present.join('; ') : undefined;
+}
+
+/**
+ * The core's checks of the attention modules' configurations and inputs (extras/modules.ts):
+ * pure functions of the wasm module, the same in every build.
+ */
+export type ModuleChecks = Pick<
+  SdpaModule,
+  'planSelfAttention' | 'checkSelfAttentionInput' | 'checkSelfAttentionWeights' | 'planMultihead' | 'checkMultiheadInputs'
+>;
+
+/**
+ * Creates an attention engine. `backend: 'auto'` (default) picks the fastest backend available
+ * here and reports why it fell back in `fallbackReason`; naming an unavailable backend rejects.
+ * `threads` (simd backend): default every core where WebAssembly threads can run (Node; browsers
+ * with cross-origin isolation), else 1 with the reason in `fallbackReason`; `threads: 1` forces
+ * the single-thread module. More threads than cores are capped at the core count.
+ * `relaxedSimd`: default the relaxed-SIMD build (fused multiply-add) where the engine has it;
+ * `false` forces the SIMD128 build.
+ */
+export async function createAttention(options: CreateAttentionOptions = {}): Promise<Attention> {
+  return (await createEngine(options)).attention;
+}
+
+/** {@link createAttention}, plus the {@link ModuleChecks} of the module the engine runs on. */
+export async function createEngine(options: CreateAttentionOptions = {}): Promise<{ attention: Attention; checks: ModuleChecks }> {
+  if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object; got ${describe(options)}`);
+  const backend = options.backend ?? 'auto';
+  const threads = checkThreadsOption(options.threads);
+  const relaxedRequested = checkRelaxedSimdOption(options.relaxedSimd);
+  const chosen = await chooseBackend(backend, options);
+  const normalized = { ...options, backend };
+  const noRelaxed = relaxedRequested === false ? undefined : relaxedSimdUnavailableReason();
+  const relaxedSimd = relaxedRequested !== false && !noRelaxed;
+  // Saying why only matters when relaxed SIMD was asked for.
+  const relaxedReason = relaxedRequested && noRelaxed ? `running the SIMD128 build: ${noRelaxed}` : undefined;
+  const engine = async (build: { threads: boolean; relaxedSimd: boolean }, reason?: string) => {
+    const module = await loadCoreModule(build);
+    const fallbackReason = joinReasons(chosen.fallbackReason, relaxedReason, reason);
+    return { attention: new Attention(module, { ...chosen, threads, relaxedSimd, fallbackReason }, normalized), checks: module };
+  };
+  // The pthreads module only for the simd backend, and only when its pool would have more than one thread.
+  if (chosen.backend !== 'simd' || threads === 1 || coreCount() === 1) return engine({ threads: false, relaxedSimd });
+  const unavailable = threadsUnavailableReason();
+  if (unavailable) return engine({ threads: false, relaxedSimd }, `running on 1 thread: ${unavailable}`);
+  try {
+    return await engine({ threads: true, relaxedSimd });
+  } catch (cause) {
+    return engine({ threads: false, relaxedSimd }, `running on 1 thread: the threads module failed to load (${String(cause)})`);
+  }
+}

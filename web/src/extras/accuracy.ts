@@ -1,0 +1,51 @@
+// The accuracy rule every backend is held to against the float64 reference
+// (`attn.referenceAttention`), shared by the tests and the benchmark:
+//   max|o − o64| ≤ f·e_ref + 1e-5·max(1, |V|max)
+// e_ref = max|o32 − o64| is the error of the plain float32 implementation (the 'scalar' backend)
+// on the same inputs, so the bound scales with how hard the inputs are to compute in float32; the
+// second term keeps it above float32 rounding of the output's magnitude when e_ref is 0.
+
+/**
+ * The largest |a[i] − b[i]|. A pair where both are NaN is skipped (the same result); Infinity when
+ * the lengths differ or exactly one of a pair is NaN.
+ *
+ * @example
+ * ```ts
+ * const err = maxAbsDiff(output.data, attn.referenceAttention(q, k, v).output.data);
+ * ```
+ */
+export function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  if (a.length !== b.length) return Infinity;
+  let worst = 0;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i]!, y = b[i]!;
+    if (Number.isNaN(x) || Number.isNaN(y)) {
+      if (Number.isNaN(x) !== Number.isNaN(y)) return Infinity;
+      continue;
+    }
+    if (x !== y) worst = Math.max(worst, Math.abs(x - y));
+  }
+  return worst;
+}
+
+/**
+ * The bound of the accuracy rule: `factor·eRef + 1e-5·max(1, max finite |value|)`, where `eRef`
+ * is the float32 reference's error (`maxAbsDiff` of the 'scalar' backend's output and the float64
+ * reference's) and `value` the value tensor's data; `factor` is 2 for the CPU backends, 4 for
+ * WebGPU.
+ *
+ * @example
+ * ```ts
+ * const ref = scalar.referenceAttention(q, k, v);
+ * const eRef = maxAbsDiff(scalar.scaledDotProductAttentionSync(q, k, v).output.data, ref.output.data);
+ * const ok = maxAbsDiff(output.data, ref.output.data) <= toleranceBound(eRef, 2, v.data);
+ * ```
+ */
+export function toleranceBound(eRef: number, factor: number, value: ArrayLike<number>): number {
+  let largest = 0;
+  for (let i = 0; i < value.length; i++) {
+    const x = value[i]!;
+    if (Number.isFinite(x)) largest = Math.max(largest, Math.abs(x));
+  }
+  return factor * eRef + 1e-5 * Math.max(1, largest);
+}
