@@ -10,7 +10,7 @@ import {
   type ScoreOptions,
   type Tensor,
 } from 'sdpa-web';
-import { mulberry32 as rng } from '../../web/examples/worked-examples.js';
+import { rng } from './support/tensors.js';
 import { centralDifference, randomTensor } from './support/tensors.js';
 import { maxAbsDiff } from './support/tolerance.js';
 
@@ -77,7 +77,7 @@ afterAll(() => attn.dispose());
 describe('PRNG and Xavier/Glorot init', () => {
   it('xavierUniform is (2u − 1)·√(6/(rows+cols)) with u the documented mulberry32 draws', () => {
     const w = attn.xavierUniform([32, 16], 42);
-    const next = rng(42); // the worked examples' JS mulberry32: an independent implementation
+    const next = rng(42); // the tests' own mulberry32: an independent implementation
     const a = Math.sqrt(6 / 48);
     const want = Float32Array.from({ length: 512 }, () => (2 * next() - 1) * a);
     expect(w.shape).toEqual([32, 16]);
@@ -86,6 +86,28 @@ describe('PRNG and Xavier/Glorot init', () => {
     const skip = rng(42);
     for (let i = 0; i < 100; i++) skip();
     expect(offset.data).toEqual(Float32Array.from({ length: 16 }, () => (2 * skip() - 1) * Math.sqrt(6 / 8)));
+  });
+
+  it('randomUniform is low + u·(high − low) with u the documented mulberry32 draws, addressable by offset', () => {
+    const next = rng(7);
+    const u = Array.from({ length: 24 }, () => next());
+    const t = attn.randomUniform([2, 3, 4], 7, { low: -2, high: 3 });
+    expect(t.shape).toEqual([2, 3, 4]);
+    expect(t.data).toEqual(Float32Array.from(u, (x) => -2 + x * 5));
+    expect(attn.randomUniform([4], 7, { low: -2, high: 3, offset: 20 }).data).toEqual(t.data.subarray(20));
+    expect(attn.randomUniform([3], 7).data).toEqual(Float32Array.from(u.slice(0, 3), (x) => -1 + x * 2));
+    expect(attn.randomUniform([0], 7).data.length).toBe(0);
+  });
+
+  it('randomUniform rejects bad arguments with typed errors naming them', () => {
+    expect(() => attn.randomUniform([2], 1, { lo: 0 } as never)).toThrow(TypeError);
+    expect(() => attn.randomUniform([2], 1, { lo: 0 } as never)).toThrow(/lo.*low, high, offset/);
+    expect(() => attn.randomUniform([2], 1, { low: 1, high: 0 })).toThrow(RangeError);
+    expect(() => attn.randomUniform([2], 1, { high: Infinity })).toThrow(/high/);
+    expect(() => attn.randomUniform([2], 1, { offset: -1 })).toThrow(/offset/);
+    expect(() => attn.randomUniform([2], -1)).toThrow(/seed/);
+    expect(() => attn.randomUniform([-1], 1)).toThrow(RangeError);
+    expect(() => attn.randomUniform([2], 1, { low: '0' } as never)).toThrow(TypeError);
   });
 
   it('rejects bad arguments with typed errors', () => {

@@ -3,14 +3,14 @@
 // for the plain softmax/matmul examples), never from the numbers the texts print.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttention, type Attention, type AttentionOptions, type MaskTensor, type Tensor } from 'sdpa-web';
-import { resolveMatrix, workedExamples, type Matrix, type MaskSpec, type WorkedExample } from '../../web/examples/worked-examples.js';
+import { resolveMatrix, workedExamples, type Matrix, type MaskSpec, type UniformSource, type WorkedExample } from '../../web/examples/worked-examples.js';
 import { expectMatchesReference, maxAbsDiff } from './support/tolerance.js';
 
 const toTensor = (m: Matrix): Tensor => ({ data: new Float32Array(m.data), shape: m.shape });
-const input = (e: WorkedExample, name: 'q' | 'k' | 'v' | 'x' | 'wq' | 'wk' | 'wv'): Tensor => {
+const input = (e: WorkedExample, name: 'q' | 'k' | 'v' | 'x' | 'wq' | 'wk' | 'wv', source: UniformSource): Tensor => {
   const m = e.inputs[name];
   if (!m) throw new Error(`${e.id} has no input ${name}`);
-  return toTensor(resolveMatrix(m));
+  return toTensor(resolveMatrix(m, source));
 };
 
 function maskOptions(mask: MaskSpec | undefined, lq: number, lk: number): AttentionOptions {
@@ -76,16 +76,16 @@ describe('worked examples through the API', () => {
     switch (e.compute) {
       case 'attention':
       case 'gradients': {
-        const q = input(e, 'q'), k = input(e, 'k'), v = input(e, 'v');
+        const q = input(e, 'q', attn), k = input(e, 'k', attn), v = input(e, 'v', attn);
         await checkAttention(e, q, k, v, { ...maskOptions(inputs.mask, q.shape.at(-2)!, k.shape.at(-2)!), scale: inputs.scale });
         return;
       }
       case 'scores': {
-        const q = input(e, 'q'), k = input(e, 'k');
+        const q = input(e, 'q', attn), k = input(e, 'k', attn);
         const stages = await attn.explain(q, k, k);
         const kt: Matrix = { shape: [k.shape[1]!, k.shape[0]!], data: [] };
         for (let c = 0; c < k.shape[1]!; c++) for (let r = 0; r < k.shape[0]!; r++) kt.data.push(k.data[r * k.shape[1]! + c]!);
-        expect(maxAbsDiff(stages.scores.data, matmul64(resolveMatrix(inputs.q!), kt))).toBeLessThan(1e-5);
+        expect(maxAbsDiff(stages.scores.data, matmul64(resolveMatrix(inputs.q!, attn), kt))).toBeLessThan(1e-5);
         return;
       }
       case 'projection-attention':
@@ -93,12 +93,12 @@ describe('worked examples through the API', () => {
         const hasX = inputs.x !== undefined;
         const [q, k, v] = hasX
           ? (['wq', 'wk', 'wv'] as const).map((w) => {
-              const projected = attn.matmul(input(e, 'x'), input(e, w));
-              const expected = matmul64(resolveMatrix(inputs.x!), resolveMatrix(inputs[w]!));
+              const projected = attn.matmul(input(e, 'x', attn), input(e, w, attn));
+              const expected = matmul64(resolveMatrix(inputs.x!, attn), resolveMatrix(inputs[w]!, attn));
               expect(maxAbsDiff(projected.data, expected), `${e.id} X·${w}`).toBeLessThan(1e-4);
               return projected;
             })
-          : [input(e, 'q'), input(e, 'k'), inputs.v ? input(e, 'v') : input(e, 'k')];
+          : [input(e, 'q', attn), input(e, 'k', attn), inputs.v ? input(e, 'v', attn) : input(e, 'k', attn)];
         const lq = q!.shape.at(-2)!, lk = k!.shape.at(-2)!;
         for (const mask of [inputs.mask, ...(inputs.maskVariants ?? []).map((m) => m.mask)]) {
           await checkAttention(e, q!, k!, v!, { ...maskOptions(mask, lq, lk), scale: inputs.scale });
@@ -106,7 +106,7 @@ describe('worked examples through the API', () => {
         return;
       }
       case 'batched': {
-        const q = input(e, 'q'), k = input(e, 'k'), v = input(e, 'v');
+        const q = input(e, 'q', attn), k = input(e, 'k', attn), v = input(e, 'v', attn);
         await checkAttention(e, q, k, v, {});
         // One batched call equals one call per sequence.
         const batched = await attn.scaledDotProductAttention(q, k, v);
@@ -141,21 +141,21 @@ describe('worked examples through the API', () => {
       }
       case 'softmax-values':
       case 'weights-values': {
-        const v = input(e, 'v');
+        const v = input(e, 'v', attn);
         const weights = e.compute === 'weights-values'
           ? toTensor(inputs.weights!)
           : attn.softmax(toTensor({ shape: inputs.scores!.shape, data: inputs.scores!.data.map((s) => s * (inputs.scale ?? 1)) }));
         const got = attn.matmul(weights, v);
         const w64: Matrix = { shape: weights.shape as number[], data: Array.from(weights.data) };
-        expect(maxAbsDiff(got.data, matmul64(w64, resolveMatrix(inputs.v!)))).toBeLessThan(1e-5);
+        expect(maxAbsDiff(got.data, matmul64(w64, resolveMatrix(inputs.v!, attn)))).toBeLessThan(1e-5);
         return;
       }
       case 'score-stats': {
         // q, k ~ N(0, 1): unscaled scores have std ≈ √d_k, scaled ones ≈ 1.
         for (const dk of inputs.dks!) {
           const n = Math.min(inputs.samples ?? 200, 200);
-          const q = toTensor(resolveMatrix({ random: true, shape: [n, dk], seed: inputs.seed ?? 1, dist: 'normal' }));
-          const k = toTensor(resolveMatrix({ random: true, shape: [n, dk], seed: (inputs.seed ?? 1) + 1, dist: 'normal' }));
+          const q = toTensor(resolveMatrix({ random: true, shape: [n, dk], seed: inputs.seed ?? 1, dist: 'normal' }, attn));
+          const k = toTensor(resolveMatrix({ random: true, shape: [n, dk], seed: (inputs.seed ?? 1) + 1, dist: 'normal' }, attn));
           const stages = await attn.explain(q, k, k);
           const std = (d: Float32Array) => {
             const mean = d.reduce((a, b) => a + b, 0) / d.length;
@@ -169,7 +169,7 @@ describe('worked examples through the API', () => {
       }
       case 'memory': {
         const { n } = inputs.memory!;
-        const x = toTensor(resolveMatrix({ random: true, shape: [n, 8], seed: 5, dist: 'normal' }));
+        const x = toTensor(resolveMatrix({ random: true, shape: [n, 8], seed: 5, dist: 'normal' }, attn));
         const { weights } = await attn.scaledDotProductAttention(x, x, x, { returnWeights: true });
         expect(weights!.data.byteLength).toBe(n * n * inputs.memory!.bytesPerElement);
         return;

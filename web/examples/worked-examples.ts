@@ -8,9 +8,9 @@
  * comparison on the demo page only: they are NOT test expectations (several are wrong — the texts contain
  * arithmetic slips and illustrative numbers). Tests compute expected values with a float64 reference.
  *
- * Everything here is plain data plus a tiny seeded random generator, so the demo and the tests build the
- * same random inputs from the same seed. The texts themselves are not part of the project: each example
- * names its text and section.
+ * Everything here is plain data; random inputs are drawn from the library's seeded generator, so the
+ * demo and the tests build the same random inputs from the same seed. The texts themselves are not
+ * part of the project: each example names its text and section.
  */
 
 /** A dense row-major array of numbers with a shape (PyTorch order: `[..., rows, cols]`). */
@@ -27,7 +27,7 @@ export interface RandomMatrixSpec {
   random: true;
   /** Dimensions of the generated matrix. */
   shape: number[];
-  /** 32-bit seed for the mulberry32 generator. */
+  /** 32-bit seed of the library's generator (mulberry32). */
   seed: number;
   /**
    * `'normal'`: N(0, 1) entries (Box–Muller). `'xavier-uniform'`: U(−a, a) with a = √(6 / (fanIn + fanOut)),
@@ -223,15 +223,23 @@ export function identity(n: number): Matrix {
   return { shape: [n, n], data };
 }
 
-/** mulberry32: a small, fast, seeded 32-bit PRNG returning numbers in [0, 1). */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
+/** What draws random numbers: sdpa-web's `Attention` (its `randomUniform`, the library's one seeded generator). */
+export interface UniformSource {
+  randomUniform(shape: readonly number[], seed: number, options?: { low?: number; high?: number; offset?: number }): { data: ArrayLike<number> };
+}
+
+/** Numbers in [0, 1] from the stream `seed` of `source`, drawn in batches. */
+export function uniformStream(source: UniformSource, seed: number, batch = 256): () => number {
+  let drawn: ArrayLike<number> = new Float32Array(0);
+  let next = 0;
+  let offset = 0;
   return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    if (next === drawn.length) {
+      drawn = source.randomUniform([batch], seed >>> 0, { low: 0, high: 1, offset }).data;
+      offset += batch;
+      next = 0;
+    }
+    return drawn[next++]!;
   };
 }
 
@@ -254,9 +262,9 @@ export function normalSampler(uniform: () => number): () => number {
 }
 
 /** Generate the matrix a {@link RandomMatrixSpec} describes (same numbers for the same seed, everywhere). */
-export function randomMatrix(spec: RandomMatrixSpec): Matrix {
+export function randomMatrix(spec: RandomMatrixSpec, source: UniformSource): Matrix {
   const n = spec.shape.reduce((a, b) => a * b, 1);
-  const uni = mulberry32(spec.seed);
+  const uni = uniformStream(source, spec.seed);
   const data = new Array<number>(n);
   if (spec.dist === 'normal') {
     const normal = normalSampler(uni);
@@ -271,8 +279,8 @@ export function randomMatrix(spec: RandomMatrixSpec): Matrix {
 }
 
 /** Resolve an input (literal or random) to a {@link Matrix}. */
-export function resolveMatrix(input: MatrixInput): Matrix {
-  return 'random' in input ? randomMatrix(input) : input;
+export function resolveMatrix(input: MatrixInput, source: UniformSource): Matrix {
+  return 'random' in input ? randomMatrix(input, source) : input;
 }
 
 const S0 = '000_04bd254cb812f7cc.txt';

@@ -10,11 +10,12 @@ import type {
   AttentionGradients64,
   BackwardOptions,
   DropoutOptions,
+  UniformOptions,
   ScoreGradients,
   ScoreOptions,
   ScoreResult,
 } from './extras/gradient-types.js';
-import { dropout, xavierUniform } from './extras/prng.js';
+import { dropout, randomUniform, xavierUniform } from './extras/prng.js';
 import { attentionScores, attentionScoresBackward } from './extras/scores.js';
 import { checkRelaxedSimdOption, relaxedSimdUnavailableReason } from './relaxed-simd.js';
 import { checkThreadsOption, coreCount, threadsUnavailableReason } from './threads.js';
@@ -305,6 +306,16 @@ export class Attention {
   xavierUniform(shape: readonly [number, number], seed: number, offset = 0): Tensor {
     this.checkUsable();
     return xavierUniform(this.module, shape, seed, offset);
+  }
+
+  /**
+   * A tensor of `shape` drawn from U(low, high) (default U(−1, 1)): element i (row-major) is
+   * low + u·(high − low), u from draw `offset + i` of the mulberry32 stream `seed`, rounded once
+   * to float32. The same seed gives the same numbers on every platform.
+   */
+  randomUniform(shape: readonly number[], seed: number, options?: UniformOptions): Tensor {
+    this.checkUsable();
+    return randomUniform(this.module, shape, seed, options);
   }
 
   /**

@@ -1,7 +1,20 @@
-// Seeded test inputs (mulberry32, shared with the worked examples), so every backend sees the
-// same numbers.
+// Seeded test inputs, so every backend sees the same numbers. They come from this file's own
+// mulberry32, written from its public-domain definition independently of the library's C++ one:
+// the tests draw inputs without the code under test, and modules.test.ts checks the library's
+// generator against it.
 import type { MaskTensor, Tensor } from 'sdpa-web';
-import { mulberry32 as rng } from '../../../web/examples/worked-examples.js';
+
+/** mulberry32: numbers in [0, 1) from a 32-bit seed. */
+export function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
 
 export const elements = (shape: readonly number[]): number => shape.reduce((a, b) => a * b, 1);
 

@@ -44,6 +44,16 @@ export interface AttentionGradients64 {
   dAttnMask?: Tensor64;
 }
 
+/** Options of `randomUniform`: U(low, high), element i from draw `offset + i` of the stream. */
+export interface UniformOptions {
+  /** Lower bound (default −1). */
+  low?: number;
+  /** Upper bound (default 1); low ≤ high, both finite. */
+  high?: number;
+  /** Index of the first draw (default 0): draws can be taken in any order. */
+  offset?: number;
+}
+
 /**
  * Inverted dropout with the library's seeded PRNG (mulberry32, see README "PRNG"): element i is
  * kept when draw i of the stream `seed` (as a number in [0, 1)) is ≥ p, and kept elements are

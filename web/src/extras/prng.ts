@@ -1,22 +1,47 @@
 // The PRNG-based building blocks (Xavier/Glorot initialisation, inverted dropout), drawn from the
 // core's seeded mulberry32 stream so that a seed gives the same numbers on every platform.
 import type { SdpaModule } from '../wasm/sdpa_core.mjs';
-import { checkNumber, checkTensor, describe, throwIfError } from '../arguments.js';
+import { checkNumber, checkShape, checkTensor, describe, throwIfError } from '../arguments.js';
 import { withHeap } from '../heap.js';
-import type { DropoutOptions } from './gradient-types.js';
+import type { DropoutOptions, UniformOptions } from './gradient-types.js';
 import type { Tensor } from '../types.js';
 
 export function xavierUniform(module: SdpaModule, shape: readonly [number, number], seed: number, offset = 0): Tensor {
   if (!Array.isArray(shape) || shape.length !== 2) throw new TypeError(`shape must be [rows, cols]; got ${describe(shape)}`);
   const [rows, cols] = [checkNumber('shape[0]', shape[0]), checkNumber('shape[1]', shape[1])];
   checkNumber('seed', seed);
-  checkNumber('offset', offset);
-  if (!(Number.isSafeInteger(offset) && offset >= 0)) throw new RangeError(`offset must be a non-negative integer; got ${offset}`);
+  checkOffset(offset);
   throwIfError(module.xavierUniform(rows, cols, seed, offset, undefined));
   return withHeap(module, (heap) => {
     const output = heap.alloc(4 * rows * cols, 'output');
     throwIfError(module.xavierUniform(rows, cols, seed, offset, { output }));
     return { data: heap.readFloat32(output, rows * cols), shape: [rows, cols] };
+  });
+}
+
+function checkOffset(offset: unknown): number {
+  checkNumber('offset', offset);
+  if (!(Number.isSafeInteger(offset) && (offset as number) >= 0)) throw new RangeError(`offset must be a non-negative integer; got ${String(offset)}`);
+  return offset as number;
+}
+
+const UNIFORM_OPTIONS = ['low', 'high', 'offset'];
+
+export function randomUniform(module: SdpaModule, shape: readonly number[], seed: number, options: UniformOptions = {}): Tensor {
+  const n = checkShape('randomUniform', shape);
+  if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object { low, high, offset }; got ${describe(options)}`);
+  for (const name of Object.keys(options)) {
+    if (!UNIFORM_OPTIONS.includes(name)) throw new TypeError(`unknown option ${name} of randomUniform; known: ${UNIFORM_OPTIONS.join(', ')}`);
+  }
+  const low = checkNumber('low', options.low ?? -1);
+  const high = checkNumber('high', options.high ?? 1);
+  const offset = checkOffset(options.offset ?? 0);
+  checkNumber('seed', seed);
+  throwIfError(module.randomUniform(n, low, high, seed, offset, undefined));
+  return withHeap(module, (heap) => {
+    const output = heap.alloc(4 * n, 'output');
+    throwIfError(module.randomUniform(n, low, high, seed, offset, { output }));
+    return { data: heap.readFloat32(output, n), shape: [...shape] };
   });
 }
 

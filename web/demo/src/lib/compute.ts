@@ -2,8 +2,8 @@
 // the text's printed numbers with the computed ones. DOM-free, so the browser tests can import it too.
 import type { Attention, AttentionOptions, AttentionStages, Tensor } from 'sdpa-web';
 import type { MaskSpec, PrintedValue, Target, WorkedExample } from '../../../examples/worked-examples';
-import { mulberry32, normalSampler } from '../../../examples/worked-examples';
-import { entropy, eye, stdOf, isFullyMasked, maxOf, rowsOf, seqLabels, size, slice0, tensor, toTensor, transpose, type NumTensor } from './tensors';
+import { normalSampler, uniformStream } from '../../../examples/worked-examples';
+import { entropy, eye, stdOf, isFullyMasked, maxOf, rowsOf, seqLabels, size, slice0, tensor, toTensor, transpose, type NumTensor, random } from './tensors';
 
 /** One labelled matrix shown in a stage. */
 export interface MatrixView {
@@ -208,7 +208,7 @@ export interface StatsRow {
 const mean = (a: number[]) => a.reduce((x, y) => x + y, 0) / a.length;
 
 export function randn(shape: number[], seed: number): Tensor {
-  const normal = normalSampler(mulberry32(seed));
+  const normal = normalSampler(uniformStream(random(), seed));
   const d = new Float32Array(size(shape));
   for (let i = 0; i < d.length; i++) d[i] = normal();
   return { data: d, shape };

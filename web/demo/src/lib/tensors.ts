@@ -1,8 +1,20 @@
 // Small helpers for the page: building tensors from the examples' plain arrays, reshaping and formatting.
 // No attention math here: every score, weight and output on the page comes from sdpa-web.
 import type { Tensor } from 'sdpa-web';
-import type { Matrix, MatrixInput } from '../../../examples/worked-examples';
+import type { Matrix, MatrixInput, UniformSource } from '../../../examples/worked-examples';
 import { resolveMatrix } from '../../../examples/worked-examples';
+
+let randomSource: UniformSource | undefined;
+
+/** The page's one Attention instance draws every random input (the library's seeded generator). */
+export function setRandomSource(source: UniformSource): void {
+  randomSource = source;
+}
+
+export function random(): UniformSource {
+  if (!randomSource) throw new Error('setRandomSource must be called before random inputs are drawn');
+  return randomSource;
+}
 
 /** Any numeric tensor the page displays (float32 from the library, float64 from its reference). */
 export interface NumTensor {
@@ -13,7 +25,7 @@ export interface NumTensor {
 export const size = (shape: readonly number[]): number => shape.reduce((a, b) => a * b, 1);
 
 export function toTensor(m: Matrix | MatrixInput): Tensor {
-  const r = resolveMatrix(m as MatrixInput);
+  const r = resolveMatrix(m as MatrixInput, random());
   return { data: Float32Array.from(r.data), shape: r.shape.slice() };
 }
 

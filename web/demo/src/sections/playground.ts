@@ -1,12 +1,12 @@
 // Section 3: edit Q, K, V (or X and W_Q/W_K/W_V), choose scaling, temperature, mask and backend, and see the
 // weights, their entropy and max per row, and the output. All state lives in the URL.
 import type { Attention, AttentionOptions, BackendName, Tensor } from 'sdpa-web';
-import { mulberry32, normalSampler } from '../../../examples/worked-examples';
+import { normalSampler, uniformStream } from '../../../examples/worked-examples';
 import { getParam, selectable, setParams, type App } from '../lib/app';
 import { attentionStages, pytorchAttention } from '../lib/compute';
 import { tex } from '../lib/katex';
 import { heatmap, matrixTable } from '../lib/plots';
-import { el, entropy, fmt, isFullyMasked, maxOf, rowsOf, seqLabels } from '../lib/tensors';
+import { el, entropy, fmt, isFullyMasked, maxOf, rowsOf, seqLabels, random } from '../lib/tensors';
 
 type Mode = 'qkv' | 'x';
 type MaskKind = 'none' | 'causal-tl' | 'causal-br' | 'padding' | 'custom';
@@ -244,7 +244,7 @@ export function mountPlayground(app: App): void {
   }
 
   rnd.addEventListener('click', () => {
-    const uni = mulberry32((Date.now() >>> 0) ^ 0x9e3779b9);
+    const uni = uniformStream(random(), (Date.now() >>> 0) ^ 0x9e3779b9);
     const nrm = normalSampler(uni);
     const mk = (r: number, c: number) => matText({ data: Float32Array.from({ length: r * c }, () => nrm()), shape: [r, c] });
     const size = (input: HTMLInputElement) => Math.min(Number(input.max), Math.max(1, Math.round(Number(input.value)) || 1));
