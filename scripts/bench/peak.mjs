@@ -21,7 +21,7 @@ function section(id, body) {
   return [id, ...uleb(body.length), ...body];
 }
 
-function probeModule(fused) {
+export function probeModule(fused) {
   const V128 = 0x7b, I32 = 0x7f;
   const simd = (op) => [0xfd, ...uleb(op)];
   const f32x4Splat = simd(0x13), f32x4Mul = simd(0xe6), f32x4Add = simd(0xe4), f32x4Extract = simd(0x1f);
