@@ -149,7 +149,7 @@ async function main() {
     }
     const { printResults } = await import('./run.mjs');
     console.log(`\nsdpa-web bench, ${opts.mode}${opts.causal ? ', causal' : ''}: ${startedAt}, ${machine.cpu}, ${machine.cores} cores, node ${machine.node}`);
-    Object.assign(report, result, printResults(result.rows, opts));
+    Object.assign(report, result, printResults(result, opts));
   }
   mkdirSync(dirname(opts.json), { recursive: true });
   writeFileSync(opts.json, JSON.stringify(report, null, 2));

@@ -39,7 +39,10 @@ function sdpa(options, { baseline = false, recompute = false } = {}) {
     const attn = await createAttention(create);
     if (options.threads === 'many' && attn.threads < 2) throw new Error(`threads unavailable: ${attn.fallbackReason ?? 'one core'}`);
     const info = { backend: attn.backend, threads: attn.threads, relaxedSimd: attn.relaxedSimd, fallbackReason: attn.fallbackReason };
-    if (options.backend === 'webgpu') info.adapter = (await create.gpu.requestAdapter())?.info;
+    if (options.backend === 'webgpu') {
+      const adapter = (await create.gpu.requestAdapter())?.info ?? {};
+      info.adapter = `${adapter.vendor} ${adapter.architecture} ${adapter.description}${adapter.isFallbackAdapter ? ' (fallback adapter)' : ''}`;
+    }
     return {
       info,
       setup(c, { q, k, v, dOut }) {

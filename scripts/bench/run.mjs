@@ -71,7 +71,11 @@ function versus(rows, row, engine) {
 const fmt = (x, digits = 2) => (x === undefined ? '' : x >= 100 ? x.toFixed(0) : x.toFixed(digits));
 
 /** Prints the results table (and, with a baseline, time new/old per case); returns the ratios. */
-export function printResults(rows, opts) {
+export function printResults({ rows, engines }, opts) {
+  for (const [name, info] of Object.entries(engines)) {
+    console.log(`${name}: ${Object.entries(info).filter(([, v]) => v !== undefined).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+  }
+  console.log();
   const columns = {
     case: (r) => r.case,
     engine: (r) => (r.process === 'child' ? `${r.engine} (ort-2t process)` : r.engine),

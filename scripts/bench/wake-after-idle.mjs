@@ -4,9 +4,8 @@
 // then wakes the worker with Atomics.notify and both run the same fixed loop of ~1.5 ms.
 // Reported per idle time: the worker's wake latency, and the two loops' speed-up over one loop
 // run alone (2× when the threads run on two cores at once).
-// On the 2-core development VM a thread woken after a long idle usually runs on the waking
-// thread's core (probably because the guest kernel takes the host-halted other vCPU for a busy
-// one), so both share one core for several ms: see README "Performance".
+// A speed-up near 1× means the woken thread shared the waking thread's core (some VMs place a
+// thread woken after a long idle there).
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { median, now, pause } from './timing.mjs';
 
