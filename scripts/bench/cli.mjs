@@ -6,6 +6,7 @@ import { availableParallelism, cpus } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { ENGINES } from './engines.mjs';
 import { probeModule } from './peak.mjs';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -19,7 +20,10 @@ const MODES = {
 
 const HELP = `npm run bench -- [options]: sdpa-web's speed in Node, against its peers (needs dist/: npm run build:lib)
 
-  --mode M          forward (default) | backward | webgpu | diagnose
+  --mode M          forward (default): the table against onnxruntime-web and tfjs (about a minute
+                    or two on 2 cores); backward; webgpu: sdpa-webgpu next to SIMD on
+                    navigator.gpu, or the npm \`webgpu\` package (dawn.node; with no GPU, SwiftShader:
+                    correctness, not GPU speed); diagnose: the probes of --probes
   --cases LIST      comma-separated cases: HxLxE (B = 1, Lq = Lk = L, Ev = E), BxHxLxE, or
                     BxHxLqxLkxExEv (B batch, H heads, Lq/Lk query/key length, E query/key dim,
                     Ev value dim). Defaults:
@@ -37,8 +41,8 @@ const HELP = `npm run bench -- [options]: sdpa-web's speed in Node, against its 
                     process with sdpa-simd-mt, its ratios chained through sdpa-simd-mt);
                     tfjs-wasm: TensorFlow.js on its wasm backend. ort and tfjs: forward, no mask.
   --reps N          timed calls per engine and case (defaults: forward 11, backward 5, webgpu 10)
-  --budget-ms MS    fewer reps (at least 3) for an engine whose three calls take more than MS / reps
-                    (default 4000)
+  --budget-ms MS    fewer reps (at least 3) for a slow engine: its timed rounds (3 calls each) take
+                    about MS at most per case (default 4000)
   --threads N       threads of sdpa-simd-mt (default every core)
   --causal          isCausal: true (sdpa engines only; GFLOP/s count the visible half)
   --baseline DIR    adds sdpa-simd-1t@baseline and sdpa-simd-mt@baseline from another build's dist/,
@@ -82,21 +86,29 @@ const positive = (name, text) => {
   return n;
 };
 
-function options(argv) {
+/** The options, checked (a mistake is reported before anything runs); undefined for --help. */
+async function options(argv) {
   const { values } = parseArgs({ args: argv, options: OPTIONS, strict: true });
+  if (values.help) return undefined;
   const mode = MODES[values.mode];
   if (!mode) throw new Error(`unknown mode ${values.mode}: want ${Object.keys(MODES).join(', ')}`);
+  if (!existsSync(join(ROOT, 'dist/index.js'))) throw new Error('dist/ is missing: build first (npm run build:lib)');
+  const { parseCase } = await import('./cases.mjs');
   const list = (text) => text.split(',').map((s) => s.trim()).filter(Boolean);
   const engines = list(values.engines ?? mode.engines ?? '');
   if (values.baseline) engines.push('sdpa-simd-1t@baseline', 'sdpa-simd-mt@baseline');
+  const probes = list(values.probes ?? mode.probes ?? '');
+  for (const [kind, names, known] of [['engine', engines, Object.keys(ENGINES)], ['probe', probes, list(MODES.diagnose.probes)]]) {
+    for (const name of names) if (!known.includes(name)) throw new Error(`unknown ${kind} ${name}; known: ${known.join(' ')}`);
+  }
   return {
     ...values,
-    cases: list(values.cases ?? mode.cases),
+    cases: list(values.cases ?? mode.cases).map(parseCase),
     engines,
+    probes,
     reps: positive('reps', values.reps ?? String(mode.reps ?? 1)),
-    budgetMs: Number(values['budget-ms']),
+    budgetMs: positive('budget-ms', values['budget-ms']),
     threads: values.threads === undefined ? undefined : positive('threads', values.threads),
-    probes: list(values.probes ?? mode.probes ?? ''),
     backward: values.mode === 'backward',
     json: values.json ?? join(ROOT, 'bench-output', `${values.mode}.json`),
   };
@@ -117,7 +129,7 @@ async function benchRows(opts) {
   const result = await benchCases(opts, here);
   if (here.length === opts.engines.length) return result;
   process.stderr.write('[bench] ort-2t: a child process, with sdpa-simd-mt\n');
-  const args = ['--mode', opts.mode, '--child', '--engines', 'ort-2t,sdpa-simd-mt', '--cases', opts.cases.join(','), '--reps', String(opts.reps), '--budget-ms', String(opts.budgetMs)];
+  const args = ['--mode', opts.mode, '--child', '--engines', 'ort-2t,sdpa-simd-mt', '--cases', opts.cases.map((c) => c.name).join(','), '--reps', String(opts.reps), '--budget-ms', String(opts.budgetMs)];
   if (opts.threads) args.push('--threads', String(opts.threads));
   if (opts.causal) args.push('--causal');
   const out = execFileSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 1 << 26 });
@@ -128,12 +140,14 @@ async function benchRows(opts) {
 }
 
 async function main() {
-  const opts = options(process.argv.slice(2));
-  if (opts.help) {
+  const opts = await options(process.argv.slice(2)).catch((e) => {
+    console.error(`bench: ${e.message} (npm run bench -- --help)`);
+    process.exit(2);
+  });
+  if (!opts) {
     console.log(HELP);
     return;
   }
-  if (!existsSync(join(ROOT, 'dist/index.js'))) throw new Error('dist/ is missing: build first (npm run build:lib)');
   relaxedSimdFlag();
   const startedAt = new Date().toISOString();
   const machine = { cpu: cpus()[0]?.model, cores: availableParallelism(), node: process.version };

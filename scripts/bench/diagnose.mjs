@@ -103,13 +103,10 @@ async function longContext(attn, scalar) {
 
 export async function diagnose(opts) {
   const report = {};
-  const cases = opts.cases.map(parseCase);
   const scalar = await createAttention({ backend: 'scalar' });
   const one = await createAttention({ backend: 'simd', threads: 1 });
   const many = await createAttention({ backend: 'simd', threads: opts.threads });
   const threaded = many.threads > 1 ? [one, many] : [one];
-  const unknown = opts.probes.filter((p) => !['peak', 'long', 'breakdown', 'two-cores', 'wake'].includes(p));
-  if (unknown.length) throw new Error(`unknown probe ${unknown.join(', ')}`);
   const has = (probe) => opts.probes.includes(probe);
   console.log(`sdpa-web diagnose: ${one.relaxedSimd ? 'relaxed-SIMD' : 'SIMD128'} build, ${many.threads} threads${many.fallbackReason ? ` (${many.fallbackReason})` : ''}`);
 
@@ -128,7 +125,7 @@ export async function diagnose(opts) {
   }
   if (many.threads > 1 && has('breakdown')) {
     report.breakdown = [];
-    for (const c of cases) {
+    for (const c of opts.cases) {
       log(`${c.name}: call breakdown`);
       report.breakdown.push({ case: c.name, ...(await callBreakdown(one, many, makeInputs(scalar, c))) });
     }
@@ -138,7 +135,7 @@ export async function diagnose(opts) {
   }
   if (many.threads > 1 && has('two-cores')) {
     report.twoCores = [];
-    for (const c of cases) {
+    for (const c of opts.cases) {
       log(`${c.name}: two-core ceiling`);
       const { q, k, v } = makeInputs(scalar, c);
       report.twoCores.push(await twoCoreCeiling({ dist: new URL('../../dist/index.js', import.meta.url).href, shape: c.name, tensors: [q, k, v], flops: flops(c, {}), threaded: many }));
