@@ -39,12 +39,12 @@ async function pauseUntilQuiet() {
 }
 
 /**
- * Calls every run until it has made 3 calls and spent 200 ms (V8 swaps in optimized wasm code once
- * a function is hot); returns the last call's ms.
+ * Calls `run` until 200 ms are spent (V8 swaps in optimized wasm code once a function is hot), at
+ * most 30 times; returns the last call's ms.
  */
 export async function warmUp(run) {
   let last = 0;
-  for (let calls = 0, spent = 0; calls < 3 || (spent < 200 && calls < 30); calls++, spent += last) last = (await measure(run)).ms;
+  for (let calls = 0, spent = 0; spent < 200 && calls < 30; calls++, spent += last) last = (await measure(run)).ms;
   return last;
 }
 
