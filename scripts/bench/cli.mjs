@@ -12,7 +12,7 @@ import { probeModule } from './peak.mjs';
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 const MODES = {
-  forward: { cases: '1x128x64,1x512x64,1x1024x64,12x512x64,8x256x32,1x2048x64', engines: 'sdpa-simd-1t,sdpa-simd-mt,ort-1t,ort-2t,tfjs-wasm,sdpa-scalar', reps: 11 },
+  forward: { cases: '1x128x64,1x512x64,1x1024x64,12x512x64,8x256x32,1x2048x64', engines: 'sdpa-simd-1t,sdpa-simd-mt,ort-1t,ort-2t,tfjs-wasm,sdpa-scalar', reps: 15 },
   backward: { cases: '8x256x64,8x512x64,8x1024x64,8x2048x64', engines: 'sdpa-simd-1t,sdpa-simd-1t-recompute', reps: 5 },
   webgpu: { cases: '1x128x64,1x512x64,1x1024x64,1x2048x64,12x512x64,1x4096x64,8x256x32,16x1024x64,32x2048x64,8x4096x128', engines: 'sdpa-webgpu,sdpa-simd-mt', reps: 10 },
   diagnose: { cases: '1x128x64,1x512x64,12x512x64,8x256x32', probes: 'peak,long,breakdown,two-cores,wake' },
@@ -40,7 +40,7 @@ const HELP = `npm run bench -- [options]: sdpa-web's speed in Node, against its 
                     ort-1t/ort-2t: onnxruntime-web on a MatMul/Softmax graph (ort-2t runs in a child
                     process with sdpa-simd-mt, its ratios chained through sdpa-simd-mt);
                     tfjs-wasm: TensorFlow.js on its wasm backend. ort and tfjs: forward, no mask.
-  --reps N          timed calls per engine and case (defaults: forward 11, backward 5, webgpu 10)
+  --reps N          timed calls per engine and case (defaults: forward 15, backward 5, webgpu 10)
   --budget-ms MS    fewer reps (at least 3) for a slow engine: its timed rounds (3 calls each) take
                     about MS at most per case (default 4000)
   --threads N       threads of sdpa-simd-mt (default every core)

@@ -93,6 +93,7 @@ export function printResults({ rows, engines }, opts) {
   const line = (l) => l.map((x, c) => (c < 2 ? x.padEnd(widths[c]) : l.length === shown.length ? x.padStart(widths[c]) : x)).join('  ');
   console.log(`${line(shown.map(([name]) => name))}\n${widths.map((w) => '-'.repeat(w)).join('  ')}`);
   for (const l of cells) console.log(line(l));
+  console.log('medians of the third of three back-to-back calls (cold: the first) over interleaved rounds; ×ort-1t/×ort-2t: its median over this one (above 1: faster), across processes chained through sdpa-simd-mt');
   const ratios = rows.filter((r) => r.medianMs).map((r) => ({ case: r.case, engine: r.engine, process: r.process, ort1t: versus(rows, r, 'ort-1t'), ort2t: versus(rows, r, 'ort-2t') }));
   const baseline = [];
   for (const r of rows) {
