@@ -98,11 +98,11 @@ export function printResults({ rows, engines }, opts) {
   const baseline = [];
   for (const r of rows) {
     const old = rows.find((o) => o.case === r.case && o.engine === `${r.engine}@baseline` && o.medianMs);
-    if (old && r.medianMs) baseline.push({ case: r.case, engine: r.engine, newOverOld: r.medianMs / old.medianMs });
+    if (old && r.medianMs) baseline.push({ case: r.case, engine: r.engine, newOverOld: r.medianMs / old.medianMs, minNewOverOld: r.minMs / old.minMs });
   }
   if (baseline.length) {
-    console.log(`\ntime new/old (this dist/ over --baseline ${opts.baseline}, same rounds; below 1: the new build is faster)`);
-    for (const b of baseline) console.log(`  ${b.case.padEnd(12)} ${b.engine.padEnd(14)} ${fmt(b.newOverOld, 3)}`);
+    console.log(`\ntime new/old (this dist/ over --baseline ${opts.baseline}, same rounds; below 1: the new build is faster): medians, and min times (less moved by a busy machine)`);
+    for (const b of baseline) console.log(`  ${b.case.padEnd(12)} ${b.engine.padEnd(14)} ${fmt(b.newOverOld, 3)}  min ${fmt(b.minNewOverOld, 3)}`);
   }
   return { ratios, baseline };
 }
