@@ -7,7 +7,7 @@ import { flops, makeCheck, makeInputs, parseCase } from './cases.mjs';
 import { peakProbe } from './peak.mjs';
 import { log } from './run.mjs';
 import { twoCoreCeiling } from './two-cores.mjs';
-import { measure, median, pause } from './timing.mjs';
+import { callsFor, measure, median, now, pause } from './timing.mjs';
 import { wakeAfterIdle } from './wake-after-idle.mjs';
 
 const fmt = (x, digits = 2) => (x >= 100 ? x.toFixed(0) : x.toFixed(digits));
@@ -32,26 +32,25 @@ async function callPhases(attn, { q, k, v }, durationMs = 300) {
     const out = new Float32Array(size);
     const sums = { copyIn: 0, kernel: 0, copyOut: 0 };
     const call = () => {
-      const t = [performance.now()];
+      const t = [now()];
       // views made per call from the current buffer, as the package does (a grown heap detaches)
       for (const [name, x] of [['query', q], ['key', k], ['value', v]]) new Float32Array(module.HEAPU8.buffer, p[name], size).set(x.data);
-      t.push(performance.now());
+      t.push(now());
       const error = module.runAttention(request, 'simd', p);
       if (error) throw new Error(error.message);
-      t.push(performance.now());
+      t.push(now());
       heap.readFloat32(p.output, size, out);
-      t.push(performance.now());
+      t.push(now());
       return t;
     };
     call();
     call();
-    let calls = 0;
-    for (const start = performance.now(); calls < 3 || performance.now() - start < durationMs; calls++) {
+    const { calls } = callsFor(() => {
       const t = call();
       sums.copyIn += t[1] - t[0];
       sums.kernel += t[2] - t[1];
       sums.copyOut += t[3] - t[2];
-    }
+    }, durationMs, 3);
     return Object.fromEntries(Object.entries(sums).map(([phase, ms]) => [phase, (1000 * ms) / calls]));
   });
 }

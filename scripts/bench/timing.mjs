@@ -14,6 +14,21 @@ export function median(xs) {
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
 
+/** Milliseconds one synchronous call of `fn` takes. */
+export function timeSync(fn) {
+  const t = now();
+  fn();
+  return now() - t;
+}
+
+/** Calls `call` back to back for `durationMs`, and at least `minCalls` times: { calls, ms }. */
+export function callsFor(call, durationMs, minCalls = 1) {
+  const start = now();
+  let calls = 0;
+  for (; calls < minCalls || now() - start < durationMs; calls++) call();
+  return { calls, ms: now() - start };
+}
+
 /** Process CPU milliseconds (all threads) spent in `body`, and its wall milliseconds. */
 export async function measure(body) {
   const cpu0 = process.cpuUsage();
