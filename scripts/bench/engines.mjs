@@ -1,224 +1,149 @@
-// The engines the bench compares. Each has setup(shape, inputs) -> { run(): Promise<Float32Array>
-// (the output in [BH, n, d] layout), dispose() }, or throws/rejects with why it cannot run.
-// Inputs are Float32Arrays q, k, v of [BH, n, d]; the scale is 1/sqrt(d); no mask.
+// The engines the bench compares. make(ctx) -> { info, setup(c, inputs), dispose() } or throws why
+// it cannot run; setup -> { run(), dispose() }, run() resolving to the outputs as Float32Arrays:
+// forward [output [B, H, Lq, Ev]], backward [dQuery, dKey, dValue]. Inputs are the tensors of
+// cases.mjs; the scale is 1/√E. ctx: { threads, causal, backward, baseline (a dist/ directory) }.
 import { createRequire } from 'node:module';
-import { dirname } from 'node:path';
-import { attentionGraphModel, multiHeadAttentionModel } from './onnx.mjs';
+import { dirname, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { attentionGraphModel } from './onnx.mjs';
 
 const require = createRequire(import.meta.url);
 
-// ---------------------------------------------------------------------------------- sdpa-web --
-/** `reuseOutput`: every call writes into one array (options.out) instead of a new one. */
-async function sdpaEngine(options, { reuseOutput = false } = {}) {
-  const { createAttention } = await import('../../dist/index.js');
-  const attn = await createAttention(options);
-  return {
-    info: { backend: attn.backend, threads: attn.threads, relaxedSimd: attn.relaxedSimd, fallbackReason: attn.fallbackReason, reuseOutput },
-    attn,
-    setup([bh, n, d], { q, k, v }) {
-      const t = (data) => ({ data, shape: [bh, n, d] });
-      const [tq, tk, tv] = [t(q), t(k), t(v)];
-      const callOptions = reuseOutput ? { out: new Float32Array(bh * n * d) } : {};
-      const run =
-        attn.backend === 'simd' || attn.backend === 'scalar'
-          ? async () => attn.scaledDotProductAttentionSync(tq, tk, tv, callOptions).output.data
-          : async () => (await attn.scaledDotProductAttention(tq, tk, tv, callOptions)).output.data;
-      return { run, dispose() {} };
-    },
-  };
-}
-
-// --------------------------------------------------------------------------- onnxruntime-web --
-let ortModule;
-async function ort(threads) {
-  if (!ortModule) {
-    ortModule = await import('onnxruntime-web');
-    // Fixed for the process from the first session on: 1 and 2 threads run in separate processes.
-    ortModule.env.wasm.numThreads = threads;
-    ortModule.env.logLevel = 'error';
-  } else if (ortModule.env.wasm.numThreads !== threads) {
-    throw new Error(`onnxruntime-web already initialised with ${ortModule.env.wasm.numThreads} threads in this process`);
+/** navigator.gpu where the runtime has it, else dawn.node (npm `webgpu`), kept for the whole run. */
+let gpuEntry;
+async function gpu() {
+  if (globalThis.navigator?.gpu) return navigator.gpu;
+  if (!gpuEntry) {
+    // with no GPU, dawn.node finds only SwiftShader (Vulkan on the CPU: correctness, not GPU speed)
+    process.env.VK_ICD_FILENAMES ??= '/usr/lib/chromium/vk_swiftshader_icd.json';
+    const { create, globals } = await import('webgpu');
+    Object.assign(globalThis, globals);
+    gpuEntry = create([]);
   }
-  return ortModule;
-}
-
-function toInterleaved(x, bh, n, d) {
-  // [BH, n, d] -> [1, n, BH·d]
-  const out = new Float32Array(x.length);
-  for (let h = 0; h < bh; h++) {
-    for (let i = 0; i < n; i++) out.set(x.subarray((h * n + i) * d, (h * n + i + 1) * d), (i * bh + h) * d);
-  }
-  return out;
-}
-
-function fromInterleaved(x, bh, n, d) {
-  const out = new Float32Array(x.length);
-  for (let h = 0; h < bh; h++) {
-    for (let i = 0; i < n; i++) out.set(x.subarray((i * bh + h) * d, (i * bh + h + 1) * d), (h * n + i) * d);
-  }
-  return out;
+  return gpuEntry;
 }
 
 /**
- * `reuseOutput`: run with a pre-allocated output tensor (fetches), ONNX Runtime's counterpart of
- * options.out. In onnxruntime-web 1.30 a pre-allocated CPU output comes back unfilled
- * (microsoft/onnxruntime#25786), which the bench's accuracy check reports.
+ * sdpa-web with createAttention(`options`); threads: 'many' takes ctx.threads (default every core)
+ * and needs 2 or more. `baseline`: the package from ctx.baseline instead of this one's dist/.
+ * `recompute`: the backward recomputes the forward instead of taking its output and log-sum-exp.
  */
-async function ortEngine(threads, kind, { reuseOutput = false } = {}) {
-  const o = await ort(threads);
-  return {
-    info: { numThreads: threads, version: o.env.versions?.web ?? require('onnxruntime-web/package.json').version, reuseOutput },
-    async setup([bh, n, d], { q, k, v }) {
-      const mha = kind === 'mha';
-      const model = mha ? multiHeadAttentionModel(bh, n, d) : attentionGraphModel(bh, n, d);
-      const session = await o.InferenceSession.create(model, {
-        executionProviders: ['wasm'],
-        graphOptimizationLevel: 'all',
-      });
-      const dims = mha ? [1, n, bh * d] : [bh, n, d];
-      const prep = (x) => new o.Tensor('float32', mha ? toInterleaved(x, bh, n, d) : x, dims);
-      const feeds = { q: prep(q), k: prep(k), v: prep(v) };
-      const fetches = reuseOutput ? { o: new o.Tensor('float32', new Float32Array(bh * n * d), dims) } : undefined;
-      return {
-        run: async () => {
-          const result = fetches ? await session.run(feeds, fetches) : await session.run(feeds);
-          const data = result.o.data;
-          if (!fetches) result.o.dispose?.();
-          return mha ? fromInterleaved(data, bh, n, d) : data;
-        },
-        dispose: () => session.release(),
-      };
-    },
+function sdpa(options, { baseline = false, recompute = false } = {}) {
+  return async (ctx) => {
+    if (recompute && !ctx.backward) throw new Error('backward only');
+    if (baseline && !ctx.baseline) throw new Error('needs --baseline');
+    const dist = baseline ? pathToFileURL(resolve(ctx.baseline, 'index.js')).href : '../../dist/index.js';
+    const { createAttention } = await import(dist);
+    const create = { ...options, threads: options.threads === 'many' ? ctx.threads : options.threads };
+    if (options.backend === 'webgpu') create.gpu = await gpu();
+    const attn = await createAttention(create);
+    if (options.threads === 'many' && attn.threads < 2) throw new Error(`threads unavailable: ${attn.fallbackReason ?? 'one core'}`);
+    const info = { backend: attn.backend, threads: attn.threads, relaxedSimd: attn.relaxedSimd, fallbackReason: attn.fallbackReason };
+    if (options.backend === 'webgpu') {
+      const adapter = (await create.gpu.requestAdapter())?.info ?? {};
+      info.adapter = `${adapter.vendor} ${adapter.architecture} ${adapter.description}${adapter.isFallbackAdapter ? ' (fallback adapter)' : ''}`;
+    }
+    return {
+      info,
+      setup(c, { q, k, v, dOut }) {
+        const forward = { isCausal: ctx.causal };
+        if (!ctx.backward) {
+          const run = attn.backend === 'webgpu'
+            ? async () => [(await attn.scaledDotProductAttention(q, k, v, forward)).output.data]
+            : async () => [attn.scaledDotProductAttentionSync(q, k, v, forward).output.data];
+          return { run, dispose() {} };
+        }
+        const saved = recompute ? {} : attn.scaledDotProductAttentionSync(q, k, v, { ...forward, returnLogSumExp: true });
+        const backward = { ...forward, output: saved.output, logSumExp: saved.logSumExp };
+        return {
+          run: async () => {
+            const g = attn.scaledDotProductAttentionBackward(q, k, v, dOut, backward);
+            return [g.dQuery.data, g.dKey.data, g.dValue.data];
+          },
+          dispose() {},
+        };
+      },
+      dispose: () => attn.dispose(),
+    };
   };
 }
 
-// -------------------------------------------------------------------------- tfjs wasm backend --
-let tfModule;
-async function tfjsEngine() {
-  if (!tfModule) {
-    const tf = await import('@tensorflow/tfjs-core');
-    const { setWasmPaths } = await import('@tensorflow/tfjs-backend-wasm');
-    setWasmPaths(dirname(require.resolve('@tensorflow/tfjs-backend-wasm/package.json')) + '/dist/');
-    if (!(await tf.setBackend('wasm'))) throw new Error('tfjs wasm backend failed to initialise');
-    await tf.ready();
-    tfModule = tf;
-  }
-  const tf = tfModule;
+/** The peers compute softmax(Q·Kᵀ/√E)·V on [B·H, L, D] arrays: no mask, no backward. */
+function plainForward(ctx, name) {
+  if (ctx.backward || ctx.causal) throw new Error(`${name}: no ${ctx.backward ? 'backward' : 'causal mask'} here`);
+}
+const flat = (c, t) => [c.B * c.H, ...t.shape.slice(2)];
+
+let ortThreads;
+/** onnxruntime-web's wasm execution provider on the plain MatMul/Softmax graph (onnx.mjs). */
+function ortEngine(threads) {
+  return async (ctx) => {
+    plainForward(ctx, 'onnxruntime-web');
+    // fixed for the process from the first session on: 1 and 2 threads run in separate processes
+    if ((ortThreads ??= threads) !== threads) throw new Error(`onnxruntime-web runs ${ortThreads} threads in this process`);
+    const ort = await import('onnxruntime-web');
+    ort.env.wasm.numThreads = threads;
+    ort.env.logLevel = 'error';
+    return {
+      info: { threads, version: ort.env.versions.web },
+      async setup(c, { q, k, v }) {
+        const session = await ort.InferenceSession.create(attentionGraphModel(c), { executionProviders: ['wasm'], graphOptimizationLevel: 'all' });
+        const feeds = Object.fromEntries(Object.entries({ q, k, v }).map(([name, t]) => [name, new ort.Tensor('float32', t.data, flat(c, t))]));
+        return {
+          run: async () => {
+            const { o } = await session.run(feeds);
+            const data = o.data;
+            o.dispose();
+            return [data];
+          },
+          dispose: () => session.release(),
+        };
+      },
+      dispose() {},
+    };
+  };
+}
+
+/** TensorFlow.js functional ops on its wasm backend (1 thread in Node). */
+async function tfjsEngine(ctx) {
+  plainForward(ctx, 'tfjs');
+  const tf = await import('@tensorflow/tfjs-core');
+  const { setWasmPaths } = await import('@tensorflow/tfjs-backend-wasm');
+  setWasmPaths(dirname(require.resolve('@tensorflow/tfjs-backend-wasm/package.json')) + '/dist/');
+  if (!(await tf.setBackend('wasm'))) throw new Error('tfjs wasm backend failed to initialise');
   return {
-    info: { version: tf.version_core, backend: tf.getBackend() },
-    setup([bh, n, d], { q, k, v }) {
-      const [tq, tk, tv] = [q, k, v].map((x) => tf.tensor3d(x, [bh, n, d]));
-      const scale = tf.scalar(1 / Math.sqrt(d));
+    info: { version: tf.version_core },
+    setup(c, { q, k, v }) {
+      const [tq, tk, tv] = [q, k, v].map((t) => tf.tensor3d(t.data, flat(c, t)));
+      const scale = tf.scalar(1 / Math.sqrt(c.E));
       return {
         run: async () => {
           const out = tf.tidy(() => tf.matMul(tf.softmax(tf.mul(tf.matMul(tq, tk, false, true), scale)), tv));
           const data = out.dataSync();
           out.dispose();
-          return data;
+          return [data];
         },
         dispose: () => tf.dispose([tq, tk, tv, scale]),
       };
     },
+    dispose() {},
   };
 }
 
-// ------------------------------------------------------------------------------ plain JS --
-function jsEngine() {
-  return {
-    info: {},
-    setup([bh, n, d], { q, k, v }) {
-      return {
-        run: async () => jsAttention(q, k, v, bh, n, d, Float32Array),
-        dispose() {},
-      };
-    },
-  };
-}
-
-/**
- * Plain JavaScript attention, one query row at a time (scores row, max, exp-sum, ·V), in the
- * precision of `Array` (Float32Array: the "plain JS" engine; Float64Array: the bench's oracle).
- */
-export function jsAttention(q, k, v, bh, n, d, Array = Float64Array) {
-  const out = new Array(bh * n * d);
-  const s = new Array(n);
-  const o = new Array(d);
-  const scale = 1 / Math.sqrt(d);
-  for (let h = 0; h < bh; h++) {
-    const base = h * n * d;
-    for (let i = 0; i < n; i++) {
-      const qi = base + i * d;
-      let max = -Infinity;
-      for (let j = 0; j < n; j++) {
-        const kj = base + j * d;
-        let dot = 0;
-        for (let e = 0; e < d; e++) dot += q[qi + e] * k[kj + e];
-        s[j] = dot * scale;
-        if (s[j] > max) max = s[j];
-      }
-      let sum = 0;
-      for (let j = 0; j < n; j++) {
-        s[j] = Math.exp(s[j] - max);
-        sum += s[j];
-      }
-      o.fill(0);
-      for (let j = 0; j < n; j++) {
-        const w = s[j];
-        const vj = base + j * d;
-        for (let e = 0; e < d; e++) o[e] += w * v[vj + e];
-      }
-      for (let e = 0; e < d; e++) out[qi + e] = o[e] / sum;
-    }
-  }
-  return out;
-}
-
-async function threadedSdpaEngine(threads, flags) {
-  const e = await sdpaEngine({ backend: 'simd', threads }, flags);
-  if (e.info.threads < 2) throw new Error(`threads unavailable: ${e.info.fallbackReason ?? 'one core'}`);
-  return e;
-}
-
-/** name -> async factory; `threads` is the sdpa-simd-mt thread count (undefined: every core). */
-export function engineFactories(threads) {
-  return {
-    'sdpa-scalar': () => sdpaEngine({ backend: 'scalar' }),
-    'sdpa-simd-1t': () => sdpaEngine({ backend: 'simd', threads: 1 }),
-    'sdpa-simd128-1t': () => sdpaEngine({ backend: 'simd', threads: 1, relaxedSimd: false }),
-    'sdpa-simd-mt': () => threadedSdpaEngine(threads),
-    'sdpa-simd-1t-out': () => sdpaEngine({ backend: 'simd', threads: 1 }, { reuseOutput: true }),
-    'sdpa-simd-mt-out': () => threadedSdpaEngine(threads, { reuseOutput: true }),
-    'sdpa-webgpu': async () => {
-      const { createAttention } = await import('../../dist/index.js');
-      const probe = await createAttention({ backend: 'simd', threads: 1 });
-      const webgpu = probe.availableBackends.find((b) => b.name === 'webgpu');
-      if (!webgpu) throw new Error('no webgpu backend in this build');
-      if (!webgpu.available) throw new Error(`webgpu unavailable: ${webgpu.reason}`);
-      return sdpaEngine({ backend: 'webgpu' });
-    },
-    'ort-1t': () => ortEngine(1, 'graph'),
-    'ort-1t-out': () => ortEngine(1, 'graph', { reuseOutput: true }),
-    'ort-mha-1t': () => ortEngine(1, 'mha'),
-    'ort-2t': () => ortEngine(2, 'graph'),
-    'ort-mha-2t': () => ortEngine(2, 'mha'),
-    'tfjs-wasm': () => tfjsEngine(),
-    js: () => jsEngine(),
-  };
-}
-
-export const ENGINE_LABELS = {
-  'sdpa-scalar': 'sdpa-web scalar',
-  'sdpa-simd-1t': 'sdpa-web SIMD 1 thread',
-  'sdpa-simd-mt': 'sdpa-web SIMD threads',
-  'sdpa-simd128-1t': 'sdpa-web SIMD128 1 thread',
-  'sdpa-simd-1t-out': 'sdpa-web SIMD 1 thread, out',
-  'sdpa-simd-mt-out': 'sdpa-web SIMD threads, out',
-  'sdpa-webgpu': 'sdpa-web WebGPU',
-  'ort-1t': 'onnxruntime-web graph 1t',
-  'ort-1t-out': 'onnxruntime-web graph 1t, out',
-  'ort-mha-1t': 'onnxruntime-web MHA 1t',
-  'ort-2t': 'onnxruntime-web graph 2t',
-  'ort-mha-2t': 'onnxruntime-web MHA 2t',
-  'tfjs-wasm': 'tfjs wasm',
-  js: 'plain JS',
+/** name -> make(ctx). */
+export const ENGINES = {
+  'sdpa-simd-1t': sdpa({ backend: 'simd', threads: 1 }),
+  'sdpa-simd-mt': sdpa({ backend: 'simd', threads: 'many' }),
+  'sdpa-simd128-1t': sdpa({ backend: 'simd', threads: 1, relaxedSimd: false }),
+  'sdpa-simd-1t-recompute': sdpa({ backend: 'simd', threads: 1 }, { recompute: true }),
+  'sdpa-scalar': sdpa({ backend: 'scalar' }),
+  'sdpa-webgpu': sdpa({ backend: 'webgpu' }),
+  'sdpa-simd-1t@baseline': sdpa({ backend: 'simd', threads: 1 }, { baseline: true }),
+  'sdpa-simd-mt@baseline': sdpa({ backend: 'simd', threads: 'many' }, { baseline: true }),
+  'ort-1t': ortEngine(1),
+  'ort-2t': ortEngine(2),
+  'tfjs-wasm': tfjsEngine,
 };
+
+/** The check's factor f: the tests allow WebGPU twice the CPU engines' multiple of e_ref. */
+export const checkFactor = (name) => (name === 'sdpa-webgpu' ? 4 : 2);

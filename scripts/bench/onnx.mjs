@@ -23,12 +23,6 @@ class Writer {
   int(field, v) {
     return this.tag(field, 0).varint(v);
   }
-  float(field, v) {
-    const b = new Uint8Array(new Float32Array([v]).buffer);
-    this.tag(field, 5);
-    this.bytes.push(...b);
-    return this;
-  }
   bytesField(field, data) {
     this.tag(field, 2).varint(data.length);
     for (const b of data) this.bytes.push(b);
@@ -46,11 +40,11 @@ class Writer {
 }
 
 const FLOAT = 1; // TensorProto.DataType.FLOAT
-const ATTR = { FLOAT: 1, INT: 2, INTS: 7 };
+const ATTR = { INT: 2, INTS: 7 };
 
 function valueInfo(name, dims) {
   const shape = new Writer();
-  for (const d of dims) shape.message(1, typeof d === 'string' ? new Writer().string(2, d) : new Writer().int(1, d));
+  for (const d of dims) shape.message(1, new Writer().int(1, d));
   const tensorType = new Writer().int(1, FLOAT).message(2, shape);
   return new Writer().string(1, name).message(2, new Writer().message(1, tensorType));
 }
@@ -60,21 +54,18 @@ function attribute(name, value) {
   if (Array.isArray(value)) {
     for (const v of value) a.int(8, v);
     a.int(20, ATTR.INTS);
-  } else if (Number.isInteger(value)) {
-    a.int(3, value).int(20, ATTR.INT);
   } else {
-    a.float(2, value).int(20, ATTR.FLOAT);
+    a.int(3, value).int(20, ATTR.INT);
   }
   return a;
 }
 
-function node(opType, inputs, outputs, attributes = {}, domain = '') {
+function node(opType, inputs, outputs, attributes = {}) {
   const n = new Writer();
   for (const i of inputs) n.string(1, i);
   for (const o of outputs) n.string(2, o);
   n.string(3, `${opType}_${outputs[0]}`).string(4, opType);
   for (const [k, v] of Object.entries(attributes)) n.message(5, attribute(k, v));
-  if (domain) n.string(7, domain);
   return n;
 }
 
@@ -91,9 +82,10 @@ function model(graph, opsets) {
 
 /**
  * softmax(Q·Kᵀ·scale)·V as plain ONNX ops (opset 17): Transpose(K) → MatMul → Mul(scale) →
- * Softmax(axis −1) → MatMul(·, V). Inputs q, k, v [BH, n, d]; output o [BH, n, d].
+ * Softmax(axis −1) → MatMul(·, V). Inputs q [BH, Lq, E], k [BH, Lk, E], v [BH, Lk, Ev]; output
+ * o [BH, Lq, Ev]; scale 1/√E.
  */
-export function attentionGraphModel(bh, n, d) {
+export function attentionGraphModel({ B, H, Lq, Lk, E, Ev }) {
   const g = new Writer();
   g.message(1, node('Transpose', ['k'], ['kt'], { perm: [0, 2, 1] }));
   g.message(1, node('MatMul', ['q', 'kt'], ['s']));
@@ -101,21 +93,9 @@ export function attentionGraphModel(bh, n, d) {
   g.message(1, node('Softmax', ['ss'], ['p'], { axis: -1 }));
   g.message(1, node('MatMul', ['p', 'v'], ['o']));
   g.string(2, 'attention');
-  g.message(5, scalarInitializer('scale', 1 / Math.sqrt(d)));
-  for (const name of ['q', 'k', 'v']) g.message(11, valueInfo(name, [bh, n, d]));
-  g.message(12, valueInfo('o', [bh, n, d]));
+  g.message(5, scalarInitializer('scale', 1 / Math.sqrt(E)));
+  const dims = { q: [Lq, E], k: [Lk, E], v: [Lk, Ev] };
+  for (const name of ['q', 'k', 'v']) g.message(11, valueInfo(name, [B * H, ...dims[name]]));
+  g.message(12, valueInfo('o', [B * H, Lq, Ev]));
   return model(g, [['', 17]]);
-}
-
-/**
- * com.microsoft MultiHeadAttention with num_heads = BH: query/key/value [1, n, BH·d] (heads
- * interleaved per position, the op's layout); output [1, n, BH·d].
- */
-export function multiHeadAttentionModel(bh, n, d) {
-  const g = new Writer();
-  g.message(1, node('MultiHeadAttention', ['q', 'k', 'v'], ['o'], { num_heads: bh }, 'com.microsoft'));
-  g.string(2, 'mha');
-  for (const name of ['q', 'k', 'v']) g.message(11, valueInfo(name, [1, n, bh * d]));
-  g.message(12, valueInfo('o', [1, n, bh * d]));
-  return model(g, [['', 17], ['com.microsoft', 1]]);
 }

@@ -3,6 +3,7 @@
 // acc_i = acc_i·x + y (one f32x4.mul and one f32x4.add each: 8 flops), enough chains to cover the
 // mul→add latency; 12 accumulators + x + y fit the 16 xmm registers of x86-64. With `fused`, each
 // chain step is one f32x4.relaxed_madd instead (relaxed SIMD; the FMA peak).
+import { median, timeSync } from './timing.mjs';
 
 const CHAINS = 12;
 
@@ -21,7 +22,7 @@ function section(id, body) {
   return [id, ...uleb(body.length), ...body];
 }
 
-function probeModule(fused) {
+export function probeModule(fused) {
   const V128 = 0x7b, I32 = 0x7f;
   const simd = (op) => [0xfd, ...uleb(op)];
   const f32x4Splat = simd(0x13), f32x4Mul = simd(0xe6), f32x4Add = simd(0xe4), f32x4Extract = simd(0x1f);
@@ -70,22 +71,13 @@ export async function peakProbe(reps = 9, fused = false) {
   peak(1e5); // tier up
   let iterations = 1e6;
   for (;;) {
-    const t = performance.now();
-    peak(iterations);
-    const ms = performance.now() - t;
+    const ms = timeSync(() => peak(iterations));
     if (ms > 20) {
       iterations = Math.round((iterations * 50) / ms);
       break;
     }
     iterations *= 4;
   }
-  const rates = [];
-  for (let r = 0; r < reps; r++) {
-    const t = performance.now();
-    peak(iterations);
-    const ms = performance.now() - t;
-    rates.push((iterations * CHAINS * 8) / ms / 1e6);
-  }
-  rates.sort((a, b) => a - b);
-  return { medianGflops: rates[rates.length >> 1], maxGflops: rates[rates.length - 1], chains: CHAINS };
+  const rates = Array.from({ length: reps }, () => (iterations * CHAINS * 8) / timeSync(() => peak(iterations)) / 1e6);
+  return { medianGflops: median(rates), maxGflops: Math.max(...rates), chains: CHAINS };
 }

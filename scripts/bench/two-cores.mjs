@@ -4,7 +4,7 @@
 // can slow the first (host contention), so 2 threads over 1 is judged against this, measured in
 // the same minutes. sdpa-web's threads run the same workload on one instance in between.
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
-import { median, now, pause } from './timing.mjs';
+import { callsFor, median, now, pause } from './timing.mjs';
 
 if (!isMainThread) {
   const { createAttention } = await import(workerData.dist);
@@ -13,13 +13,7 @@ if (!isMainThread) {
   for (let i = 0; i < 3; i++) attn.scaledDotProductAttentionSync(q, k, v);
   parentPort.on('message', ({ startAt, durationMs }) => {
     while (now() < startAt) {} // start together with the other worker
-    let calls = 0;
-    const t0 = performance.now();
-    while (performance.now() - t0 < durationMs) {
-      attn.scaledDotProductAttentionSync(q, k, v);
-      calls++;
-    }
-    parentPort.postMessage({ calls, ms: performance.now() - t0 });
+    parentPort.postMessage(callsFor(() => attn.scaledDotProductAttentionSync(q, k, v), durationMs));
   });
   parentPort.postMessage('ready');
 }
@@ -46,14 +40,11 @@ export async function twoCoreCeiling({ dist, shape, tensors, flops, threaded, ro
     alone: async () => (await run([workers[0]]))[0],
     pair: async () => (await run(workers)).reduce((a, b) => a + b, 0),
     threads: async () => {
-      for (let i = 0; i < 2; i++) threaded.scaledDotProductAttentionSync(q, k, v);
-      let calls = 0;
-      const t0 = performance.now();
-      while (performance.now() - t0 < durationMs) {
-        threaded.scaledDotProductAttentionSync(q, k, v);
-        calls++;
-      }
-      return (flops * calls) / (performance.now() - t0) / 1e6;
+      const call = () => threaded.scaledDotProductAttentionSync(q, k, v);
+      call();
+      call();
+      const { calls, ms } = callsFor(call, durationMs);
+      return (flops * calls) / ms / 1e6;
     },
   };
   const names = Object.keys(phases);

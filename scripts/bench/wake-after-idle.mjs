@@ -4,11 +4,10 @@
 // then wakes the worker with Atomics.notify and both run the same fixed loop of ~1.5 ms.
 // Reported per idle time: the worker's wake latency, and the two loops' speed-up over one loop
 // run alone (2× when the threads run on two cores at once).
-// On the 2-core development VM a thread woken after a long idle usually runs on the waking
-// thread's core (probably because the guest kernel takes the host-halted other vCPU for a busy
-// one), so both share one core for several ms: see README "Performance".
+// A speed-up near 1× means the woken thread shared the waking thread's core (some VMs place a
+// thread woken after a long idle there).
 import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
-import { median, now, pause } from './timing.mjs';
+import { median, now, pause, timeSync } from './timing.mjs';
 
 function spinLoop(iterations) {
   let x = 1;
@@ -34,14 +33,8 @@ if (!isMainThread) {
 export async function wakeAfterIdle({ idleTimes = [2, 10, 30, 150], rounds = 9, loopMs = 1.5 } = {}) {
   let iterations = 1e5;
   for (let i = 0; i < 5; i++) spinLoop(iterations); // optimize it first
-  const t = performance.now();
-  spinLoop(iterations);
-  iterations = Math.round((iterations * loopMs) / Math.max(performance.now() - t, 1e-3));
-  const aloneMs = median(Array.from({ length: 7 }, () => {
-    const t0 = performance.now();
-    spinLoop(iterations);
-    return performance.now() - t0;
-  }));
+  iterations = Math.round((iterations * loopMs) / Math.max(timeSync(() => spinLoop(iterations)), 1e-3));
+  const aloneMs = median(Array.from({ length: 7 }, () => timeSync(() => spinLoop(iterations))));
   const control = new Int32Array(new SharedArrayBuffer(8));
   const times = new Float64Array(new SharedArrayBuffer(16));
   const worker = new Worker(new URL(import.meta.url), { workerData: { control, times, iterations } });

@@ -1,0 +1,179 @@
+#!/usr/bin/env node
+// The bench's one entry: npm run bench -- [options] (see HELP).
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { availableParallelism, cpus } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { ENGINES } from './engines.mjs';
+import { probeModule } from './peak.mjs';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+const MODES = {
+  forward: { cases: '1x128x64,1x512x64,1x1024x64,12x512x64,8x256x32,1x2048x64', engines: 'sdpa-simd-1t,sdpa-simd-mt,ort-1t,ort-2t,tfjs-wasm,sdpa-scalar', reps: 15 },
+  backward: { cases: '8x256x64,8x512x64,8x1024x64,8x2048x64', engines: 'sdpa-simd-1t,sdpa-simd-1t-recompute', reps: 5 },
+  webgpu: { cases: '1x128x64,1x512x64,1x1024x64,1x2048x64,12x512x64,1x4096x64,8x256x32,16x1024x64,32x2048x64,8x4096x128', engines: 'sdpa-webgpu,sdpa-simd-mt', reps: 10 },
+  diagnose: { cases: '1x128x64,1x512x64,12x512x64,8x256x32', probes: 'peak,long,breakdown,two-cores,wake' },
+};
+
+const HELP = `npm run bench -- [options]: sdpa-web's speed in Node, against its peers (needs dist/: npm run build:lib)
+
+  --mode M          forward (default): the table against onnxruntime-web and tfjs (about a minute
+                    or two on 2 cores); backward; webgpu: sdpa-webgpu next to SIMD on
+                    navigator.gpu, or the npm \`webgpu\` package (dawn.node; with no GPU, SwiftShader:
+                    correctness, not GPU speed); diagnose: the probes of --probes
+  --cases LIST      comma-separated cases: HxLxE (B = 1, Lq = Lk = L, Ev = E), BxHxLxE, or
+                    BxHxLqxLkxExEv (B batch, H heads, Lq/Lk query/key length, E query/key dim,
+                    Ev value dim). Defaults:
+                      forward  ${MODES.forward.cases}
+                      backward ${MODES.backward.cases}
+                      webgpu   ${MODES.webgpu.cases}
+                      diagnose ${MODES.diagnose.cases}
+  --engines LIST    forward default ${MODES.forward.engines}
+                    backward default ${MODES.backward.engines}
+                    webgpu default ${MODES.webgpu.engines}
+                    also: sdpa-simd128-1t (relaxedSimd: false), sdpa-webgpu (forward too)
+                    sdpa-*: the package in dist/ (scalar, simd on 1 thread or on --threads, webgpu);
+                    sdpa-simd-1t-recompute: the backward without the forward's saved output;
+                    ort-1t/ort-2t: onnxruntime-web on a MatMul/Softmax graph (ort-2t runs in a child
+                    process with sdpa-simd-mt, its ratios chained through sdpa-simd-mt);
+                    tfjs-wasm: TensorFlow.js on its wasm backend. ort and tfjs: forward, no mask.
+  --reps N          timed calls per engine and case (defaults: forward 15, backward 5, webgpu 10)
+  --budget-ms MS    fewer reps (at least 3) for a slow engine: its timed rounds (3 calls each) take
+                    about MS at most per case (default 4000)
+  --threads N       threads of sdpa-simd-mt (default every core)
+  --causal          isCausal: true (sdpa engines only; GFLOP/s count the visible half)
+  --baseline DIR    adds sdpa-simd-1t@baseline and sdpa-simd-mt@baseline from another build's dist/,
+                    interleaved with the current ones, and prints time new/old per case
+  --probes LIST     diagnose: ${MODES.diagnose.probes} (default all):
+                    peak: f32x4 mul+add and relaxed_madd throughput on one core;
+                    long: Lq = Lk = 32768 and 16384 (full, causal), E = 64, 1 thread and threads;
+                    breakdown: a call's copy-in, kernel and copy-out on 1 thread and threads;
+                    two-cores: two 1-thread workers at once against one (the machine's 2-core
+                    scaling) and sdpa-web's threads; wake: a worker's wake-up after idle
+  --json FILE       where the results go (default bench-output/<mode>.json)
+  --help            this text
+
+Method: one process times the engines of a case in interleaved rounds (the order rotated each
+round); each engine, once the process is quiet, makes three calls and the third is timed (cold ms:
+the first). Before it is timed, each engine's output is checked against the package's float64
+reference with the tests' rule, max|o − o64| ≤ f·e_ref + 1e-5·max(1, |V|max) (backward: per
+gradient, against |g64|max), e_ref the 'scalar' backend's error on the same inputs, f = 2 (CPU) or
+4 (WebGPU), on the first and last head (forward: their first 256 query rows); an engine that fails
+is reported as "wrong result" and not timed. GFLOP/s = 2·B·H·Lq·Lk·(E + Ev) / median (backward
+2.5× that). ×ort-1t / ×ort-2t: that engine's median over this one's.`;
+
+const OPTIONS = {
+  mode: { type: 'string', default: 'forward' },
+  cases: { type: 'string' },
+  engines: { type: 'string' },
+  reps: { type: 'string' },
+  'budget-ms': { type: 'string', default: '4000' },
+  threads: { type: 'string' },
+  causal: { type: 'boolean', default: false },
+  baseline: { type: 'string' },
+  probes: { type: 'string' },
+  json: { type: 'string' },
+  child: { type: 'boolean', default: false }, // internal: print the rows as JSON on stdout
+  help: { type: 'boolean', default: false },
+};
+
+const positive = (name, text) => {
+  const n = Number(text);
+  if (!(Number.isInteger(n) && n > 0)) throw new Error(`--${name} wants a positive integer; got ${text}`);
+  return n;
+};
+
+/** The options, checked (a mistake is reported before anything runs); undefined for --help. */
+async function options(argv) {
+  const { values } = parseArgs({ args: argv, options: OPTIONS, strict: true });
+  if (values.help) return undefined;
+  const mode = MODES[values.mode];
+  if (!mode) throw new Error(`unknown mode ${values.mode}: want ${Object.keys(MODES).join(', ')}`);
+  if (!existsSync(join(ROOT, 'dist/index.js'))) throw new Error('dist/ is missing: build first (npm run build:lib)');
+  const { parseCase } = await import('./cases.mjs');
+  const list = (text) => text.split(',').map((s) => s.trim()).filter(Boolean);
+  const engines = list(values.engines ?? mode.engines ?? '');
+  if (values.baseline) engines.push('sdpa-simd-1t@baseline', 'sdpa-simd-mt@baseline');
+  const probes = list(values.probes ?? mode.probes ?? '');
+  for (const [kind, names, known] of [['engine', engines, Object.keys(ENGINES)], ['probe', probes, list(MODES.diagnose.probes)]]) {
+    for (const name of names) if (!known.includes(name)) throw new Error(`unknown ${kind} ${name}; known: ${known.join(' ')}`);
+  }
+  return {
+    ...values,
+    cases: list(values.cases ?? mode.cases).map(parseCase),
+    engines,
+    probes,
+    reps: positive('reps', values.reps ?? String(mode.reps ?? 1)),
+    budgetMs: positive('budget-ms', values['budget-ms']),
+    threads: values.threads === undefined ? undefined : positive('threads', values.threads),
+    backward: values.mode === 'backward',
+    json: values.json ?? join(ROOT, 'bench-output', `${values.mode}.json`),
+  };
+}
+
+/** Node 20 has relaxed SIMD (the build users get by default) behind a flag: re-run with it. */
+function relaxedSimdFlag() {
+  const flag = '--experimental-wasm-relaxed-simd';
+  if (WebAssembly.validate(probeModule(true)) || process.execArgv.includes(flag)) return;
+  const run = spawnSync(process.execPath, [flag, ...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit' });
+  process.exit(run.status ?? 1);
+}
+
+/** The engines' rows, ort-2t's from a child process that times it with sdpa-simd-mt, case by case. */
+async function benchRows(opts) {
+  const { benchCases } = await import('./run.mjs');
+  const here = opts.child ? opts.engines : opts.engines.filter((e) => e !== 'ort-2t');
+  const result = await benchCases(opts, here);
+  if (here.length === opts.engines.length) return result;
+  process.stderr.write('[bench] ort-2t: a child process, with sdpa-simd-mt\n');
+  const args = ['--mode', opts.mode, '--child', '--engines', 'ort-2t,sdpa-simd-mt', '--cases', opts.cases.map((c) => c.name).join(','), '--reps', String(opts.reps), '--budget-ms', String(opts.budgetMs)];
+  if (opts.threads) args.push('--threads', String(opts.threads));
+  if (opts.causal) args.push('--causal');
+  const out = execFileSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), ...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 1 << 26 });
+  const child = JSON.parse(out);
+  const rows = [...result.rows, ...child.rows.map((r) => ({ ...r, process: 'child' }))];
+  const order = (r) => result.rows.findIndex((x) => x.case === r.case) * 100 + (r.process === 'child') * 50 + opts.engines.indexOf(r.engine);
+  return { rows: rows.sort((a, b) => order(a) - order(b)), engines: { ...result.engines, 'ort-2t': child.engines['ort-2t'] } };
+}
+
+async function main() {
+  const opts = await options(process.argv.slice(2)).catch((e) => {
+    console.error(`bench: ${e.message} (npm run bench -- --help)`);
+    process.exit(2);
+  });
+  if (!opts) {
+    console.log(HELP);
+    return;
+  }
+  relaxedSimdFlag();
+  const startedAt = new Date().toISOString();
+  const machine = { cpu: cpus()[0]?.model, cores: availableParallelism(), node: process.version };
+  const report = { startedAt, machine, options: { ...opts, json: undefined, child: undefined } };
+  if (opts.mode === 'diagnose') {
+    const { diagnose } = await import('./diagnose.mjs');
+    Object.assign(report, await diagnose(opts));
+  } else {
+    const result = await benchRows(opts);
+    if (opts.child) {
+      process.stdout.write(JSON.stringify(result));
+      return;
+    }
+    const { printResults } = await import('./run.mjs');
+    console.log(`\nsdpa-web bench, ${opts.mode}${opts.causal ? ', causal' : ''}: ${startedAt}, ${machine.cpu}, ${machine.cores} cores, node ${machine.node}`);
+    Object.assign(report, result, printResults(result, opts));
+  }
+  mkdirSync(dirname(opts.json), { recursive: true });
+  writeFileSync(opts.json, JSON.stringify(report, null, 2));
+  console.log(`\nwrote ${opts.json}`);
+}
+
+main().then(
+  () => process.exit(0),
+  (e) => {
+    console.error(e);
+    process.exit(1);
+  },
+);
