@@ -21,17 +21,11 @@ export function flops({ B, H, Lq, Lk, E, Ev }, { causal, backward }) {
 }
 
 /**
- * The case's tensors q, k, v and dOut (for the backward) in [−1, 1), reproducible: the package's
- * PRNG (xavierUniform over one row, scaled back to unit range), one seed per tensor.
+ * The case's tensors q, k, v and dOut (for the backward), U(−1, 1) from the package's seeded
+ * generator, one seed per tensor.
  */
 export function makeInputs(attn, { B, H, Lq, Lk, E, Ev }) {
-  const tensor = (seed, L, D) => {
-    const count = B * H * L * D;
-    const data = attn.xavierUniform([1, count], seed).data;
-    const unit = 1 / Math.sqrt(6 / (1 + count));
-    for (let i = 0; i < count; i++) data[i] *= unit;
-    return { data, shape: [B, H, L, D] };
-  };
+  const tensor = (seed, L, D) => attn.randomUniform([B, H, L, D], seed);
   return { q: tensor(1, Lq, E), k: tensor(2, Lk, E), v: tensor(3, Lk, Ev), dOut: tensor(4, Lq, Ev) };
 }
 
