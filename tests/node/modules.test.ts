@@ -119,7 +119,7 @@ describe('PRNG and Xavier/Glorot init', () => {
 });
 
 describe('createSelfAttention', () => {
-  it("runs the seed text's example: 8 tokens of 32 dims -> 8 contextual vectors of 16 dims", async () => {
+  it("runs the source text's example: 8 tokens of 32 dims -> 8 contextual vectors of 16 dims", async () => {
     const sa = await createSelfAttention({ dModel: 32, dK: 16, seed: 42 });
     const x = randomTensor([8, 32], 5);
     const { output, weights } = sa.forward(x);

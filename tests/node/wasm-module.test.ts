@@ -1,4 +1,4 @@
-// Infra checks of the generated Emscripten module itself (not of the API):
+// Checks of the generated Emscripten module itself (not of the API):
 // it loads under Vitest/Node ESM, heap views are reachable and are refreshed
 // after memory growth, and it installs no process-wide handlers.
 import { describe, expect, it } from 'vitest';

@@ -1,6 +1,6 @@
 // The worked examples about gradients, the attention module and score functions
 // (web/examples/worked-examples.ts) through the gradient/module API. Expected values are float64
-// computations here (the seed text's formulas, or finite differences), never printed numbers.
+// computations here (the source text's formulas, or finite differences), never printed numbers.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttention, createSelfAttention, type Attention, type ScoreOptions, type Tensor } from 'sdpa-web';
 import { getExample, resolveMatrix, type Matrix } from '../../web/examples/worked-examples.js';

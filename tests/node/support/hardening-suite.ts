@@ -1,4 +1,5 @@
-// The reliability checklist of the hardening issue, as one test body run on every backend
+// The reliability checklist (odd shapes, tile edges, hidden non-finite values, overflow, repeats,
+// memory growth, leaks, calls in flight), as one test body run on every backend
 // (tests/node/hardening-<backend>.test.ts). Expected values come from the float64 reference.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttention, type Attention, type AttentionOptions, type BackendName, type Tensor } from 'sdpa-web';
