@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import { createServer } from 'vite';
 import { describe, expect, it } from 'vitest';
-import { CHROMIUM, CHROMIUM_FLAGS, ROOT } from './support';
+import { CHROMIUM, CHROMIUM_FLAGS, collectProblems, ROOT } from './support';
 
 /** Upper bound on the time from the server being ready to the first heatmap (a failed worker pool used to cost 20 s). */
 const FIRST_HEATMAP_MS = Number(process.env.SDPA_FIRST_RESULT_MS ?? 5000);
@@ -22,14 +22,7 @@ describe('npm start (the Vite dev server of web/demo)', () => {
       await server.listen();
       const ready = performance.now();
       const page = context.pages()[0] ?? (await context.newPage());
-      const problems: string[] = [];
-      page.on('console', (m) => {
-        if (m.type() === 'error' || m.type() === 'warning') problems.push(`console.${m.type()}: ${m.text()}`);
-      });
-      page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
-      page.on('response', (r) => {
-        if (r.status() >= 400) problems.push(`HTTP ${r.status()}: ${r.url()}`);
-      });
+      const problems = collectProblems(page);
       await page.goto(server.resolvedUrls!.local[0]!);
       await page.waitForSelector('figure[data-testid="heatmap"]', { timeout: 60_000 });
       const ms = performance.now() - ready;

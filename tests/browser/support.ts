@@ -32,6 +32,19 @@ export function buildDemo(): void {
   execFileSync(join(ROOT, 'node_modules/.bin/vite'), ['build', '--config', CONFIG, '--logLevel', 'warn'], { cwd: ROOT, stdio: 'inherit' });
 }
 
+/** Console errors and warnings, page errors and HTTP errors of `page`, as they happen. */
+export function collectProblems(page: Page): string[] {
+  const problems: string[] = [];
+  page.on('console', (m) => {
+    if (m.type() === 'error' || m.type() === 'warning') problems.push(`console.${m.type()}: ${m.text()}`);
+  });
+  page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
+  page.on('response', (r) => {
+    if (r.status() >= 400) problems.push(`HTTP ${r.status()}: ${r.url()}`);
+  });
+  return problems;
+}
+
 export async function start(): Promise<Session> {
   mkdirSync(OUT, { recursive: true });
   const server: PreviewServer = await preview({ configFile: CONFIG, logLevel: 'warn', preview: { port: 0, host: '127.0.0.1', strictPort: false } });
@@ -40,15 +53,8 @@ export async function start(): Promise<Session> {
   const profile = mkdtempSync(join(tmpdir(), 'sdpa-chromium-'));
   const context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS, viewport: { width: 1280, height: 900 } });
   const page = context.pages()[0] ?? (await context.newPage());
-  const problems: string[] = [];
-  page.on('console', (m) => {
-    if (m.type() === 'error' || m.type() === 'warning') problems.push(`console.${m.type()}: ${m.text()}`);
-  });
-  page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
+  const problems = collectProblems(page);
   page.on('requestfailed', (r) => problems.push(`requestfailed: ${r.url()} ${r.failure()?.errorText}`));
-  page.on('response', (r) => {
-    if (r.status() >= 400) problems.push(`HTTP ${r.status()}: ${r.url()}`);
-  });
   return {
     url,
     context,

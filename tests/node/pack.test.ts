@@ -5,16 +5,8 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-
-const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
-const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
-
-interface PackResult {
-  filename: string;
-  files: { path: string }[];
-}
+import { npm, npmPack } from '../support/pack.js';
 
 describe('npm pack', () => {
   let work: string;
@@ -24,17 +16,7 @@ describe('npm pack', () => {
 
   beforeAll(() => {
     work = mkdtempSync(join(tmpdir(), 'sdpa-web-pack-'));
-    const out = execFileSync(npm, ['pack', '--json', '--pack-destination', work], {
-      cwd: repoRoot,
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'inherit'],
-      env: { ...process.env, npm_config_loglevel: 'warn' },
-    });
-    // prepack's build output goes to stdout too; the JSON is the last array.
-    const json = out.slice(out.lastIndexOf('\n[') + 1);
-    const [result] = JSON.parse(json) as PackResult[];
-    tarball = join(work, result!.filename);
-    files = result!.files.map((f) => f.path);
+    ({ tarball, files } = npmPack(work));
 
     consumer = join(work, 'consumer');
     mkdirSync(consumer);

@@ -12,10 +12,10 @@ import { extname, join, relative } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { createLogger, createServer, preview, type Logger } from 'vite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CHROMIUM, CHROMIUM_FLAGS, ROOT } from '../support';
+import { npm, npmPack } from '../../support/pack';
+import { CHROMIUM, CHROMIUM_FLAGS, collectProblems, ROOT } from '../support';
 
 const APPS = join(ROOT, 'tests/browser/apps');
-const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 /** Upper bound on the time from the server being ready to the first result (a failed worker pool used to cost 20 s). */
 const FIRST_RESULT_MS = Number(process.env.SDPA_FIRST_RESULT_MS ?? 5000);
 const W0 = Math.exp(Math.SQRT1_2) / (Math.exp(Math.SQRT1_2) + 1);
@@ -45,14 +45,7 @@ let browser: Browser;
 async function visit(url: string, since = performance.now()): Promise<Visit> {
   const context = await browser.newContext();
   const page = await context.newPage();
-  const problems: string[] = [];
-  page.on('console', (m) => {
-    if (m.type() === 'error' || m.type() === 'warning') problems.push(`console.${m.type()}: ${m.text()}`);
-  });
-  page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
-  page.on('response', (r) => {
-    if (r.status() >= 400) problems.push(`HTTP ${r.status()}: ${r.url()}`);
-  });
+  const problems = collectProblems(page);
   try {
     await page.goto(url);
     await page.waitForFunction(() => document.body.dataset.result ?? document.body.dataset.error, null, { timeout: 60_000 });
@@ -128,20 +121,13 @@ function files(dir: string): string[] {
 
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'sdpa-web-apps-'));
-  const out = execFileSync(npm, ['pack', '--json', '--pack-destination', work], {
-    cwd: ROOT,
-    encoding: 'utf8',
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env: { ...process.env, npm_config_loglevel: 'warn' },
-  });
-  // prepack's build output goes to stdout too; the JSON is the last array.
-  const [packed] = JSON.parse(out.slice(out.lastIndexOf('\n[') + 1)) as { filename: string }[];
+  const { tarball } = npmPack(work);
   [app, esbuildApp] = ['vite-app', 'esbuild-app'].map((name) => {
     const dir = join(work, name);
     cpSync(join(APPS, name), dir, { recursive: true });
     cpSync(join(APPS, 'main.ts'), join(dir, 'src/main.ts'));
     // The tarball has no dependencies: the install needs no registry.
-    execFileSync(npm, ['install', '--offline', '--no-audit', '--no-fund', join(work, packed!.filename)], { cwd: dir, stdio: ['ignore', 'ignore', 'inherit'] });
+    execFileSync(npm, ['install', '--offline', '--no-audit', '--no-fund', tarball], { cwd: dir, stdio: ['ignore', 'ignore', 'inherit'] });
     return dir;
   }) as [string, string];
   browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_FLAGS });
