@@ -301,7 +301,7 @@ export class Attention {
 
   /**
    * A `[rows, cols]` Xavier/Glorot-uniform matrix: U(−a, a) with a = √(6 / (rows + cols)),
-   * element i (row-major) from draw `offset + i` of the mulberry32 stream `seed` (README "PRNG").
+   * element i (row-major) from draw `offset + i` of the mulberry32 stream `seed` (README, "Random numbers").
    */
   xavierUniform(shape: readonly [number, number], seed: number, offset = 0): Tensor {
     this.checkUsable();

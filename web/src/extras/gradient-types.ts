@@ -55,7 +55,7 @@ export interface UniformOptions {
 }
 
 /**
- * Inverted dropout with the library's seeded PRNG (mulberry32, see README "PRNG"): element i is
+ * Inverted dropout with the library's seeded PRNG (mulberry32, see README, "Random numbers"): element i is
  * kept when draw i of the stream `seed` (as a number in [0, 1)) is ≥ p, and kept elements are
  * scaled by 1/(1 − p). The same seed gives the same mask on every platform.
  */
