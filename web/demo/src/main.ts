@@ -6,7 +6,6 @@ import { mountPlayground } from './sections/playground';
 import { mountScalingLab } from './sections/scaling-lab';
 import { mountMultihead } from './sections/multihead';
 import { mountCost } from './sections/cost';
-import { setRandomSource } from './lib/tensors';
 
 const status = document.getElementById('backend-status')!;
 
@@ -18,7 +17,6 @@ function showError(where: string, e: unknown): void {
 
 async function main(): Promise<void> {
   const attn = await createAttention({ backend: 'auto' });
-  setRandomSource(attn);
   const backends = attn.availableBackends;
   // The library's own words: why 'auto' passed over a backend, and why others cannot run here.
   const why = attn.fallbackReason;

@@ -1,9 +1,9 @@
 // Runs a worked example through sdpa-web and collects each stage for the stepper, plus the comparison of
 // the text's printed numbers with the computed ones. DOM-free, so the browser tests can import it too.
 import type { Attention, AttentionOptions, AttentionStages, Tensor } from 'sdpa-web';
-import type { MaskSpec, PrintedValue, Target, WorkedExample } from '../../../examples/worked-examples';
+import type { MaskSpec, PrintedValue, Target, UniformSource, WorkedExample } from '../../../examples/worked-examples';
 import { normalSampler, uniformStream } from '../../../examples/worked-examples';
-import { entropy, eye, stdOf, isFullyMasked, maxOf, rowsOf, seqLabels, size, slice0, tensor, toTensor, transpose, type NumTensor, random } from './tensors';
+import { entropy, eye, stdOf, isFullyMasked, maxOf, rowsOf, seqLabels, size, slice0, tensor, toTensor, transpose, type NumTensor } from './tensors';
 
 /** One labelled matrix shown in a stage. */
 export interface MatrixView {
@@ -207,16 +207,16 @@ export interface StatsRow {
 
 const mean = (a: number[]) => a.reduce((x, y) => x + y, 0) / a.length;
 
-export function randn(shape: number[], seed: number): Tensor {
-  const normal = normalSampler(uniformStream(random(), seed));
+export function randn(source: UniformSource, shape: number[], seed: number): Tensor {
+  const normal = normalSampler(uniformStream(source, seed));
   const d = new Float32Array(size(shape));
   for (let i = 0; i < d.length; i++) d[i] = normal();
   return { data: d, shape };
 }
 
 export async function scoreStatsFor(attn: Attention, dk: number, samples: number, seed: number): Promise<StatsRow> {
-  const q = randn([samples, dk], seed * 7919 + dk);
-  const k = randn([samples, dk], seed * 104729 + dk);
+  const q = randn(attn, [samples, dk], seed * 7919 + dk);
+  const k = randn(attn, [samples, dk], seed * 104729 + dk);
   const v = tensor(new Float32Array(samples), [samples, 1]);
   const st = await attn.explain(q, k, v);
   const unscaledW = attn.softmax(st.scores);
@@ -279,17 +279,17 @@ export async function runExample(attn: Attention, ex: WorkedExample, opts: { mas
     case 'projection-attention': {
       let q: Tensor, k: Tensor, v: Tensor;
       if (ex.compute === 'projection-attention') {
-        const x = toTensor(inp.x!);
+        const x = toTensor(inp.x!, attn);
         const n = x.shape[0];
         inputStage('inputs', 'Inputs: X and the projections W_Q, W_K, W_V', 'X \\in \\mathbb{R}^{n \\times d_{model}},\\; W_Q, W_K \\in \\mathbb{R}^{d_{model} \\times d_k},\\; W_V \\in \\mathbb{R}^{d_{model} \\times d_v}', [
           ['X', x, qLabels(n), 'token', 'x'],
-          ['W_Q', toTensor(inp.wq!), dims('x', x.shape[1]), 'input dim', 'q'],
-          ['W_K', toTensor(inp.wk!), dims('x', x.shape[1]), 'input dim', 'k'],
-          ['W_V', toTensor(inp.wv!), dims('x', x.shape[1]), 'input dim', 'v'],
+          ['W_Q', toTensor(inp.wq!, attn), dims('x', x.shape[1]), 'input dim', 'q'],
+          ['W_K', toTensor(inp.wk!, attn), dims('x', x.shape[1]), 'input dim', 'k'],
+          ['W_V', toTensor(inp.wv!, attn), dims('x', x.shape[1]), 'input dim', 'v'],
         ]);
-        q = attn.matmul(x, toTensor(inp.wq!));
-        k = attn.matmul(x, toTensor(inp.wk!));
-        v = attn.matmul(x, toTensor(inp.wv!));
+        q = attn.matmul(x, toTensor(inp.wq!, attn));
+        k = attn.matmul(x, toTensor(inp.wk!, attn));
+        v = attn.matmul(x, toTensor(inp.wv!, attn));
         Object.assign(values, { Q: q, K: k, V: v });
         inputStage('projections', 'Projections Q = XW_Q, K = XW_K, V = XW_V', 'Q = XW_Q,\\quad K = XW_K,\\quad V = XW_V', [
           ['Q', q, qLabels(n), 'query', 'q'],
@@ -297,9 +297,9 @@ export async function runExample(attn: Attention, ex: WorkedExample, opts: { mas
           ['V', v, kLabels(n), 'key', 'v'],
         ]);
       } else {
-        q = toTensor(inp.q!);
-        k = toTensor(inp.k!);
-        v = toTensor(inp.v!);
+        q = toTensor(inp.q!, attn);
+        k = toTensor(inp.k!, attn);
+        v = toTensor(inp.v!, attn);
         inputStage('inputs', 'Inputs: Q, K, V', 'Q \\in \\mathbb{R}^{L_q \\times d_k},\\; K \\in \\mathbb{R}^{L_k \\times d_k},\\; V \\in \\mathbb{R}^{L_k \\times d_v}', [
           ['Q', q, qLabels(q.shape[0]), 'query', 'd'],
           ['K', k, kLabels(k.shape[0]), 'key', 'd'],
@@ -307,11 +307,11 @@ export async function runExample(attn: Attention, ex: WorkedExample, opts: { mas
         ]);
       }
       const variant = inp.maskVariants?.[opts.maskVariant ?? 0]?.mask ?? inp.mask;
-      await runAttention(q, k, v, variant, inp.x ? { x: toTensor(inp.x), wq: toTensor(inp.wq!), wk: toTensor(inp.wk!), wv: toTensor(inp.wv!) } : undefined);
+      await runAttention(q, k, v, variant, inp.x ? { x: toTensor(inp.x, attn), wq: toTensor(inp.wq!, attn), wk: toTensor(inp.wk!, attn), wv: toTensor(inp.wv!, attn) } : undefined);
       break;
     }
     case 'batched': {
-      const q = toTensor(inp.q!), k = toTensor(inp.k!), v = toTensor(inp.v!);
+      const q = toTensor(inp.q!, attn), k = toTensor(inp.k!, attn), v = toTensor(inp.v!, attn);
       const b = q.shape[0];
       const whole = await attn.explain(q, k, v);
       const rows: (string | number)[][] = [];
@@ -340,7 +340,7 @@ export async function runExample(attn: Attention, ex: WorkedExample, opts: { mas
       break;
     }
     case 'scores': {
-      const q = toTensor(inp.q!), k = toTensor(inp.k!);
+      const q = toTensor(inp.q!, attn), k = toTensor(inp.k!, attn);
       const s = attn.matmul(q, transpose(k));
       values.scores = s;
       inputStage('inputs', 'Inputs: Q and K', 'Q, K', [
@@ -352,7 +352,7 @@ export async function runExample(attn: Attention, ex: WorkedExample, opts: { mas
       break;
     }
     case 'weights-values': {
-      const w = toTensor(inp.weights!), v = toTensor(inp.v!);
+      const w = toTensor(inp.weights!, attn), v = toTensor(inp.v!, attn);
       const out = attn.matmul(w, v);
       Object.assign(values, { weights: w, output: out });
       stages.push({ id: 'weights', title: 'Attention weights (given by the text)', tex: 'A \\;(\\text{given})', views: [{ name: 'A (given)', tensor: w, rowLabels: qLabels(w.shape[0]), colLabels: kLabels(w.shape[1]), rowAxis: 'query', colAxis: 'value', kind: 'weights' }] });
@@ -364,9 +364,9 @@ export async function runExample(attn: Attention, ex: WorkedExample, opts: { mas
     case 'softmax-values': {
       // Given scores S [r, n]: run them through the library's attention with K = I (so QKᵀ = S exactly),
       // the given scale (1 unless the text scales), and V = I (weights only) or the text's V.
-      const s = toTensor(inp.scores!);
+      const s = toTensor(inp.scores!, attn);
       const n = s.shape[1];
-      const v = inp.v ? toTensor(inp.v) : eye(n);
+      const v = inp.v ? toTensor(inp.v, attn) : eye(n);
       const scale = inp.scale ?? 1;
       const st = await attn.explain(s, eye(n), v, { scale });
       stages.push(...attentionStages(st, { qLabels: qLabels(s.shape[0]), kLabels: kLabels(n), vDims: v.shape[1], scale, dk: n, maskLabel: 'none', maskTex: 'M = 0', givenScores: true, withOutput: !!inp.v }));
@@ -379,7 +379,7 @@ export async function runExample(attn: Attention, ex: WorkedExample, opts: { mas
       break;
     }
     case 'temperature': {
-      const s = toTensor(inp.scores!);
+      const s = toTensor(inp.scores!, attn);
       const ts = inp.temperatures!;
       const rows: number[] = [];
       for (const t of ts) rows.push(...attn.softmax(s, { temperature: t }).data);
@@ -436,11 +436,11 @@ export async function runExample(attn: Attention, ex: WorkedExample, opts: { mas
       break;
     }
     case 'score-functions': {
-      const q = toTensor(inp.q!), k = toTensor(inp.k!);
+      const q = toTensor(inp.q!, attn), k = toTensor(inp.k!, attn);
       const f = inp.scoreFunctions!;
       const lq = q.shape[0], lk = k.shape[0];
-      const luong = attn.attentionScores(q, k, { kind: 'multiplicative', w: toTensor(f.w) }).scores;
-      const bah = attn.attentionScores(q, k, { kind: 'additive', w1: toTensor(f.w1), w2: toTensor(f.w2), v: tensor(f.va, [f.va.length]) }).scores;
+      const luong = attn.attentionScores(q, k, { kind: 'multiplicative', w: toTensor(f.w, attn) }).scores;
+      const bah = attn.attentionScores(q, k, { kind: 'additive', w1: toTensor(f.w1, attn), w2: toTensor(f.w2, attn), v: tensor(f.va, [f.va.length]) }).scores;
       const dot = await attn.explain(q, k, eye(lk));
       const views: MatrixView[] = [];
       const lab = { rowLabels: qLabels(lq), colLabels: kLabels(lk), rowAxis: 'query', colAxis: 'key' };
@@ -455,11 +455,11 @@ export async function runExample(attn: Attention, ex: WorkedExample, opts: { mas
       extras.push({ kind: 'table', title: 'Weights per score function', columns: ['score function', 'query', 'weights', 'max', 'entropy'], rows });
       values.weights = dot.weights;
       notes.push('All three score functions are sdpa-web’s attentionScores (additive, multiplicative) and explain (scaled dot product); every softmax is sdpa-web’s.');
-      pytorch = ['# ' + ex.id, 'import torch', `Q = torch.tensor(${pyList(q)}); K = torch.tensor(${pyList(k)})`, `W = torch.tensor(${pyList(toTensor(f.w))})`, `W1 = torch.tensor(${pyList(toTensor(f.w1))}); W2 = torch.tensor(${pyList(toTensor(f.w2))}); v = torch.tensor(${JSON.stringify(f.va)})`, 'additive = torch.tanh((Q @ W1.T)[:, None, :] + (K @ W2.T)[None, :, :]) @ v', 'multiplicative = Q @ W @ K.T', 'dot = Q @ K.T / Q.shape[-1] ** 0.5', 'for s in (additive, multiplicative, dot): print(torch.softmax(s, -1))'].join('\n');
+      pytorch = ['# ' + ex.id, 'import torch', `Q = torch.tensor(${pyList(q)}); K = torch.tensor(${pyList(k)})`, `W = torch.tensor(${pyList(toTensor(f.w, attn))})`, `W1 = torch.tensor(${pyList(toTensor(f.w1, attn))}); W2 = torch.tensor(${pyList(toTensor(f.w2, attn))}); v = torch.tensor(${JSON.stringify(f.va)})`, 'additive = torch.tanh((Q @ W1.T)[:, None, :] + (K @ W2.T)[None, :, :]) @ v', 'multiplicative = Q @ W @ K.T', 'dot = Q @ K.T / Q.shape[-1] ** 0.5', 'for s in (additive, multiplicative, dot): print(torch.softmax(s, -1))'].join('\n');
       break;
     }
     case 'gradients': {
-      const q = toTensor(inp.q!), k = toTensor(inp.k!), v = toTensor(inp.v!), dO = toTensor(inp.dOutput!);
+      const q = toTensor(inp.q!, attn), k = toTensor(inp.k!, attn), v = toTensor(inp.v!, attn), dO = toTensor(inp.dOutput!, attn);
       inputStage('inputs', 'Inputs: Q, K, V and the upstream gradient ∂L/∂O', 'Q, K, V, \\; \\partial L/\\partial O', [
         ['Q', q, qLabels(q.shape[0]), 'query', 'd'],
         ['K', k, kLabels(k.shape[0]), 'key', 'd'],
@@ -533,14 +533,14 @@ async function explainSlip(attn: Attention, ex: WorkedExample, p: PrintedValue, 
   } else if (p.target === 'scores') {
     const pq = printed('Q'), pk = printed('K');
     if (pq && pk) {
-      const e = (toTensor(inp.wq!).shape[1]);
+      const e = (toTensor(inp.wq!, attn).shape[1]);
       from = attn.matmul(asT(pq, shapeOf(pq, e)), transpose(asT(pk, shapeOf(pk, e))));
       desc = 'the text’s printed Q and K';
     }
   } else if (p.target === 'scaledScores') {
     const ps = printed('scores');
     if (ps && inp.x) {
-      const dk = toTensor(inp.wq!).shape[1];
+      const dk = toTensor(inp.wq!, attn).shape[1];
       // With K = I, QKᵀ is the printed scores exactly; the library applies the ÷√d_k.
       from = (await attn.explain(asT(ps, shapeOf(ps, cols)), eye(cols), eye(cols), { scale: 1 / Math.sqrt(dk) })).scaledScores;
       desc = `the text’s printed QKᵀ ÷ √${dk}`;
@@ -557,7 +557,7 @@ async function explainSlip(attn: Attention, ex: WorkedExample, p: PrintedValue, 
     const pw = printed('weights');
     const pv = printed('V');
     if (pw) {
-      const v = pv ? asT(pv, shapeOf(pv, cols)) : toTensor(inp.v!);
+      const v = pv ? asT(pv, shapeOf(pv, cols)) : toTensor(inp.v!, attn);
       const all = attn.matmul(asT(pw, shapeOf(pw, v.shape[0])), v);
       from = p.rows ? { data: pick(all, p.rows), shape: [p.rows.length, v.shape[1]] } : all;
       desc = pv ? 'the text’s printed A times its printed V' : 'the text’s printed weights times V';

@@ -4,17 +4,6 @@ import type { Tensor } from 'sdpa-web';
 import type { Matrix, MatrixInput, UniformSource } from '../../../examples/worked-examples';
 import { resolveMatrix } from '../../../examples/worked-examples';
 
-let randomSource: UniformSource | undefined;
-
-/** The page's one Attention instance draws every random input (the library's seeded generator). */
-export function setRandomSource(source: UniformSource): void {
-  randomSource = source;
-}
-
-export function random(): UniformSource {
-  if (!randomSource) throw new Error('setRandomSource must be called before random inputs are drawn');
-  return randomSource;
-}
 
 /** Any numeric tensor the page displays (float32 from the library, float64 from its reference). */
 export interface NumTensor {
@@ -24,8 +13,9 @@ export interface NumTensor {
 
 export const size = (shape: readonly number[]): number => shape.reduce((a, b) => a * b, 1);
 
-export function toTensor(m: Matrix | MatrixInput): Tensor {
-  const r = resolveMatrix(m as MatrixInput, random());
+/** A literal matrix as a tensor, or a random one drawn by `source` (the page's Attention instance). */
+export function toTensor(m: Matrix | MatrixInput, source: UniformSource): Tensor {
+  const r = resolveMatrix(m as MatrixInput, source);
   return { data: Float32Array.from(r.data), shape: r.shape.slice() };
 }
 

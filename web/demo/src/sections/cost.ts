@@ -94,7 +94,7 @@ export function mountCost(app: App): void {
         for (const N of ns) {
           status.textContent = `${label}: n = ${N}…`;
           await nextFrame();
-          const q = randn([N, E], N), k = randn([N, E], N + 1), v = randn([N, E], N + 2);
+          const q = randn(app.attn, [N, E], N), k = randn(app.attn, [N, E], N + 1), v = randn(app.attn, [N, E], N + 2);
           await inst.scaledDotProductAttention(q, k, v); // warm-up
           const times: number[] = [];
           const start = performance.now();

@@ -1,6 +1,6 @@
 // Sections 1, 2 and 7: the formula with a stepper, the worked examples with the texts' printed numbers
 // beside the computed ones, and the PyTorch snippet of the current example.
-import { workedExamples, getExample, type MatrixInput, type WorkedExample } from '../../../examples/worked-examples';
+import { workedExamples, getExample, type MatrixInput, type UniformSource, type WorkedExample } from '../../../examples/worked-examples';
 import type { PlaygroundLoad } from './playground';
 import { currentExample, getParam, setParams, type App } from '../lib/app';
 import { runExample, type Comparison, type ExampleRun, type Stage } from '../lib/compute';
@@ -176,7 +176,7 @@ export function mountExamples(app: App): { rerun(): void } {
     if (ex.constructionNote) out.append(el('p', { class: 'constructed', text: `Constructed: ${ex.constructionNote}` }));
     if (ex.compute === 'attention' || ex.compute === 'projection-attention') {
       const b = el('button', { type: 'button', id: 'open-in-playground', text: 'Edit this example in the playground' });
-      b.addEventListener('click', () => document.dispatchEvent(new CustomEvent('sdpa:playground-load', { detail: playgroundLoad(ex, Number(variantSelect.value || 0)) })));
+      b.addEventListener('click', () => document.dispatchEvent(new CustomEvent('sdpa:playground-load', { detail: playgroundLoad(ex, Number(variantSelect.value || 0), app.attn) })));
       out.append(el('p', {}, b));
     }
     if (r.comparisons.length) out.append(comparisonTable(r.comparisons));
@@ -234,9 +234,9 @@ export function mountExamples(app: App): { rerun(): void } {
   return { rerun: () => void load(currentExample.id) };
 }
 
-function playgroundLoad(ex: WorkedExample, variant: number): PlaygroundLoad {
+function playgroundLoad(ex: WorkedExample, variant: number, source: UniformSource): PlaygroundLoad {
   const i = ex.inputs;
-  const t = (m: MatrixInput) => toTensor(m);
+  const t = (m: MatrixInput) => toTensor(m, source);
   const mask = i.maskVariants?.[variant]?.mask ?? i.mask;
   return {
     mode: i.x ? 'x' : 'qkv',

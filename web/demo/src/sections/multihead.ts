@@ -2,10 +2,10 @@
 // mapping, and top-left vs bottom-right causal masks when Lq ≠ Lk.
 import * as Plot from '@observablehq/plot';
 import type { AttentionOptions, AttentionStages, Tensor } from 'sdpa-web';
-import { normalSampler, randomMatrix, uniformStream } from '../../../examples/worked-examples';
+import { normalSampler, randomMatrix, uniformStream, type UniformSource } from '../../../examples/worked-examples';
 import { getParam, setParams, type App } from '../lib/app';
 import { heatmap } from '../lib/plots';
-import { el, rowsOf, slice0, tensor, type NumTensor, random } from '../lib/tensors';
+import { el, rowsOf, slice0, tensor, type NumTensor } from '../lib/tensors';
 
 const D_MODEL = 16;
 const HEAD_COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#17becf', '#e377c2', '#8c564b'];
@@ -17,10 +17,10 @@ function hash(s: string): number {
 }
 
 /** Token embeddings: a seeded N(0,1) vector per distinct word plus a sinusoidal position code. */
-function embed(tokens: string[], seed: number): Tensor {
+function embed(source: UniformSource, tokens: string[], seed: number): Tensor {
   const d = new Float32Array(tokens.length * D_MODEL);
   tokens.forEach((t, i) => {
-    const nrm = normalSampler(uniformStream(random(), hash(t.toLowerCase()) ^ seed));
+    const nrm = normalSampler(uniformStream(source, hash(t.toLowerCase()) ^ seed));
     for (let j = 0; j < D_MODEL; j++) {
       const f = 1 / 10000 ** ((2 * Math.floor(j / 2)) / D_MODEL);
       d[i * D_MODEL + j] = nrm() + (j % 2 ? Math.cos(i * f) : Math.sin(i * f));
@@ -112,8 +112,8 @@ export function mountMultihead(app: App): void {
       const h = Number(heads.value), hkv = Number(kvHeads.value), s = Number(seed.value);
       setParams({ mhs: sentence.value, mhh: heads.value, mhkv: kvHeads.value, mhseed: seed.value, mhc: causal.checked ? '1' : null });
       const dh = D_MODEL / h;
-      const x = embed(tokens, s);
-      const w = (n: number, out: number) => tensor(randomMatrix({ random: true, shape: [D_MODEL, out], seed: s * 31 + n, dist: 'xavier-uniform' }, random()).data, [D_MODEL, out]);
+      const x = embed(app.attn, tokens, s);
+      const w = (n: number, out: number) => tensor(randomMatrix({ random: true, shape: [D_MODEL, out], seed: s * 31 + n, dist: 'xavier-uniform' }, app.attn).data, [D_MODEL, out]);
       const q = splitHeads(app.attn.matmul(x, w(1, h * dh)), h);
       const k = splitHeads(app.attn.matmul(x, w(2, hkv * dh)), hkv);
       const v = splitHeads(app.attn.matmul(x, w(3, hkv * dh)), hkv);

@@ -6,7 +6,7 @@ import { getParam, selectable, setParams, type App } from '../lib/app';
 import { attentionStages, pytorchAttention } from '../lib/compute';
 import { tex } from '../lib/katex';
 import { heatmap, matrixTable } from '../lib/plots';
-import { el, entropy, fmt, isFullyMasked, maxOf, rowsOf, seqLabels, random } from '../lib/tensors';
+import { el, entropy, fmt, isFullyMasked, maxOf, rowsOf, seqLabels } from '../lib/tensors';
 
 type Mode = 'qkv' | 'x';
 type MaskKind = 'none' | 'causal-tl' | 'causal-br' | 'padding' | 'custom';
@@ -244,7 +244,7 @@ export function mountPlayground(app: App): void {
   }
 
   rnd.addEventListener('click', () => {
-    const uni = uniformStream(random(), (Date.now() >>> 0) ^ 0x9e3779b9);
+    const uni = uniformStream(app.attn, (Date.now() >>> 0) ^ 0x9e3779b9);
     const nrm = normalSampler(uni);
     const mk = (r: number, c: number) => matText({ data: Float32Array.from({ length: r * c }, () => nrm()), shape: [r, c] });
     const size = (input: HTMLInputElement) => Math.min(Number(input.max), Math.max(1, Math.round(Number(input.value)) || 1));

@@ -94,8 +94,8 @@ export function mountScalingLab(app: App): void {
     const T = 10 ** Number(temp.value);
     tempOut.textContent = `T = ${T.toFixed(2)}`;
     const n = Number(samples.value);
-    const q = randn([n, dk], SEED * 7919 + dk);
-    const k = randn([n, dk], SEED * 104729 + dk);
+    const q = randn(app.attn, [n, dk], SEED * 7919 + dk);
+    const k = randn(app.attn, [n, dk], SEED * 104729 + dk);
     const st = await app.attn.explain(q, k, tensor(new Float32Array(n), [n, 1]), { scale: 1 / (Math.sqrt(dk) * T) });
     const w = rowsOf(st.weights);
     const mMax = w.reduce((a, r) => a + maxOf(r), 0) / w.length;
