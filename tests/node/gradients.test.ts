@@ -39,12 +39,14 @@ for (const { backend, relaxedSimd, label } of CONFIGS) {
     afterAll(() => attn.dispose());
 
     const check = (q: Tensor, k: Tensor, v: Tensor, options: BackwardOptions, label: string, seed = 7, dOutScale = 1) => {
-      const { output } = oracle.scaledDotProductAttentionSync(q, k, v, options);
+      // The forward's options: returnAttnMaskGrad is the backward's own (an unknown option of the forward).
+      const { returnAttnMaskGrad: _backwardOnly, ...forwardOptions } = options;
+      const { output } = oracle.scaledDotProductAttentionSync(q, k, v, forwardOptions);
       const dOut = randomTensor([...output.shape], seed);
       dOut.data.forEach((x, i) => (dOut.data[i] = x * dOutScale));
       const ref = oracle.referenceAttentionBackward(q, k, v, dOut, options);
       const plain = oracle.scaledDotProductAttentionBackward(q, k, v, dOut, options);
-      const fwd = attn.scaledDotProductAttentionSync(q, k, v, { ...options, returnLogSumExp: true });
+      const fwd = attn.scaledDotProductAttentionSync(q, k, v, { ...forwardOptions, returnLogSumExp: true });
       for (const passForward of [false, true]) {
         const got = attn.scaledDotProductAttentionBackward(q, k, v, dOut, passForward ? { ...options, output: fwd.output, logSumExp: fwd.logSumExp } : options);
         const names = options.returnAttnMaskGrad ? [...GRADS, 'dAttnMask' as const] : GRADS;

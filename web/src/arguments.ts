@@ -3,7 +3,19 @@
 // matching dims, broadcasting, GQA) live in the C++ core, so native and wasm callers get the
 // same checks and messages.
 import type { AttentionRequest, CoreError } from './wasm/sdpa_core.mjs';
-import type { AttentionOptions, MaskTensor, Tensor } from './types.js';
+import type { AttentionOptions, CreateAttentionOptions, GpuLimitCaps, MaskTensor, SoftmaxOptions, Tensor } from './types.js';
+import type {
+  BackwardOptions,
+  DropoutOptions,
+  MultiheadAttentionOptions,
+  MultiheadAttentionWeights,
+  MultiheadForwardOptions,
+  ScoreOptions,
+  SelfAttentionBackwardOptions,
+  SelfAttentionForwardOptions,
+  SelfAttentionOptions,
+  UniformOptions,
+} from './extras/gradient-types.js';
 
 export function describe(value: unknown): string {
   if (value === null) return 'null';
@@ -11,6 +23,120 @@ export function describe(value: unknown): string {
   if (ArrayBuffer.isView(value)) return `a ${value.constructor.name}`;
   if (typeof value === 'object') return `an object with keys [${Object.keys(value).join(', ')}]`;
   return `${typeof value} ${String(value)}`;
+}
+
+// ---- option names -----------------------------------------------------------------------------
+// A misspelled option (`isCasual: true`) would otherwise be ignored and give a silently wrong
+// answer, so every options object the package takes is checked against the names of its type.
+
+type MissingNames<T, N extends readonly unknown[]> = Exclude<keyof T, N[number]>;
+
+/**
+ * `optionNames<T>()([...])`: the names of T's options as a runtime list, checked at compile time
+ * both ways: a name that is not a key of T, and a key of T left out of the list (reported as
+ * `missingOptionNames: 'thatKey'`), are type errors. So an option added to an interface cannot be
+ * forgotten here, where it would be rejected as unknown.
+ */
+function optionNames<T extends object>() {
+  return <const N extends readonly (keyof T & string)[]>(
+    names: N & ([MissingNames<T, N>] extends [never] ? unknown : { missingOptionNames: MissingNames<T, N> }),
+  ): readonly string[] => names;
+}
+
+export const ATTENTION_OPTION_NAMES = optionNames<AttentionOptions>()([
+  'attnMask', 'isCausal', 'scale', 'enableGqa', 'returnWeights', 'returnLogSumExp', 'out',
+]);
+export const BACKWARD_OPTION_NAMES = optionNames<BackwardOptions>()([
+  'attnMask', 'isCausal', 'scale', 'enableGqa', 'output', 'logSumExp', 'returnAttnMaskGrad',
+]);
+export const CREATE_ATTENTION_OPTION_NAMES = optionNames<CreateAttentionOptions>()([
+  'backend', 'threads', 'relaxedSimd', 'gpuDevice', 'gpu', 'gpuLimits',
+]);
+export const GPU_LIMIT_NAMES = optionNames<GpuLimitCaps>()([
+  'maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupsPerDimension',
+  'maxComputeWorkgroupStorageSize', 'maxComputeInvocationsPerWorkgroup',
+]);
+export const SOFTMAX_OPTION_NAMES = optionNames<SoftmaxOptions>()(['temperature']);
+export const UNIFORM_OPTION_NAMES = optionNames<UniformOptions>()(['low', 'high', 'offset']);
+export const DROPOUT_OPTION_NAMES = optionNames<DropoutOptions>()(['p', 'seed']);
+/** One list for every `kind`: a parameter only another kind uses is a known name (and is ignored). */
+export const SCORE_OPTION_NAMES = optionNames<ScoreOptions>()(['kind', 'w', 'w1', 'w2', 'v', 'scale']);
+export const SELF_ATTENTION_OPTION_NAMES = optionNames<SelfAttentionOptions>()(['dModel', 'dK', 'dV', 'seed', 'weights', 'backend']);
+export const SELF_ATTENTION_WEIGHT_NAMES = optionNames<NonNullable<SelfAttentionOptions['weights']>>()(['wQ', 'wK', 'wV']);
+export const SELF_ATTENTION_FORWARD_OPTION_NAMES = optionNames<SelfAttentionForwardOptions>()(['attnMask', 'isCausal', 'dropout']);
+export const SELF_ATTENTION_BACKWARD_OPTION_NAMES = optionNames<SelfAttentionBackwardOptions>()(['attnMask', 'isCausal']);
+export const MULTIHEAD_OPTION_NAMES = optionNames<MultiheadAttentionOptions>()([
+  'embedDim', 'numHeads', 'numKvHeads', 'kdim', 'vdim', 'bias', 'batchFirst', 'weights', 'seed', 'backend',
+]);
+export const MULTIHEAD_WEIGHT_NAMES = optionNames<MultiheadAttentionWeights>()([
+  'inProjWeight', 'inProjBias', 'qProjWeight', 'kProjWeight', 'vProjWeight',
+  'qProjBias', 'kProjBias', 'vProjBias', 'outProjWeight', 'outProjBias',
+]);
+export const MULTIHEAD_FORWARD_OPTION_NAMES = optionNames<MultiheadForwardOptions>()([
+  'keyPaddingMask', 'attnMask', 'isCausal', 'needWeights', 'averageAttnWeights', 'dropout',
+]);
+
+/**
+ * Throws a TypeError for the first own key of `options` that is not in `known`, naming it, the
+ * closest known name when one is close, and every known name; `where` names the call or object
+ * (`'scaledDotProductAttention'`, `'createAttention options.gpuLimits'`). Keys are checked
+ * whatever their value: `{ isCasual: undefined }` is a typo too (PyTorch rejects unknown keyword
+ * arguments the same way).
+ */
+export function checkOptionNames(where: string, options: object, known: readonly string[]): void {
+  for (const name of Object.keys(options)) {
+    if (known.includes(name)) continue;
+    const closest = closestName(name, known);
+    const hint = closest === undefined ? '' : `; did you mean '${closest}'?`;
+    throw new TypeError(`unknown option '${name}' of ${where}${hint} (known: ${known.join(', ')})`);
+  }
+}
+
+/** Lower case without '_' and '-', so that PyTorch's `is_causal` and `IsCausal` find `isCausal`. */
+function normalizeName(name: string): string {
+  return name.toLowerCase().replace(/[_-]/g, '');
+}
+
+/**
+ * The known name closest to `name`: the smallest edit distance (Damerau–Levenshtein, adjacent
+ * swaps counting 1, between the normalized names), when that distance is at most
+ * max(2, ⌊length/3⌋) of the known name and short of rewriting the whole name, or when the known
+ * name contains it (`mask` → `attnMask`); undefined when none is that close.
+ */
+export function closestName(name: string, known: readonly string[]): string | undefined {
+  const a = normalizeName(name);
+  let best: string | undefined;
+  let bestDistance = Infinity;
+  for (const candidate of known) {
+    const b = normalizeName(candidate);
+    const distance = editDistance(a, b);
+    const close = distance <= Math.max(2, Math.floor(b.length / 3)) && distance < Math.max(a.length, b.length);
+    const contained = a.length >= 3 && b.includes(a);
+    if ((close || contained) && distance < bestDistance) {
+      best = candidate;
+      bestDistance = distance;
+    }
+  }
+  return best;
+}
+
+/** Optimal-string-alignment distance: insertions, deletions, substitutions and adjacent swaps. */
+function editDistance(a: string, b: string): number {
+  const rows = Array.from({ length: a.length + 1 }, (_, i) => {
+    const row = new Array<number>(b.length + 1).fill(0);
+    row[0] = i;
+    return row;
+  });
+  for (let j = 0; j <= b.length; j++) rows[0]![j] = j;
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let d = Math.min(rows[i - 1]![j]! + 1, rows[i]![j - 1]! + 1, rows[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d = Math.min(d, rows[i - 2]![j - 2]! + 1);
+      rows[i]![j] = d;
+    }
+  }
+  return rows[a.length]![b.length]!;
 }
 
 export function product(shape: readonly number[]): number {
@@ -83,8 +209,12 @@ export function checkOut(out: unknown, elements: number, shape: readonly number[
   return out;
 }
 
-/** Validates the JS types of one attention call and builds the core's request. */
+/**
+ * Validates the JS types of one attention call and its option names, and builds the core's
+ * request; `where` names the call in errors.
+ */
 export function attentionRequest(
+  where: string,
   query: Tensor,
   key: Tensor,
   value: Tensor,
@@ -96,6 +226,7 @@ export function attentionRequest(
   if (options !== undefined && (typeof options !== 'object' || options === null)) {
     throw new TypeError(`options must be an object; got ${describe(options)}`);
   }
+  if (options !== undefined) checkOptionNames(where, options, ATTENTION_OPTION_NAMES);
   const { attnMask, isCausal, scale, enableGqa, returnWeights } = options ?? {};
   let maskKind: AttentionRequest['maskKind'] = 'none';
   if (attnMask !== undefined && attnMask !== null) {

@@ -1,7 +1,20 @@
 // The Attention class (one engine bound to a backend and a wasm build) and createAttention,
 // which picks the backend and the build and loads it.
 import type { AttentionPlanInfo, AttentionRequest, SdpaModule } from './wasm/sdpa_core.mjs';
-import { attentionRequest, checkBoolean, checkNumber, checkOut, checkTensor, describe, product, throwIfError } from './arguments.js';
+import {
+  attentionRequest,
+  checkBoolean,
+  checkNumber,
+  checkOptionNames,
+  checkOut,
+  checkTensor,
+  CREATE_ATTENTION_OPTION_NAMES,
+  describe,
+  GPU_LIMIT_NAMES,
+  product,
+  SOFTMAX_OPTION_NAMES,
+  throwIfError,
+} from './arguments.js';
 import { backendInfos, chooseBackend, type Chosen } from './backends.js';
 import { HeapScope, tensorBytes, withHeap } from './heap.js';
 import { attentionBackward, referenceAttentionBackward } from './extras/gradients.js';
@@ -115,7 +128,8 @@ export class Attention {
    * - Keys hidden by the mask are never read: NaN/Inf stored there cannot leak into the result.
    *   NaN in a visible input propagates to the rows it touches.
    * - Bad input throws (rejects with) a TypeError or RangeError naming the argument and the
-   *   expected shape, before any memory is allocated; the instance stays usable.
+   *   expected shape, before any memory is allocated; the instance stays usable. An unknown
+   *   option name (`isCasual`) is a TypeError naming the closest known one.
    */
   async scaledDotProductAttention(
     query: Tensor,
@@ -124,7 +138,7 @@ export class Attention {
     options?: AttentionOptions,
   ): Promise<AttentionResult> {
     if (this.currentBackend === 'webgpu') return this.runWebGpu(query, key, value, options);
-    return this.scaledDotProductAttentionSync(query, key, value, options);
+    return this.runCpu('scaledDotProductAttention', query, key, value, options);
   }
 
   /**
@@ -139,7 +153,13 @@ export class Attention {
           "use `await scaledDotProductAttention(...)`, or create a 'simd' instance",
       );
     }
-    const request = attentionRequest(query, key, value, options);
+    return this.runCpu('scaledDotProductAttentionSync', query, key, value, options);
+  }
+
+  /** One call on the CPU backends; `where` names the public method in errors. */
+  private runCpu(where: string, query: Tensor, key: Tensor, value: Tensor, options?: AttentionOptions): AttentionResult {
+    this.checkUsable();
+    const request = attentionRequest(where, query, key, value, options);
     request.threads = this.requestedThreads;
     const plan = this.planOnce(request);
     const outputElements = product(plan.outputShape);
@@ -179,7 +199,7 @@ export class Attention {
    */
   async explain(query: Tensor, key: Tensor, value: Tensor, options?: AttentionOptions): Promise<AttentionStages> {
     this.checkUsable();
-    const request = attentionRequest(query, key, value, options);
+    const request = attentionRequest('explain', query, key, value, options);
     const plan = this.module.planAttention(request);
     throwIfError(plan.error);
     const n = product(plan.weightsShape);
@@ -210,7 +230,7 @@ export class Attention {
    */
   referenceAttention(query: Tensor, key: Tensor, value: Tensor, options?: AttentionOptions): AttentionResult64 {
     this.checkUsable();
-    const request = attentionRequest(query, key, value, options);
+    const request = attentionRequest('referenceAttention', query, key, value, options);
     const plan = this.module.planAttention(request);
     throwIfError(plan.error);
     const outputElements = product(plan.outputShape);
@@ -240,6 +260,8 @@ export class Attention {
   softmax(x: Tensor, options: SoftmaxOptions = {}): Tensor {
     this.checkUsable();
     checkTensor('x', x);
+    if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object { temperature }; got ${describe(options)}`);
+    checkOptionNames('softmax', options, SOFTMAX_OPTION_NAMES);
     const temperature = checkNumber('temperature', options.temperature ?? 1);
     throwIfError(this.module.softmax(x.shape, temperature, undefined));
     return withHeap(this.module, (heap) => {
@@ -394,7 +416,7 @@ export class Attention {
   /** One call on the WebGPU backend: inputs go through the wasm heap, the C++ core submits. */
   private async runWebGpu(query: Tensor, key: Tensor, value: Tensor, options?: AttentionOptions): Promise<AttentionResult> {
     this.checkUsable();
-    const request = attentionRequest(query, key, value, options);
+    const request = attentionRequest('scaledDotProductAttention', query, key, value, options);
     const plan = this.module.planAttention(request);
     throwIfError(plan.error);
     const outputElements = product(plan.outputShape);
@@ -402,7 +424,7 @@ export class Attention {
     const weightsElements = request.returnWeights ? product(plan.weightsShape) : 0;
     HeapScope.checkTotal(tensorBytes([query, key, value, options?.attnMask]) + 4 * (outputElements + weightsElements), 'this attention call');
     const gpu = await this.liveGpu();
-    if (!gpu) return this.scaledDotProductAttentionSync(query, key, value, options); // fell back
+    if (!gpu) return this.runCpu('scaledDotProductAttention', query, key, value, options); // fell back
     const heap = new HeapScope(this.module);
     let job = 0;
     try {
@@ -526,6 +548,9 @@ export async function createAttention(options: CreateAttentionOptions = {}): Pro
 /** {@link createAttention}, plus the {@link ModuleChecks} of the module the engine runs on. */
 export async function createEngine(options: CreateAttentionOptions = {}): Promise<{ attention: Attention; checks: ModuleChecks }> {
   if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object; got ${describe(options)}`);
+  checkOptionNames('createAttention', options, CREATE_ATTENTION_OPTION_NAMES);
+  const { gpuLimits } = options;
+  if (typeof gpuLimits === 'object' && gpuLimits !== null) checkOptionNames('createAttention options.gpuLimits', gpuLimits, GPU_LIMIT_NAMES);
   const backend = options.backend ?? 'auto';
   const threads = checkThreadsOption(options.threads);
   const relaxedRequested = checkRelaxedSimdOption(options.relaxedSimd);

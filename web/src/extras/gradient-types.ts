@@ -7,9 +7,10 @@ import type { AttentionOptions, BackendChoice, MaskTensor, Tensor, Tensor64 } fr
 
 /**
  * Options of {@link Attention.scaledDotProductAttentionBackward}: the forward call's options
- * (same mask, causal alignment, scale and GQA setting), plus what the forward returned.
+ * (same mask, causal alignment, scale and GQA setting), plus what the forward returned. The
+ * forward's output options (`returnWeights`, `returnLogSumExp`, `out`) are not options here.
  */
-export interface BackwardOptions extends Omit<AttentionOptions, 'returnWeights' | 'returnLogSumExp'> {
+export interface BackwardOptions extends Omit<AttentionOptions, 'returnWeights' | 'returnLogSumExp' | 'out'> {
   /**
    * The forward's `output`, passed together with `logSumExp` (forward with
    * `returnLogSumExp: true`): the SIMD backward then skips recomputing the forward. Both or neither.
@@ -74,6 +75,10 @@ export interface DropoutOptions {
  */
 export type ScoreKind = 'dot' | 'scaled-dot' | 'multiplicative' | 'additive';
 
+/**
+ * Options of {@link Attention.attentionScores}. Every name below is accepted whatever `kind` (a
+ * parameter that only another kind uses is ignored); any other name is a TypeError.
+ */
 export interface ScoreOptions {
   kind: ScoreKind;
   /** Multiplicative: `[Dq, Dk]`. */

@@ -2,17 +2,18 @@
 // functions of the wasm module; the Attention class exposes them as methods. Argument checks here
 // cover only JS types; shapes and values are validated by the C++ core.
 import type { BackwardRequest, CoreError, SdpaModule } from '../wasm/sdpa_core.mjs';
-import { attentionRequest, checkBoolean, checkTensor, describe, product, throwIfError } from '../arguments.js';
+import { attentionRequest, BACKWARD_OPTION_NAMES, checkBoolean, checkOptionNames, checkTensor, describe, product, throwIfError } from '../arguments.js';
 import { HeapScope, tensorBytes, withHeap } from '../heap.js';
 import type { AttentionGradients, AttentionGradients64, BackwardOptions } from './gradient-types.js';
 import type { CpuBackendName, Tensor } from '../types.js';
 
-function backwardArguments(query: Tensor, key: Tensor, value: Tensor, dOutput: Tensor, options: BackwardOptions | undefined) {
+function backwardArguments(where: string, query: Tensor, key: Tensor, value: Tensor, dOutput: Tensor, options: BackwardOptions | undefined) {
   if (options !== undefined && (typeof options !== 'object' || options === null)) {
     throw new TypeError(`options must be an object; got ${describe(options)}`);
   }
+  if (options !== undefined) checkOptionNames(where, options, BACKWARD_OPTION_NAMES);
   const { output, logSumExp, returnAttnMaskGrad, ...forwardOptions } = options ?? {};
-  const request = attentionRequest(query, key, value, { ...forwardOptions, returnWeights: false });
+  const request = attentionRequest(where, query, key, value, { ...forwardOptions, returnWeights: false });
   checkTensor('dOutput', dOutput);
   const hasOutput = output !== undefined && output !== null;
   const hasLse = logSumExp !== undefined && logSumExp !== null;
@@ -107,7 +108,7 @@ export function attentionBackward(
   dOutput: Tensor,
   options?: BackwardOptions,
 ): AttentionGradients {
-  const args = backwardArguments(query, key, value, dOutput, options);
+  const args = backwardArguments('scaledDotProductAttentionBackward', query, key, value, dOutput, options);
   const plan = module.planAttentionBackward(args.request, args.backward);
   throwIfError(plan.error);
   return backwardCall(module, { query, key, value, dOutput }, args, FLOAT32, plan.workspaceBytes[backend], `${backend} backward`, (pointers) =>
@@ -124,7 +125,7 @@ export function referenceAttentionBackward(
   options?: BackwardOptions,
 ): AttentionGradients64 {
   // The float64 reference recomputes the forward itself: a given output/logSumExp is not used.
-  const args = { ...backwardArguments(query, key, value, dOutput, options), output: undefined, logSumExp: undefined };
+  const args = { ...backwardArguments('referenceAttentionBackward', query, key, value, dOutput, options), output: undefined, logSumExp: undefined };
   const plan = module.planAttentionBackward(args.request, args.backward);
   throwIfError(plan.error);
   return backwardCall(module, { query, key, value, dOutput }, args, FLOAT64, plan.workspaceBytes.reference64, 'float64 reference backward', (pointers) =>

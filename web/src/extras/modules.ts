@@ -4,7 +4,21 @@
 // embedDim). They compute through an Attention engine; shapes and configurations are validated
 // by the C++ core's module checks, and this file checks only JS types.
 import { createEngine, type Attention, type ModuleChecks } from '../attention.js';
-import { checkBoolean, checkNumber, checkTensor, describe, throwIfError } from '../arguments.js';
+import {
+  checkBoolean,
+  checkNumber,
+  checkOptionNames,
+  checkTensor,
+  describe,
+  MULTIHEAD_FORWARD_OPTION_NAMES,
+  MULTIHEAD_OPTION_NAMES,
+  MULTIHEAD_WEIGHT_NAMES,
+  SELF_ATTENTION_BACKWARD_OPTION_NAMES,
+  SELF_ATTENTION_FORWARD_OPTION_NAMES,
+  SELF_ATTENTION_OPTION_NAMES,
+  SELF_ATTENTION_WEIGHT_NAMES,
+  throwIfError,
+} from '../arguments.js';
 import { checkDropout } from './prng.js';
 import type {
   DropoutOptions,
@@ -23,8 +37,14 @@ function checkNumberOption(name: string, value: unknown, fallback: number): numb
   return value === undefined ? fallback : checkNumber(name, value);
 }
 
-function checkObject(name: string, value: unknown): void {
+function checkObject(name: string, value: unknown): asserts value is object {
   if (typeof value !== 'object' || value === null) throw new TypeError(`${name} must be an object; got ${describe(value)}`);
+}
+
+/** `checkObject`, then every key of `value` one of `known` (see checkOptionNames). */
+function checkOptionsObject(name: string, value: unknown, where: string, known: readonly string[]): void {
+  checkObject(name, value);
+  checkOptionNames(where, value, known);
 }
 
 /** [r, c] -> [c, r] */
@@ -96,8 +116,8 @@ function addBias(t: Tensor, bias: Float32Array | undefined): Tensor {
   return t;
 }
 
-function checkDropoutOption(dropout: unknown): DropoutOptions | undefined {
-  return dropout === undefined || dropout === null ? undefined : checkDropout(dropout);
+function checkDropoutOption(dropout: unknown, where: string): DropoutOptions | undefined {
+  return dropout === undefined || dropout === null ? undefined : checkDropout(dropout, `${where} options.dropout`);
 }
 
 /**
@@ -137,9 +157,9 @@ export class SelfAttention {
    */
   forward(x: Tensor, options: SelfAttentionForwardOptions = {}): Required<ModuleOutput> {
     checkTensor('x', x);
-    checkObject('options', options);
+    checkOptionsObject('options', options, 'SelfAttention.forward', SELF_ATTENTION_FORWARD_OPTION_NAMES);
     throwIfError(this.checks.checkSelfAttentionInput(x.shape, this.dModel));
-    const dropout = checkDropoutOption(options.dropout);
+    const dropout = checkDropoutOption(options.dropout, 'SelfAttention.forward');
     const q = this.attention.matmul(x, this.wQ);
     const k = this.attention.matmul(x, this.wK);
     const v = this.attention.matmul(x, this.wV);
@@ -167,6 +187,9 @@ export class SelfAttention {
     if ('dropout' in options && (options as SelfAttentionForwardOptions).dropout) {
       throw new TypeError('SelfAttention.backward does not support dropout: run the forward without it');
     }
+    // The forward's options object may be passed back as is: its dropout, off (null/undefined), is let through.
+    const { dropout: _off, ...backwardOptions } = options as SelfAttentionForwardOptions;
+    checkOptionNames('SelfAttention.backward', backwardOptions, SELF_ATTENTION_BACKWARD_OPTION_NAMES);
     const a = this.attention;
     throwIfError(this.checks.checkSelfAttentionInput(x.shape, this.dModel));
     const q = a.matmul(x, this.wQ);
@@ -208,14 +231,14 @@ export class SelfAttention {
  * ```
  */
 export async function createSelfAttention(options: SelfAttentionOptions): Promise<SelfAttention> {
-  checkObject('options', options);
+  checkOptionsObject('options', options, 'createSelfAttention', SELF_ATTENTION_OPTION_NAMES);
   const dModel = checkNumberOption('dModel', options.dModel, NaN);
   const dK = checkNumberOption('dK', options.dK, NaN);
   const dV = checkNumberOption('dV', options.dV, dK);
   const seed = checkNumberOption('seed', options.seed, 0);
   const shapes: Record<string, readonly number[]> = {};
   if (options.weights !== undefined) {
-    checkObject('weights', options.weights);
+    checkOptionsObject('weights', options.weights, 'createSelfAttention options.weights', SELF_ATTENTION_WEIGHT_NAMES);
     for (const [name, t] of Object.entries(options.weights)) {
       checkTensor(`weights.${name}`, t);
       shapes[name] = (t as Tensor).shape;
@@ -238,11 +261,6 @@ interface ResolvedWeights {
   bV?: Float32Array;
   bO?: Float32Array;
 }
-
-const WEIGHT_NAMES = [
-  'inProjWeight', 'inProjBias', 'qProjWeight', 'kProjWeight', 'vProjWeight',
-  'qProjBias', 'kProjBias', 'vProjBias', 'outProjWeight', 'outProjBias',
-] as const;
 
 function rows(t: Tensor, from: number, to: number): Tensor {
   const cols = t.shape.length === 2 ? t.shape[1]! : 1;
@@ -328,7 +346,7 @@ export class MultiheadAttention {
     checkTensor('query', query);
     checkTensor('key', key);
     checkTensor('value', value);
-    checkObject('options', options);
+    checkOptionsObject('options', options, 'MultiheadAttention.forward', MULTIHEAD_FORWARD_OPTION_NAMES);
     const kpm = options.keyPaddingMask ?? undefined;
     const am = options.attnMask ?? undefined;
     if (kpm) checkTensor('keyPaddingMask', kpm, 'mask');
@@ -336,7 +354,7 @@ export class MultiheadAttention {
     const isCausal = checkBoolean('isCausal', options.isCausal);
     const needWeights = options.needWeights === undefined ? true : checkBoolean('needWeights', options.needWeights);
     const average = options.averageAttnWeights === undefined ? true : checkBoolean('averageAttnWeights', options.averageAttnWeights);
-    const dropout = checkDropoutOption(options.dropout);
+    const dropout = checkDropoutOption(options.dropout, 'MultiheadAttention.forward');
     const dims = this.checks.checkMultiheadInputs({
       embedDim: this.embedDim, numHeads: this.numHeads, kdim: this.kdim, vdim: this.vdim, batchFirst: this.batchFirst,
       queryShape: query.shape, keyShape: key.shape, valueShape: value.shape,
@@ -448,7 +466,7 @@ function combinedMask(
  * ```
  */
 export async function createMultiheadAttention(options: MultiheadAttentionOptions): Promise<MultiheadAttention> {
-  checkObject('options', options);
+  checkOptionsObject('options', options, 'createMultiheadAttention', MULTIHEAD_OPTION_NAMES);
   const embedDim = checkNumberOption('embedDim', options.embedDim, NaN);
   const numHeads = checkNumberOption('numHeads', options.numHeads, NaN);
   const numKvHeads = checkNumberOption('numKvHeads', options.numKvHeads, numHeads);
@@ -459,10 +477,9 @@ export async function createMultiheadAttention(options: MultiheadAttentionOption
   const batchFirst = checkBoolean('batchFirst', options.batchFirst);
   const weightShapes: Record<string, readonly number[]> = {};
   if (options.weights !== undefined) {
-    checkObject('weights', options.weights);
+    checkOptionsObject('weights', options.weights, 'createMultiheadAttention options.weights', MULTIHEAD_WEIGHT_NAMES);
     for (const [name, t] of Object.entries(options.weights)) {
       if (t === undefined) continue;
-      if (!(WEIGHT_NAMES as readonly string[]).includes(name)) throw new TypeError(`weights has an unknown entry '${name}'; expected ${WEIGHT_NAMES.join(', ')}`);
       checkTensor(`weights.${name}`, t);
       weightShapes[name] = (t as Tensor).shape;
     }

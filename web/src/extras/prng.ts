@@ -1,7 +1,7 @@
 // The PRNG-based building blocks (Xavier/Glorot initialisation, inverted dropout), drawn from the
 // core's seeded mulberry32 stream so that a seed gives the same numbers on every platform.
 import type { SdpaModule } from '../wasm/sdpa_core.mjs';
-import { checkNumber, checkShape, checkTensor, describe, throwIfError } from '../arguments.js';
+import { checkNumber, checkOptionNames, checkShape, checkTensor, describe, DROPOUT_OPTION_NAMES, throwIfError, UNIFORM_OPTION_NAMES } from '../arguments.js';
 import { withHeap } from '../heap.js';
 import type { DropoutOptions, UniformOptions } from './gradient-types.js';
 import type { Tensor } from '../types.js';
@@ -25,14 +25,10 @@ function checkOffset(offset: unknown): number {
   return offset as number;
 }
 
-const UNIFORM_OPTIONS = ['low', 'high', 'offset'];
-
 export function randomUniform(module: SdpaModule, shape: readonly number[], seed: number, options: UniformOptions = {}): Tensor {
   const n = checkShape('randomUniform', shape);
   if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object { low, high, offset }; got ${describe(options)}`);
-  for (const name of Object.keys(options)) {
-    if (!UNIFORM_OPTIONS.includes(name)) throw new TypeError(`unknown option ${name} of randomUniform; known: ${UNIFORM_OPTIONS.join(', ')}`);
-  }
+  checkOptionNames('randomUniform', options, UNIFORM_OPTION_NAMES);
   const low = checkNumber('low', options.low ?? -1);
   const high = checkNumber('high', options.high ?? 1);
   const offset = checkOffset(options.offset ?? 0);
@@ -45,8 +41,10 @@ export function randomUniform(module: SdpaModule, shape: readonly number[], seed
   });
 }
 
-export function checkDropout(options: unknown): DropoutOptions {
+/** The dropout options `options` as { p, seed }; `where` names them in errors (`'dropout'`, `'SelfAttention.forward options.dropout'`). */
+export function checkDropout(options: unknown, where: string): DropoutOptions {
   if (typeof options !== 'object' || options === null) throw new TypeError(`dropout must be an object { p, seed }; got ${describe(options)}`);
+  checkOptionNames(where, options, DROPOUT_OPTION_NAMES);
   const { p, seed } = options as DropoutOptions;
   return { p: checkNumber('dropout.p', p), seed: checkNumber('dropout.seed', seed) };
 }
@@ -54,7 +52,7 @@ export function checkDropout(options: unknown): DropoutOptions {
 /** Inverted dropout of every element of x (row-major index = draw index). */
 export function dropout(module: SdpaModule, x: Tensor, options: DropoutOptions): Tensor {
   checkTensor('x', x);
-  const { p, seed } = checkDropout(options);
+  const { p, seed } = checkDropout(options, 'dropout');
   throwIfError(module.dropout(x.data.length, p, seed, undefined));
   return withHeap(module, (heap) => {
     const pointers = { x: heap.copyIn(x.data, 'x'), output: heap.alloc(x.data.byteLength, 'output') };

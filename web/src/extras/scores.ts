@@ -1,7 +1,7 @@
 // Attention scores by the four score functions (dot, scaled dot, multiplicative, additive), their
 // softmax and gradients, computed by the core's float32 scalar loops for side-by-side comparison.
 import type { ScoreRequest, SdpaModule } from '../wasm/sdpa_core.mjs';
-import { checkNumber, checkTensor, describe, product, throwIfError } from '../arguments.js';
+import { checkNumber, checkOptionNames, checkTensor, describe, product, SCORE_OPTION_NAMES, throwIfError } from '../arguments.js';
 import { HeapScope, tensorBytes, withHeap } from '../heap.js';
 import type { ScoreGradients, ScoreOptions, ScoreResult } from './gradient-types.js';
 import type { Tensor } from '../types.js';
@@ -9,10 +9,11 @@ import type { Tensor } from '../types.js';
 const SCORE_KINDS = ['dot', 'scaled-dot', 'multiplicative', 'additive'] as const;
 const SCORE_PARAMS = ['w', 'w1', 'w2', 'v'] as const;
 
-function scoreRequest(query: Tensor, key: Tensor, options: ScoreOptions): ScoreRequest {
+function scoreRequest(where: string, query: Tensor, key: Tensor, options: ScoreOptions): ScoreRequest {
   checkTensor('query', query);
   checkTensor('key', key);
   if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object { kind, ... }; got ${describe(options)}`);
+  checkOptionNames(where, options, SCORE_OPTION_NAMES);
   if (!SCORE_KINDS.includes(options.kind)) {
     throw new TypeError(`kind must be ${SCORE_KINDS.map((k) => `'${k}'`).join(', ')}; got ${describe(options.kind)}`);
   }
@@ -41,7 +42,7 @@ function copyScoreInputs(heap: HeapScope, query: Tensor, key: Tensor, options: S
 
 /** Scores and their softmax, computed by the float32 scalar reference. */
 export function attentionScores(module: SdpaModule, query: Tensor, key: Tensor, options: ScoreOptions): ScoreResult {
-  const request = scoreRequest(query, key, options);
+  const request = scoreRequest('attentionScores', query, key, options);
   const plan = module.planScores(request);
   throwIfError(plan.error);
   const n = product(plan.scoresShape);
@@ -63,7 +64,7 @@ export function attentionScores(module: SdpaModule, query: Tensor, key: Tensor, 
 
 /** Gradients of the scores given dScores `[..., Lq, Lk]`. */
 export function attentionScoresBackward(module: SdpaModule, query: Tensor, key: Tensor, dScores: Tensor, options: ScoreOptions): ScoreGradients {
-  const request = scoreRequest(query, key, options);
+  const request = scoreRequest('attentionScoresBackward', query, key, options);
   const plan = module.planScores(request);
   throwIfError(plan.error);
   checkTensor('dScores', dScores);
