@@ -229,6 +229,38 @@ describe('createSelfAttention', () => {
     expect(() => sa.forward(randomTensor([3, 4], 1), { dropout: { p: 2, seed: 1 } })).toThrow(RangeError);
     sa.dispose();
   });
+
+  it('rejects unknown option names of the config, its weights, forward, backward and dropout, naming the closest known name', async () => {
+    const typo = (options: Record<string, unknown>): never => options as never;
+    const w = { wQ: randomTensor([4, 2], 1), wK: randomTensor([4, 2], 2), wV: randomTensor([4, 2], 3) };
+    await expect(createSelfAttention(typo({ dModel: 4, dK: 2, dv: 2 }))).rejects.toThrow(
+      /^unknown option 'dv' of createSelfAttention; did you mean 'dV'\? \(known: dModel, dK, dV, seed, weights, backend\)$/,
+    );
+    await expect(createSelfAttention(typo({ dModel: 4, dK: 2, backnd: 'scalar' }))).rejects.toThrow(TypeError);
+    await expect(createSelfAttention(typo({ dModel: 4, dK: 2, weights: { wQ: w.wQ, wK: w.wK, Wv: w.wV } }))).rejects.toThrow(
+      /unknown option 'Wv' of createSelfAttention options.weights; did you mean 'wV'\? \(known: wQ, wK, wV\)/,
+    );
+    const sa = await createSelfAttention({ dModel: 4, dK: 2, weights: w, backend: 'scalar' });
+    const x = randomTensor([2, 3, 4], 4);
+    const dOut = randomTensor([2, 3, 2], 5);
+    const bad: [() => unknown, RegExp][] = [
+      [() => sa.forward(x, typo({ isCasual: true })), /unknown option 'isCasual' of SelfAttention.forward; did you mean 'isCausal'\? \(known: attnMask, isCausal, dropout\)/],
+      [() => sa.forward(x, typo({ isCasual: undefined })), /unknown option 'isCasual' of SelfAttention.forward/],
+      [() => sa.forward(x, typo({ dropout: { p: 0.1, seeds: 1 } })), /unknown option 'seeds' of SelfAttention.forward options.dropout; did you mean 'seed'\? \(known: p, seed\)/],
+      [() => sa.backward(x, dOut, typo({ attn_mask: null })), /unknown option 'attn_mask' of SelfAttention.backward; did you mean 'attnMask'\? \(known: attnMask, isCausal\)/],
+      [() => sa.backward(x, dOut, typo({ frobnicate: 1 })), /^unknown option 'frobnicate' of SelfAttention.backward \(known: attnMask, isCausal\)$/],
+    ];
+    for (const [call, message] of bad) {
+      expect(call).toThrow(TypeError);
+      expect(call).toThrow(message);
+    }
+    // Still usable; the forward's options, dropout off, may be passed back to the backward.
+    const forwardOptions = { isCausal: true, dropout: null };
+    const { output } = sa.forward(x, forwardOptions);
+    expect(output.shape).toEqual([2, 3, 2]);
+    expect(sa.backward(x, dOut, forwardOptions).dX.shape).toEqual([2, 3, 4]);
+    sa.dispose();
+  });
 });
 
 describe('dropout', () => {
@@ -422,6 +454,35 @@ describe('createMultiheadAttention', () => {
     expect(() => mha.forward(x, randomTensor([3, 4, 8], 2), randomTensor([3, 4, 8], 3))).toThrow(/key must have shape \[2, S, 8\]/);
     expect(() => mha.forward(x, x, x, { keyPaddingMask: { data: new Uint8Array(3), shape: [3] } })).toThrow(/keyPaddingMask must have shape \[2, 3\]/);
     expect(() => mha.forward(x, x, x, { attnMask: { data: new Uint8Array(4), shape: [2, 2] } as MaskTensor })).toThrow(RangeError);
+    mha.dispose();
+  });
+
+  it('rejects unknown option names of the config, its weights, forward and dropout, naming the closest known name', async () => {
+    const typo = (options: Record<string, unknown>): never => options as never;
+    await expect(createMultiheadAttention(typo({ embedDim: 8, numHeads: 2, num_kv_heads: 1 }))).rejects.toThrow(
+      /^unknown option 'num_kv_heads' of createMultiheadAttention; did you mean 'numKvHeads'\? \(known: embedDim, numHeads, numKvHeads, kdim, vdim, bias, batchFirst, weights, seed, backend\)$/,
+    );
+    await expect(createMultiheadAttention(typo({ embedDim: 8, numHeads: 2, batch_first: true }))).rejects.toThrow(/did you mean 'batchFirst'/);
+    const outProjWeight = randomTensor([8, 8], 1);
+    // An entry set to undefined is still checked by name.
+    for (const weights of [{ outProjWeight, outProjBais: randomTensor([8], 2) }, { outProjWeight, outProjBais: undefined }]) {
+      await expect(createMultiheadAttention(typo({ embedDim: 8, numHeads: 2, weights }))).rejects.toThrow(
+        /unknown option 'outProjBais' of createMultiheadAttention options.weights; did you mean 'outProjBias'\? \(known: inProjWeight, inProjBias, /,
+      );
+    }
+    const mha = await createMultiheadAttention({ embedDim: 8, numHeads: 2, batchFirst: true, backend: 'scalar' });
+    const x = randomTensor([2, 3, 8], 3);
+    const bad: [() => unknown, RegExp][] = [
+      [() => mha.forward(x, x, x, typo({ keyPaddingMsk: null })), /unknown option 'keyPaddingMsk' of MultiheadAttention.forward; did you mean 'keyPaddingMask'\?/],
+      [() => mha.forward(x, x, x, typo({ need_weights: false })), /unknown option 'need_weights' of MultiheadAttention.forward; did you mean 'needWeights'\?/],
+      [() => mha.forward(x, x, x, typo({ isCasual: true })), /did you mean 'isCausal'\? \(known: keyPaddingMask, attnMask, isCausal, needWeights, averageAttnWeights, dropout\)/],
+      [() => mha.forward(x, x, x, typo({ dropout: { P: 0.5, seed: 1 } })), /unknown option 'P' of MultiheadAttention.forward options.dropout; did you mean 'p'\?/],
+    ];
+    for (const [call, message] of bad) {
+      expect(call).toThrow(TypeError);
+      expect(call).toThrow(message);
+    }
+    expect(mha.forward(x, x, x, { isCausal: true, needWeights: false }).output.shape).toEqual([2, 3, 8]);
     mha.dispose();
   });
 });

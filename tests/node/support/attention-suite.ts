@@ -210,6 +210,36 @@ export function defineAttentionSuite(backend: BackendName, { factor, create }: S
       await check(q, k, v, {}, 'after errors');
     });
 
+    it('an unknown option name is a TypeError naming it and the closest known name; the instance stays usable', async () => {
+      const q = randomTensor([2, 9, 8], 1), k = randomTensor([2, 11, 8], 2), v = randomTensor([2, 11, 4], 3);
+      await attn.scaledDotProductAttention(q, k, v, { isCausal: true });
+      const heapBefore = attn.memoryStats().heapBytesInUse;
+      const known = '(known: attnMask, isCausal, scale, enableGqa, returnWeights, returnLogSumExp, out)';
+      const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+      const cases: [string, Record<string, unknown>, RegExp][] = [
+        // The typo this guards against: ignored, it would give non-causal attention.
+        ['isCasual', { isCasual: true }, /^unknown option 'isCasual' of scaledDotProductAttention; did you mean 'isCausal'\?/],
+        // Set to undefined it is still a typo.
+        ['isCasual: undefined', { isCasual: undefined }, /unknown option 'isCasual' .*did you mean 'isCausal'\?/],
+        // PyTorch's spelling, and a correct name beside the wrong one.
+        ['is_causal', { scale: 0.5, is_causal: true }, /unknown option 'is_causal' .*did you mean 'isCausal'\?/],
+        ['returnWeight', { returnWeight: true }, /unknown option 'returnWeight' .*did you mean 'returnWeights'\?/],
+        // Nothing close: the known names, and no guess.
+        ['frobnicate', { frobnicate: 1 }, new RegExp(`^unknown option 'frobnicate' of scaledDotProductAttention ${escape(known)}$`)],
+      ];
+      for (const [label, options, message] of cases) {
+        const error = await attn.scaledDotProductAttention(q, k, v, options as AttentionOptions).then(() => undefined, (e: unknown) => e);
+        expect(error, label).toBeInstanceOf(TypeError);
+        expect((error as Error).message, label).toMatch(message);
+        expect((error as Error).message, label).toContain(known);
+        expect(attn.memoryStats().heapBytesInUse, label).toBe(heapBefore);
+      }
+      // Non-object options stay the TypeError they were.
+      await expect(attn.scaledDotProductAttention(q, k, v, 3 as never)).rejects.toThrow(/options must be an object/);
+      await check(q, k, v, { isCausal: true, returnWeights: true }, 'after unknown options');
+      expect(attn.memoryStats().heapBytesInUse).toBe(heapBefore);
+    });
+
     it('10,000 calls (some failing) leave the wasm heap at its baseline', async () => {
       const q = randomTensor([3, 4], 1), k = randomTensor([5, 4], 2), v = randomTensor([5, 2], 3);
       const wrong = randomTensor([5, 3], 4);

@@ -276,5 +276,44 @@ export function defineHardeningSuite(backend: BackendName, { factor, create }: S
       (edited.output.shape as number[])[0] = 99;
       expect((await run(q, k, v)).output.shape).toEqual([2, 8, 9]);
     });
+
+    it('19. a misspelled option of every entry point is a TypeError naming it and the closest known name, before anything is allocated', async () => {
+      const q = randomTensor([2, 5, 8], 1), k = randomTensor([2, 7, 8], 2), v = randomTensor([2, 7, 4], 3), dOut = randomTensor([2, 5, 4], 4);
+      const q2 = randomTensor([5, 8], 5), k2 = randomTensor([7, 8], 6), dScores = randomTensor([5, 7], 7);
+      // Options the types reject, as a JavaScript caller (or a cast) can pass them.
+      const typo = (options: Record<string, unknown>): never => options as never;
+      // [entry point, the call with one misspelled option (every other argument valid), the typo, the name to suggest]
+      const calls: [string, () => unknown, string, string][] = [
+        ['scaledDotProductAttention', () => attn.scaledDotProductAttention(q, k, v, typo({ isCasual: true })), 'isCasual', 'isCausal'],
+        ['explain', () => attn.explain(q, k, v, typo({ enableGQA: true })), 'enableGQA', 'enableGqa'],
+        ['referenceAttention', () => attn.referenceAttention(q, k, v, typo({ attn_mask: null })), 'attn_mask', 'attnMask'],
+        ['scaledDotProductAttentionBackward', () => attn.scaledDotProductAttentionBackward(q, k, v, dOut, typo({ isCausal: true, logSumExps: undefined })), 'logSumExps', 'logSumExp'],
+        ['referenceAttentionBackward', () => attn.referenceAttentionBackward(q, k, v, dOut, typo({ returnAttnMaskGradient: true })), 'returnAttnMaskGradient', 'returnAttnMaskGrad'],
+        ['softmax', () => attn.softmax(q, typo({ temprature: 2 })), 'temprature', 'temperature'],
+        ['dropout', () => attn.dropout(q, typo({ p: 0.5, seed: 1, sead: 2 })), 'sead', 'seed'],
+        ['randomUniform', () => attn.randomUniform([4], 1, typo({ hi: 2 })), 'hi', 'high'],
+        ['attentionScores', () => attn.attentionScores(q2, k2, typo({ kind: 'scaled-dot', scal: 1 })), 'scal', 'scale'],
+        ['attentionScoresBackward', () => attn.attentionScoresBackward(q2, k2, dScores, typo({ kind: 'dot', kinds: 'dot' })), 'kinds', 'kind'],
+        ['createAttention', () => createAttention(typo({ backend: 'scalar', treads: 1 })), 'treads', 'threads'],
+        ['createAttention options.gpuLimits', () => createAttention({ backend: 'scalar', gpuLimits: typo({ maxBufferSise: 1 }) }), 'maxBufferSise', 'maxBufferSize'],
+      ];
+      // The sync API throws on a 'webgpu' instance whatever its options.
+      if (backend !== 'webgpu') {
+        calls.push(['scaledDotProductAttentionSync', () => attn.scaledDotProductAttentionSync(q, k, v, typo({ retrunWeights: true })), 'retrunWeights', 'returnWeights']);
+      }
+      const before = attn.memoryStats().heapBytesInUse;
+      for (const [where, call, wrong, suggested] of calls) {
+        let error: unknown;
+        try {
+          await call();
+        } catch (e) {
+          error = e;
+        }
+        expect(error, where).toBeInstanceOf(TypeError);
+        expect((error as Error).message, where).toContain(`unknown option '${wrong}' of ${where}; did you mean '${suggested}'? (known: `);
+        expect(attn.memoryStats().heapBytesInUse, where).toBe(before);
+      }
+      await check(q, k, v, { isCausal: true }, 'after the misspelled options');
+    });
   });
 }
