@@ -22,7 +22,7 @@ const MiB = (bytes) => fmt(bytes / 2 ** 20, 1);
  */
 async function callPhases(attn, { q, k, v }, durationMs = 300) {
   const module = await loadCoreModule({ threads: attn.threads > 1, relaxedSimd: attn.relaxedSimd });
-  const request = { ...attentionRequest(q, k, v, undefined), threads: attn.threads };
+  const request = { ...attentionRequest('the call breakdown', q, k, v, undefined), threads: attn.threads };
   const plan = module.planAttention(request);
   if (plan.error) throw new Error(plan.error.message);
   const size = q.data.length;
@@ -92,7 +92,7 @@ async function longContext(attn, scalar) {
     }
     for (const { causal, times, cpu, out } of runs) {
       const check = makeCheck(scalar, inputs, { causal, rows: 32 })([out], 2);
-      const request = { ...attentionRequest(inputs.q, inputs.k, inputs.v, { isCausal: causal }), threads: attn.threads };
+      const request = { ...attentionRequest('the long-context workspace', inputs.q, inputs.k, inputs.v, { isCausal: causal }), threads: attn.threads };
       const ms = median(times);
       results.push({ L, E: 64, causal, threads: attn.threads, medianMs: ms, cpuMs: median(cpu), gflops: flops(c, { causal }) / ms / 1e6, workspaceBytes: module.planAttention(request).workspaceBytes.simd, maxError: check.error, bound: check.bound, ok: check.ok });
     }
