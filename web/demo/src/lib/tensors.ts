@@ -91,6 +91,19 @@ export function fmt(x: number, decimals = 3): string {
   return (s.startsWith('-') && Number(s) === 0 ? s.slice(1) : s).replace('-', '−');
 }
 
+/**
+ * Format a number for a heatmap cell (about 46 px): at most about six characters, so big values do not
+ * run into their neighbours. The exact value is in the cell's tooltip and the numbers table.
+ */
+export function fmtCell(x: number, decimals = 3): string {
+  if (!Number.isFinite(x)) return fmt(x);
+  const a = Math.abs(x);
+  if (a >= 1e4) return x.toExponential(0).replace('e+', 'e').replace('-', '−');
+  if (a >= 100) return fmt(x, 0);
+  if (a >= 10) return fmt(x, Math.min(decimals, 1));
+  return fmt(x, Math.min(decimals, a >= 1 ? 2 : decimals));
+}
+
 /** Format with a sensible number of significant digits (for tooltips and exact values). */
 export function fmtExact(x: number): string {
   if (!Number.isFinite(x)) return fmt(x);
