@@ -333,6 +333,7 @@ describe('demo page layout, URL state and themes (1280 px and 390 px)', () => {
       expect(await page.evaluate(() => document.scrollingElement!.scrollWidth - window.innerWidth)).toBeLessThanOrEqual(0);
       expect(await outside()).toEqual([]);
       expect(await formulaFits('.formula-box')).toEqual([{ inside: true, scrolls: false }]);
+      expect(await formulaFits('#pg-results .math.display')).toEqual([{ inside: true, scrolls: false }]);
       // The introduction's picture is the library's softmax of the “dog bites man” scores.
       expect(await page.getAttribute('#intro-figure', 'data-ready')).toBe('true');
       expect(await page.locator('#intro-figure svg').count()).toBeGreaterThan(0);

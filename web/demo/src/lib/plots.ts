@@ -49,7 +49,7 @@ export function heatmap(view: MatrixView, opts: { decimals?: number; title?: str
     marks: [
       Plot.cell(finite, { x: 'j', y: 'i', fill: 'v', inset: 0.5, title: (c: { v: number; i: number; j: number }) => `${rowLabel(c.i)} → ${view.colLabels[c.j]}: ${fmtExact(c.v)}` }),
       Plot.cell(cells.filter((c) => !Number.isFinite(c.v)), { x: 'j', y: 'i', fill: 'var(--masked-cell)', inset: 0.5, title: () => 'masked (−∞)' }),
-      showText ? Plot.text(cells, { x: 'j', y: 'i', text: (c: { v: number }) => fmtCell(c.v, decimals), fill: (c: { v: number }) => textFill(view.kind, c.v, maxAbs), fontSize: 11 }) : null,
+      showText ? Plot.text(cells, { x: 'j', y: 'i', text: (c: { v: number }) => fmtCell(c.v, decimals, maxAbs), fill: (c: { v: number }) => textFill(view.kind, c.v, maxAbs), fontSize: 11 }) : null,
     ],
   });
   const fig = el('figure', { class: 'heatmap', 'data-testid': 'heatmap', 'data-name': view.name, role: 'img', 'aria-label': `Heatmap of ${view.name}, ${nr} × ${nc}, rows ${view.rowAxis}, columns ${view.colAxis}` });

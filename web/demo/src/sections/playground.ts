@@ -4,7 +4,7 @@ import type { Attention, AttentionOptions, BackendName, Tensor } from 'sdpa-web'
 import { normalSampler, uniformStream } from '../../../examples/worked-examples';
 import { getParam, selectable, setParams, type App } from '../lib/app';
 import { attentionStages, pytorchAttention } from '../lib/compute';
-import { tex } from '../lib/katex';
+import { fitMath, tex } from '../lib/katex';
 import { heatmap, matrixTable } from '../lib/plots';
 import { el, entropy, fmt, isFullyMasked, maxOf, rowsOf, seqLabels } from '../lib/tensors';
 
@@ -226,7 +226,7 @@ export function mountPlayground(app: App): void {
       })));
       results.replaceChildren(
         el('p', { class: 'note', id: 'pg-summary', text: `Q [${lq} × ${dk}], K [${lk} × ${dk}], V [${lk} × ${v.shape[1]}] · scale ${+opts.scale!.toPrecision(4)} (${scaled.checked ? `1/√${dk}` : '1'} / T) · mask: ${maskLabel} · backend ${inst.backend}` }),
-        tex(`A = \\operatorname{softmax}\\!\\left(\\frac{QK^{\\top} \\cdot ${scaled.checked ? `\\frac{1}{\\sqrt{${dk}}}` : '1'}}{T = ${T.toFixed(2)}} + M\\right),\\quad O = AV`, true),
+        fitMath(tex(`A = \\operatorname{softmax}\\!\\left(\\frac{QK^{\\top} \\cdot ${scaled.checked ? `\\frac{1}{\\sqrt{${dk}}}` : '1'}}{T = ${T.toFixed(2)}} + M\\right),\\quad O = AV`, true)),
         el('div', { class: 'views' },
           ...extra,
           el('div', { class: 'view', id: 'pg-masked' }, heatmap(masked)),
