@@ -343,6 +343,7 @@ describe('demo page layout, URL state and themes (1280 px and 390 px)', () => {
       await page.waitForSelector('#stage-panel [data-stage="output"]');
       expect(await page.$$eval('#stage-panel figure[data-testid="heatmap"]', (fs) => fs.map((f) => (f as HTMLElement).dataset.name))).toEqual(['weights A', 'values V', 'output O']);
       expect(await formulaFits('#stage-panel .math.display')).toEqual([{ inside: true, scrolls: false }]);
+      await page.locator('#stepper').screenshot({ path: join(OUT, `page-${width}-light-stage-output.png`) });
       expect(await outside()).toEqual([]);
       // The stage's formula reads with the number: S/√2, not “/√2” alone.
       await page.locator('#stepper .steps button[data-stage="scaled"]').click();

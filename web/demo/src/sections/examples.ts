@@ -126,7 +126,8 @@ export function mountExamples(app: App): { rerun(): void } {
     if (s.note) box.append(el('p', { class: 'note', text: s.note }));
     const grid = el('div', { class: 'views', 'data-count': String(s.views.length) });
     for (const v of s.views) {
-      const card = el('div', { class: 'view' }, heatmap(v), el('details', { class: 'numbers', open: true }, el('summary', { text: `Numbers of ${v.name}` }), matrixTable(v)));
+      // The exact numbers are open beside the heatmap on a wide screen, one tap away on a phone.
+      const card = el('div', { class: 'view' }, heatmap(v), el('details', { class: 'numbers', open: innerWidth >= 600 }, el('summary', { text: `Numbers of ${v.name}` }), matrixTable(v)));
       if (v.kind === 'weights' && v.tensor.shape.length === 2) card.append(rowStatsTable(v.tensor, v.rowLabels));
       grid.append(card);
     }
@@ -154,7 +155,8 @@ export function mountExamples(app: App): { rerun(): void } {
       const r = await runExample(app.attn, ex, { maskVariant: Number(variantSelect.value || 0) });
       if (my !== token) return;
       run = r;
-      stepperSource.replaceChildren(sourceLine(ex), el('p', { class: 'summary', text: ex.summary }), ex.constructionNote ? el('p', { class: 'constructed', text: `Constructed: ${ex.constructionNote}` }) : '');
+      // The summary leads; how a constructed example was built is one click away, not between the reader and the stage.
+      stepperSource.replaceChildren(el('p', { class: 'summary', text: ex.summary }), sourceLine(ex), ex.constructionNote ? el('details', { class: 'constructed' }, el('summary', { text: 'Constructed example: how' }), el('p', { text: ex.constructionNote })) : '');
       stepNav.replaceChildren(
         ...r.stages.map((s, i) => {
           const b = el('button', { type: 'button', role: 'tab', 'aria-controls': 'stage-panel', 'data-stage': s.id, 'aria-label': `Step ${i + 1}: ${s.title}` }, el('span', { class: 'step-n', text: String(i + 1) }), tex(s.tab ?? s.tex.split(',')[0].split('\\quad')[0]));

@@ -11,7 +11,7 @@ export function mountIntro(app: App): void {
   const words = ex.tokens!.queries;
   const weights = app.attn.softmax(toTensor(ex.inputs.scores!, app.attn));
   const rows = rowsOf(weights);
-  const map = heatmap({ name: 'weights', tensor: weights, rowLabels: words, colLabels: words, rowAxis: 'word', colAxis: 'attends to', kind: 'weights' }, { decimals: 2 });
+  const map = heatmap({ name: 'weights', tensor: weights, rowLabels: words, colLabels: words, rowAxis: 'word', colAxis: 'attends to', kind: 'weights' }, { decimals: 2, cell: 64 });
   map.querySelector('figcaption')?.remove();
   const top = (i: number) => rows[i].indexOf(Math.max(...rows[i]));
   fig.replaceChildren(
