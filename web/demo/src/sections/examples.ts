@@ -71,7 +71,7 @@ export function mountExamples(app: App): { rerun(): void } {
   for (const ex of workedExamples) {
     const badge = el('span', { class: 'badge', text: ex.printed.length ? '…' : 'no printed numbers' });
     badges.set(ex.id, badge);
-    const b = el('button', { type: 'button', class: 'example-card', 'data-example': ex.id, role: 'listitem' }, el('strong', { text: ex.title }), el('span', { class: 'card-source', text: `${ex.source.seed}${ex.origin === 'constructed' ? ' · constructed' : ''}` }), badge);
+    const b = el('button', { type: 'button', class: 'example-card', 'data-example': ex.id, role: 'listitem' }, el('strong', { text: ex.title }), el('span', { class: 'card-source', title: ex.source.seed, text: `${ex.source.text.split(' (')[0]}${ex.origin === 'constructed' ? ' · constructed' : ''}` }), badge);
     b.addEventListener('click', () => {
       currentExample.set(ex.id);
       document.getElementById('stepper')!.scrollIntoView({ behavior: 'smooth', block: 'start' });
