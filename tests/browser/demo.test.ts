@@ -361,6 +361,21 @@ describe('demo page layout, URL state and themes (1280 px and 390 px)', () => {
       await page.locator('#example-detail').screenshot({ path: join(OUT, `page-${width}-light-compare.png`) });
       expect(await outside()).toEqual([]);
       expect(await page.evaluate(() => document.scrollingElement!.scrollWidth - window.innerWidth)).toBeLessThanOrEqual(0);
+      // Big numbers stay inside their heatmap cells (compact format), e.g. scores in the millions.
+      const v = Number(await page.getAttribute('#pg-results', 'data-version'));
+      await page.fill('#pg-q', '1000 -2000 3000\n-0.001 12345 -0.5\n150 -75.25 9.5');
+      await expect.poll(async () => Number(await page.getAttribute('#pg-results', 'data-version'))).toBeGreaterThan(v);
+      await page.waitForSelector('#pg-masked figure.heatmap svg');
+      const overfull = await page.$$eval('#pg-results figure.heatmap svg', (svgs) =>
+        svgs.flatMap((svg) => {
+          const cell = svg.querySelector('g[aria-label="cell"] rect') as SVGGraphicsElement | null;
+          if (!cell) return [];
+          const w = cell.getBoundingClientRect().width;
+          return [...svg.querySelectorAll('g[aria-label="text"] text')].filter((t) => t.getBoundingClientRect().width > w - 2).map((t) => `${t.textContent} (${Math.round(t.getBoundingClientRect().width)} px in ${Math.round(w)} px)`);
+        }),
+      );
+      expect(overfull).toEqual([]);
+      expect(await page.locator('#pg-results g[aria-label="text"] text').count()).toBeGreaterThan(0);
       expect(s.problems.join('\n')).toBe('');
     });
   }

@@ -98,7 +98,7 @@ export function fmt(x: number, decimals = 3): string {
 export function fmtCell(x: number, decimals = 3, maxAbs = Math.abs(x)): string {
   if (!Number.isFinite(x)) return fmt(x);
   // One format per matrix (from its largest magnitude), so a column reads evenly.
-  if (maxAbs >= 1e4) return x === 0 ? '0' : x.toExponential(0).replace('e+', 'e').replace('-', '−');
+  if (maxAbs >= 1e4) return Math.abs(x) < 1 ? fmt(x, 0) : x.toExponential(0).replace('e+', 'e').replace(/-/g, '−');
   if (maxAbs >= 100) return fmt(x, 0);
   if (maxAbs >= 10) return fmt(x, Math.min(decimals, 1));
   if (maxAbs >= 1) return fmt(x, Math.min(decimals, 2));
