@@ -290,3 +290,166 @@ describe('demo page', () => {
     expect(s.problems).toEqual([]);
   });
 });
+
+describe('demo page layout, URL state and themes (1280 px and 390 px)', () => {
+  const ready = async () => {
+    const page = s.page;
+    await page.waitForSelector('body[data-ready="true"]', { timeout: 60_000 });
+    await page.waitForSelector('.catalogue[data-ready="true"]', { timeout: 120_000 });
+    await expect.poll(() => page.getAttribute('#pg-results', 'data-version')).not.toBe('0');
+  };
+  const open = async (query = '') => {
+    await s.page.goto(`${s.url}${query}`);
+    await ready();
+  };
+  /** Boxes of the core content that reach outside the viewport (a box may scroll inside, never stick out). */
+  const outside = () =>
+    s.page.evaluate(() => {
+      const vw = window.innerWidth;
+      const core = 'main > section, #intro-figure, .formula-box, #stepper, .steps-row, #stage-panel .view, #example-detail, .catalogue, table.compare tr, #playground .controls, .matrix-inputs, #pg-results .view, .snippet, header.top nav';
+      return [...document.querySelectorAll(core)]
+        .filter((e) => (e as HTMLElement).offsetParent !== null)
+        .map((e) => ({ what: `${e.tagName.toLowerCase()}${e.id ? `#${e.id}` : ''}.${(e as HTMLElement).className}`, r: e.getBoundingClientRect() }))
+        .filter(({ r }) => r.left < -0.5 || r.right > vw + 0.5)
+        .map(({ what, r }) => `${what}: ${Math.round(r.left)}…${Math.round(r.right)} of ${vw}`);
+    });
+  /** Whether each display formula in `selector` lies inside its box (fitted, not cut or scrolled). */
+  const formulaFits = (selector: string) =>
+    s.page.$$eval(selector, (boxes) =>
+      boxes.map((b) => {
+        const box = b.getBoundingClientRect();
+        const k = b.querySelector('.katex-display > .katex')!.getBoundingClientRect();
+        const d = b.querySelector('.katex-display') as HTMLElement;
+        return { inside: k.left >= box.left - 0.5 && k.right <= box.right + 0.5, scrolls: d.scrollWidth > d.clientWidth + 1 };
+      }),
+    );
+
+  for (const width of [1280, 390]) {
+    it(`${width} px: a fresh load leaves the URL alone, nothing sticks out sideways, the formula fits, ·V shows A, V and O`, async () => {
+      const page = s.page;
+      await page.setViewportSize({ width, height: width > 600 ? 900 : 844 });
+      await open();
+      expect(page.url(), 'defaults are not written into the URL').toBe(s.url);
+      expect(await page.evaluate(() => document.scrollingElement!.scrollWidth - window.innerWidth)).toBeLessThanOrEqual(0);
+      expect(await outside()).toEqual([]);
+      expect(await formulaFits('.formula-box')).toEqual([{ inside: true, scrolls: false }]);
+      expect(await formulaFits('#pg-results .math.display')).toEqual([{ inside: true, scrolls: false }]);
+      // The introduction's picture is the library's softmax of the “dog bites man” scores.
+      expect(await page.getAttribute('#intro-figure', 'data-ready')).toBe('true');
+      expect(await page.locator('#intro-figure svg').count()).toBeGreaterThan(0);
+      // The page opens on a gentle example; its ·V stage shows the weights, the values and the output.
+      expect(await page.inputValue('#example-select')).toBe('ex-abc-geometry');
+      await page.locator('#stepper .steps button[data-stage="output"]').click();
+      await page.waitForSelector('#stage-panel [data-stage="output"]');
+      expect(await page.$$eval('#stage-panel figure[data-testid="heatmap"]', (fs) => fs.map((f) => (f as HTMLElement).dataset.name))).toEqual(['weights A', 'values V', 'output O']);
+      expect(await formulaFits('#stage-panel .math.display')).toEqual([{ inside: true, scrolls: false }]);
+      await page.locator('#stepper').screenshot({ path: join(OUT, `page-${width}-light-stage-output.png`) });
+      expect(await outside()).toEqual([]);
+      // The stage's formula reads with the number: S/√2, not “/√2” alone.
+      await page.locator('#stepper .steps button[data-stage="scaled"]').click();
+      expect(await page.textContent('#stage-panel .katex-mathml annotation')).toContain('S/\\sqrt{2}');
+      // Previous/Next stay next to the stage: in view while the stage is scrolled through.
+      await page.locator('#stage-panel .view').last().scrollIntoViewIfNeeded();
+      const nav = await page.locator('#stepper .steps-row').boundingBox();
+      expect(nav!.y).toBeGreaterThanOrEqual(-1);
+      expect(nav!.y + nav!.height).toBeLessThanOrEqual((await page.evaluate(() => window.innerHeight)) + 1);
+      // The printed-vs-computed rows: on a phone each row is a card, its verdict as wide as the card.
+      await page.selectOption('#example-select', 'ex-full-pipeline-3x4');
+      await page.waitForSelector('#stage-panel[data-ready="ex-full-pipeline-3x4"]');
+      const verdict = await page.locator('#example-detail tr[data-target="output"] td.verdict').boundingBox();
+      expect(verdict!.width).toBeGreaterThan(width > 600 ? 150 : 300);
+      await page.locator('#example-detail').screenshot({ path: join(OUT, `page-${width}-light-compare.png`) });
+      expect(await outside()).toEqual([]);
+      expect(await page.evaluate(() => document.scrollingElement!.scrollWidth - window.innerWidth)).toBeLessThanOrEqual(0);
+      // Big numbers stay inside their heatmap cells (compact format), e.g. scores in the millions.
+      const v = Number(await page.getAttribute('#pg-results', 'data-version'));
+      await page.fill('#pg-q', '1000 -2000 3000\n-0.001 12345 -0.5\n150 -75.25 9.5');
+      await expect.poll(async () => Number(await page.getAttribute('#pg-results', 'data-version'))).toBeGreaterThan(v);
+      await page.waitForSelector('#pg-masked figure.heatmap svg');
+      const overfull = await page.$$eval('#pg-results figure.heatmap svg', (svgs) =>
+        svgs.flatMap((svg) => {
+          const cell = svg.querySelector('g[aria-label="cell"] rect') as SVGGraphicsElement | null;
+          if (!cell) return [];
+          const w = cell.getBoundingClientRect().width;
+          return [...svg.querySelectorAll('g[aria-label="text"] text')].filter((t) => t.getBoundingClientRect().width > w - 2).map((t) => `${t.textContent} (${Math.round(t.getBoundingClientRect().width)} px in ${Math.round(w)} px)`);
+        }),
+      );
+      expect(overfull).toEqual([]);
+      expect(await page.locator('#pg-results g[aria-label="text"] text').count()).toBeGreaterThan(0);
+      expect(s.problems.join('\n')).toBe('');
+    });
+  }
+
+  it('restores the stepper step and example from the URL, and writes a reader’s step', async () => {
+    const page = s.page;
+    await page.setViewportSize({ width: 1280, height: 900 });
+    await open('?ex=ex-exercise-4&step=3');
+    await page.waitForSelector('#stage-panel[data-ready="ex-exercise-4"]');
+    expect(await page.locator('#stepper .steps button[aria-selected="true"]').getAttribute('data-stage')).toBe('masked');
+    expect(page.url()).toBe(`${s.url}?ex=ex-exercise-4&step=3`);
+    // The default example takes the step without an ex parameter.
+    await open('?step=2');
+    expect(await page.inputValue('#example-select')).toBe('ex-abc-geometry');
+    expect(await page.getAttribute('#stage-panel', 'data-shown')).toBe('ex-abc-geometry:2');
+    await page.locator('#stepper .steps button').nth(4).click();
+    expect(new URL(page.url()).searchParams.get('step')).toBe('4');
+    await page.locator('#stepper .steps button').nth(0).click();
+    expect(new URL(page.url()).searchParams.get('step')).toBeNull();
+    // Random inputs go into the URL as a seed and shapes, and come back from them.
+    await page.selectOption('#pg-mode', 'qkv');
+    for (const [field, n] of [['#pg-lq', '16'], ['#pg-lk', '16'], ['#pg-dk', '64'], ['#pg-dv', '64']]) await page.fill(field, n);
+    await page.click('#pg-random');
+    await expect.poll(() => new URL(page.url()).searchParams.get('prnd')).toMatch(/^\d+:16,16,64,64$/);
+    expect(new URL(page.url()).searchParams.get('pq')).toBeNull();
+    expect(page.url().length).toBeLessThan(300);
+    const q = await page.inputValue('#pg-q');
+    await page.goto(page.url());
+    await ready();
+    expect(await page.inputValue('#pg-q')).toBe(q);
+    expect(s.problems.join('\n')).toBe('');
+  });
+
+  it('shows gradients that agree with their finite differences to every digit shown', async () => {
+    const page = s.page;
+    await open('?ex=ex-gradients');
+    await page.waitForSelector('#stage-panel[data-ready="ex-gradients"]');
+    const rows = await page.$$eval('#example-detail figure.extra table tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent ?? '')));
+    expect(rows.map((r) => r[0])).toEqual(['∂L/∂Q', '∂L/∂K', '∂L/∂V']);
+    for (const r of rows) expect(r[2], r[0]).toBe(r[1]);
+  });
+
+  it('toggles dark mode (remembered across a reload); screenshots of every section in both themes at both widths', async () => {
+    const page = s.page;
+    const bg = () => page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+    await page.emulateMedia({ colorScheme: 'light' });
+    for (const width of [1280, 390]) {
+      await page.setViewportSize({ width, height: width > 600 ? 900 : 844 });
+      await open();
+      for (const theme of ['light', 'dark'] as const) {
+        if ((await page.evaluate(() => document.documentElement.dataset.theme ?? 'light')) !== theme) {
+          const before = await bg();
+          await page.click('#theme-toggle');
+          expect(await page.evaluate(() => document.documentElement.dataset.theme)).toBe(theme);
+          expect(await bg()).not.toBe(before);
+        }
+        await page.screenshot({ path: join(OUT, `page-${width}-${theme}-top.png`) });
+        for (const id of ['intro', 'formula', 'stepper', 'examples', 'example-detail', 'playground', 'scaling', 'multihead', 'cost', 'pytorch']) await page.locator(`#${id}`).screenshot({ path: join(OUT, `page-${width}-${theme}-${id}.png`) });
+      }
+      // The choice is remembered: a reload stays dark.
+      await page.reload();
+      await ready();
+      expect(await page.evaluate(() => document.documentElement.dataset.theme)).toBe('dark');
+      expect(await page.getAttribute('#theme-toggle', 'aria-pressed')).toBe('true');
+      await page.click('#theme-toggle');
+      expect(await page.evaluate(() => localStorage.getItem('sdpa-theme'))).toBe('light');
+    }
+    // With no choice stored the system setting decides.
+    await page.evaluate(() => localStorage.removeItem('sdpa-theme'));
+    await page.emulateMedia({ colorScheme: 'dark' });
+    await open();
+    expect(await page.getAttribute('#theme-toggle', 'aria-pressed')).toBe('true');
+    await page.emulateMedia({ colorScheme: 'light' });
+    await page.setViewportSize({ width: 1280, height: 900 });
+    expect(s.problems.join('\n')).toBe('');
+  });
+});

@@ -6,6 +6,10 @@ import { mountPlayground } from './sections/playground';
 import { mountScalingLab } from './sections/scaling-lab';
 import { mountMultihead } from './sections/multihead';
 import { mountCost } from './sections/cost';
+import { mountIntro } from './sections/intro';
+import { mountTheme } from './lib/theme';
+
+mountTheme(document.getElementById('theme-toggle') as HTMLButtonElement);
 
 const status = document.getElementById('backend-status')!;
 
@@ -24,12 +28,15 @@ async function main(): Promise<void> {
   const build = attn.backend === 'webgpu' ? '' : `; ${attn.relaxedSimd ? 'relaxed SIMD, fused multiply-add' : 'SIMD128'}, ${attn.threads} thread${attn.threads > 1 ? 's' : ''}`;
   status.textContent = `Backend: ${attn.backend} (auto${build}).${why ? ` Fell back: ${why}.` : ''}${unavailable.length ? ` Unavailable: ${unavailable.map((b) => `${b.name} — ${b.reason}`).join('; ')}.` : ''}`;
   status.dataset.backend = attn.backend;
+  // The engine line is a quiet detail at the foot of the page; its summary names the backend only.
+  document.getElementById('engine-name')!.textContent = `${attn.backend}${attn.backend === 'webgpu' ? '' : ' (WebAssembly)'}`;
   const app: App = {
     attn,
     create: (backend) => createAttention({ backend }),
     error: showError,
     backends,
   };
+  mountIntro(app);
   mountExamples(app);
   mountPlayground(app);
   mountScalingLab(app);

@@ -3,7 +3,7 @@
 import type { Attention, AttentionOptions, AttentionStages, Tensor } from 'sdpa-web';
 import type { MaskSpec, PrintedValue, Target, UniformSource, WorkedExample } from '../../../examples/worked-examples';
 import { normalSampler, uniformStream } from '../../../examples/worked-examples';
-import { entropy, eye, stdOf, isFullyMasked, maxOf, rowsOf, seqLabels, size, slice0, tensor, toTensor, transpose, type NumTensor } from './tensors';
+import { entropy, eye, fmt, stdOf, isFullyMasked, maxOf, rowsOf, seqLabels, size, slice0, tensor, toTensor, transpose, type NumTensor } from './tensors';
 
 /** One labelled matrix shown in a stage. */
 export interface MatrixView {
@@ -27,6 +27,8 @@ export interface Stage {
   tex: string;
   views: MatrixView[];
   note?: string;
+  /** Short KaTeX label for the stage's tab (the formula itself can be long). */
+  tab?: string;
 }
 
 /** A printed number set beside the computed one. */
@@ -77,20 +79,21 @@ function maskedRowsOf(w: NumTensor): number[] {
 }
 
 /** Attention stages (scores … output) from an `explain` result. */
-export function attentionStages(st: AttentionStages, o: { qLabels: string[]; kLabels: string[]; vDims: number; scale: number; dk: number; maskLabel: string; maskTex: string; givenScores?: boolean; withOutput?: boolean }): Stage[] {
+export function attentionStages(st: AttentionStages, o: { qLabels: string[]; kLabels: string[]; vDims: number; scale: number; dk: number; maskLabel: string; maskTex: string; givenScores?: boolean; withOutput?: boolean; v?: NumTensor }): Stage[] {
   const { qLabels, kLabels } = o;
   const qk = { rowLabels: qLabels, colLabels: kLabels, rowAxis: 'query', colAxis: 'key' };
   const defaultScale = Math.abs(o.scale - 1 / Math.sqrt(o.dk)) < 1e-12;
   // A given scale of exactly 1/√m (e.g. the text's ÷√512) is shown as such.
   const m = Math.round(1 / o.scale ** 2);
   const rootOf = o.scale !== 1 && Number.isFinite(m) && m > 1 && Math.abs(1 / Math.sqrt(m) - o.scale) < 1e-12 ? m : undefined;
-  const scaleTex = defaultScale && !o.givenScores ? `/\\sqrt{d_k} = /\\sqrt{${o.dk}}` : rootOf ? `/\\sqrt{${rootOf}}` : o.scale === 1 ? '' : `\\times ${+o.scale.toPrecision(4)}`;
+  const scaleTex = defaultScale && !o.givenScores ? `/\\sqrt{d_k} = S/\\sqrt{${o.dk}}` : rootOf ? `/\\sqrt{${rootOf}}` : o.scale === 1 ? '' : `\\times ${+o.scale.toPrecision(4)}`;
   const maskedRows = maskedRowsOf(st.weights);
   const stages: Stage[] = [
     {
       id: 'scores',
       title: o.givenScores ? 'Scores (given by the text)' : 'QKᵀ — similarity of every query with every key',
       tex: o.givenScores ? 'S \\;(\\text{given})' : 'S = QK^{\\top}',
+      tab: o.givenScores ? 'S' : 'QK^{\\top}',
       views: [{ name: o.givenScores ? 'S (given)' : 'QKᵀ', tensor: st.scores, ...qk, kind: 'signed' }],
     },
   ];
@@ -99,6 +102,7 @@ export function attentionStages(st: AttentionStages, o: { qLabels: string[]; kLa
       id: 'scaled',
       title: defaultScale && !o.givenScores ? `÷ √d_k = ÷ √${o.dk} ≈ ${Math.sqrt(o.dk).toFixed(3)}` : rootOf ? `÷ √${rootOf} ≈ ${Math.sqrt(rootOf).toFixed(3)}` : `× scale = ${+o.scale.toPrecision(4)}`,
       tex: `\\tilde S = S ${scaleTex}`,
+      tab: o.scale === 1 ? '\\tilde S' : '\\div\\sqrt{d_k}',
       views: [{ name: 'scaled scores', tensor: st.scaledScores, ...qk, kind: 'signed' }],
     });
   if (!o.givenScores)
@@ -106,6 +110,7 @@ export function attentionStages(st: AttentionStages, o: { qLabels: string[]; kLa
       id: 'masked',
       title: `+ mask (${o.maskLabel})`,
       tex: `\\tilde S + M, \\quad ${o.maskTex}`,
+      tab: '+\\,M',
       views: [{ name: 'masked scores', tensor: st.maskedScores, ...qk, kind: 'signed' }],
       note: o.maskLabel === 'none' ? 'No mask: M = 0, the scores pass through unchanged.' : 'Masked positions are −∞: their weight after the softmax is exactly 0.',
     });
@@ -113,6 +118,7 @@ export function attentionStages(st: AttentionStages, o: { qLabels: string[]; kLa
     id: 'weights',
     title: 'softmax — each row becomes a probability distribution',
     tex: 'A = \\operatorname{softmax}_{\\text{row}}(\\tilde S + M), \\quad A_{ij} = \\frac{e^{\\tilde S_{ij}}}{\\sum_{j\'} e^{\\tilde S_{ij\'}}}',
+    tab: '\\operatorname{softmax}',
     views: [{ name: 'weights A', tensor: st.weights, ...qk, kind: 'weights', maskedRows }],
     note: maskedRows.length ? `Rows ${maskedRows.map((r) => qLabels[r]).join(', ')} are fully masked: all their weights are 0.` : undefined,
   });
@@ -121,7 +127,12 @@ export function attentionStages(st: AttentionStages, o: { qLabels: string[]; kLa
       id: 'output',
       title: '· V — each output row is a weighted average of the value rows',
       tex: 'O = AV, \\quad O_i = \\sum_j A_{ij} v_j',
-      views: [{ name: 'output O', tensor: st.output, rowLabels: qLabels, colLabels: dims('v', o.vDims), rowAxis: 'query', colAxis: 'value dim', kind: 'signed' }],
+      tab: '\\cdot\\, V',
+      // The step's inputs beside its output: the weights A, the values V, and O = AV.
+      views: [
+        ...(o.v ? [{ name: 'weights A', tensor: st.weights, ...qk, kind: 'weights' as const, maskedRows }, { name: 'values V', tensor: o.v, rowLabels: kLabels, colLabels: dims('v', o.vDims), rowAxis: 'key', colAxis: 'value dim', kind: 'signed' as const }] : []),
+        { name: 'output O', tensor: st.output, rowLabels: qLabels, colLabels: dims('v', o.vDims), rowAxis: 'query', colAxis: 'value dim', kind: 'signed' },
+      ],
     });
   return stages;
 }
@@ -265,14 +276,14 @@ export async function runExample(attn: Attention, ex: WorkedExample, opts: { mas
     const o: AttentionOptions = { ...m.opts, ...(inp.scale !== undefined ? { scale: inp.scale } : {}) };
     const st = await attn.explain(q, k, v, o);
     const scale = inp.scale ?? 1 / Math.sqrt(dk);
-    stages.push(...attentionStages(st, { qLabels: qLabels(lq), kLabels: kLabels(lk), vDims: v.shape[v.shape.length - 1], scale, dk, maskLabel: m.label, maskTex: m.tex }));
+    stages.push(...attentionStages(st, { qLabels: qLabels(lq), kLabels: kLabels(lk), vDims: v.shape[v.shape.length - 1], scale, dk, maskLabel: m.label, maskTex: m.tex, v }));
     Object.assign(values, { scores: st.scores, scaledScores: st.scaledScores, weights: st.weights, output: st.output });
     pytorch = pytorchAttention(q, k, v, { scale: inp.scale, mask: m.opts, title: `${ex.id}: ${ex.title}`, projections });
     return st;
   };
 
   const inputStage = (id: 'inputs' | 'projections', title: string, tex: string, views: [string, NumTensor, string[], string, string][]) =>
-    stages.push({ id, title, tex, views: views.map(([name, t, rl, ra, cp]) => ({ name, tensor: t, rowLabels: rl, colLabels: dims(cp, t.shape[t.shape.length - 1]), rowAxis: ra, colAxis: 'dimension', kind: 'signed' as const })) });
+    stages.push({ id, title, tex, tab: id === 'inputs' ? '\\text{inputs}' : 'XW', views: views.map(([name, t, rl, ra, cp]) => ({ name, tensor: t, rowLabels: rl, colLabels: dims(cp, t.shape[t.shape.length - 1]), rowAxis: ra, colAxis: 'dimension', kind: 'signed' as const })) });
 
   switch (ex.compute) {
     case 'attention':
@@ -333,7 +344,7 @@ export async function runExample(attn: Attention, ex: WorkedExample, opts: { mas
         ['K[0]', slice0(k, 0), kLabels(4), 'key', 'd'],
         ['V[0]', slice0(v, 0), kLabels(4), 'key', 'v'],
       ]);
-      stages.push(...attentionStages(first, { qLabels: qLabels(4), kLabels: kLabels(4), vDims: v.shape[2], scale: 1 / Math.sqrt(q.shape[2]), dk: q.shape[2], maskLabel: 'none', maskTex: 'M = 0' }));
+      stages.push(...attentionStages(first, { qLabels: qLabels(4), kLabels: kLabels(4), vDims: v.shape[2], scale: 1 / Math.sqrt(q.shape[2]), dk: q.shape[2], maskLabel: 'none', maskTex: 'M = 0', v: slice0(v, 0) }));
       Object.assign(values, { weights: first.weights, output: first.output });
       notes.push(`The stepper shows sequence 1 of the batch; the batched output has shape [${whole.output.shape.join(', ')}].`);
       pytorch = pytorchAttention(q, k, v, { title: `${ex.id}: ${ex.title}` });
@@ -356,7 +367,7 @@ export async function runExample(attn: Attention, ex: WorkedExample, opts: { mas
       const out = attn.matmul(w, v);
       Object.assign(values, { weights: w, output: out });
       stages.push({ id: 'weights', title: 'Attention weights (given by the text)', tex: 'A \\;(\\text{given})', views: [{ name: 'A (given)', tensor: w, rowLabels: qLabels(w.shape[0]), colLabels: kLabels(w.shape[1]), rowAxis: 'query', colAxis: 'value', kind: 'weights' }] });
-      stages.push({ id: 'output', title: '· V — weighted average of the value rows', tex: 'O = AV', views: [{ name: 'V', tensor: v, rowLabels: kLabels(v.shape[0]), colLabels: dims('v', v.shape[1]), rowAxis: 'value', colAxis: 'value dim', kind: 'signed' }, { name: 'output O', tensor: out, rowLabels: qLabels(w.shape[0]), colLabels: dims('v', v.shape[1]), rowAxis: 'query', colAxis: 'value dim', kind: 'signed' }] });
+      stages.push({ id: 'output', title: '· V — weighted average of the value rows', tex: 'O = AV', views: [{ name: 'weights A', tensor: w, rowLabels: qLabels(w.shape[0]), colLabels: kLabels(w.shape[1]), rowAxis: 'query', colAxis: 'value', kind: 'weights' }, { name: 'V', tensor: v, rowLabels: kLabels(v.shape[0]), colLabels: dims('v', v.shape[1]), rowAxis: 'value', colAxis: 'value dim', kind: 'signed' }, { name: 'output O', tensor: out, rowLabels: qLabels(w.shape[0]), colLabels: dims('v', v.shape[1]), rowAxis: 'query', colAxis: 'value dim', kind: 'signed' }] });
       pytorch = ['# ' + ex.id, 'import torch', `A = torch.tensor(${pyList(w)})`, `V = torch.tensor(${pyList(v)})`, 'print(A @ V)'].join('\n');
       break;
     }
@@ -369,7 +380,7 @@ export async function runExample(attn: Attention, ex: WorkedExample, opts: { mas
       const v = inp.v ? toTensor(inp.v, attn) : eye(n);
       const scale = inp.scale ?? 1;
       const st = await attn.explain(s, eye(n), v, { scale });
-      stages.push(...attentionStages(st, { qLabels: qLabels(s.shape[0]), kLabels: kLabels(n), vDims: v.shape[1], scale, dk: n, maskLabel: 'none', maskTex: 'M = 0', givenScores: true, withOutput: !!inp.v }));
+      stages.push(...attentionStages(st, { qLabels: qLabels(s.shape[0]), kLabels: kLabels(n), vDims: v.shape[1], scale, dk: n, maskLabel: 'none', maskTex: 'M = 0', givenScores: true, withOutput: !!inp.v, v }));
       Object.assign(values, { scores: st.scores, scaledScores: st.scaledScores, weights: st.weights, ...(inp.v ? { output: st.output } : {}) });
       const lines = ['# ' + ex.id + ': ' + ex.title, 'import torch', 'torch.set_printoptions(precision=6, sci_mode=False)', `S = torch.tensor(${pyList(s)}, dtype=torch.float64)`];
       lines.push(scale === 1 ? 'A = torch.softmax(S, dim=-1)' : `A = torch.softmax(S * ${+scale.toPrecision(9)}, dim=-1)`, 'print(A)');
@@ -482,19 +493,23 @@ export async function runExample(attn: Attention, ex: WorkedExample, opts: { mas
         for (let i = 0; i < o.data.length; i++) s += o.data[i] * dO.data[i];
         return s;
       };
-      const h = 1e-4;
+      // h = 2⁻¹⁰ is exact in float32 for these inputs, and the quotient divides by the step actually
+      // taken (float32 inputs): the finite difference is then accurate to O(h²) ≈ 1e−7, below the digits shown.
+      const h = 2 ** -10;
       const fd = (t: Tensor, which: 0 | 1 | 2) => Array.from(t.data, (_, i) => {
         const plus = tensor(t.data, t.shape), minus = tensor(t.data, t.shape);
         plus.data[i] += h; minus.data[i] -= h;
         const args = (x: Tensor): [Tensor, Tensor, Tensor] => (which === 0 ? [x, k, v] : which === 1 ? [q, x, v] : [q, k, x]);
-        return (L(...args(plus)) - L(...args(minus))) / (2 * h);
+        return (L(...args(plus)) - L(...args(minus))) / (plus.data[i] - minus.data[i]);
       });
-      const rows = ([['∂L/∂Q', dQ, fd(q, 0)], ['∂L/∂K', dK, fd(k, 1)], ['∂L/∂V', dV, fd(v, 2)]] as [string, Tensor, number[]][]).map(([n, an, num]) => {
+      // Both sides in float64: the library's float64 reference backward against finite differences of its float64 forward.
+      const g64 = attn.referenceAttentionBackward(q, k, v, dO);
+      const rows = ([['∂L/∂Q', g64.dQuery, fd(q, 0)], ['∂L/∂K', g64.dKey, fd(k, 1)], ['∂L/∂V', g64.dValue, fd(v, 2)]] as [string, NumTensor, number[]][]).map(([n, an, num]) => {
         const err = Math.max(...num.map((x, i) => Math.abs(x - an.data[i])));
-        return [n, Array.from(an.data, (x) => x.toFixed(4)).join(', '), num.map((x) => x.toFixed(4)).join(', '), err.toExponential(1)];
+        return [n, Array.from(an.data, (x) => fmt(x, 4)).join(', '), num.map((x) => fmt(x, 4)).join(', '), err.toExponential(1)];
       });
-      extras.push({ kind: 'table', title: 'Analytic gradients vs central finite differences (h = 1e−4) of sdpa-web’s float64 reference forward', columns: ['gradient', 'analytic (formulas above)', 'finite difference', 'max |difference|'], rows });
-      notes.push('∂L/∂Q, ∂L/∂K, ∂L/∂V come from sdpa-web’s backward pass (scaledDotProductAttentionBackward); the finite differences use its float64 referenceAttention.');
+      extras.push({ kind: 'table', title: 'Analytic gradients (float64 reference backward) vs central finite differences (h = 2⁻¹⁰) of the float64 reference forward', columns: ['gradient', 'analytic, float64', 'finite difference, float64', 'max |difference|'], rows });
+      notes.push('The stage shows sdpa-web’s float32 backward pass (scaledDotProductAttentionBackward); the table checks its float64 referenceAttentionBackward against finite differences of its float64 referenceAttention.');
       break;
     }
   }

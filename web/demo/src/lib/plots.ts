@@ -1,7 +1,7 @@
 // Heatmaps, matrix tables and line plots, drawn with Observable Plot.
 import * as Plot from '@observablehq/plot';
 import type { Extra, MatrixView } from './compute';
-import { el, fmt, fmtExact, rowsOf } from './tensors';
+import { el, fmt, fmtCell, fmtExact, rowsOf } from './tensors';
 
 const CELL = 46;
 
@@ -13,7 +13,8 @@ function textFill(kind: MatrixView['kind'], v: number, maxAbs: number): string {
 }
 
 /** A labelled heatmap of a 2-D matrix (rows = queries, columns = keys). −∞ cells are hatched grey. */
-export function heatmap(view: MatrixView, opts: { decimals?: number; title?: string } = {}): HTMLElement {
+export function heatmap(view: MatrixView, opts: { decimals?: number; title?: string; cell?: number } = {}): HTMLElement {
+  const cell = opts.cell ?? CELL;
   const t = view.tensor;
   const rows = t.shape.length === 1 ? [Array.from(t.data)] : rowsOf(t);
   const nr = rows.length;
@@ -28,7 +29,7 @@ export function heatmap(view: MatrixView, opts: { decimals?: number; title?: str
   const longest = Math.max(...Array.from({ length: nr }, (_, i) => rowLabel(i).length));
   const marginLeft = Math.min(260, 16 + longest * 7);
   const colLongest = Math.max(...view.colLabels.map((s) => s.length));
-  const rotate = colLongest * 7 > CELL;
+  const rotate = colLongest * 7 > cell;
   const marginBottom = rotate ? Math.min(160, 28 + colLongest * 5) : 40;
   const color =
     view.kind === 'weights'
@@ -36,20 +37,20 @@ export function heatmap(view: MatrixView, opts: { decimals?: number; title?: str
       : { type: 'linear' as const, scheme: 'rdbu' as const, domain: [-maxAbs, maxAbs], reverse: true, label: 'value', legend: true };
   const plot = Plot.plot({
     title: opts.title,
-    width: marginLeft + 20 + Math.max(nc, 2) * CELL,
-    height: 30 + marginBottom + nr * Math.min(CELL, 36),
+    width: marginLeft + 20 + Math.max(nc, 2) * cell,
+    height: 30 + marginBottom + nr * (opts.cell ? cell : Math.min(CELL, 36)),
     marginLeft,
     marginBottom,
     marginTop: 30,
     padding: 0.04,
-    style: { background: 'transparent', fontSize: '12px' },
+    style: { background: 'transparent', fontSize: cell >= 60 ? '14px' : '12px' },
     x: { domain: Array.from({ length: nc }, (_, j) => j), tickFormat: (j: number) => view.colLabels[j] ?? String(j + 1), label: `${view.colAxis || 'column'} →`, labelAnchor: 'center', tickRotate: rotate ? -35 : 0, axis: 'bottom' },
     y: { domain: Array.from({ length: nr }, (_, i) => i), tickFormat: rowLabel, label: `${view.rowAxis || 'row'} ↓`, labelAnchor: 'top' },
     color,
     marks: [
       Plot.cell(finite, { x: 'j', y: 'i', fill: 'v', inset: 0.5, title: (c: { v: number; i: number; j: number }) => `${rowLabel(c.i)} → ${view.colLabels[c.j]}: ${fmtExact(c.v)}` }),
       Plot.cell(cells.filter((c) => !Number.isFinite(c.v)), { x: 'j', y: 'i', fill: 'var(--masked-cell)', inset: 0.5, title: () => 'masked (−∞)' }),
-      showText ? Plot.text(cells, { x: 'j', y: 'i', text: (c: { v: number }) => fmt(c.v, decimals), fill: (c: { v: number }) => textFill(view.kind, c.v, maxAbs), fontSize: 11 }) : null,
+      showText ? Plot.text(cells, { x: 'j', y: 'i', text: (c: { v: number }) => fmtCell(c.v, decimals, maxAbs), fill: (c: { v: number }) => textFill(view.kind, c.v, maxAbs), fontSize: cell >= 60 ? 15 : 11 }) : null,
     ],
   });
   const fig = el('figure', { class: 'heatmap', 'data-testid': 'heatmap', 'data-name': view.name, role: 'img', 'aria-label': `Heatmap of ${view.name}, ${nr} × ${nc}, rows ${view.rowAxis}, columns ${view.colAxis}` });

@@ -91,6 +91,20 @@ export function fmt(x: number, decimals = 3): string {
   return (s.startsWith('-') && Number(s) === 0 ? s.slice(1) : s).replace('-', '−');
 }
 
+/**
+ * Format a number for a heatmap cell (about 46 px): at most about six characters, so big values do not
+ * run into their neighbours. The exact value is in the cell's tooltip and the numbers table.
+ */
+export function fmtCell(x: number, decimals = 3, maxAbs = Math.abs(x)): string {
+  if (!Number.isFinite(x)) return fmt(x);
+  // One format per matrix (from its largest magnitude), so a column reads evenly.
+  if (maxAbs >= 1e4) return Math.abs(x) < 1 ? fmt(x, 0) : x.toExponential(0).replace('e+', 'e').replace(/-/g, '−');
+  if (maxAbs >= 100) return fmt(x, 0);
+  if (maxAbs >= 10) return fmt(x, Math.min(decimals, 1));
+  if (maxAbs >= 1) return fmt(x, Math.min(decimals, 2));
+  return fmt(x, decimals);
+}
+
 /** Format with a sensible number of significant digits (for tooltips and exact values). */
 export function fmtExact(x: number): string {
   if (!Number.isFinite(x)) return fmt(x);

@@ -4,12 +4,14 @@ import { workedExamples, getExample, type MatrixInput, type UniformSource, type 
 import type { PlaygroundLoad } from './playground';
 import { currentExample, getParam, setParams, type App } from '../lib/app';
 import { runExample, type Comparison, type ExampleRun, type Stage } from '../lib/compute';
-import { tex } from '../lib/katex';
+import { fitMath, tex } from '../lib/katex';
 import { heatmap, matrixTable, renderExtra } from '../lib/plots';
 import { el, entropy, fmt, isFullyMasked, maxOf, rowsOf, toTensor, type NumTensor } from '../lib/tensors';
 
 /** Which stepper stage shows each printed target. */
 const STAGE_OF: Partial<Record<string, Stage['id']>> = { Q: 'projections', K: 'projections', V: 'projections', scores: 'scores', scaledScores: 'scaled', weights: 'weights', maxWeight: 'weights', entropy: 'weights', output: 'output' };
+
+export const DEFAULT_EXAMPLE = 'ex-abc-geometry';
 
 const FORMULA = '\\operatorname{Attention}(Q, K, V) = \\operatorname{softmax}\\!\\left(\\frac{QK^{\\top}}{\\sqrt{d_k}} + M\\right) V';
 
@@ -32,8 +34,11 @@ export function mountExamples(app: App): { rerun(): void } {
   const pytorch = document.getElementById('pytorch')!;
 
   // ── Section 1: formula + stepper ──
+  const formulaBox = el('div', { class: 'formula-box', 'data-testid': 'formula-box' }, tex(FORMULA, true));
+  fitMath(formulaBox);
   formula.append(
-    el('div', { class: 'formula-box' }, tex(FORMULA, true)),
+    el('p', { class: 'section-lede', text: 'One line of algebra, five steps. Pick an example and step through it: each step shows what goes in and what comes out.' }),
+    formulaBox,
     el('ol', { class: 'overview' }, ...OVERVIEW.map(([t, d]) => el('li', {}, tex(t), el('span', { text: d })))),
   );
   const select = el('select', { id: 'example-select', 'aria-label': 'Worked example' });
@@ -51,6 +56,7 @@ export function mountExamples(app: App): { rerun(): void } {
   const stagePanel = el('div', { class: 'stage', role: 'tabpanel', id: 'stage-panel', 'aria-live': 'polite' });
   const stepperHead = el('div', { class: 'stepper-head' }, el('label', { for: 'example-select', text: 'Worked example ' }), select, variantSelect);
   const stepperSource = el('div', { class: 'stepper-source' });
+  // The stage tabs with Previous/Next stay in view (sticky) while the stage below them is read.
   formula.append(el('div', { class: 'stepper', id: 'stepper' }, stepperHead, stepperSource, el('div', { class: 'steps-row' }, prev, stepNav, next), stagePanel));
 
   // ── Section 2: catalogue and comparisons ──
@@ -65,7 +71,7 @@ export function mountExamples(app: App): { rerun(): void } {
   for (const ex of workedExamples) {
     const badge = el('span', { class: 'badge', text: ex.printed.length ? '…' : 'no printed numbers' });
     badges.set(ex.id, badge);
-    const b = el('button', { type: 'button', class: 'example-card', 'data-example': ex.id, role: 'listitem' }, el('strong', { text: ex.title }), el('span', { class: 'card-source', text: `${ex.source.seed}${ex.origin === 'constructed' ? ' · constructed' : ''}` }), badge);
+    const b = el('button', { type: 'button', class: 'example-card', 'data-example': ex.id, role: 'listitem' }, el('strong', { text: ex.title }), el('span', { class: 'card-source', title: ex.source.seed, text: `${ex.source.text.split(' (')[0]}${ex.origin === 'constructed' ? ' · constructed' : ''}` }), badge);
     b.addEventListener('click', () => {
       currentExample.set(ex.id);
       document.getElementById('stepper')!.scrollIntoView({ behavior: 'smooth', block: 'start' });
@@ -96,10 +102,11 @@ export function mountExamples(app: App): { rerun(): void } {
   let stageIndex = 0;
   let token = 0;
 
-  function showStage(i: number, focus = false): void {
+  /** Show stage i; `write` puts a reader's step into the URL (the first stage is the default: no parameter). */
+  function showStage(i: number, focus = false, write = true): void {
     if (!run) return;
     stageIndex = Math.max(0, Math.min(run.stages.length - 1, i));
-    setParams({ step: String(stageIndex) });
+    if (write) setParams({ step: stageIndex === 0 ? null : String(stageIndex) });
     [...stepNav.children].forEach((b, j) => {
       b.setAttribute('aria-selected', String(j === stageIndex));
       b.setAttribute('tabindex', j === stageIndex ? '0' : '-1');
@@ -113,11 +120,14 @@ export function mountExamples(app: App): { rerun(): void } {
 
   function renderStage(s: Stage): HTMLElement {
     const box = el('div', { 'data-stage': s.id });
-    box.append(el('h3', { text: s.title }), tex(s.tex, true));
+    const math = tex(s.tex, true);
+    box.append(el('h3', { text: s.title }), math);
+    fitMath(math);
     if (s.note) box.append(el('p', { class: 'note', text: s.note }));
-    const grid = el('div', { class: 'views' });
+    const grid = el('div', { class: 'views', 'data-count': String(s.views.length) });
     for (const v of s.views) {
-      const card = el('div', { class: 'view' }, heatmap(v), el('details', { class: 'numbers', open: true }, el('summary', { text: `Numbers of ${v.name}` }), matrixTable(v)));
+      // The exact numbers are open beside the heatmap on a wide screen, one tap away on a phone.
+      const card = el('div', { class: 'view' }, heatmap(v), el('details', { class: 'numbers', open: innerWidth >= 600 }, el('summary', { text: `Numbers of ${v.name}` }), matrixTable(v)));
       if (v.kind === 'weights' && v.tensor.shape.length === 2) card.append(rowStatsTable(v.tensor, v.rowLabels));
       grid.append(card);
     }
@@ -145,16 +155,22 @@ export function mountExamples(app: App): { rerun(): void } {
       const r = await runExample(app.attn, ex, { maskVariant: Number(variantSelect.value || 0) });
       if (my !== token) return;
       run = r;
-      stepperSource.replaceChildren(sourceLine(ex), el('p', { class: 'summary', text: ex.summary }), ex.constructionNote ? el('p', { class: 'constructed', text: `Constructed: ${ex.constructionNote}` }) : '');
+      // The summary leads; how a constructed example was built is one click away, not between the reader and the stage.
+      stepperSource.replaceChildren(el('p', { class: 'summary', text: ex.summary }), sourceLine(ex), ex.constructionNote ? el('details', { class: 'constructed' }, el('summary', { text: 'Constructed example: how' }), el('p', { text: ex.constructionNote })) : '');
       stepNav.replaceChildren(
         ...r.stages.map((s, i) => {
-          const b = el('button', { type: 'button', role: 'tab', 'aria-controls': 'stage-panel', 'data-stage': s.id }, el('span', { class: 'step-n', text: String(i + 1) }), tex(s.tex.split(',')[0].split('\\quad')[0]));
+          const b = el('button', { type: 'button', role: 'tab', 'aria-controls': 'stage-panel', 'data-stage': s.id, 'aria-label': `Step ${i + 1}: ${s.title}` }, el('span', { class: 'step-n', text: String(i + 1) }), tex(s.tab ?? s.tex.split(',')[0].split('\\quad')[0]));
           b.addEventListener('click', () => showStage(i));
           return b;
         }),
       );
-      const want = Number(getParam('step') ?? 0);
-      if (r.stages.length) showStage(getParam('ex') === id && want < r.stages.length ? want : 0);
+      // The step in the URL applies to the example the page opened with; a later example starts at step 1.
+      const want = restoreStep;
+      restoreStep = undefined;
+      if (r.stages.length) {
+        if (want !== undefined) showStage(Number.isInteger(want) && want >= 0 && want < r.stages.length ? want : 0, false, false);
+        else showStage(0);
+      }
       else {
         prev.disabled = next.disabled = true;
         stagePanel.replaceChildren(el('p', { class: 'note' }, 'This example is not one attention call to step through: its results (tables and plots) are in ', el('a', { href: '#example-detail', text: 'Worked examples' }), ' below.'));
@@ -212,7 +228,9 @@ export function mountExamples(app: App): { rerun(): void } {
   currentExample.onChange((id) => void load(id));
 
   const start = getParam('ex');
-  const first = start && workedExamples.some((e) => e.id === start) ? start : 'ex-full-pipeline-3x4';
+  // A gentle default: three tokens with Q, K, V given, every stage of the formula, no slips.
+  const first = start && workedExamples.some((e) => e.id === start) ? start : DEFAULT_EXAMPLE;
+  let restoreStep: number | undefined = Number(getParam('step') ?? 0);
   currentExample.init(first);
   void load(first).then(() => void badgeAll());
 
@@ -279,10 +297,10 @@ function comparisonTable(comps: Comparison[]): HTMLElement {
       pr!.append(el('span', { class: cls, 'data-printed': String(v), text: v.toFixed(dec(i)) }), ' ');
       cr!.append(el('span', { class: cls, 'data-computed': String(c.computed[i]), title: String(c.computed[i]), text: fmt(c.computed[i], Math.max(dec(i), 1) + 1) }), ' ');
     });
-    const printed = el('td', { class: 'printed' }, printedRows);
-    const computed = el('td', { class: 'computed' }, computedRows);
+    const printed = el('td', { class: 'printed', 'data-label': 'text prints' }, printedRows);
+    const computed = el('td', { class: 'computed', 'data-label': 'sdpa-web computes' }, computedRows);
     const relation = p.relation === 'statistical' ? ` (statistical, ± ${p.tolerance})` : p.relation === 'at-least' ? ' (claim: at least)' : ` (printed to ${Array.isArray(p.decimals) ? p.decimals.join('/') : p.decimals} decimals)`;
-    const verdict = el('td', { class: `verdict ${c.status}` }, el('strong', { text: c.status === 'ok' ? '✓ agrees' : '⚠ slip: differs beyond the printed rounding' }));
+    const verdict = el('td', { class: `verdict ${c.status}`, 'data-label': 'verdict' }, el('strong', { text: c.status === 'ok' ? '✓ agrees' : '⚠ slip: differs beyond the printed rounding' }));
     if (c.why) verdict.append(el('p', { class: 'why', text: c.why }));
     if (p.note) verdict.append(el('p', { class: 'pnote', text: `Text: ${p.note}` }));
     body.append(el('tr', { class: c.status, 'data-status': c.status, 'data-target': p.target }, el('th', { scope: 'row' }, p.label, el('small', { text: relation })), printed, computed, verdict));

@@ -79,10 +79,12 @@ function gqaMap(h: number, hkv: number): Element {
   });
 }
 
+const DEFAULT_SENTENCE = 'the cat sat on the mat';
+
 export function mountMultihead(app: App): void {
   const sec = document.getElementById('multihead')!;
   sec.append(el('p', { text: 'A short sentence with seeded random word embeddings (plus a sinusoidal position code) and Xavier-initialised projections W_Q, W_K, W_V (seeded: the same seed gives the same heads). All heads run in one sdpa-web call on [1, H, L, d_head] tensors; with fewer K/V heads than query heads it is grouped-query attention (enableGqa).' }));
-  const sentence = el('input', { type: 'text', id: 'mh-sentence', size: 36, value: getParam('mhs') ?? 'the cat sat on the mat' });
+  const sentence = el('input', { type: 'text', id: 'mh-sentence', size: 36, value: getParam('mhs') ?? DEFAULT_SENTENCE });
   const heads = el('select', { id: 'mh-heads' }, ...[1, 2, 4, 8].map((n) => el('option', { value: String(n), text: String(n) })));
   heads.value = getParam('mhh') ?? '4';
   const kvHeads = el('select', { id: 'mh-kv' });
@@ -110,7 +112,8 @@ export function mountMultihead(app: App): void {
       const tokens = sentence.value.trim().split(/\s+/).filter(Boolean).slice(0, 12);
       if (tokens.length < 2) throw new RangeError('type at least two words');
       const h = Number(heads.value), hkv = Number(kvHeads.value), s = Number(seed.value);
-      setParams({ mhs: sentence.value, mhh: heads.value, mhkv: kvHeads.value, mhseed: seed.value, mhc: causal.checked ? '1' : null });
+      // Only what differs from the defaults goes into the URL.
+      setParams({ mhs: sentence.value === DEFAULT_SENTENCE ? null : sentence.value, mhh: heads.value === '4' ? null : heads.value, mhkv: hkv === Math.max(1, h / 2) ? null : kvHeads.value, mhseed: seed.value === '42' ? null : seed.value, mhc: causal.checked ? '1' : null });
       const dh = D_MODEL / h;
       const x = embed(app.attn, tokens, s);
       const w = (n: number, out: number) => tensor(randomMatrix({ random: true, shape: [D_MODEL, out], seed: s * 31 + n, dist: 'xavier-uniform' }, app.attn).data, [D_MODEL, out]);

@@ -4,7 +4,7 @@ import type { Attention, AttentionOptions, BackendName, Tensor } from 'sdpa-web'
 import { normalSampler, uniformStream } from '../../../examples/worked-examples';
 import { getParam, selectable, setParams, type App } from '../lib/app';
 import { attentionStages, pytorchAttention } from '../lib/compute';
-import { tex } from '../lib/katex';
+import { fitMath, tex } from '../lib/katex';
 import { heatmap, matrixTable } from '../lib/plots';
 import { el, entropy, fmt, isFullyMasked, maxOf, rowsOf, seqLabels } from '../lib/tensors';
 
@@ -158,11 +158,13 @@ export function mountPlayground(app: App): void {
     syncVisibility();
     renderMaskGrid();
     const T = 10 ** Number(temp.value);
+    const seeded = mode.value === 'qkv' && !!random && (['q', 'k', 'v'] as const).every((m) => areas[m].value === random!.text[m]);
     setParams({
-      pmode: mode.value, pscaled: scaled.checked ? null : '0', pT: Math.abs(T - 1) < 1e-9 ? null : T.toFixed(3), pmask: maskSel.value === 'none' ? null : maskSel.value,
+      pmode: mode.value === 'qkv' ? null : mode.value, pscaled: scaled.checked ? null : '0', pT: Math.abs(T - 1) < 1e-9 ? null : T.toFixed(3), pmask: maskSel.value === 'none' ? null : maskSel.value,
       pkeylen: maskSel.value === 'padding' ? keyLen.value : null, pcells: maskSel.value === 'custom' ? customCells : null, pbackend: backendSel.value === 'auto' ? null : backendSel.value,
       ptq: tokQ.value || null, ptk: tokK.value || null,
-      ...Object.fromEntries(MATS.map((m) => [`p${m}`, (mode.value === 'x') === ['x', 'wq', 'wk', 'wv'].includes(m) && areas[m].value.trim() !== DEFAULTS[m] ? urlMat(areas[m].value) : null])),
+      ...Object.fromEntries(MATS.map((m) => [`p${m}`, (mode.value === 'x') === ['x', 'wq', 'wk', 'wv'].includes(m) && areas[m].value.trim() !== DEFAULTS[m] && !(seeded && ['q', 'k', 'v'].includes(m)) ? urlMat(areas[m].value) : null])),
+      prnd: seeded ? random!.key : null,
     });
     const my = ++version;
     try {
@@ -224,7 +226,7 @@ export function mountPlayground(app: App): void {
       })));
       results.replaceChildren(
         el('p', { class: 'note', id: 'pg-summary', text: `Q [${lq} × ${dk}], K [${lk} × ${dk}], V [${lk} × ${v.shape[1]}] · scale ${+opts.scale!.toPrecision(4)} (${scaled.checked ? `1/√${dk}` : '1'} / T) · mask: ${maskLabel} · backend ${inst.backend}` }),
-        tex(`A = \\operatorname{softmax}\\!\\left(\\frac{QK^{\\top} \\cdot ${scaled.checked ? `\\frac{1}{\\sqrt{${dk}}}` : '1'}}{T = ${T.toFixed(2)}} + M\\right),\\quad O = AV`, true),
+        fitMath(tex(`A = \\operatorname{softmax}\\!\\left(\\frac{QK^{\\top} \\cdot ${scaled.checked ? `\\frac{1}{\\sqrt{${dk}}}` : '1'}}{T = ${T.toFixed(2)}} + M\\right),\\quad O = AV`, true)),
         el('div', { class: 'views' },
           ...extra,
           el('div', { class: 'view', id: 'pg-masked' }, heatmap(masked)),
@@ -243,15 +245,26 @@ export function mountPlayground(app: App): void {
     }
   }
 
-  rnd.addEventListener('click', () => {
-    const uni = uniformStream(app.attn, (Date.now() >>> 0) ^ 0x9e3779b9);
-    const nrm = normalSampler(uni);
+  // Random inputs live in the URL as their seed and shapes (prnd=seed:Lq,Lk,d_k,d_v), not as numbers:
+  // the same seed draws the same matrices again. An edit of Q, K or V afterwards stores the numbers.
+  let random: { key: string; text: Record<'q' | 'k' | 'v', string> } | undefined;
+  const drawRandom = (seed: number, lq: number, lk: number, dk: number, dv: number) => {
+    const nrm = normalSampler(uniformStream(app.attn, seed));
     const mk = (r: number, c: number) => matText({ data: Float32Array.from({ length: r * c }, () => nrm()), shape: [r, c] });
-    const size = (input: HTMLInputElement) => Math.min(Number(input.max), Math.max(1, Math.round(Number(input.value)) || 1));
-    const lq = size(lqIn), lk = size(lkIn), dk = size(dkIn), dv = size(dvIn);
     areas.q.value = mk(lq, dk);
     areas.k.value = mk(lk, dk);
     areas.v.value = mk(lk, dv);
+    random = { key: `${seed}:${lq},${lk},${dk},${dv}`, text: { q: areas.q.value, k: areas.k.value, v: areas.v.value } };
+  };
+  const fromUrl = /^(\d+):(\d+),(\d+),(\d+),(\d+)$/.exec(getParam('prnd') ?? '');
+  if (fromUrl) {
+    const [seed, lq, lk, dk, dv] = fromUrl.slice(1).map(Number);
+    const ok = [[lq, lqIn], [lk, lkIn], [dk, dkIn], [dv, dvIn]].every(([n, input]) => (n as number) >= 1 && (n as number) <= Number((input as HTMLInputElement).max));
+    if (ok) drawRandom(seed, lq, lk, dk, dv);
+  }
+  rnd.addEventListener('click', () => {
+    const size = (input: HTMLInputElement) => Math.min(Number(input.max), Math.max(1, Math.round(Number(input.value)) || 1));
+    drawRandom(Math.floor(Math.random() * 1e9), size(lqIn), size(lkIn), size(dkIn), size(dvIn));
     void recompute();
   });
   backendSel.addEventListener('change', async () => {
