@@ -7,6 +7,8 @@
 #include <emscripten/val.h>
 #include <malloc.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -161,7 +163,8 @@ bool named(const val& string, std::initializer_list<std::pair<const char*, Enum>
 }
 
 // request: { queryShape, keyShape, valueShape, maskKind: 'none'|'bool'|'additive', maskShape,
-//            causal: 'none'|'top-left'|'bottom-right', scale?: number, enableGqa, returnWeights }
+//            causal: 'none'|'top-left'|'bottom-right'|'offset', causalOffset (with 'offset': an
+//            integer, query i sees keys j <= i + causalOffset), scale?: number, enableGqa, returnWeights }
 Status plan_from_js(const val& request, AttentionPlan* plan) {
   AttentionRequest r;
   r.query_shape = shape_of(request[js("queryShape")]);
@@ -173,8 +176,18 @@ Status plan_from_js(const val& request, AttentionPlan* plan) {
   }
   r.mask_shape = shape_of(request[js("maskShape")]);
   if (!named(request[js("causal")], {{"none", CausalAlignment::kNone}, {"top-left", CausalAlignment::kTopLeft},
-                                     {"bottom-right", CausalAlignment::kBottomRight}}, &r.causal)) {
-    return Status::TypeError("sdpa-web internal error: request.causal must be 'none', 'top-left' or 'bottom-right'");
+                                     {"bottom-right", CausalAlignment::kBottomRight},
+                                     {"offset", CausalAlignment::kOffset}}, &r.causal)) {
+    return Status::TypeError("sdpa-web internal error: request.causal must be 'none', 'top-left', 'bottom-right' or 'offset'");
+  }
+  if (r.causal == CausalAlignment::kOffset) {
+    // An integer (checked in TypeScript); beyond ±2^53 it is clamped there, where it acts as ±2^53.
+    const double offset = request[js("causalOffset")].as<double>();
+    if (!(offset == std::floor(offset))) {
+      return Status::RangeError("isCausal.offset must be an integer; got " + std::to_string(offset));
+    }
+    const double bound = static_cast<double>(kMaxCausalOffset);
+    r.causal_offset = static_cast<int64_t>(std::clamp(offset, -bound, bound));
   }
   const val scale = request[js("scale")];
   r.has_scale = !scale.isUndefined() && !scale.isNull();

@@ -34,7 +34,9 @@ export interface AttentionRequest {
   valueShape: ShapeLike;
   maskKind: 'none' | 'bool' | 'additive';
   maskShape: ShapeLike;
-  causal: 'none' | 'top-left' | 'bottom-right';
+  causal: 'none' | 'top-left' | 'bottom-right' | 'offset';
+  /** With causal 'offset': query i sees keys j ≤ i + causalOffset (an integer, any sign). */
+  causalOffset?: number;
   scale: number | undefined;
   enableGqa: boolean;
   returnWeights: boolean;

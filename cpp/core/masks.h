@@ -12,9 +12,10 @@
 namespace sdpa {
 
 // Masks the scaled scores row[0, n) of query row i of head (b, h) against keys [j0, j0 + n):
-// keys past the causal limit or past Lk (a padded tile) become -inf, then keys whose bool mask
-// entry is 0 or whose additive entry is -inf become -inf (selected, not added, so a NaN score
-// there cannot leak), and other additive entries are added. Returns how many leading keys of
+// keys past the causal limit (i + position_offset) or past Lk (a padded tile) become -inf, then
+// keys whose bool mask entry is 0 or whose additive entry is -inf become -inf (selected, not
+// added, so a NaN score there cannot leak), and other additive entries are added: with both
+// causality and a mask, a key must pass both. Returns how many leading keys of
 // the row the causal limit and Lk leave visible. Works on float and double rows; the index
 // arithmetic is pointer-sized (32-bit in wasm32), as in the SIMD kernels.
 template <typename T>

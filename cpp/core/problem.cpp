@@ -124,7 +124,18 @@ Status plan_attention(const AttentionRequest& r, AttentionPlan* plan) {
   }
   p.scale = r.has_scale ? static_cast<float>(r.scale)
                         : static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.E)));
-  p.causal = r.causal;
+  if (r.causal == CausalAlignment::kOffset &&
+      (r.causal_offset > kMaxCausalOffset || r.causal_offset < -kMaxCausalOffset)) {
+    return Status::RangeError("isCausal.offset must be an integer in [-2^53, 2^53]; got " +
+                              std::to_string(r.causal_offset));
+  }
+  p.causal = r.causal != CausalAlignment::kNone;
+  switch (r.causal) {
+    case CausalAlignment::kTopLeft: p.position_offset = 0; break;
+    case CausalAlignment::kOffset: p.position_offset = r.causal_offset; break;
+    case CausalAlignment::kBottomRight:
+    case CausalAlignment::kNone: p.position_offset = p.Lk - p.Lq; break;
+  }
   p.return_weights = r.return_weights;
   p.output_shape = r.query_shape;
   p.output_shape[rank - 1] = p.Ev;
@@ -140,10 +151,6 @@ Status plan_attention(const AttentionRequest& r, AttentionPlan* plan) {
 
   p.mask_kind = r.mask_kind;
   if (r.mask_kind != MaskKind::kNone) {
-    if (r.causal != CausalAlignment::kNone) {
-      return Status::TypeError("attnMask and isCausal cannot both be set (as in PyTorch): "
-                               "put the causal pattern into the mask instead");
-    }
     // Right-align the mask against the weights shape [..., Lq, Lk] (PyTorch broadcasting).
     const auto& m = r.mask_shape;
     const auto& w = p.weights_shape;

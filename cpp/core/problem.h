@@ -29,7 +29,13 @@ struct Status {
 };
 
 enum class MaskKind { kNone, kBool, kAdditive };
-enum class CausalAlignment { kNone, kTopLeft, kBottomRight };
+// Causal masking: query i sees keys j <= i + offset, where the offset is 0 (kTopLeft), Lk - Lq
+// (kBottomRight: the queries are the last Lq positions) or AttentionRequest::causal_offset (kOffset).
+enum class CausalAlignment { kNone, kTopLeft, kBottomRight, kOffset };
+
+// Largest |causal_offset| a request may carry: 2^53, the largest integer a JavaScript number holds
+// exactly. Any offset past -Lq or Lk has the same effect as those.
+constexpr int64_t kMaxCausalOffset = int64_t{1} << 53;
 
 // What a caller asks for, in the caller's terms (PyTorch shapes: rank 2, 3 or 4).
 struct AttentionRequest {
@@ -39,6 +45,7 @@ struct AttentionRequest {
   MaskKind mask_kind = MaskKind::kNone;
   std::vector<int64_t> mask_shape;  // broadcastable to [..., Lq, Lk]
   CausalAlignment causal = CausalAlignment::kNone;
+  int64_t causal_offset = 0;  // with CausalAlignment::kOffset; may be negative or beyond Lk
   bool has_scale = false;
   double scale = 0.0;  // used when has_scale; default 1/sqrt(E)
   bool enable_gqa = false;
@@ -49,7 +56,11 @@ struct AttentionRequest {
 struct AttentionPlan {
   int64_t B = 0, Hq = 0, Hkv = 0, Lq = 0, Lk = 0, E = 0, Ev = 0;
   float scale = 0.0f;
-  CausalAlignment causal = CausalAlignment::kNone;
+  // Positions: query row i sits at position i + position_offset, key j at position j. The offset
+  // is the causal offset when causal, else Lk - Lq (the queries are the last Lq positions, as in a
+  // KV-cache step). Causal: query i sees keys j <= i + position_offset, composed with the mask.
+  bool causal = false;
+  int64_t position_offset = 0;
   MaskKind mask_kind = MaskKind::kNone;
   // Element strides of the mask over [B, Hq, Lq, Lk]; 0 where the mask broadcasts.
   int64_t mask_stride_b = 0, mask_stride_h = 0, mask_stride_q = 0, mask_stride_k = 0;
@@ -69,18 +80,13 @@ struct AttentionPlan {
     return static_cast<double>(B * Hq) * static_cast<double>(Lq) * static_cast<double>(Lk) *
            static_cast<double>(E + Ev);
   }
-  // Index of the last key that query row i may see under the causal alignment (may be < 0:
-  // the row sees nothing), or Lk - 1 when not causal.
+  int64_t query_position(int64_t i) const { return i + position_offset; }
+  // Index of the last key that query row i may see under causality (may be < 0: the row sees
+  // nothing), or Lk - 1 when not causal. |position_offset| <= 2^53, so this cannot overflow.
   int64_t last_visible_key(int64_t i) const {
-    switch (causal) {
-      case CausalAlignment::kTopLeft: return i < Lk - 1 ? i : Lk - 1;
-      case CausalAlignment::kBottomRight: {
-        const int64_t last = i + Lk - Lq;
-        return last < Lk - 1 ? last : Lk - 1;
-      }
-      case CausalAlignment::kNone: break;
-    }
-    return Lk - 1;
+    if (!causal) return Lk - 1;
+    const int64_t last = query_position(i);
+    return last < Lk - 1 ? last : Lk - 1;
   }
   int64_t mask_offset(int64_t b, int64_t h, int64_t i) const {
     return b * mask_stride_b + h * mask_stride_h + i * mask_stride_q;

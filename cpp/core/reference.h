@@ -5,9 +5,10 @@
 // result is the e_ref of the tolerance rule.
 //
 // Semantics (shared by every kernel):
-//  - A key is masked for query row i when the bool mask holds 0, the additive mask holds -inf, or
-//    the causal alignment hides it. After masking, a key whose score is -inf has weight exactly 0
-//    and its value row is never read, so NaN/Inf stored at masked positions cannot leak.
+//  - A key j is masked for query row i when the bool mask holds 0, the additive mask holds -inf,
+//    or causality hides it (j > i + the causal offset: AttentionPlan::last_visible_key; with a
+//    mask too, a key must pass both). After masking, a key whose score is -inf has weight
+//    exactly 0 and its value row is never read, so NaN/Inf stored at masked positions cannot leak.
 //  - A row with every key masked gets weights 0 and output 0 (PyTorch's _safe_softmax), not NaN.
 //  - NaN in an unmasked score propagates to that row's output and visible weights; hidden keys
 //    keep weight 0.

@@ -311,7 +311,7 @@ void compute_score_tile(const BlockContext& c, idx t) {
   // Does any row of the block have a hidden key in this tile?
   const idx j0 = t * kTileKeys;
   const idx tile_len = std::min<idx>(kTileKeys, c.s.Lk - j0);
-  const bool causal_edge = p.causal != CausalAlignment::kNone &&
+  const bool causal_edge = p.causal &&
                            p.last_visible_key(i0) < j0 + tile_len - 1;
   if (tile_len == kTileKeys && !causal_edge && p.mask_kind == MaskKind::kNone) return;
 
@@ -560,7 +560,7 @@ void attention_f32_simd128(const AttentionPlan& p, const AttentionInputs& in, fl
       }
     }
   };
-  const ForwardTasks tasks(static_cast<idx>(p.B * p.Hq), s.blocks, threads, p.causal != CausalAlignment::kNone);
+  const ForwardTasks tasks(static_cast<idx>(p.B * p.Hq), s.blocks, threads, p.causal);
   // One thread's time, roughly (about 20000 multiply-adds per µs): lets the pool leave sleeping
   // helpers asleep when waking them would cost more than they save.
   const double serial_micros = p.multiply_adds() / 20000;

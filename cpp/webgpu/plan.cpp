@@ -85,7 +85,7 @@ Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limit
   v.e_pad = webgpu_pad_head_dim(plan.E);
   v.ev_pad = webgpu_pad_head_dim(plan.Ev);
   v.mask = plan.mask_kind;
-  v.causal = plan.causal != CausalAlignment::kNone;
+  v.causal = plan.causal;
   v.write_stats = plan.return_weights;
   if (v.e_pad <= kWebGpuTiledMaxHeadDim && v.ev_pad <= kWebGpuTiledMaxHeadDim &&
       limits.max_invocations_per_workgroup >= kWebGpuTiledInvocations) {
@@ -119,7 +119,7 @@ Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limit
 WeightsVariant webgpu_weights_variant(const AttentionPlan& plan) {
   WeightsVariant v;
   v.mask = plan.mask_kind;
-  v.causal = plan.causal != CausalAlignment::kNone;
+  v.causal = plan.causal;
   return v;
 }
 
@@ -271,8 +271,10 @@ WebGpuUniforms webgpu_uniforms(const AttentionPlan& p, const WebGpuChunk& c, int
   u[kUfMaskSq] = u32(p.mask_stride_q);
   u[kUfMaskSk] = u32(p.mask_stride_k);
   std::memcpy(&u[kUfScaleBits], &p.scale, sizeof(float));
-  // last visible key of row i = min(i + offset, Lk - 1) (two's complement i32 in the shader)
-  const int64_t offset = p.causal == CausalAlignment::kBottomRight ? p.Lk - p.Lq : 0;
+  // last visible key of row i = min(i + offset, Lk - 1) (two's complement i32 in the shader).
+  // Offsets below -Lq (no row sees a key) or above Lk (every row sees every key) act as those
+  // bounds, so the offset is clamped to [-Lq, Lk]: i + offset then stays within i32.
+  const int64_t offset = std::clamp<int64_t>(p.position_offset, -p.Lq, p.Lk);
   u[kUfCausalOffset] = static_cast<uint32_t>(static_cast<int32_t>(offset));
   u[kUfXBase] = part.x_base;
   u[kUfYBase] = part.y_base;

@@ -47,7 +47,7 @@ struct FlashVariant {
   uint32_t e_pad = 0, ev_pad = 0;  // padded E and Ev
   uint32_t block_keys = 0;         // keys per K/V tile in workgroup memory
   MaskKind mask = MaskKind::kNone;
-  bool causal = false;
+  bool causal = false;  // its offset is a uniform (kUfCausalOffset), so one pipeline serves every offset
   bool write_stats = false;  // also write each row's (max, denominator) for the weights pass
   // The pipeline-cache key, e.g. "flash-tiled:e64:ev32:bk32:mask=bool:causal=1:stats=0".
   std::string key() const;

@@ -62,6 +62,16 @@ describe('WebGPU backend in Chromium', () => {
     await check(randomTensor([2, 6, 40, 32], 40), randomTensor([2, 2, 90, 32], 41), randomTensor([2, 2, 90, 24], 42), { enableGqa: true, returnWeights: true }, 'gqa');
   });
 
+  it('causal offsets (negative, at the tiles, beyond Lk), alone and composed with bool and additive masks', async () => {
+    const q = randomTensor([2, 40, 16], 20), k = randomTensor([2, 100, 16], 21), v = randomTensor([2, 100, 8], 22);
+    const masks = randomMasks([2, 40, 100], 23);
+    for (const offset of [-41, -3, 0, 31, 64, 102]) {
+      await check(q, k, v, { isCausal: { offset }, returnWeights: true }, `offset ${offset}`);
+      await check(q, k, v, { isCausal: { offset }, attnMask: masks.bool }, `offset ${offset} + bool mask`);
+      await check(q, k, v, { isCausal: { offset }, attnMask: masks.additive, returnWeights: true }, `offset ${offset} + additive mask`);
+    }
+  });
+
   it('fully masked rows give zeros, large logits stay finite', async () => {
     const q = randomTensor([6, 8], 50), k = randomTensor([70, 8], 51), v = randomTensor([70, 4], 52);
     const masked = await attn.scaledDotProductAttention(q, k, v, { attnMask: { data: new Uint8Array([1, 0, 1, 0, 0, 1]), shape: [6, 1] }, returnWeights: true });

@@ -118,6 +118,24 @@ TEST(Gradcheck, CausalBothAlignments) {
   }
 }
 
+// Causal offsets (negative: rows that see nothing; beyond Lk), alone and composed with a bool or
+// an additive mask (dMask too).
+TEST(Gradcheck, CausalOffsetsAndMaskComposition) {
+  for (auto [lq, lk] : {std::pair<int64_t, int64_t>{3, 5}, {5, 3}}) {
+    for (int64_t offset : {int64_t{-2}, int64_t{1}, lk + 2}) {
+      Problem p = make_problem({1, 2, lq, 3}, {1, 2, lk, 3}, {1, 2, lk, 2}, 55 + static_cast<uint32_t>(lq));
+      p.request.causal = CausalAlignment::kOffset;
+      p.request.causal_offset = offset;
+      const std::string what = "offset " + std::to_string(offset) + " Lq=" + std::to_string(lq) + " Lk=" + std::to_string(lk);
+      gradcheck(p, what);
+      for (auto kind : {MaskKind::kBool, MaskKind::kAdditive}) {
+        set_masks(p, kind, {1, 2, lq, lk}, 56, 5);
+        gradcheck(p, what + (kind == MaskKind::kBool ? " + bool mask" : " + additive mask"));
+      }
+    }
+  }
+}
+
 TEST(Gradcheck, GqaSumsOverTheGroup) {
   Problem p = make_problem({1, 4, 3, 3}, {1, 2, 5, 3}, {1, 2, 5, 2}, 60);
   p.request.enable_gqa = true;
@@ -203,6 +221,25 @@ TEST_P(BackwardKernelTest, CausalBothAlignmentsScaleAndGqa) {
   Problem g = make_problem({2, 6, 40, 32}, {2, 2, 90, 32}, {2, 2, 90, 24}, seed++);
   g.request.enable_gqa = true;
   ExpectMatches(g, "gqa");
+}
+
+// Offsets around the tiles (32 queries × 64 keys), negative and beyond Lk, composed with masks:
+// tiles past a block's limit are skipped, the others still masked.
+TEST_P(BackwardKernelTest, CausalOffsetsStraddlingTilesWithMasks) {
+  uint32_t seed = 2500;
+  for (auto [lq, lk] : {std::pair<int64_t, int64_t>{70, 130}, {130, 70}}) {
+    for (int64_t offset : {-lq - 1, int64_t{-65}, int64_t{-33}, int64_t{-32}, int64_t{-3}, int64_t{0},
+                           int64_t{31}, int64_t{63}, int64_t{64}, int64_t{65}, lk - lq, lk + 2}) {
+      for (auto kind : {MaskKind::kNone, MaskKind::kBool, MaskKind::kAdditive}) {
+        Problem p = make_problem({2, lq, 16}, {2, lk, 16}, {2, lk, 8}, seed++);
+        p.request.causal = CausalAlignment::kOffset;
+        p.request.causal_offset = offset;
+        if (kind != MaskKind::kNone) set_masks(p, kind, {lq, lk}, seed);
+        ExpectMatches(p, std::to_string(lq) + "x" + std::to_string(lk) + " offset " + std::to_string(offset) +
+                             " mask " + std::to_string(static_cast<int>(kind)));
+      }
+    }
+  }
 }
 
 TEST_P(BackwardKernelTest, MaskBroadcastShapes) {

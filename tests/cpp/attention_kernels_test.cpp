@@ -2,17 +2,22 @@
 // attention_test_support.h. The SIMD kernel runs here through its native f32x4 build.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <random>
+#include <string>
+
 #include "attention_test_support.h"
+#include "cpu/thread_pool.h"
 
 namespace sdpa::testing {
 namespace {
 
 class KernelTest : public ::testing::TestWithParam<Backend> {
  protected:
-  void ExpectMatchesReference(const Problem& p, const char* what) {
+  void ExpectMatchesReference(const Problem& p, const char* what, int threads = 1) {
     const Result64 r64 = run_reference64(p);
     const Result r32 = run_backend(Backend::kScalar, p);
-    const Result r = run_backend(GetParam(), p);
+    const Result r = run_backend(GetParam(), p, threads);
     const double e_ref = max_abs_diff(r32.output, r64.output);
     const double err = max_abs_diff(r.output, r64.output);
     EXPECT_LE(err, tolerance(p, e_ref)) << what << " e_ref=" << e_ref;
@@ -47,6 +52,59 @@ TEST_P(KernelTest, CausalBothAlignments) {
       p.request.return_weights = true;
       ExpectMatchesReference(p, "causal");
     }
+  }
+}
+
+// Causal offsets around the SIMD tiles (32 queries × 64 keys): negative (whole query blocks and
+// key tiles hidden, rows that see nothing), at tile edges, beyond Lk; alone and composed with a
+// bool or additive mask (tiles skipped by causality, the rest still masked); 1 and 3 threads.
+TEST_P(KernelTest, CausalOffsetsStraddlingTilesWithMasks) {
+  set_max_threads(4);
+  uint32_t seed = 250;
+  for (auto [lq, lk] : {std::pair<int64_t, int64_t>{70, 130}, {130, 70}, {33, 200}}) {
+    for (int64_t offset : {-lq - 1, int64_t{-65}, int64_t{-33}, int64_t{-32}, int64_t{-31}, int64_t{-3},
+                           int64_t{0}, int64_t{5}, int64_t{31}, int64_t{63}, int64_t{64}, int64_t{65},
+                           lk - lq, lk + 2}) {
+      for (auto kind : {MaskKind::kNone, MaskKind::kBool, MaskKind::kAdditive}) {
+        Problem p = make_problem({2, lq, 16}, {2, lk, 16}, {2, lk, 8}, seed++);
+        p.request.causal = CausalAlignment::kOffset;
+        p.request.causal_offset = offset;
+        p.request.return_weights = seed % 2 == 0;
+        if (kind != MaskKind::kNone) {
+          p.request.mask_kind = kind;
+          p.request.mask_shape = {lq, lk};
+          std::mt19937 rng(seed);
+          for (int64_t x = 0; x < lq * lk; ++x) {
+            const bool visible = rng() % 4 != 0;
+            p.bool_mask.push_back(visible);
+            p.float_mask.push_back(visible ? static_cast<float>(rng() % 7) - 3.0f : -INFINITY);
+          }
+        }
+        const std::string what = std::to_string(lq) + "x" + std::to_string(lk) + " offset " +
+                                 std::to_string(offset) + " mask " + std::to_string(static_cast<int>(kind));
+        for (int threads : {1, 3}) ExpectMatchesReference(p, (what + " threads " + std::to_string(threads)).c_str(), threads);
+      }
+    }
+  }
+}
+
+// Keys past every row's causal limit are never read (their tiles are skipped, or masked at the
+// edge): NaN stored there changes nothing, for offsets that hide tiles, whole rows and none.
+TEST_P(KernelTest, CausalOffsetNeverReadsKeysPastTheLimit) {
+  uint32_t seed = 280;
+  for (int64_t offset : {int64_t{-40}, int64_t{-5}, int64_t{0}, int64_t{70}, int64_t{100}}) {
+    Problem p = make_problem({40, 16}, {300, 16}, {300, 8}, seed++);
+    p.request.causal = CausalAlignment::kOffset;
+    p.request.causal_offset = offset;
+    p.request.return_weights = true;
+    const Result clean = run_backend(GetParam(), p);
+    for (int64_t j = std::max<int64_t>(0, 40 + offset); j < 300; ++j) {
+      p.key[j * 16 + 1] = NAN;
+      p.value[j * 8 + 2] = NAN;
+    }
+    const Result dirty = run_backend(GetParam(), p);
+    EXPECT_EQ(0, std::memcmp(clean.output.data(), dirty.output.data(), clean.output.size() * sizeof(float))) << offset;
+    EXPECT_EQ(0, std::memcmp(clean.weights.data(), dirty.weights.data(), clean.weights.size() * sizeof(float))) << offset;
   }
 }
 

@@ -113,12 +113,18 @@ TEST(PlanAttention, MaskBroadcastsLikePyTorch) {
   EXPECT_EQ(p.mask_stride_q, 0);
 }
 
-TEST(PlanAttention, CausalWithMaskIsATypeError) {
+// isCausal with attnMask composes them (ONNX Attention), where PyTorch rejects the pair.
+TEST(PlanAttention, CausalWithMaskComposes) {
   AttentionRequest r = request({3, 4}, {3, 4}, {3, 4});
   r.mask_kind = MaskKind::kBool;
   r.mask_shape = {3, 3};
   r.causal = CausalAlignment::kTopLeft;
-  EXPECT_EQ(plan(r).kind, ErrorKind::kType);
+  AttentionPlan p;
+  ASSERT_TRUE(plan(r, &p).ok());
+  EXPECT_TRUE(p.causal);
+  EXPECT_EQ(p.mask_kind, MaskKind::kBool);
+  EXPECT_EQ(p.mask_stride_q, 3);
+  EXPECT_EQ(p.last_visible_key(1), 1);
 }
 
 TEST(PlanAttention, ScaleMustBeFinite) {
@@ -148,6 +154,41 @@ TEST(PlanAttention, CausalAlignments) {
   ASSERT_TRUE(plan(r, &p).ok());
   EXPECT_LT(p.last_visible_key(2), 0);
   EXPECT_EQ(p.last_visible_key(3), 0);
+}
+
+// Query i sits at position i + o (o: the causal offset, or Lk - Lq without isCausal), key j at j.
+TEST(PlanAttention, PositionsAndCausalOffsets) {
+  AttentionRequest r = request({2, 4}, {5, 4}, {5, 4});  // Lq = 2, Lk = 5
+  AttentionPlan p;
+  ASSERT_TRUE(plan(r, &p).ok());
+  EXPECT_FALSE(p.causal);
+  EXPECT_EQ(p.position_offset, 3);
+  EXPECT_EQ(p.query_position(1), 4);
+  EXPECT_EQ(p.last_visible_key(0), 4);
+  r.causal = CausalAlignment::kTopLeft;
+  ASSERT_TRUE(plan(r, &p).ok());
+  EXPECT_EQ(p.position_offset, 0);
+  r.causal = CausalAlignment::kBottomRight;
+  ASSERT_TRUE(plan(r, &p).ok());
+  EXPECT_EQ(p.position_offset, 3);
+  r.causal = CausalAlignment::kOffset;
+  for (int64_t offset : {-3, -1, 0, 2, 3, 7}) {
+    r.causal_offset = offset;
+    ASSERT_TRUE(plan(r, &p).ok());
+    EXPECT_EQ(p.position_offset, offset);
+    for (int64_t i = 0; i < 2; ++i) EXPECT_EQ(p.last_visible_key(i), std::min<int64_t>(i + offset, 4)) << offset;
+  }
+  // Beyond ±2^53 (what a JavaScript number holds exactly): a RangeError naming the option.
+  r.causal_offset = kMaxCausalOffset;
+  ASSERT_TRUE(plan(r, &p).ok());
+  EXPECT_EQ(p.last_visible_key(1), 4);
+  r.causal_offset = -kMaxCausalOffset;
+  ASSERT_TRUE(plan(r, &p).ok());
+  EXPECT_LT(p.last_visible_key(1), 0);
+  r.causal_offset = kMaxCausalOffset + 1;
+  const Status s = plan(r);
+  EXPECT_EQ(s.kind, ErrorKind::kRange);
+  EXPECT_NE(s.message.find("isCausal.offset"), std::string::npos) << s.message;
 }
 
 TEST(PlanMatmulAndSoftmax, ValidateShapes) {

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+#include <string>
+
 #include "attention_test_support.h"
 
 namespace sdpa::testing {
@@ -105,6 +108,93 @@ TEST(Reference, CausalEqualsExplicitLowerTriangularMask) {
     }
     const Result64 masked = run_reference64(p);
     EXPECT_EQ(causal.output, masked.output);
+  }
+}
+
+// Query i sees keys j <= i + offset: the same output as the explicit bool mask, for offsets
+// below -Lq, negative, 0, Lk - Lq and beyond Lk; rows that see nothing are zeros.
+TEST(Reference, CausalOffsetEqualsExplicitMask) {
+  for (auto [lq, lk] : {std::pair<int64_t, int64_t>{4, 7}, {7, 4}}) {
+    for (int64_t offset : {-lq - 2, int64_t{-3}, int64_t{0}, int64_t{2}, lk - lq, lk + 2}) {
+      Problem p = make_problem({2, lq, 4}, {2, lk, 4}, {2, lk, 3}, 9);
+      p.request.causal = CausalAlignment::kOffset;
+      p.request.causal_offset = offset;
+      const Result64 causal = run_reference64(p);
+      p.request.causal = CausalAlignment::kNone;
+      p.request.mask_kind = MaskKind::kBool;
+      p.request.mask_shape = {lq, lk};
+      for (int64_t i = 0; i < lq; ++i) {
+        for (int64_t j = 0; j < lk; ++j) p.bool_mask.push_back(j <= i + offset);
+      }
+      const Result64 masked = run_reference64(p);
+      const std::string what = std::to_string(lq) + "x" + std::to_string(lk) + " offset " + std::to_string(offset);
+      EXPECT_EQ(causal.output, masked.output) << what;
+      EXPECT_EQ(causal.weights, masked.weights) << what;
+      for (int64_t b = 0; b < 2; ++b) {
+        for (int64_t i = 0; i < std::min(lq, -offset); ++i) {
+          for (int64_t c = 0; c < 3; ++c) EXPECT_EQ(causal.output[(b * lq + i) * 3 + c], 0.0) << what;
+        }
+      }
+    }
+  }
+}
+
+TEST(Reference, NamedAlignmentsAreTheirOffsets) {
+  for (auto [lq, lk] : {std::pair<int64_t, int64_t>{3, 8}, {8, 3}}) {
+    Problem p = make_problem({lq, 4}, {lk, 4}, {lk, 2}, 10);
+    p.request.causal = CausalAlignment::kTopLeft;
+    const Result64 top_left = run_reference64(p);
+    p.request.causal = CausalAlignment::kBottomRight;
+    const Result64 bottom_right = run_reference64(p);
+    p.request.causal = CausalAlignment::kOffset;
+    p.request.causal_offset = 0;
+    EXPECT_EQ(run_reference64(p).output, top_left.output);
+    p.request.causal_offset = lk - lq;
+    EXPECT_EQ(run_reference64(p).output, bottom_right.output);
+  }
+}
+
+// isCausal with attnMask: a key must pass both, and an additive mask adds to the keys causality
+// leaves visible. The same as one explicit mask that holds both patterns.
+TEST(Reference, CausalComposesWithMasks) {
+  const int64_t lq = 5, lk = 6;
+  for (int64_t offset : {-2, 0, 1, 3}) {
+    for (auto kind : {MaskKind::kBool, MaskKind::kAdditive}) {
+      Problem p = make_problem({2, lq, 4}, {2, lk, 4}, {2, lk, 3}, 11);
+      p.request.mask_kind = kind;
+      p.request.mask_shape = {2, lq, lk};
+      std::mt19937 rng(12);
+      std::vector<uint8_t> both;
+      for (int64_t x = 0; x < 2 * lq * lk; ++x) {
+        const int64_t i = (x / lk) % lq, j = x % lk;
+        const bool visible = rng() % 3 != 0;
+        p.bool_mask.push_back(visible);
+        p.float_mask.push_back(visible ? static_cast<float>(rng() % 5) - 2.0f : -INFINITY);
+        both.push_back(visible && j <= i + offset);
+      }
+      p.request.causal = CausalAlignment::kOffset;
+      p.request.causal_offset = offset;
+      p.key[3 * 4] = NAN;  // key 3 of batch 0: hidden from rows whose limit is below it
+      const Result64 composed = run_reference64(p);
+      p.request.causal = CausalAlignment::kNone;
+      for (size_t x = 0; x < both.size(); ++x) {
+        if (!both[x]) p.float_mask[x] = -INFINITY;
+      }
+      p.bool_mask = both;
+      const Result64 explicit_mask = run_reference64(p);
+      const std::string what = std::string(kind == MaskKind::kBool ? "bool" : "additive") + " offset " + std::to_string(offset);
+      for (size_t x = 0; x < composed.output.size(); ++x) {
+        if (std::isnan(explicit_mask.output[x])) {
+          EXPECT_TRUE(std::isnan(composed.output[x])) << what << " [" << x << "]";
+        } else {
+          EXPECT_EQ(composed.output[x], explicit_mask.output[x]) << what << " [" << x << "]";
+        }
+      }
+      // Rows whose last visible key is before key 3 never read the NaN there.
+      for (int64_t i = 0; i < lq && i + offset < 3; ++i) {
+        for (int64_t c = 0; c < 3; ++c) EXPECT_FALSE(std::isnan(composed.output[i * 3 + c])) << what;
+      }
+    }
   }
 }
 

@@ -56,7 +56,6 @@ TEST(WebGpuPlan, FlashVariantFitsWorkgroupStorageAndKeysDiffer) {
   for (MaskKind m : {MaskKind::kNone, MaskKind::kBool, MaskKind::kAdditive}) {
     for (bool causal : {false, true}) {
       for (bool weights : {false, true}) {
-        if (causal && m != MaskKind::kNone) continue;  // mask and causal exclude each other
         const AttentionPlan p =
             make_plan({4, 8}, {9, 8}, {9, 3}, m, m == MaskKind::kNone ? std::vector<int64_t>{} : std::vector<int64_t>{9},
                       weights, false, causal ? CausalAlignment::kTopLeft : CausalAlignment::kNone);
@@ -66,12 +65,14 @@ TEST(WebGpuPlan, FlashVariantFitsWorkgroupStorageAndKeysDiffer) {
       }
     }
   }
-  EXPECT_EQ(keys.size(), 8u);
-  // Same variant for both causal alignments (the alignment is a uniform, not a recompile).
-  FlashVariant tl, br;
+  EXPECT_EQ(keys.size(), 12u);  // a mask composes with causality: 3 masks × causal or not × stats
+  // Same variant for both causal alignments and any offset (the offset is a uniform, not a recompile).
+  FlashVariant tl, br, off;
   ASSERT_TRUE(webgpu_flash_variant(make_plan({4, 8}, {9, 8}, {9, 3}, MaskKind::kNone, {}, false, false, CausalAlignment::kTopLeft), limits, &tl).ok());
   ASSERT_TRUE(webgpu_flash_variant(make_plan({4, 8}, {9, 8}, {9, 3}, MaskKind::kNone, {}, false, false, CausalAlignment::kBottomRight), limits, &br).ok());
+  ASSERT_TRUE(webgpu_flash_variant(make_plan({4, 8}, {9, 8}, {9, 3}, MaskKind::kNone, {}, false, false, CausalAlignment::kOffset), limits, &off).ok());
   EXPECT_EQ(tl.key(), br.key());
+  EXPECT_EQ(tl.key(), off.key());
 
   limits.max_workgroup_storage_bytes = 1024;
   EXPECT_EQ(webgpu_flash_variant(make_plan({4, 256}, {9, 256}, {9, 256}), limits, &v).kind, ErrorKind::kRange);
@@ -229,6 +230,20 @@ TEST(WebGpuPlan, PacksUniforms) {
   const AttentionPlan tall = make_plan({9, 8}, {2, 8}, {2, 4}, MaskKind::kNone, {}, false, false,
                                        CausalAlignment::kBottomRight);
   EXPECT_EQ(static_cast<int32_t>(webgpu_uniforms(tall, c, 0, g)[kUfCausalOffset]), -7);
+  // An offset passes as given within [-Lq, Lk]; beyond, it acts as those bounds (no row sees a
+  // key; every row sees every key) and is clamped so that i + offset stays within i32.
+  AttentionRequest r;
+  r.query_shape = {9, 8};
+  r.key_shape = {2, 8};
+  r.value_shape = {2, 4};
+  r.causal = CausalAlignment::kOffset;
+  for (auto [offset, expected] : {std::pair<int64_t, int32_t>{-3, -3}, {1, 1}, {-9, -9}, {2, 2},
+                                  {-(int64_t{1} << 40), -9}, {int64_t{1} << 40, 2}}) {
+    r.causal_offset = offset;
+    AttentionPlan with_offset;
+    ASSERT_TRUE(plan_attention(r, &with_offset).ok());
+    EXPECT_EQ(static_cast<int32_t>(webgpu_uniforms(with_offset, c, 0, g)[kUfCausalOffset]), expected) << offset;
+  }
   EXPECT_LE(static_cast<uint32_t>(kUfFieldCount), 24u);  // the WGSL Params struct has 24 scalars + 2 vec4
 }
 

@@ -1,8 +1,9 @@
 // Differential fuzz target: the SIMD kernel against the float32 and float64 scalar reference on
-// fuzzer-chosen shapes, masks, options and values (NaN, ±Inf, −0, subnormals, FLT_MAX mixed into
-// random data). Built with libFuzzer + ASan/UBSan (`npm run fuzz -- <seconds>`), and with
-// replay_main.cpp natively and to wasm to replay the corpus in `npm test`; each also with a fused
-// multiply-add (-DSDPA_EMULATE_FUSED_MADD natively, the relaxed-SIMD build in wasm).
+// fuzzer-chosen shapes, masks, options (causal alignments and offsets, alone or composed with a
+// mask) and values (NaN, ±Inf, −0, subnormals, FLT_MAX mixed into random data). Built with
+// libFuzzer + ASan/UBSan (`npm run fuzz -- <seconds>`), and with replay_main.cpp natively and to
+// wasm to replay the corpus in `npm test`; each also with a fused multiply-add
+// (-DSDPA_EMULATE_FUSED_MADD natively, the relaxed-SIMD build in wasm).
 //
 // Rule, per output (and weights) element, against the float32 reference r32 and float64 r64:
 //  - non-finite exactly where r32 is non-finite. Which non-finite value (NaN or ±Inf) may differ
@@ -71,6 +72,8 @@ struct FuzzCase {
   std::vector<float> d_output;  // the backward's dO
 };
 
+constexpr uint8_t kExtensionMarker[2] = {0xC5, 0x5C};
+
 FuzzCase decode(const uint8_t* data, size_t size) {
   ByteReader in(data, size);
   FuzzCase fuzz_case;
@@ -97,15 +100,16 @@ FuzzCase decode(const uint8_t* data, size_t size) {
     case 4: r.causal = CausalAlignment::kBottomRight; break;
     default: break;
   }
-  if (r.mask_kind != MaskKind::kNone) {
+  // The mask's shape: the weights [..., Lq, Lk] with the dims whose bit is set broadcast.
+  const auto mask_shape = [&](uint8_t broadcast) {
     std::vector<int64_t> weights = shape(Hkv * group, Lq, Lk);
     weights.back() = Lk;
-    const uint8_t broadcast = in.next();
     for (size_t d = 0; d < weights.size(); ++d) {
       if (broadcast & (1 << d)) weights[d] = 1;
     }
-    r.mask_shape = weights;
-  }
+    return weights;
+  };
+  if (r.mask_kind != MaskKind::kNone) r.mask_shape = mask_shape(in.next());
   switch ((mode / 5) % 4) {
     case 1: r.has_scale = true, r.scale = 0; break;
     case 2: r.has_scale = true, r.scale = -0.5; break;
@@ -121,18 +125,45 @@ FuzzCase decode(const uint8_t* data, size_t size) {
   fill(p.query, in, seed, magnitude);
   fill(p.key, in, seed + 1, magnitude);
   fill(p.value, in, seed + 2, 1.0f);
-  const size_t mask_n = static_cast<size_t>(product(r.mask_shape));
-  std::mt19937 rng(seed + 3);
-  for (size_t i = 0; i < mask_n && r.mask_kind != MaskKind::kNone; ++i) {
-    const bool visible = rng() % 3 != 0;
-    p.bool_mask.push_back(visible);
-    p.float_mask.push_back(visible ? static_cast<float>(static_cast<int>(rng() % 9) - 4) : -INFINITY);
-  }
-  if (r.mask_kind == MaskKind::kAdditive) fill(p.float_mask, in, seed + 4, 4.0f);
+  const auto mask_values = [&] {
+    const size_t mask_n = static_cast<size_t>(product(r.mask_shape));
+    std::mt19937 rng(seed + 3);
+    for (size_t i = 0; i < mask_n && r.mask_kind != MaskKind::kNone; ++i) {
+      const bool visible = rng() % 3 != 0;
+      p.bool_mask.push_back(visible);
+      p.float_mask.push_back(visible ? static_cast<float>(static_cast<int>(rng() % 9) - 4) : -INFINITY);
+    }
+    if (r.mask_kind == MaskKind::kAdditive) fill(p.float_mask, in, seed + 4, 4.0f);
+  };
+  mask_values();
   fuzz_case.valid = plan_attention(r, &fuzz_case.plan).ok();
   if (fuzz_case.valid) {
     fuzz_case.d_output.resize(static_cast<size_t>(fuzz_case.plan.output_elements()));
     fill(fuzz_case.d_output, in, seed + 5, 1.0f);
+  }
+  // Extension: bytes left after the case above that start with kExtensionMarker choose a causal
+  // offset and a mask composed with causality. Inputs without them decode as they always have.
+  if (fuzz_case.valid && in.next() == kExtensionMarker[0] && in.next() == kExtensionMarker[1]) {
+    const uint8_t e = in.next();
+    switch (e % 4) {
+      case 1: r.causal = CausalAlignment::kTopLeft; break;
+      case 2: r.causal = CausalAlignment::kBottomRight; break;
+      case 3: {
+        r.causal = CausalAlignment::kOffset;
+        // Within ±299: negative (rows that see nothing) to beyond Lk (< 140); or ±2^53.
+        const auto raw = static_cast<int16_t>(in.next() | in.next() << 8);
+        r.causal_offset = raw % 300;
+        if (e & 0x10) r.causal_offset = e & 0x20 ? kMaxCausalOffset : -kMaxCausalOffset;
+        break;
+      }
+      default: break;
+    }
+    if ((e & 0x4) && r.mask_kind == MaskKind::kNone) {
+      r.mask_kind = e & 0x8 ? MaskKind::kAdditive : MaskKind::kBool;
+      r.mask_shape = mask_shape(in.next());
+      mask_values();
+    }
+    fuzz_case.valid = plan_attention(r, &fuzz_case.plan).ok();
   }
   return fuzz_case;
 }
@@ -143,11 +174,11 @@ const Problem* current = nullptr;  // for the failure report
   const AttentionRequest& r = current->request;
   std::fprintf(stderr,
                "attention_fuzz: %s at element %zu: simd %.9g, float32 reference %.9g, float64 %.9g\n"
-               "  query %s key %s value %s mask kind %d shape %s causal %d scale %s%g gqa %d weights %d\n",
+               "  query %s key %s value %s mask kind %d shape %s causal %d offset %lld scale %s%g gqa %d weights %d\n",
                what, at, got, want32, want64, shape_to_string(r.query_shape).c_str(),
                shape_to_string(r.key_shape).c_str(), shape_to_string(r.value_shape).c_str(),
                static_cast<int>(r.mask_kind), shape_to_string(r.mask_shape).c_str(),
-               static_cast<int>(r.causal), r.has_scale ? "" : "default/", r.scale, r.enable_gqa,
+               static_cast<int>(r.causal), static_cast<long long>(r.causal_offset), r.has_scale ? "" : "default/", r.scale, r.enable_gqa,
                r.return_weights);
   std::abort();
 }

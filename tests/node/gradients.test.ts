@@ -92,6 +92,22 @@ for (const { backend, relaxedSimd, label } of CONFIGS) {
       }
     });
 
+    it('causal offsets around the tiles, alone and composed with bool and additive masks (with dAttnMask)', () => {
+      for (const [lq, lk] of [[70, 130], [130, 70]]) {
+        const q = randomTensor([2, lq, 16], lq), k = randomTensor([2, lk, 16], lk + 1), v = randomTensor([2, lk, 8], lk + 2);
+        const { bool, additive } = randomMasks([2, lq, lk], lq + lk);
+        for (const offset of [-lq - 1, -33, -3, 0, 31, 64, lk - lq, lk + 2]) {
+          const isCausal = { offset };
+          check(q, k, v, { isCausal }, `offset ${offset} ${lq}x${lk}`);
+          check(q, k, v, { isCausal, attnMask: bool }, `offset ${offset} + bool mask ${lq}x${lk}`);
+          check(q, k, v, { isCausal, attnMask: additive, returnAttnMaskGrad: true }, `offset ${offset} + additive mask ${lq}x${lk}`);
+        }
+        check(q, k, v, { isCausal: true, attnMask: additive, returnAttnMaskGrad: true }, `top-left + additive mask ${lq}x${lk}`);
+      }
+      const dOut = randomTensor([2, 70, 8], 9);
+      expect(() => attn.scaledDotProductAttentionBackward(randomTensor([2, 70, 16], 1), randomTensor([2, 130, 16], 2), randomTensor([2, 130, 8], 3), dOut, { isCausal: { offset: 1.5 } })).toThrow(/isCausal\.offset/);
+    });
+
     it('values near FLT_MAX (the forward output near FLT_MAX, a tiny upstream gradient) stay finite and within the rule', () => {
       const q = randomTensor([2, 70, 16], 30, -3, 3);
       const k = randomTensor([2, 70, 16], 31, -3, 3);
@@ -197,6 +213,9 @@ describe('float64 gradcheck through the API', () => {
     ['scale + top-left causal', { scale: 0.9, isCausal: true }, [2, 4, 3], [2, 4, 3], [2, 4, 2]],
     ['bottom-right, Lq > Lk', { isCausal: 'bottom-right' }, [5, 3], [3, 3], [3, 2]],
     ['gqa', { enableGqa: true }, [1, 4, 3, 3], [1, 2, 4, 3], [1, 2, 4, 2]],
+    ['causal offset −2, Lq > Lk', { isCausal: { offset: -2 } }, [5, 3], [3, 3], [3, 2]],
+    ['causal offset 1 + bool mask', { isCausal: { offset: 1 }, attnMask: randomMasks([2, 4, 5], 5).bool }, [2, 4, 3], [2, 5, 3], [2, 5, 2]],
+    ['bottom-right + additive mask', { isCausal: 'bottom-right', attnMask: randomMasks([4, 6], 6).additive }, [2, 4, 3], [2, 6, 3], [2, 6, 2]],
   ];
   for (const [label, options, qs, ks, vs] of cases) {
     it(label, () => {

@@ -47,6 +47,28 @@ describe('createAttention({ threads })', () => {
     }
   });
 
+  it('causal offsets, alone and composed with an additive mask, match the float64 reference on 1 and 2 threads', async () => {
+    const q = random([2, 2, 150, 32], 11);
+    const k = random([2, 2, 230, 32], 12);
+    const v = random([2, 2, 230, 16], 13);
+    const additive = random([150, 230], 14, 2);
+    const scalar = await createAttention({ backend: 'scalar' });
+    for (const offset of [-70, -33, 31, 64, 80, 300]) {
+      for (const attnMask of [undefined, { data: additive.data.map((x) => (x < -1.5 ? -Infinity : x)), shape: additive.shape }]) {
+        const options = { isCausal: { offset }, attnMask };
+        const ref = scalar.referenceAttention(q, k, v, options);
+        const eRef = maxAbsDiff(scalar.scaledDotProductAttentionSync(q, k, v, options).output.data, ref.output.data);
+        for (const [threads, relaxedSimd] of [[1, true], [2, true], [2, false]] as const) {
+          const attn = await createAttention({ backend: 'simd', threads, relaxedSimd });
+          const { output } = attn.scaledDotProductAttentionSync(q, k, v, options);
+          expect(maxAbsDiff(output.data, ref.output.data), `offset ${offset} threads ${threads}`).toBeLessThanOrEqual(2 * eRef + 1e-5);
+          attn.dispose();
+        }
+      }
+    }
+    scalar.dispose();
+  });
+
   it('the threaded module also returns weights and keeps the heap balanced', async () => {
     const attn = await createAttention({ backend: 'simd', threads: 2 });
     const q = random([4, 70, 16], 4);

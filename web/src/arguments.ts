@@ -233,11 +233,7 @@ export function attentionRequest(
     checkTensor('attnMask', attnMask, 'mask');
     maskKind = (attnMask as MaskTensor).data instanceof Uint8Array ? 'bool' : 'additive';
   }
-  let causal: AttentionRequest['causal'];
-  if (isCausal === undefined || isCausal === false) causal = 'none';
-  else if (isCausal === true || isCausal === 'top-left') causal = 'top-left';
-  else if (isCausal === 'bottom-right') causal = 'bottom-right';
-  else throw new TypeError(`isCausal must be false, true, 'top-left' or 'bottom-right'; got ${describe(isCausal)}`);
+  const { causal, causalOffset } = causalRequest(isCausal);
   if (scale !== undefined && scale !== null && typeof scale !== 'number') {
     throw new TypeError(`scale must be a number; got ${describe(scale)}`);
   }
@@ -248,8 +244,24 @@ export function attentionRequest(
     maskKind,
     maskShape: attnMask?.shape ?? [],
     causal,
+    causalOffset,
     scale: scale ?? undefined,
     enableGqa: checkBoolean('enableGqa', enableGqa),
     returnWeights: checkBoolean('returnWeights', returnWeights),
   };
+}
+
+/** `options.isCausal` as the core's request fields; a TypeError/RangeError naming it otherwise. */
+function causalRequest(isCausal: unknown): Pick<AttentionRequest, 'causal' | 'causalOffset'> {
+  if (isCausal === undefined || isCausal === false) return { causal: 'none', causalOffset: 0 };
+  if (isCausal === true || isCausal === 'top-left') return { causal: 'top-left', causalOffset: 0 };
+  if (isCausal === 'bottom-right') return { causal: 'bottom-right', causalOffset: 0 };
+  if (typeof isCausal === 'object' && isCausal !== null && !Array.isArray(isCausal) && 'offset' in isCausal) {
+    const { offset } = isCausal as { offset: unknown };
+    if (typeof offset !== 'number') throw new TypeError(`isCausal.offset must be an integer number; got ${describe(offset)}`);
+    if (!Number.isInteger(offset)) throw new RangeError(`isCausal.offset must be an integer; got ${offset}`);
+    // Beyond ±2^53 an offset acts as ±2^53 (past -Lq no row sees a key, past Lk every row sees all).
+    return { causal: 'offset', causalOffset: Math.min(Math.max(offset, -(2 ** 53)), 2 ** 53) };
+  }
+  throw new TypeError(`isCausal must be false, true, 'top-left', 'bottom-right' or { offset: n }; got ${describe(isCausal)}`);
 }

@@ -38,14 +38,19 @@ export type CpuBackendName = Exclude<BackendName, 'webgpu'>;
 export type BackendChoice = 'auto' | BackendName;
 
 export interface AttentionOptions {
-  /** Optional mask; cannot be combined with `isCausal` (as in PyTorch). */
+  /**
+   * Optional mask. With `isCausal` the two compose: a key must pass both, and an additive mask
+   * adds to the keys causality leaves visible (as ONNX Attention; PyTorch rejects the pair).
+   */
   attnMask?: MaskTensor | null;
   /**
-   * Causal masking. `true` / `'top-left'`: query i sees keys j ≤ i (PyTorch's `is_causal`).
-   * `'bottom-right'`: query i sees keys j ≤ i + Lk − Lq (aligned to the last key, as for a
-   * KV cache). Rows that see no key return zeros.
+   * Causal masking. Query i sits at position i + o and key j at j; query i sees keys j ≤ i + o.
+   * `true` / `'top-left'`: o = 0 (PyTorch's `is_causal`). `'bottom-right'`: o = Lk − Lq (the
+   * queries are the last Lq positions, as in a KV-cache step). `{ offset: n }`: o = n, any
+   * integer (negative hides the first keys from every row; n ≥ Lk − 1 hides nothing). Without
+   * `isCausal` the queries also sit at o = Lk − Lq. Rows that see no key return zeros.
    */
-  isCausal?: boolean | 'top-left' | 'bottom-right';
+  isCausal?: boolean | 'top-left' | 'bottom-right' | { offset: number };
   /** Multiplier of QKᵀ; default `1/√E`. Must be finite. */
   scale?: number | null;
   /**
