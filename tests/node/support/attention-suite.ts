@@ -313,105 +313,91 @@ export function defineAttentionSuite(backend: BackendName, { factor, create }: S
       expect(elements(q.shape)).toBe(q.data.length);
       await check(q, k, v, { returnWeights: true }, 'subarray views');
     });
-  });
 
-  // Causal offsets (query i sees keys j ≤ i + offset) and causality composed with a mask.
-  describe(`causal offsets and causal + mask on the '${backend}' backend`, () => {
-    let attn: Attention;
-    let oracle: Attention;
-    const check = (q: Tensor, k: Tensor, v: Tensor, options: AttentionOptions = {}, label = '') =>
-      expectMatchesReference(attn, oracle, q, k, v, options, { factor }, label);
-
-    beforeAll(async () => {
-      attn = await (create ? create() : createAttention({ backend }));
-      oracle = await createAttention({ backend: 'scalar' });
-    });
-    afterAll(() => {
-      attn.dispose();
-      oracle.dispose();
-    });
-
-    it('offsets −3, 0, 5, Lk − Lq and Lk + 2 with Lq < Lk and Lq > Lk, alone and with a bool or additive mask', async () => {
-      for (const [lq, lk] of [[40, 100], [100, 40], [70, 130]]) {
-        const q = randomTensor([2, lq, 16], lq), k = randomTensor([2, lk, 16], lk + 1), v = randomTensor([2, lk, 8], lk + 2);
-        const masks = randomMasks([2, lq, lk], lq + lk);
-        for (const offset of [-3, 0, 5, lk - lq, lk + 2]) {
-          const isCausal = { offset };
-          await check(q, k, v, { isCausal, returnWeights: true }, `offset ${offset} ${lq}x${lk}`);
-          await check(q, k, v, { isCausal, attnMask: masks.bool, returnWeights: offset === 5 }, `offset ${offset} + bool mask ${lq}x${lk}`);
-          await check(q, k, v, { isCausal, attnMask: masks.additive, returnWeights: offset === 0 }, `offset ${offset} + additive mask ${lq}x${lk}`);
-        }
-      }
-    });
-
-    it("'top-left' and true are offset 0, 'bottom-right' is Lk − Lq, bit for bit", async () => {
-      for (const [lq, lk] of [[6, 9], [9, 6]]) {
-        const q = randomTensor([lq, 4], 30), k = randomTensor([lk, 4], 31), v = randomTensor([lk, 3], 32);
-        const run = (isCausal: AttentionOptions['isCausal']) => attn.scaledDotProductAttention(q, k, v, { isCausal, returnWeights: true });
-        const zero = await run({ offset: 0 });
-        for (const named of [true, 'top-left'] as const) expect((await run(named)).output.data).toEqual(zero.output.data);
-        expect((await run('bottom-right')).output.data).toEqual((await run({ offset: lk - lq })).output.data);
-      }
-    });
-
-    it('an offset equals its explicit mask; rows that see no key (negative offsets) are zeros', async () => {
-      const [lq, lk] = [6, 9];
-      const q = randomTensor([2, lq, 4], 33), k = randomTensor([2, lk, 4], 34), v = randomTensor([2, lk, 3], 35);
-      for (const offset of [-8, -3, -1, 0, 2, 3, 8, 11]) {
-        const mask = new Uint8Array(lq * lk).map((_, x) => (x % lk <= Math.floor(x / lk) + offset ? 1 : 0));
-        const a = await attn.scaledDotProductAttention(q, k, v, { isCausal: { offset }, returnWeights: true });
-        const b = await attn.scaledDotProductAttention(q, k, v, { attnMask: { data: mask, shape: [lq, lk] }, returnWeights: true });
-        expect(a.output.data, `offset ${offset}`).toEqual(b.output.data);
-        expect(a.weights!.data, `offset ${offset} weights`).toEqual(b.weights!.data);
-        for (let bi = 0; bi < 2; bi++) {
-          for (let i = 0; i < Math.min(lq, -offset); i++) {
-            expect([...a.output.data.subarray((bi * lq + i) * 3, (bi * lq + i + 1) * 3)], `offset ${offset} row ${i}`).toEqual([0, 0, 0]);
+    // Causal offsets (query i sees keys j ≤ i + offset) and causality composed with a mask.
+    describe(`causal offsets and causal + mask on the '${backend}' backend`, () => {
+      it('offsets −3, 0, 5, Lk − Lq and Lk + 2 with Lq < Lk and Lq > Lk, alone and with a bool or additive mask', async () => {
+        for (const [lq, lk] of [[40, 100], [100, 40], [70, 130]]) {
+          const q = randomTensor([2, lq, 16], lq), k = randomTensor([2, lk, 16], lk + 1), v = randomTensor([2, lk, 8], lk + 2);
+          const masks = randomMasks([2, lq, lk], lq + lk);
+          for (const offset of [-3, 0, 5, lk - lq, lk + 2]) {
+            const isCausal = { offset };
+            await check(q, k, v, { isCausal, returnWeights: true }, `offset ${offset} ${lq}x${lk}`);
+            await check(q, k, v, { isCausal, attnMask: masks.bool, returnWeights: offset === 5 }, `offset ${offset} + bool mask ${lq}x${lk}`);
+            await check(q, k, v, { isCausal, attnMask: masks.additive, returnWeights: offset === 0 }, `offset ${offset} + additive mask ${lq}x${lk}`);
           }
         }
-      }
-    });
+      });
 
-    it('isCausal with attnMask composes them: a key must pass both, an additive mask adds (no longer a TypeError)', async () => {
-      const [lq, lk] = [7, 10];
-      const q = randomTensor([2, lq, 8], 36), k = randomTensor([2, lk, 8], 37), v = randomTensor([2, lk, 4], 38);
-      const masks = randomMasks([2, lq, lk], 39);
-      for (const [isCausal, offset] of [[true, 0], ['top-left', 0], ['bottom-right', lk - lq], [{ offset: -2 }, -2], [{ offset: 4 }, 4]] as const) {
-        const causal = (x: number) => x % lk <= Math.floor(x / lk) % lq + offset;
-        const bool = { data: (masks.bool.data as Uint8Array).map((m, x) => (m && causal(x) ? 1 : 0)), shape: masks.bool.shape };
-        const additive = { data: (masks.additive.data as Float32Array).map((m, x) => (causal(x) ? m : -Infinity)), shape: masks.additive.shape };
-        for (const [kind, composed, explicit] of [['bool', masks.bool, bool], ['additive', masks.additive, additive]] as const) {
-          const label = `${JSON.stringify(isCausal)} + ${kind} mask`;
-          const a = await attn.scaledDotProductAttention(q, k, v, { isCausal, attnMask: composed, returnWeights: true });
-          const b = await attn.scaledDotProductAttention(q, k, v, { attnMask: explicit, returnWeights: true });
-          expect(a.output.data, label).toEqual(b.output.data);
-          expect(a.weights!.data, label).toEqual(b.weights!.data);
-          await check(q, k, v, { isCausal, attnMask: composed, returnWeights: true }, label);
+      it("'top-left' and true are offset 0, 'bottom-right' is Lk − Lq, bit for bit", async () => {
+        for (const [lq, lk] of [[6, 9], [9, 6]]) {
+          const q = randomTensor([lq, 4], 30), k = randomTensor([lk, 4], 31), v = randomTensor([lk, 3], 32);
+          const run = (isCausal: AttentionOptions['isCausal']) => attn.scaledDotProductAttention(q, k, v, { isCausal, returnWeights: true });
+          const zero = await run({ offset: 0 });
+          for (const named of [true, 'top-left'] as const) expect((await run(named)).output.data).toEqual(zero.output.data);
+          expect((await run('bottom-right')).output.data).toEqual((await run({ offset: lk - lq })).output.data);
         }
-      }
-    });
+      });
 
-    it('isCausal.offset must be an integer: RangeError or TypeError naming it, and the heap is untouched', async () => {
-      const q = randomTensor([3, 4], 1), k = randomTensor([5, 4], 2), v = randomTensor([5, 2], 3);
-      await attn.scaledDotProductAttention(q, k, v, { isCausal: { offset: 1 } });
-      const heapBefore = attn.memoryStats().heapBytesInUse;
-      const bad: [unknown, typeof TypeError | typeof RangeError, RegExp][] = [
-        [{ offset: 1.5 }, RangeError, /isCausal\.offset must be an integer; got 1\.5/],
-        [{ offset: NaN }, RangeError, /isCausal\.offset must be an integer; got NaN/],
-        [{ offset: Infinity }, RangeError, /isCausal\.offset/],
-        [{ offset: '3' }, TypeError, /isCausal\.offset must be an integer number; got string 3/],
-        [{ offset: null }, TypeError, /isCausal\.offset/],
-        [{}, TypeError, /isCausal must be .*\{ offset: n \}/],
-      ];
-      for (const [isCausal, type, message] of bad) {
-        const error = await attn.scaledDotProductAttention(q, k, v, { isCausal: isCausal as never }).then(() => undefined, (e: unknown) => e);
-        expect(error, JSON.stringify(isCausal)).toBeInstanceOf(type);
-        expect((error as Error).message).toMatch(message);
-      }
-      expect(attn.memoryStats().heapBytesInUse).toBe(heapBefore);
-      // Offsets far beyond the lengths, up to ±2^53 and beyond, are valid: every key or none.
-      const all = await attn.scaledDotProductAttention(q, k, v);
-      for (const offset of [2 ** 53, 1e300]) expect((await attn.scaledDotProductAttention(q, k, v, { isCausal: { offset } })).output.data).toEqual(all.output.data);
-      for (const offset of [-(2 ** 53), -1e300]) expect((await attn.scaledDotProductAttention(q, k, v, { isCausal: { offset } })).output.data.every((x) => x === 0)).toBe(true);
+      it('an offset equals its explicit mask; rows that see no key (negative offsets) are zeros', async () => {
+        const [lq, lk] = [6, 9];
+        const q = randomTensor([2, lq, 4], 33), k = randomTensor([2, lk, 4], 34), v = randomTensor([2, lk, 3], 35);
+        for (const offset of [-8, -3, -1, 0, 2, 3, 8, 11]) {
+          const mask = new Uint8Array(lq * lk).map((_, x) => (x % lk <= Math.floor(x / lk) + offset ? 1 : 0));
+          const a = await attn.scaledDotProductAttention(q, k, v, { isCausal: { offset }, returnWeights: true });
+          const b = await attn.scaledDotProductAttention(q, k, v, { attnMask: { data: mask, shape: [lq, lk] }, returnWeights: true });
+          expect(a.output.data, `offset ${offset}`).toEqual(b.output.data);
+          expect(a.weights!.data, `offset ${offset} weights`).toEqual(b.weights!.data);
+          for (let bi = 0; bi < 2; bi++) {
+            for (let i = 0; i < Math.min(lq, -offset); i++) {
+              expect([...a.output.data.subarray((bi * lq + i) * 3, (bi * lq + i + 1) * 3)], `offset ${offset} row ${i}`).toEqual([0, 0, 0]);
+            }
+          }
+        }
+      });
+
+      it('isCausal with attnMask composes them: a key must pass both, an additive mask adds (no longer a TypeError)', async () => {
+        const [lq, lk] = [7, 10];
+        const q = randomTensor([2, lq, 8], 36), k = randomTensor([2, lk, 8], 37), v = randomTensor([2, lk, 4], 38);
+        const masks = randomMasks([2, lq, lk], 39);
+        for (const [isCausal, offset] of [[true, 0], ['top-left', 0], ['bottom-right', lk - lq], [{ offset: -2 }, -2], [{ offset: 4 }, 4]] as const) {
+          const causal = (x: number) => x % lk <= Math.floor(x / lk) % lq + offset;
+          const bool = { data: (masks.bool.data as Uint8Array).map((m, x) => (m && causal(x) ? 1 : 0)), shape: masks.bool.shape };
+          const additive = { data: (masks.additive.data as Float32Array).map((m, x) => (causal(x) ? m : -Infinity)), shape: masks.additive.shape };
+          for (const [kind, composed, explicit] of [['bool', masks.bool, bool], ['additive', masks.additive, additive]] as const) {
+            const label = `${JSON.stringify(isCausal)} + ${kind} mask`;
+            const a = await attn.scaledDotProductAttention(q, k, v, { isCausal, attnMask: composed, returnWeights: true });
+            const b = await attn.scaledDotProductAttention(q, k, v, { attnMask: explicit, returnWeights: true });
+            expect(a.output.data, label).toEqual(b.output.data);
+            expect(a.weights!.data, label).toEqual(b.weights!.data);
+            await check(q, k, v, { isCausal, attnMask: composed, returnWeights: true }, label);
+          }
+        }
+      });
+
+      it('isCausal.offset must be an integer: RangeError or TypeError naming it, and the heap is untouched', async () => {
+        const q = randomTensor([3, 4], 1), k = randomTensor([5, 4], 2), v = randomTensor([5, 2], 3);
+        await attn.scaledDotProductAttention(q, k, v, { isCausal: { offset: 1 } });
+        const heapBefore = attn.memoryStats().heapBytesInUse;
+        const bad: [unknown, typeof TypeError | typeof RangeError, RegExp][] = [
+          [{ offset: 1.5 }, RangeError, /isCausal\.offset must be an integer; got 1\.5/],
+          [{ offset: NaN }, RangeError, /isCausal\.offset must be an integer; got NaN/],
+          [{ offset: Infinity }, RangeError, /isCausal\.offset/],
+          [{ offset: '3' }, TypeError, /isCausal\.offset must be an integer number; got string 3/],
+          [{ offset: null }, TypeError, /isCausal\.offset/],
+          [{}, TypeError, /isCausal must be .*\{ offset: n \}/],
+        ];
+        for (const [isCausal, type, message] of bad) {
+          const error = await attn.scaledDotProductAttention(q, k, v, { isCausal: isCausal as never }).then(() => undefined, (e: unknown) => e);
+          expect(error, JSON.stringify(isCausal)).toBeInstanceOf(type);
+          expect((error as Error).message).toMatch(message);
+        }
+        expect(attn.memoryStats().heapBytesInUse).toBe(heapBefore);
+        // Offsets far beyond the lengths, up to ±2^53 and beyond, are valid: every key or none.
+        const all = await attn.scaledDotProductAttention(q, k, v);
+        for (const offset of [2 ** 53, 1e300]) expect((await attn.scaledDotProductAttention(q, k, v, { isCausal: { offset } })).output.data).toEqual(all.output.data);
+        for (const offset of [-(2 ** 53), -1e300]) expect((await attn.scaledDotProductAttention(q, k, v, { isCausal: { offset } })).output.data.every((x) => x === 0)).toBe(true);
+      });
     });
   });
 }

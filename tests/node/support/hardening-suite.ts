@@ -315,57 +315,43 @@ export function defineHardeningSuite(backend: BackendName, { factor, create }: S
       }
       await check(q, k, v, { isCausal: true }, 'after the misspelled options');
     });
-  });
 
-  // Causal offsets at the kernels' tile edges, and rows hidden by a negative offset.
-  describe(`hardening: causal offsets on the '${backend}' backend`, () => {
-    let attn: Attention;
-    let oracle: Attention;
-    const check = (q: Tensor, k: Tensor, v: Tensor, options: AttentionOptions = {}, label = '') =>
-      expectMatchesReference(attn, oracle, q, k, v, options, { factor }, label);
-
-    beforeAll(async () => {
-      attn = await make();
-      oracle = await createAttention({ backend: 'scalar' });
-    });
-    afterAll(() => {
-      attn.dispose();
-      oracle.dispose();
-    });
-
-    it('offsets at tile−1, tile and tile+1 for tiles 4…256, both signs, alone and with a mask', async () => {
-      for (const tile of TILES) {
-        const [lq, lk] = [tile + 5, 2 * tile + 3];
-        const q = randomTensor([lq, 8], tile), k = randomTensor([lk, 8], tile + 1), v = randomTensor([lk, 5], tile + 2);
-        const mask = randomMasks([lq, lk], tile).additive;
-        for (const offset of [tile - 1, tile, tile + 1, -(tile - 1), -tile, -(tile + 1)]) {
-          await check(q, k, v, { isCausal: { offset }, returnWeights: lq * lk < 100_000 }, `tile ${tile} offset ${offset}`);
-          if (tile <= 64) await check(q, k, v, { isCausal: { offset }, attnMask: mask }, `tile ${tile} offset ${offset} + mask`);
+    // Causal offsets at the kernels' tile edges, and rows hidden by a negative offset.
+    describe(`hardening: causal offsets on the '${backend}' backend`, () => {
+      it('offsets at tile−1, tile and tile+1 for tiles 4…256, both signs, alone and with a mask', async () => {
+        for (const tile of TILES) {
+          const [lq, lk] = [tile + 5, 2 * tile + 3];
+          const q = randomTensor([lq, 8], tile), k = randomTensor([lk, 8], tile + 1), v = randomTensor([lk, 5], tile + 2);
+          const mask = randomMasks([lq, lk], tile).additive;
+          for (const offset of [tile - 1, tile, tile + 1, -(tile - 1), -tile, -(tile + 1)]) {
+            await check(q, k, v, { isCausal: { offset }, returnWeights: lq * lk < 100_000 }, `tile ${tile} offset ${offset}`);
+            if (tile <= 64) await check(q, k, v, { isCausal: { offset }, attnMask: mask }, `tile ${tile} offset ${offset} + mask`);
+          }
         }
-      }
-    });
+      });
 
-    it('rows that see no key because of a negative offset are zeros; NaN past the limit is never read', async () => {
-      const [lq, lk] = [70, 130];
-      const q = randomTensor([2, lq, 8], 1), k = randomTensor([2, lk, 8], 2), v = randomTensor([2, lk, 3], 3);
-      for (const offset of [-1, -33, -65, -lq, -lq - 5]) {
-        const r = await attn.scaledDotProductAttention(q, k, v, { isCausal: { offset }, returnWeights: true });
-        const blind = Math.min(lq, -offset); // rows 0 … −offset−1 see no key
-        for (let b = 0; b < 2; b++) {
-          expect(r.output.data.subarray(b * lq * 3, (b * lq + blind) * 3).every((x) => x === 0), `offset ${offset}`).toBe(true);
-          expect(r.weights!.data.subarray(b * lq * lk, (b * lq + blind) * lk).every((x) => x === 0), `offset ${offset} weights`).toBe(true);
+      it('rows that see no key because of a negative offset are zeros; NaN past the limit is never read', async () => {
+        const [lq, lk] = [70, 130];
+        const q = randomTensor([2, lq, 8], 1), k = randomTensor([2, lk, 8], 2), v = randomTensor([2, lk, 3], 3);
+        for (const offset of [-1, -33, -65, -lq, -lq - 5]) {
+          const r = await attn.scaledDotProductAttention(q, k, v, { isCausal: { offset }, returnWeights: true });
+          const blind = Math.min(lq, -offset); // rows 0 … −offset−1 see no key
+          for (let b = 0; b < 2; b++) {
+            expect(r.output.data.subarray(b * lq * 3, (b * lq + blind) * 3).every((x) => x === 0), `offset ${offset}`).toBe(true);
+            expect(r.weights!.data.subarray(b * lq * lk, (b * lq + blind) * lk).every((x) => x === 0), `offset ${offset} weights`).toBe(true);
+          }
+          // Keys past the last row's limit hold NaN: nothing changes.
+          const k2 = { data: k.data.slice(), shape: k.shape }, v2 = { data: v.data.slice(), shape: v.shape };
+          for (let b = 0; b < 2; b++) for (let j = Math.max(0, lq + offset); j < lk; j++) {
+            k2.data.fill(NaN, (b * lk + j) * 8, (b * lk + j + 1) * 8);
+            v2.data.fill(NaN, (b * lk + j) * 3, (b * lk + j + 1) * 3);
+          }
+          const dirty = await attn.scaledDotProductAttention(q, k2, v2, { isCausal: { offset }, returnWeights: true });
+          expect(dirty.output.data, `offset ${offset} with NaN past the limit`).toEqual(r.output.data);
+          expect(dirty.weights!.data).toEqual(r.weights!.data);
+          await check(q, k, v, { isCausal: { offset } }, `offset ${offset}`);
         }
-        // Keys past the last row's limit hold NaN: nothing changes.
-        const k2 = { data: k.data.slice(), shape: k.shape }, v2 = { data: v.data.slice(), shape: v.shape };
-        for (let b = 0; b < 2; b++) for (let j = Math.max(0, lq + offset); j < lk; j++) {
-          k2.data.fill(NaN, (b * lk + j) * 8, (b * lk + j + 1) * 8);
-          v2.data.fill(NaN, (b * lk + j) * 3, (b * lk + j + 1) * 3);
-        }
-        const dirty = await attn.scaledDotProductAttention(q, k2, v2, { isCausal: { offset }, returnWeights: true });
-        expect(dirty.output.data, `offset ${offset} with NaN past the limit`).toEqual(r.output.data);
-        expect(dirty.weights!.data).toEqual(r.weights!.data);
-        await check(q, k, v, { isCausal: { offset } }, `offset ${offset}`);
-      }
+      });
     });
   });
 }
