@@ -164,7 +164,8 @@ bool named(const val& string, std::initializer_list<std::pair<const char*, Enum>
 
 // request: { queryShape, keyShape, valueShape, maskKind: 'none'|'bool'|'additive', maskShape,
 //            causal: 'none'|'top-left'|'bottom-right'|'offset', causalOffset (with 'offset': an
-//            integer, query i sees keys j <= i + causalOffset), scale?: number, enableGqa, returnWeights }
+//            integer, query i sees keys j <= i + causalOffset), scale?: number, softcap?: number (0 = off),
+//            enableGqa, returnWeights }
 Status plan_from_js(const val& request, AttentionPlan* plan) {
   AttentionRequest r;
   r.query_shape = shape_of(request[js("queryShape")]);
@@ -192,6 +193,9 @@ Status plan_from_js(const val& request, AttentionPlan* plan) {
   const val scale = request[js("scale")];
   r.has_scale = !scale.isUndefined() && !scale.isNull();
   if (r.has_scale) r.scale = scale.as<double>();
+  // softcap: a number checked in TypeScript; undefined or 0 = off (plan_attention checks the range).
+  const val softcap = request[js("softcap")];
+  if (!softcap.isUndefined() && !softcap.isNull()) r.softcap = softcap.as<double>();
   r.enable_gqa = request[js("enableGqa")].as<bool>();
   r.return_weights = request[js("returnWeights")].as<bool>();
   return plan_attention(r, plan);

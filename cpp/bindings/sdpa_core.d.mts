@@ -37,6 +37,8 @@ export interface AttentionRequest {
   causal: 'none' | 'top-left' | 'bottom-right' | 'offset';
   /** With causal 'offset': query i sees keys j ≤ i + causalOffset (an integer, any sign). */
   causalOffset?: number;
+  /** Softcap c > 0: each scaled score s becomes c·tanh(s / c) before masks; undefined or 0 = off. */
+  softcap?: number;
   scale: number | undefined;
   enableGqa: boolean;
   returnWeights: boolean;

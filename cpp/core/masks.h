@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -10,6 +11,17 @@
 #include "core/problem.h"
 
 namespace sdpa {
+
+// The softcap pass of the scalar CPU paths (reference and backward): with p.softcap = c > 0, each
+// scaled score s of row[0, n) becomes c·tanh(s / c), in T (so the float64 reference computes it in
+// double); ±inf become ±c, NaN stays NaN. Runs before mask_scores, so masks and biases apply to the
+// capped scores. A no-op when the softcap is off (0).
+template <typename T>
+inline void softcap_scores(const AttentionPlan& p, std::ptrdiff_t n, T* row) {
+  if (!(p.softcap > 0.0f)) return;
+  const T c = T(p.softcap);
+  for (std::ptrdiff_t j = 0; j < n; ++j) row[j] = c * std::tanh(row[j] / c);
+}
 
 // Masks the scaled scores row[0, n) of query row i of head (b, h) against keys [j0, j0 + n):
 // keys past the causal limit (i + position_offset) or past Lk (a padded tile) become -inf, then

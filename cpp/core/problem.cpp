@@ -1,9 +1,19 @@
 #include "core/problem.h"
 
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 
 namespace sdpa {
+namespace {
+// A number as JavaScript would show it in most cases (%.17g, not std::to_string's fixed 6 digits).
+std::string format_number(double x) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.17g", x);
+  return buffer;
+}
+}  // namespace
+
 namespace {
 
 const char* kRankNames[] = {"", "", "[L, D]", "[B, L, D]", "[B, H, L, D]"};
@@ -124,6 +134,14 @@ Status plan_attention(const AttentionRequest& r, AttentionPlan* plan) {
   }
   p.scale = r.has_scale ? static_cast<float>(r.scale)
                         : static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.E)));
+  // The kernels compute in float32: a softcap must stay positive and finite there too.
+  const float softcap = static_cast<float>(r.softcap);
+  if (!(r.softcap >= 0.0) || !std::isfinite(softcap) || (r.softcap > 0.0 && softcap == 0.0f)) {
+    return Status::RangeError(
+        "softcap must be a finite number > 0 (0 = off) that float32 holds (about 1.4e-45 to 3.4e38); got " +
+        format_number(r.softcap));
+  }
+  p.softcap = softcap;
   if (r.causal == CausalAlignment::kOffset &&
       (r.causal_offset > kMaxCausalOffset || r.causal_offset < -kMaxCausalOffset)) {
     return Status::RangeError("isCausal.offset must be an integer in [-2^53, 2^53]; got " +

@@ -48,6 +48,7 @@ struct AttentionRequest {
   int64_t causal_offset = 0;  // with CausalAlignment::kOffset; may be negative or beyond Lk
   bool has_scale = false;
   double scale = 0.0;  // used when has_scale; default 1/sqrt(E)
+  double softcap = 0.0;  // > 0: score <- softcap·tanh(score / softcap) after the scale; 0 = off
   bool enable_gqa = false;
   bool return_weights = false;
 };
@@ -56,6 +57,9 @@ struct AttentionRequest {
 struct AttentionPlan {
   int64_t B = 0, Hq = 0, Hkv = 0, Lq = 0, Lk = 0, E = 0, Ev = 0;
   float scale = 0.0f;
+  // Softcap (Gemma 2, ONNX Attention's softcap): when > 0, every scaled score s becomes
+  // softcap·tanh(s / softcap), before masks and biases. 0 = off.
+  float softcap = 0.0f;
   // Positions: query row i sits at position i + position_offset, key j at position j. The offset
   // is the causal offset when causal, else Lk - Lq (the queries are the last Lq positions, as in a
   // KV-cache step). Causal: query i sees keys j <= i + position_offset, composed with the mask.

@@ -101,6 +101,10 @@ void attention_reference(const AttentionPlan& p, const AttentionInputs& in,
       for (int64_t x = 0; x < n; ++x) s[x] *= T(p.scale);
       snapshot(s, n, stage(out.scaled_scores));
 
+      // softcap: s = c·tanh(s / c) when the softcap c is on
+      softcap_scores(p, n, s);
+      snapshot(s, n, stage(out.softcapped_scores));
+
       // mask: hidden keys become -inf (selected, not added, so a NaN score there cannot leak)
       for (int64_t i = 0; i < p.Lq; ++i) mask_scores(p, in.mask, b, h, i, 0, p.Lk, s + i * p.Lk);
       snapshot(s, n, stage(out.masked_scores));

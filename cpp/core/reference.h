@@ -31,7 +31,8 @@ struct ReferenceOutputs {
   T* weights = nullptr;        // softmax rows
   T* scores = nullptr;         // Q·Kᵀ
   T* scaled_scores = nullptr;  // Q·Kᵀ·scale
-  T* masked_scores = nullptr;  // scaled + mask (-inf where masked)
+  T* softcapped_scores = nullptr;  // softcap·tanh(scaled / softcap), = scaled without softcap
+  T* masked_scores = nullptr;  // softcapped + mask (-inf where masked)
   T* lse = nullptr;            // [B, Hq, Lq] log Σ_j e^(masked score): -inf for a row seeing nothing
 };
 

@@ -47,7 +47,7 @@ void attention_backward_reference(const AttentionPlan& p, const AttentionInputs&
       T* dk = out.d_key + kv_off * p.E;             // [Lk, E], shared by the GQA group
       T* dv = out.d_value + kv_off * p.Ev;          // [Lk, Ev], shared by the GQA group
 
-      // scores -> scale -> mask: s = q·kᵀ·scale + mask, −inf where hidden  [Lq, Lk]
+      // scores -> scale -> softcap -> mask: s = c·tanh(q·kᵀ·scale / c) + mask, −inf where hidden  [Lq, Lk]
       for (int64_t i = 0; i < p.Lq; ++i) {
         T* row = s + i * p.Lk;
         for (int64_t j = 0; j < p.Lk; ++j) {
@@ -55,6 +55,7 @@ void attention_backward_reference(const AttentionPlan& p, const AttentionInputs&
           for (int64_t e = 0; e < p.E; ++e) dot += T(q[i * p.E + e]) * T(k[j * p.E + e]);
           row[j] = dot * T(p.scale);
         }
+        softcap_scores(p, p.Lk, row);
         mask_scores(p, in.mask, b, h, i, 0, p.Lk, row);
       }
 
@@ -97,6 +98,21 @@ void attention_backward_reference(const AttentionPlan& p, const AttentionInputs&
         for (int64_t i = 0; i < p.Lq; ++i) {
           T* dm = out.d_mask + p.mask_offset(b, h, i);
           for (int64_t j = 0; j < p.Lk; ++j) dm[j * p.mask_stride_k] += ds[i * p.Lk + j];
+        }
+      }
+
+      // softcap: the gradient reaches the scaled score x through d(c·tanh(x/c))/dx = 1 − tanh²(x/c);
+      // x is recomputed (s holds the capped score plus the mask). Hidden keys keep dS = 0.
+      if (p.softcap > 0.0f) {
+        const T cap = T(p.softcap);
+        for (int64_t i = 0; i < p.Lq; ++i) {
+          for (int64_t j = 0; j < p.Lk; ++j) {
+            if (s[i * p.Lk + j] == kNegInf<T>) continue;
+            T dot = 0;
+            for (int64_t e = 0; e < p.E; ++e) dot += T(q[i * p.E + e]) * T(k[j * p.E + e]);
+            const T t = std::tanh(dot * T(p.scale) / cap);
+            ds[i * p.Lk + j] *= (T(1) - t) * (T(1) + t);
+          }
         }
       }
 

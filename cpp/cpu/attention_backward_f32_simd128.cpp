@@ -193,8 +193,12 @@ void backward_block(const HeadContext& c, int64_t i0, int64_t rows, int64_t t) {
     }
   }
 
-  // Per row: scale, mask, P = e^(S − lse), dS = P ⊙ (dP − D); hidden keys −0.0 in both.
+  // Per row: scale, softcap, mask, P = e^(S − lse), dS = P ⊙ (dP − D) (then times the softcap's
+  // slope); hidden keys −0.0 in both.
   const f32x4 scale = splat(p.scale), neg_inf = splat(kNegInf), hidden = from_bits(kNegativeZeroBits);
+  const bool capped = p.softcap > 0.0f;
+  const TanhConstants tanh_k = capped ? TanhConstants::load() : TanhConstants{};
+  const f32x4 cap = splat(p.softcap);
   bool any_hidden = false;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r;
@@ -210,6 +214,16 @@ void backward_block(const HeadContext& c, int64_t i0, int64_t rows, int64_t t) {
       continue;
     }
     for (int64_t j = 0; j < kTileKeys; j += 4) store(s + j, mul(load(s + j), scale));
+    // Softcap: s = c·tanh(s / c), keeping 1 − tanh²(s / c) (the derivative) for dS below.
+    alignas(16) float cap_slope[kTileKeys];
+    if (capped) {
+      for (int64_t j = 0; j < kTileKeys; j += 4) {
+        const f32x4 t = tanh(div(load(s + j), cap), tanh_k);
+        const f32x4 a = and_bits(t, tanh_k.abs_mask);
+        store(cap_slope + j, mul(sub(tanh_k.one, a), add(tanh_k.one, a)));
+        store(s + j, mul(cap, t));
+      }
+    }
     any_hidden |= mask_scores(p, c.mask, c.b, c.h, i, j0, kTileKeys, s) < kTileKeys;
     const f32x4 l = splat(c.row_lse[i]), d = splat(c.row_d[i]);
     mask32x4 row_hidden{};
@@ -225,6 +239,13 @@ void backward_block(const HeadContext& c, int64_t i0, int64_t rows, int64_t t) {
     if (c.d_mask) {
       float* dm = c.d_mask + p.mask_offset(c.b, c.h, i) + j0 * p.mask_stride_k;
       for (int64_t j = 0; j < visible; ++j) dm[j * p.mask_stride_k] += ds[j];
+    }
+    // Through the softcap: dS·(1 − tanh²); hidden keys keep −0.0.
+    if (capped) {
+      for (int64_t j = 0; j < kTileKeys; j += 4) {
+        const f32x4 dv = load(ds + j);
+        store(ds + j, select(bits_differ(dv, hidden), mul(dv, load(cap_slope + j)), hidden));
+      }
     }
   }
 

@@ -1,6 +1,6 @@
 // attention_f32_simd128: fused scaled dot-product attention on f32x4 vectors.
 //
-// Computes output = softmax(Q·Kᵀ·scale + mask)·V (and the weights, when asked) for every
+// Computes output = softmax(softcap(Q·Kᵀ·scale) + mask)·V (and the weights, when asked) for every
 // (batch, query head), with the semantics of the scalar reference (core/reference.h).
 //
 // Algorithm (FlashAttention-2 style):
@@ -286,8 +286,8 @@ struct BlockContext {
   const Constants* k;
 };
 
-// Scores of the block's rows against key tile t: S = Q·Kᵀ·scale, masked when the tile holds a
-// hidden key, and each row's min and max over the tile into tile_min, tile_max (NaN left out).
+// Scores of the block's rows against key tile t: S = Q·Kᵀ·scale, softcapped when asked, masked
+// when the tile holds a hidden key, and each row's min and max over the tile into tile_min, tile_max (NaN left out).
 // Rows run in pairs; an odd block also fills a twin of its last row at index `rows`.
 void compute_score_tile(const BlockContext& c, idx t) {
   const AttentionPlan& p = c.s.p;
@@ -313,11 +313,20 @@ void compute_score_tile(const BlockContext& c, idx t) {
   const idx tile_len = std::min<idx>(kTileKeys, c.s.Lk - j0);
   const bool causal_edge = p.causal &&
                            p.last_visible_key(i0) < j0 + tile_len - 1;
-  if (tile_len == kTileKeys && !causal_edge && p.mask_kind == MaskKind::kNone) return;
+  const bool masked = tile_len < kTileKeys || causal_edge || p.mask_kind != MaskKind::kNone;
+  const bool capped = p.softcap > 0.0f;
+  if (!masked && !capped) return;
 
+  // Softcap (before the mask, as in the reference): s = c·tanh(s / c); the row ranges are then
+  // taken again from the capped, masked scores.
+  const TanhConstants tanh_k = capped ? TanhConstants::load() : TanhConstants{};
+  const f32x4 cap = splat(p.softcap);
   for (idx r = 0; r < rows; ++r) {
     float* s = c.scores + r * kTileKeys;
-    mask_scores(p, c.s.in.mask, c.b, c.h, i0 + r, j0, kTileKeys, s);
+    if (capped) {
+      for (int col = 0; col < kTileKeys; col += 4) store(s + col, softcap(load(s + col), cap, tanh_k));
+    }
+    if (masked) mask_scores(p, c.s.in.mask, c.b, c.h, i0 + r, j0, kTileKeys, s);
     RowRange range{splat(std::numeric_limits<float>::infinity()), neg_inf};
     for (int col = 0; col < kTileKeys; col += 4) range.fold(load(s + col));
     c.tile_min[r] = horizontal_min(range.min);

@@ -26,6 +26,8 @@ inline f32x4 splat(float x) { return wasm_f32x4_splat(x); }
 inline f32x4 add(f32x4 a, f32x4 b) { return wasm_f32x4_add(a, b); }
 inline f32x4 sub(f32x4 a, f32x4 b) { return wasm_f32x4_sub(a, b); }
 inline f32x4 mul(f32x4 a, f32x4 b) { return wasm_f32x4_mul(a, b); }
+inline f32x4 div(f32x4 a, f32x4 b) { return wasm_f32x4_div(a, b); }
+inline f32x4 and_bits(f32x4 a, f32x4 b) { return wasm_v128_and(a, b); }
 inline f32x4 max(f32x4 a, f32x4 b) { return wasm_f32x4_max(a, b); }
 // a·b + c. Relaxed-SIMD build (-mrelaxed-simd): one f32x4.relaxed_madd, fused where the CPU
 // has FMA (LLVM 14 calls it f32x4.fma and emits an early opcode that
@@ -98,6 +100,7 @@ inline f32x4 splat(float x) { return f32x4{x, x, x, x}; }
 inline f32x4 add(f32x4 a, f32x4 b) { return a + b; }
 inline f32x4 sub(f32x4 a, f32x4 b) { return a - b; }
 inline f32x4 mul(f32x4 a, f32x4 b) { return a * b; }
+inline f32x4 div(f32x4 a, f32x4 b) { return a / b; }
 #if defined(SDPA_EMULATE_FUSED_MADD)
 // A stand-in for the relaxed-SIMD build's fused multiply-add, so that native tests and the
 // fuzzer also run its code path (the overflow repair of dot_madd below).
@@ -127,6 +130,9 @@ inline bool all(mask32x4 m) { return (m[0] & m[1] & m[2] & m[3]) != 0; }
 inline f32x4 keep_where(f32x4 a, mask32x4 m) { return bit_cast<f32x4>(bit_cast<mask32x4>(a) & m); }
 inline f32x4 or_bits(f32x4 a, f32x4 b) {
   return bit_cast<f32x4>(bit_cast<mask32x4>(a) | bit_cast<mask32x4>(b));
+}
+inline f32x4 and_bits(f32x4 a, f32x4 b) {
+  return bit_cast<f32x4>(bit_cast<mask32x4>(a) & bit_cast<mask32x4>(b));
 }
 inline f32x4 select(mask32x4 m, f32x4 a, f32x4 b) { return m ? a : b; }
 inline f32x4 from_bits(int32_t bits) { return bit_cast<f32x4>(mask32x4{bits, bits, bits, bits}); }
@@ -243,5 +249,42 @@ inline f32x4 exp_nonpositive(f32x4 x, const ExpConstants& k) {
 inline f32x4 exp_nonpositive_unclamped(f32x4 x, const ExpConstants& k) {
   return exp2_nonpositive(mul(x, k.log2e), k);
 }
+
+// tanh (wasm SIMD has none), vectorized from Cephes' tanhf: for |x| < 0.625 the odd polynomial
+// x + x³·P(x²); above it (1 − e)/(1 + e)·sign(x) with e = e^(−2|x|) from exp_nonpositive, which
+// has no cancellation there (e <= 0.29). Within a few float32 ulps of std::tanh (tested);
+// exact and sign-keeping at ±0, ±1 from |x| ≈ 9 on and at ±inf, NaN for NaN.
+// Constants as for exp (loaded once per task, outside the loop).
+inline float tanh_constant_table[9] = {
+    0.625f, -5.70498872745e-3f, 2.06390887954e-2f, -5.37397155531e-2f, 1.33314422036e-1f,
+    -3.33332819422e-1f, 1.0f, -2.0f, 0.0f};
+struct TanhConstants {
+  f32x4 small_limit, p4, p3, p2, p1, p0, one, minus_two, abs_mask, sign_mask;
+  ExpConstants exp;
+  static TanhConstants load() {
+    const float* t = tanh_constant_table;
+    return {splat(t[0]), splat(t[1]), splat(t[2]), splat(t[3]), splat(t[4]), splat(t[5]),
+            splat(t[6]), splat(t[7]), from_bits(0x7fffffff), from_bits(INT32_MIN),
+            ExpConstants::load()};
+  }
+};
+
+inline f32x4 tanh(f32x4 x, const TanhConstants& k) {
+  const f32x4 a = and_bits(x, k.abs_mask);
+  const f32x4 z = mul(x, x);
+  f32x4 p = madd(k.p4, z, k.p3);
+  p = madd(p, z, k.p2);
+  p = madd(p, z, k.p1);
+  p = madd(p, z, k.p0);
+  const f32x4 small = madd(mul(p, z), a, a);
+  const f32x4 e = exp_nonpositive(mul(a, k.minus_two), k.exp);
+  const f32x4 large = div(sub(k.one, e), add(k.one, e));
+  // tanh(|x|), then the sign of x (so that −0 stays −0)
+  return or_bits(select(less(a, k.small_limit), small, large), and_bits(x, k.sign_mask));
+}
+
+// The softcap of scaled scores: c·tanh(s / c) (a division, not a product with 1/c, which
+// overflows for a subnormal c and would turn a zero score into NaN).
+inline f32x4 softcap(f32x4 s, f32x4 c, const TanhConstants& k) { return mul(c, tanh(div(s, c), k)); }
 
 }  // namespace sdpa::simd

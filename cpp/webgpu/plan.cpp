@@ -271,6 +271,8 @@ WebGpuUniforms webgpu_uniforms(const AttentionPlan& p, const WebGpuChunk& c, int
   u[kUfMaskSq] = u32(p.mask_stride_q);
   u[kUfMaskSk] = u32(p.mask_stride_k);
   std::memcpy(&u[kUfScaleBits], &p.scale, sizeof(float));
+  std::memcpy(&u[kUfSoftcapBits], &p.softcap, sizeof(float));
+  u[kUfSoftcapOn] = p.softcap > 0.0f ? 1u : 0u;
   // last visible key of row i = min(i + offset, Lk - 1) (two's complement i32 in the shader).
   // Offsets below -Lq (no row sees a key) or above Lk (every row sees every key) act as those
   // bounds, so the offset is clamped to [-Lq, Lk]: i + offset then stays within i32.

@@ -376,5 +376,45 @@ INSTANTIATE_TEST_SUITE_P(CpuBackends, BackwardKernelTest,
                            return info.param == Backend::kScalar ? "scalar" : "simd128";
                          });
 
+// Softcap: the float64 backward against central differences, alone, with bool/additive masks
+// (dMask is the gradient at the capped score) and a causal offset; logits large enough to
+// saturate the smallest cap.
+TEST(Gradcheck, Softcap) {
+  for (double cap : {0.5, 5.0}) {
+    Problem p = make_problem({1, 2, 4, 3}, {1, 2, 5, 3}, {1, 2, 5, 2}, 80, 2.0f);
+    p.request.softcap = cap;
+    const std::string what = "softcap " + std::to_string(cap);
+    gradcheck(p, what);
+    for (auto kind : {MaskKind::kBool, MaskKind::kAdditive}) {
+      set_masks(p, kind, {1, 2, 4, 5}, 81, 5);
+      gradcheck(p, what + (kind == MaskKind::kBool ? " + bool mask" : " + additive mask"));
+    }
+    p.request.causal = CausalAlignment::kOffset;
+    p.request.causal_offset = -1;
+    gradcheck(p, what + " + additive mask + causal offset -1");
+  }
+}
+
+// The SIMD backward with a softcap against the float64 backward, over lengths straddling the
+// tiles, with masks and a causal offset.
+TEST_P(BackwardKernelTest, SoftcapStraddlingTilesWithMasks) {
+  uint32_t seed = 3100;
+  for (double cap : {0.5, 5.0, 50.0}) {
+    for (auto [lq, lk] : {std::pair<int64_t, int64_t>{70, 130}, {33, 65}}) {
+      for (auto kind : {MaskKind::kNone, MaskKind::kBool, MaskKind::kAdditive}) {
+        Problem p = make_problem({2, lq, 16}, {2, lk, 16}, {2, lk, 8}, seed++, 3.0f);
+        p.request.softcap = cap;
+        if (kind != MaskKind::kNone) set_masks(p, kind, {lq, lk}, seed);
+        if (seed % 2) {
+          p.request.causal = CausalAlignment::kOffset;
+          p.request.causal_offset = 31;
+        }
+        ExpectMatches(p, "softcap " + std::to_string(cap) + " " + std::to_string(lq) + "x" + std::to_string(lk) +
+                             " mask " + std::to_string(static_cast<int>(kind)));
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sdpa::testing

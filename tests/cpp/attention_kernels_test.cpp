@@ -7,6 +7,7 @@
 #include <string>
 
 #include "attention_test_support.h"
+#include "cpu/simd128.h"
 #include "cpu/thread_pool.h"
 
 namespace sdpa::testing {
@@ -181,6 +182,75 @@ INSTANTIATE_TEST_SUITE_P(CpuBackends, KernelTest,
                          [](const auto& info) {
                            return info.param == Backend::kScalar ? "scalar" : "simd128";
                          });
+
+// Softcap {0.5, 5, 50} against the float64 reference over lengths straddling the tiles
+// (32 queries × 64 keys), alone, with bool/additive masks and causal offsets, logits up to 1e4
+// (query and key values up to 25 with scale 1), weights too; 1 and 3 threads.
+TEST_P(KernelTest, SoftcapStraddlingTilesWithMasksAndCausal) {
+  set_max_threads(4);
+  uint32_t seed = 900;
+  for (double cap : {0.5, 5.0, 50.0}) {
+    for (auto [lq, lk] : {std::pair<int64_t, int64_t>{70, 130}, {33, 65}}) {
+      for (int variant = 0; variant < 4; ++variant) {
+        const bool big = variant == 3;
+        Problem p = make_problem({2, lq, 16}, {2, lk, 16}, {2, lk, 8}, seed++, big ? 25.0f : 2.0f);
+        p.request.softcap = cap;
+        p.request.return_weights = seed % 2 == 0;
+        if (big) p.request.has_scale = true, p.request.scale = 1.0;
+        if (variant == 1 || variant == 2) {
+          p.request.mask_kind = variant == 1 ? MaskKind::kBool : MaskKind::kAdditive;
+          p.request.mask_shape = {lq, lk};
+          std::mt19937 rng(seed);
+          for (int64_t x = 0; x < lq * lk; ++x) {
+            const bool visible = rng() % 4 != 0;
+            p.bool_mask.push_back(visible);
+            p.float_mask.push_back(visible ? static_cast<float>(rng() % 7) - 3.0f : -INFINITY);
+          }
+        }
+        if (variant >= 2) {
+          p.request.causal = CausalAlignment::kOffset;
+          p.request.causal_offset = variant == 2 ? -3 : 31;
+        }
+        const std::string what = "softcap " + std::to_string(cap) + " " + std::to_string(lq) + "x" +
+                                 std::to_string(lk) + " variant " + std::to_string(variant);
+        for (int threads : {1, 3}) ExpectMatchesReference(p, (what + " threads " + std::to_string(threads)).c_str(), threads);
+      }
+    }
+  }
+}
+
+// The vectorized tanh of the SIMD kernels against std::tanh: within 4 float32 ulps over
+// [−20, 20] and at tiny, huge and special arguments; ±0 keep their sign, NaN stays NaN.
+TEST(SimdTanh, WithinFewUlpsOfStdTanh) {
+  const simd::TanhConstants k = simd::TanhConstants::load();
+  std::vector<float> xs = {0.0f, -0.0f, 1e-45f, -1e-45f, 1e-38f, 1e-20f, 1e-4f, 0.6249999f, 0.625f, 0.6250001f,
+                           8.9f, 9.1f, 30.0f, 88.0f, 1e10f, 3.4e38f, INFINITY, -INFINITY};
+  for (float x = -20.0f; x <= 20.0f; x += 0.0013f) xs.push_back(x);
+  for (float x = 1e-6f; x < 1.0f; x *= 1.07f) xs.push_back(-x), xs.push_back(x);
+  int worst = 0;
+  for (size_t at = 0; at < xs.size(); at += 4) {
+    float in[4], out[4];
+    for (int l = 0; l < 4; ++l) in[l] = xs[std::min(at + l, xs.size() - 1)];
+    simd::store(out, simd::tanh(simd::load(in), k));
+    for (int l = 0; l < 4; ++l) {
+      const float want = static_cast<float>(std::tanh(static_cast<double>(in[l])));
+      int32_t a, b;
+      std::memcpy(&a, &out[l], 4);
+      std::memcpy(&b, &want, 4);
+      const int ulps = std::abs(a - b);
+      worst = std::max(worst, ulps);
+      EXPECT_LE(ulps, 4) << "tanh(" << in[l] << ") = " << out[l] << ", want " << want;
+    }
+  }
+  std::printf("simd tanh: worst %d ulps over %zu arguments\n", worst, xs.size());
+  float in[4] = {NAN, -NAN, 0.0f, -0.0f}, out[4];
+  simd::store(out, simd::tanh(simd::load(in), k));
+  EXPECT_TRUE(std::isnan(out[0]));
+  EXPECT_TRUE(std::isnan(out[1]));
+  EXPECT_EQ(out[2], 0.0f);
+  EXPECT_FALSE(std::signbit(out[2]));
+  EXPECT_TRUE(std::signbit(out[3]));
+}
 
 }  // namespace
 }  // namespace sdpa::testing

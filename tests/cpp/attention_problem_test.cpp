@@ -206,5 +206,25 @@ TEST(PlanMatmulAndSoftmax, ValidateShapes) {
   EXPECT_EQ(plan_softmax({}, 1, &s).kind, ErrorKind::kRange);
 }
 
+// softcap: 0 = off; a positive float32-finite number; anything else is a RangeError naming it.
+TEST(PlanAttention, SoftcapRange) {
+  AttentionRequest r;
+  r.query_shape = {2, 4};
+  r.key_shape = {3, 4};
+  r.value_shape = {3, 2};
+  AttentionPlan plan;
+  for (double ok : {0.0, 1e-40, 0.5, 50.0, 3.4e38}) {
+    r.softcap = ok;
+    EXPECT_TRUE(plan_attention(r, &plan).ok()) << ok;
+    EXPECT_EQ(plan.softcap, static_cast<float>(ok));
+  }
+  for (double bad : {-1.0, -1e-30, double(NAN), double(INFINITY), -double(INFINITY), 1e39, 1e-50}) {
+    r.softcap = bad;
+    const Status s = plan_attention(r, &plan);
+    EXPECT_EQ(s.kind, ErrorKind::kRange) << bad;
+    EXPECT_NE(s.message.find("softcap"), std::string::npos) << s.message;
+  }
+}
+
 }  // namespace
 }  // namespace sdpa

@@ -235,5 +235,85 @@ TEST(Reference, Matmul) {
   EXPECT_EQ(out, (std::vector<float>{4, 5, 10, 11}));
 }
 
+// Softcap: the weights are softmax(c·tanh(q·k·scale / c)), computed here from the formula.
+TEST(Reference, SoftcapEqualsTheFormula) {
+  for (double cap : {0.5, 5.0, 50.0}) {
+    Problem p = make_problem({3, 4}, {5, 4}, {5, 2}, 60, 4.0f);
+    p.request.softcap = cap;
+    const Result64 r = run_reference64(p);
+    const double scale = 1.0 / std::sqrt(4.0);
+    for (int64_t i = 0; i < 3; ++i) {
+      double s[5], m = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < 5; ++j) {
+        double dot = 0;
+        for (int64_t e = 0; e < 4; ++e) dot += double(p.query[i * 4 + e]) * double(p.key[j * 4 + e]);
+        s[j] = cap * std::tanh(dot * double(static_cast<float>(scale)) / double(static_cast<float>(cap)));
+        m = std::max(m, s[j]);
+      }
+      for (double x : s) sum += std::exp(x - m);
+      for (int64_t j = 0; j < 5; ++j) EXPECT_NEAR(r.weights[i * 5 + j], std::exp(s[j] - m) / sum, 1e-12) << cap;
+    }
+  }
+}
+
+// Softcap 0 is off (ONNX's default): the same result as no softcap.
+TEST(Reference, SoftcapZeroIsOff) {
+  Problem p = make_problem({2, 6, 8}, {2, 9, 8}, {2, 9, 3}, 61, 3.0f);
+  const Result64 plain = run_reference64(p);
+  p.request.softcap = 0.0;
+  EXPECT_EQ(run_reference64(p).output, plain.output);
+  EXPECT_EQ(run_reference64(p).weights, plain.weights);
+}
+
+// Logits of 1e4 are capped to (−c, c): finite weights, the same as the formula with tanh = ±1
+// where saturated; and the softcap comes before the mask, so a hidden key (bool mask, additive
+// −inf, causality) stays hidden even when its score is NaN, and an additive mask adds to the
+// capped score.
+TEST(Reference, SoftcapBeforeMasks) {
+  const double cap = 5.0;
+  Problem p = make_problem({4, 2}, {6, 2}, {6, 3}, 62);
+  for (float& x : p.query) x *= 1e4f;
+  p.request.softcap = cap;
+  const Result64 capped = run_reference64(p);
+  for (double w : capped.weights) EXPECT_TRUE(std::isfinite(w));
+  for (double o : capped.output) EXPECT_TRUE(std::isfinite(o));
+  for (auto kind : {MaskKind::kBool, MaskKind::kAdditive}) {
+    Problem m = p;
+    m.request.mask_kind = kind;
+    m.request.mask_shape = {4, 6};
+    for (int64_t x = 0; x < 24; ++x) {
+      const bool visible = x % 6 != 2;
+      m.bool_mask.push_back(visible);
+      m.float_mask.push_back(visible ? 0.25f * static_cast<float>(x % 3) : -INFINITY);
+    }
+    const Result64 clean = run_reference64(m);
+    m.key[2 * 2] = NAN;  // key 2, hidden from every row
+    m.value[2 * 3 + 1] = INFINITY;
+    const Result64 dirty = run_reference64(m);
+    EXPECT_EQ(clean.output, dirty.output);
+    for (int64_t i = 0; i < 4; ++i) {
+      EXPECT_EQ(dirty.weights[i * 6 + 2], 0.0);
+      // the mask adds to the capped scores: weights ∝ e^(capped + add)
+      if (kind == MaskKind::kAdditive) {
+        const double ratio = dirty.weights[i * 6 + 1] / dirty.weights[i * 6 + 0];
+        const double want = capped.weights[i * 6 + 1] / capped.weights[i * 6 + 0] *
+                            std::exp(double(m.float_mask[i * 6 + 1]) - double(m.float_mask[i * 6 + 0]));
+        EXPECT_NEAR(ratio, want, 1e-9 * want) << i;
+      }
+    }
+  }
+  Problem c = p;
+  c.request.causal = CausalAlignment::kTopLeft;
+  const Result64 clean = run_reference64(c);
+  c.key[5 * 2] = NAN;  // past every row's limit
+  EXPECT_EQ(run_reference64(c).output, clean.output);
+  // A NaN score at a visible key still makes its row NaN.
+  Problem n = p;
+  n.query[1 * 2] = NAN;
+  const Result64 nan_row = run_reference64(n);
+  EXPECT_TRUE(std::isnan(nan_row.output[1 * 3]));
+  EXPECT_FALSE(std::isnan(nan_row.output[0]));
+}
+
 }  // namespace
 }  // namespace sdpa::testing

@@ -1,6 +1,6 @@
 // Differential fuzz target: the SIMD kernel against the float32 and float64 scalar reference on
 // fuzzer-chosen shapes, masks, options (causal alignments and offsets, alone or composed with a
-// mask) and values (NaN, ±Inf, −0, subnormals, FLT_MAX mixed into random data). Built with
+// mask; softcaps) and values (NaN, ±Inf, −0, subnormals, FLT_MAX mixed into random data). Built with
 // libFuzzer + ASan/UBSan (`npm run fuzz -- <seconds>`), and with replay_main.cpp natively and to
 // wasm to replay the corpus in `npm test`; each also with a fused multiply-add
 // (-DSDPA_EMULATE_FUSED_MADD natively, the relaxed-SIMD build in wasm).
@@ -73,6 +73,7 @@ struct FuzzCase {
 };
 
 constexpr uint8_t kExtensionMarker[2] = {0xC5, 0x5C};
+constexpr uint8_t kSoftcapMarker[2] = {0x5C, 0xAF};
 
 FuzzCase decode(const uint8_t* data, size_t size) {
   ByteReader in(data, size);
@@ -164,6 +165,14 @@ FuzzCase decode(const uint8_t* data, size_t size) {
       mask_values();
     }
     fuzz_case.valid = plan_attention(r, &fuzz_case.plan).ok();
+    // A second extension after the first, starting with kSoftcapMarker: a softcap (0 = off,
+    // tiny, saturating, large, subnormal, near FLT_MAX or one drawn from a byte).
+    if (fuzz_case.valid && in.next() == kSoftcapMarker[0] && in.next() == kSoftcapMarker[1]) {
+      static constexpr double kSoftcaps[] = {0.0, 0.5, 1.0, 5.0, 20.0, 50.0, 1e-40, 3e38};
+      const uint8_t c = in.next();
+      r.softcap = c < 8 ? kSoftcaps[c] : std::ldexp(1.0 + (c & 15) / 16.0, (c >> 4) - 8);
+      fuzz_case.valid = plan_attention(r, &fuzz_case.plan).ok();
+    }
   }
   return fuzz_case;
 }
@@ -174,11 +183,11 @@ const Problem* current = nullptr;  // for the failure report
   const AttentionRequest& r = current->request;
   std::fprintf(stderr,
                "attention_fuzz: %s at element %zu: simd %.9g, float32 reference %.9g, float64 %.9g\n"
-               "  query %s key %s value %s mask kind %d shape %s causal %d offset %lld scale %s%g gqa %d weights %d\n",
+               "  query %s key %s value %s mask kind %d shape %s causal %d offset %lld scale %s%g softcap %g gqa %d weights %d\n",
                what, at, got, want32, want64, shape_to_string(r.query_shape).c_str(),
                shape_to_string(r.key_shape).c_str(), shape_to_string(r.value_shape).c_str(),
                static_cast<int>(r.mask_kind), shape_to_string(r.mask_shape).c_str(),
-               static_cast<int>(r.causal), static_cast<long long>(r.causal_offset), r.has_scale ? "" : "default/", r.scale, r.enable_gqa,
+               static_cast<int>(r.causal), static_cast<long long>(r.causal_offset), r.has_scale ? "" : "default/", r.scale, r.softcap, r.enable_gqa,
                r.return_weights);
   std::abort();
 }

@@ -108,6 +108,25 @@ for (const { backend, relaxedSimd, label } of CONFIGS) {
       expect(() => attn.scaledDotProductAttentionBackward(randomTensor([2, 70, 16], 1), randomTensor([2, 130, 16], 2), randomTensor([2, 130, 8], 3), dOut, { isCausal: { offset: 1.5 } })).toThrow(/isCausal\.offset/);
     });
 
+    it('softcap 0.5, 5 and 50 around the tiles, alone, with masks (dAttnMask) and causal offsets', () => {
+      for (const [lq, lk] of [[33, 65], [70, 130]]) {
+        const q = randomTensor([2, lq, 16], lq + 7, -3, 3), k = randomTensor([2, lk, 16], lk + 8, -3, 3), v = randomTensor([2, lk, 8], lk + 9);
+        const { bool, additive } = randomMasks([2, lq, lk], lq + lk + 3);
+        for (const softcap of [0.5, 5, 50]) {
+          const label = `softcap ${softcap} ${lq}x${lk}`;
+          check(q, k, v, { softcap }, label);
+          check(q, k, v, { softcap, attnMask: bool, isCausal: { offset: 31 } }, `${label} + bool mask + offset 31`);
+          check(q, k, v, { softcap, attnMask: additive, returnAttnMaskGrad: true }, `${label} + additive mask`);
+          check(q, k, v, { softcap, isCausal: { offset: -3 } }, `${label} + offset -3`);
+        }
+      }
+      const dOut = randomTensor([3, 2], 9);
+      for (const softcap of [-1, NaN, Infinity]) {
+        expect(() => attn.scaledDotProductAttentionBackward(randomTensor([3, 4], 1), randomTensor([5, 4], 2), randomTensor([5, 2], 3), dOut, { softcap })).toThrow(RangeError);
+      }
+      expect(() => attn.scaledDotProductAttentionBackward(randomTensor([3, 4], 1), randomTensor([5, 4], 2), randomTensor([5, 2], 3), dOut, { softcap: '2' as never })).toThrow(/softcap/);
+    });
+
     it('values near FLT_MAX (the forward output near FLT_MAX, a tiny upstream gradient) stay finite and within the rule', () => {
       const q = randomTensor([2, 70, 16], 30, -3, 3);
       const k = randomTensor([2, 70, 16], 31, -3, 3);

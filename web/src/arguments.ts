@@ -44,10 +44,10 @@ function optionNames<T extends object>() {
 }
 
 export const ATTENTION_OPTION_NAMES = optionNames<AttentionOptions>()([
-  'attnMask', 'isCausal', 'scale', 'enableGqa', 'returnWeights', 'returnLogSumExp', 'out',
+  'attnMask', 'isCausal', 'scale', 'softcap', 'enableGqa', 'returnWeights', 'returnLogSumExp', 'out',
 ]);
 export const BACKWARD_OPTION_NAMES = optionNames<BackwardOptions>()([
-  'attnMask', 'isCausal', 'scale', 'enableGqa', 'output', 'logSumExp', 'returnAttnMaskGrad',
+  'attnMask', 'isCausal', 'scale', 'softcap', 'enableGqa', 'output', 'logSumExp', 'returnAttnMaskGrad',
 ]);
 export const CREATE_ATTENTION_OPTION_NAMES = optionNames<CreateAttentionOptions>()([
   'backend', 'threads', 'relaxedSimd', 'gpuDevice', 'gpu', 'gpuLimits',
@@ -227,7 +227,7 @@ export function attentionRequest(
     throw new TypeError(`options must be an object; got ${describe(options)}`);
   }
   if (options !== undefined) checkOptionNames(where, options, ATTENTION_OPTION_NAMES);
-  const { attnMask, isCausal, scale, enableGqa, returnWeights } = options ?? {};
+  const { attnMask, isCausal, scale, softcap, enableGqa, returnWeights } = options ?? {};
   let maskKind: AttentionRequest['maskKind'] = 'none';
   if (attnMask !== undefined && attnMask !== null) {
     checkTensor('attnMask', attnMask, 'mask');
@@ -236,6 +236,12 @@ export function attentionRequest(
   const { causal, causalOffset } = causalRequest(isCausal);
   if (scale !== undefined && scale !== null && typeof scale !== 'number') {
     throw new TypeError(`scale must be a number; got ${describe(scale)}`);
+  }
+  if (softcap !== undefined && typeof softcap !== 'number') {
+    throw new TypeError(`softcap must be a number; got ${describe(softcap)}`);
+  }
+  if (softcap !== undefined && !(Number.isFinite(softcap) && softcap >= 0)) {
+    throw new RangeError(`softcap must be a finite number > 0 (0 = off); got ${softcap}`);
   }
   return {
     queryShape: query.shape,
@@ -246,6 +252,7 @@ export function attentionRequest(
     causal,
     causalOffset,
     scale: scale ?? undefined,
+    softcap,
     enableGqa: checkBoolean('enableGqa', enableGqa),
     returnWeights: checkBoolean('returnWeights', returnWeights),
   };

@@ -512,7 +512,7 @@ function sameShape(a: readonly number[], b: readonly number[]): boolean {
 
 function sameRequest(a: AttentionRequest, b: AttentionRequest): boolean {
   return (
-    a.maskKind === b.maskKind && a.causal === b.causal && a.causalOffset === b.causalOffset && a.scale === b.scale && a.enableGqa === b.enableGqa &&
+    a.maskKind === b.maskKind && a.causal === b.causal && a.causalOffset === b.causalOffset && a.scale === b.scale && a.softcap === b.softcap && a.enableGqa === b.enableGqa &&
     a.returnWeights === b.returnWeights && a.threads === b.threads && sameShape(a.queryShape, b.queryShape) &&
     sameShape(a.keyShape, b.keyShape) && sameShape(a.valueShape, b.valueShape) && sameShape(a.maskShape, b.maskShape)
   );

@@ -54,6 +54,13 @@ export interface AttentionOptions {
   /** Multiplier of QKᵀ; default `1/√E`. Must be finite. */
   scale?: number | null;
   /**
+   * Logit softcap c (Gemma 2; ONNX Attention's `softcap`): each scaled score s becomes
+   * c·tanh(s / c), bounded to (−c, c), before the mask and causality are applied. A finite
+   * number > 0; `0` or absent turns it off (as ONNX's default, PyTorch and flash-attn). Also
+   * accepted by `scaledDotProductAttentionBackward`.
+   */
+  softcap?: number;
+  /**
    * Grouped-query attention (PyTorch semantics): key/value may have fewer heads Hkv than the
    * query's Hq (Hq a multiple of Hkv); query head h uses key/value head ⌊h / (Hq/Hkv)⌋.
    */
@@ -99,7 +106,7 @@ export interface AttentionStages {
   scores: Tensor;
   /** QKᵀ · scale. */
   scaledScores: Tensor;
-  /** scaled + additive mask; `-Infinity` where the mask or causality hides a key. */
+  /** scaled (then softcapped, with `softcap`) + additive mask; `-Infinity` where the mask or causality hides a key. */
   maskedScores: Tensor;
   /** softmax of each row of `maskedScores`; a row that sees no key is all zeros. */
   weights: Tensor;
