@@ -29,6 +29,19 @@ class KernelTest : public ::testing::TestWithParam<Backend> {
   }
 };
 
+// A random [Lq, Lk] mask of `kind` on p: about a quarter of the keys hidden, the others (for an
+// additive mask) shifted by an integer in [-3, 3].
+void add_random_mask(Problem& p, MaskKind kind, int64_t lq, int64_t lk, uint32_t seed) {
+  p.request.mask_kind = kind;
+  p.request.mask_shape = {lq, lk};
+  std::mt19937 rng(seed);
+  for (int64_t x = 0; x < lq * lk; ++x) {
+    const bool visible = rng() % 4 != 0;
+    p.bool_mask.push_back(visible);
+    p.float_mask.push_back(visible ? static_cast<float>(rng() % 7) - 3.0f : -INFINITY);
+  }
+}
+
 TEST_P(KernelTest, LengthAndDimSweep) {
   uint32_t seed = 100;
   for (int64_t lq : {1, 2, 3, 17, 63, 64, 65, 127}) {
@@ -71,16 +84,7 @@ TEST_P(KernelTest, CausalOffsetsStraddlingTilesWithMasks) {
         p.request.causal = CausalAlignment::kOffset;
         p.request.causal_offset = offset;
         p.request.return_weights = seed % 2 == 0;
-        if (kind != MaskKind::kNone) {
-          p.request.mask_kind = kind;
-          p.request.mask_shape = {lq, lk};
-          std::mt19937 rng(seed);
-          for (int64_t x = 0; x < lq * lk; ++x) {
-            const bool visible = rng() % 4 != 0;
-            p.bool_mask.push_back(visible);
-            p.float_mask.push_back(visible ? static_cast<float>(rng() % 7) - 3.0f : -INFINITY);
-          }
-        }
+        if (kind != MaskKind::kNone) add_random_mask(p, kind, lq, lk, seed);
         const std::string what = std::to_string(lq) + "x" + std::to_string(lk) + " offset " +
                                  std::to_string(offset) + " mask " + std::to_string(static_cast<int>(kind));
         for (int threads : {1, 3}) ExpectMatchesReference(p, (what + " threads " + std::to_string(threads)).c_str(), threads);
@@ -197,16 +201,7 @@ TEST_P(KernelTest, SoftcapStraddlingTilesWithMasksAndCausal) {
         p.request.softcap = cap;
         p.request.return_weights = seed % 2 == 0;
         if (big) p.request.has_scale = true, p.request.scale = 1.0;
-        if (variant == 1 || variant == 2) {
-          p.request.mask_kind = variant == 1 ? MaskKind::kBool : MaskKind::kAdditive;
-          p.request.mask_shape = {lq, lk};
-          std::mt19937 rng(seed);
-          for (int64_t x = 0; x < lq * lk; ++x) {
-            const bool visible = rng() % 4 != 0;
-            p.bool_mask.push_back(visible);
-            p.float_mask.push_back(visible ? static_cast<float>(rng() % 7) - 3.0f : -INFINITY);
-          }
-        }
+        if (variant == 1 || variant == 2) add_random_mask(p, variant == 1 ? MaskKind::kBool : MaskKind::kAdditive, lq, lk, seed);
         if (variant >= 2) {
           p.request.causal = CausalAlignment::kOffset;
           p.request.causal_offset = variant == 2 ? -3 : 31;

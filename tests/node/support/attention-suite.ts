@@ -399,74 +399,60 @@ export function defineAttentionSuite(backend: BackendName, { factor, create }: S
         for (const offset of [-(2 ** 53), -1e300]) expect((await attn.scaledDotProductAttention(q, k, v, { isCausal: { offset } })).output.data.every((x) => x === 0)).toBe(true);
       });
     });
-  });
 
-  // Softcap: score ← c·tanh(score / c) after the scale, before masks and causality.
-  describe(`softcap on the '${backend}' backend`, () => {
-    let attn: Attention;
-    let oracle: Attention;
-    const check = (q: Tensor, k: Tensor, v: Tensor, options: AttentionOptions = {}, label = '') =>
-      expectMatchesReference(attn, oracle, q, k, v, options, { factor }, label);
-
-    beforeAll(async () => {
-      attn = await (create ? create() : createAttention({ backend }));
-      oracle = await createAttention({ backend: 'scalar' });
-    });
-    afterAll(() => {
-      attn.dispose();
-      oracle.dispose();
-    });
-
-    it('softcap 0.5, 5 and 50 alone, with a bool or additive mask and with causal offsets, across the tiles', async () => {
-      for (const [lq, lk] of [[33, 65], [70, 130]]) {
-        const q = randomTensor([2, lq, 16], lq + 3, -4, 4), k = randomTensor([2, lk, 16], lk + 4, -4, 4), v = randomTensor([2, lk, 8], lk + 5);
-        const masks = randomMasks([2, lq, lk], lq + lk + 1);
-        for (const softcap of [0.5, 5, 50]) {
-          const label = `softcap ${softcap} ${lq}x${lk}`;
-          await check(q, k, v, { softcap, returnWeights: true }, label);
-          await check(q, k, v, { softcap, attnMask: masks.bool, returnWeights: softcap === 5 }, `${label} + bool mask`);
-          await check(q, k, v, { softcap, attnMask: masks.additive }, `${label} + additive mask`);
-          for (const offset of [-3, 31, lk - lq]) {
-            await check(q, k, v, { softcap, isCausal: { offset }, returnWeights: offset === 31 }, `${label} + offset ${offset}`);
+    // Softcap: score ← c·tanh(score / c) after the scale, before masks and causality.
+    describe(`softcap on the '${backend}' backend`, () => {
+      it('softcap 0.5, 5 and 50 alone, with a bool or additive mask and with causal offsets, across the tiles', async () => {
+        for (const [lq, lk] of [[33, 65], [70, 130]]) {
+          const q = randomTensor([2, lq, 16], lq + 3, -4, 4), k = randomTensor([2, lk, 16], lk + 4, -4, 4), v = randomTensor([2, lk, 8], lk + 5);
+          const masks = randomMasks([2, lq, lk], lq + lk + 1);
+          for (const softcap of [0.5, 5, 50]) {
+            const label = `softcap ${softcap} ${lq}x${lk}`;
+            await check(q, k, v, { softcap, returnWeights: true }, label);
+            await check(q, k, v, { softcap, attnMask: masks.bool, returnWeights: softcap === 5 }, `${label} + bool mask`);
+            await check(q, k, v, { softcap, attnMask: masks.additive }, `${label} + additive mask`);
+            for (const offset of [-3, 31, lk - lq]) {
+              await check(q, k, v, { softcap, isCausal: { offset }, returnWeights: offset === 31 }, `${label} + offset ${offset}`);
+            }
+            await check(q, k, v, { softcap, isCausal: true, attnMask: masks.additive, returnWeights: true }, `${label} + causal + additive mask`);
           }
-          await check(q, k, v, { softcap, isCausal: true, attnMask: masks.additive, returnWeights: true }, `${label} + causal + additive mask`);
         }
-      }
-    });
+      });
 
-    it('logits of 1e4 are capped: finite, and as the reference', async () => {
-      const big = { data: new Float32Array(50).map((_, j) => 100 - j / 10), shape: [50, 1] };
-      const q100 = { data: new Float32Array(20).fill(100), shape: [20, 1] };
-      const v = randomTensor([50, 3], 61);
-      for (const softcap of [0.5, 5, 50]) {
-        const r = await attn.scaledDotProductAttention(q100, big, v, { scale: 1, softcap, returnWeights: true });
-        expect(r.output.data.every(Number.isFinite)).toBe(true);
-        await check(q100, big, v, { scale: 1, softcap, returnWeights: true }, `logits 1e4, softcap ${softcap}`);
-      }
-    });
+      it('logits of 1e4 are capped: finite, and as the reference', async () => {
+        const big = { data: new Float32Array(50).map((_, j) => 100 - j / 10), shape: [50, 1] };
+        const q100 = { data: new Float32Array(20).fill(100), shape: [20, 1] };
+        const v = randomTensor([50, 3], 61);
+        for (const softcap of [0.5, 5, 50]) {
+          const r = await attn.scaledDotProductAttention(q100, big, v, { scale: 1, softcap, returnWeights: true });
+          expect(r.output.data.every(Number.isFinite)).toBe(true);
+          await check(q100, big, v, { scale: 1, softcap, returnWeights: true }, `logits 1e4, softcap ${softcap}`);
+        }
+      });
 
-    it('softcap 0 is off, bit for bit', async () => {
-      const q = randomTensor([2, 9, 8], 62), k = randomTensor([2, 11, 8], 63), v = randomTensor([2, 11, 4], 64);
-      const plain = await attn.scaledDotProductAttention(q, k, v, { returnWeights: true });
-      const zero = await attn.scaledDotProductAttention(q, k, v, { softcap: 0, returnWeights: true });
-      expect(zero.output.data).toEqual(plain.output.data);
-      expect(zero.weights!.data).toEqual(plain.weights!.data);
-    });
+      it('softcap 0 is off, bit for bit', async () => {
+        const q = randomTensor([2, 9, 8], 62), k = randomTensor([2, 11, 8], 63), v = randomTensor([2, 11, 4], 64);
+        const plain = await attn.scaledDotProductAttention(q, k, v, { returnWeights: true });
+        const zero = await attn.scaledDotProductAttention(q, k, v, { softcap: 0, returnWeights: true });
+        expect(zero.output.data).toEqual(plain.output.data);
+        expect(zero.weights!.data).toEqual(plain.weights!.data);
+      });
 
-    it('bad softcaps are a RangeError or TypeError naming softcap, and the heap is untouched', async () => {
-      const q = randomTensor([3, 4], 1), k = randomTensor([5, 4], 2), v = randomTensor([5, 2], 3);
-      await attn.scaledDotProductAttention(q, k, v, { softcap: 2 });
-      const heapBefore = attn.memoryStats().heapBytesInUse;
-      const bad: [unknown, typeof TypeError | typeof RangeError][] = [
-        [-1, RangeError], [-0.5, RangeError], [NaN, RangeError], [Infinity, RangeError], [-Infinity, RangeError],
-        [1e39, RangeError], [1e-50, RangeError], ['5', TypeError], [null, TypeError], [true, TypeError], [5n, TypeError],
-      ];
-      for (const [softcap, type] of bad) {
-        const error = await attn.scaledDotProductAttention(q, k, v, { softcap: softcap as never }).then(() => undefined, (e: unknown) => e);
-        expect(error, String(softcap)).toBeInstanceOf(type);
-        expect((error as Error).message).toMatch(/softcap/);
-      }
-      expect(attn.memoryStats().heapBytesInUse).toBe(heapBefore);
+      it('bad softcaps are a RangeError or TypeError naming softcap, and the heap is untouched', async () => {
+        const q = randomTensor([3, 4], 1), k = randomTensor([5, 4], 2), v = randomTensor([5, 2], 3);
+        await attn.scaledDotProductAttention(q, k, v, { softcap: 2 });
+        const heapBefore = attn.memoryStats().heapBytesInUse;
+        const bad: [unknown, typeof TypeError | typeof RangeError][] = [
+          [-1, RangeError], [-0.5, RangeError], [NaN, RangeError], [Infinity, RangeError], [-Infinity, RangeError],
+          [1e39, RangeError], [1e-50, RangeError], ['5', TypeError], [null, TypeError], [true, TypeError], [5n, TypeError],
+        ];
+        for (const [softcap, type] of bad) {
+          const error = await attn.scaledDotProductAttention(q, k, v, { softcap: softcap as never }).then(() => undefined, (e: unknown) => e);
+          expect(error, String(softcap)).toBeInstanceOf(type);
+          expect((error as Error).message).toMatch(/softcap/);
+        }
+        expect(attn.memoryStats().heapBytesInUse).toBe(heapBefore);
+      });
     });
   });
 }

@@ -353,66 +353,52 @@ export function defineHardeningSuite(backend: BackendName, { factor, create }: S
         }
       });
     });
-  });
 
-  describe(`hardening: softcap on the '${backend}' backend`, () => {
-    let attn: Attention;
-    let oracle: Attention;
-    const check = (q: Tensor, k: Tensor, v: Tensor, options: AttentionOptions = {}, label = '') =>
-      expectMatchesReference(attn, oracle, q, k, v, options, { factor }, label);
-
-    beforeAll(async () => {
-      attn = await make();
-      oracle = await createAttention({ backend: 'scalar' });
-    });
-    afterAll(() => {
-      attn.dispose();
-      oracle.dispose();
-    });
-
-    it('softcaps and scores near FLT_MAX: an overflowing score is capped to c, not NaN', async () => {
-      const q = randomTensor([8, 16], 1, -1e3, 1e3), k = randomTensor([30, 16], 2, -1e3, 1e3), v = randomTensor([30, 4], 3);
-      for (const softcap of [3.4e38, 1e38, 5]) {
-        const r = await attn.scaledDotProductAttention(q, k, v, { softcap, returnWeights: true });
-        expect(r.output.data.every(Number.isFinite), `softcap ${softcap}`).toBe(true);
-        await check(q, k, v, { softcap, returnWeights: true }, `|q|,|k| ~ 1e3, softcap ${softcap}`);
-      }
-      // q·k·scale = +Inf in row 0: capped to c (without the softcap that row is NaN).
-      const qInf = { data: new Float32Array([3e38, 1, 1, 1]), shape: [2, 2] };
-      const kInf = { data: new Float32Array([3e38, 0, 0, 1]), shape: [2, 2] };
-      const vInf = randomTensor([2, 2], 4);
-      const capped = await attn.scaledDotProductAttention(qInf, kInf, vInf, { scale: 1, softcap: 3e38 });
-      expect(capped.output.data.every(Number.isFinite)).toBe(true);
-      await check(qInf, kInf, vInf, { scale: 1, softcap: 3e38 }, 'overflowing score, softcap 3e38');
-      await check(qInf, kInf, vInf, { scale: 1, softcap: 2 }, 'overflowing score, softcap 2');
-    });
-
-    it('NaN in a visible logit makes its row NaN; NaN at a hidden key is never read', async () => {
-      const q = randomTensor([4, 8], 5), k = randomTensor([9, 8], 6), v = randomTensor([9, 3], 7);
-      q.data[2 * 8 + 5] = NaN; // query row 2
-      const r = await attn.scaledDotProductAttention(q, k, v, { softcap: 5 });
-      for (let i = 0; i < 4; i++) {
-        const row = r.output.data.subarray(i * 3, i * 3 + 3);
-        expect(row.every(i === 2 ? Number.isNaN : Number.isFinite), `row ${i}`).toBe(true);
-      }
-      const clean = await attn.scaledDotProductAttention(randomTensor([4, 8], 8), k, v, { softcap: 5, isCausal: { offset: 3 } });
-      const k2 = { data: k.data.slice(), shape: k.shape };
-      k2.data[8 * 8 + 1] = NaN; // key 8: past every row's limit
-      const dirty = await attn.scaledDotProductAttention(randomTensor([4, 8], 8), k2, v, { softcap: 5, isCausal: { offset: 3 } });
-      expect(dirty.output.data).toEqual(clean.output.data);
-    });
-
-    it('a subnormal softcap gives (nearly) equal scores, hence the mean of V, as the reference', async () => {
-      const q = randomTensor([6, 8], 9), k = randomTensor([40, 8], 10), v = randomTensor([40, 3], 11);
-      for (const softcap of [1e-40, 1.4e-45]) {
-        const r = await attn.scaledDotProductAttention(q, k, v, { softcap });
-        for (let c = 0; c < 3; c++) {
-          let m = 0;
-          for (let j = 0; j < 40; j++) m += v.data[j * 3 + c]! / 40;
-          for (let i = 0; i < 6; i++) expect(r.output.data[i * 3 + c]).toBeCloseTo(m, 5);
+    describe(`hardening: softcap on the '${backend}' backend`, () => {
+      it('softcaps and scores near FLT_MAX: an overflowing score is capped to c, not NaN', async () => {
+        const q = randomTensor([8, 16], 1, -1e3, 1e3), k = randomTensor([30, 16], 2, -1e3, 1e3), v = randomTensor([30, 4], 3);
+        for (const softcap of [3.4e38, 1e38, 5]) {
+          const r = await attn.scaledDotProductAttention(q, k, v, { softcap, returnWeights: true });
+          expect(r.output.data.every(Number.isFinite), `softcap ${softcap}`).toBe(true);
+          await check(q, k, v, { softcap, returnWeights: true }, `|q|,|k| ~ 1e3, softcap ${softcap}`);
         }
-        await check(q, k, v, { softcap, returnWeights: true }, `softcap ${softcap}`);
-      }
+        // q·k·scale = +Inf in row 0: capped to c (without the softcap that row is NaN).
+        const qInf = { data: new Float32Array([3e38, 1, 1, 1]), shape: [2, 2] };
+        const kInf = { data: new Float32Array([3e38, 0, 0, 1]), shape: [2, 2] };
+        const vInf = randomTensor([2, 2], 4);
+        const capped = await attn.scaledDotProductAttention(qInf, kInf, vInf, { scale: 1, softcap: 3e38 });
+        expect(capped.output.data.every(Number.isFinite)).toBe(true);
+        await check(qInf, kInf, vInf, { scale: 1, softcap: 3e38 }, 'overflowing score, softcap 3e38');
+        await check(qInf, kInf, vInf, { scale: 1, softcap: 2 }, 'overflowing score, softcap 2');
+      });
+
+      it('NaN in a visible logit makes its row NaN; NaN at a hidden key is never read', async () => {
+        const q = randomTensor([4, 8], 5), k = randomTensor([9, 8], 6), v = randomTensor([9, 3], 7);
+        q.data[2 * 8 + 5] = NaN; // query row 2
+        const r = await attn.scaledDotProductAttention(q, k, v, { softcap: 5 });
+        for (let i = 0; i < 4; i++) {
+          const row = r.output.data.subarray(i * 3, i * 3 + 3);
+          expect(row.every(i === 2 ? Number.isNaN : Number.isFinite), `row ${i}`).toBe(true);
+        }
+        const clean = await attn.scaledDotProductAttention(randomTensor([4, 8], 8), k, v, { softcap: 5, isCausal: { offset: 3 } });
+        const k2 = { data: k.data.slice(), shape: k.shape };
+        k2.data[8 * 8 + 1] = NaN; // key 8: past every row's limit
+        const dirty = await attn.scaledDotProductAttention(randomTensor([4, 8], 8), k2, v, { softcap: 5, isCausal: { offset: 3 } });
+        expect(dirty.output.data).toEqual(clean.output.data);
+      });
+
+      it('a subnormal softcap gives (nearly) equal scores, hence the mean of V, as the reference', async () => {
+        const q = randomTensor([6, 8], 9), k = randomTensor([40, 8], 10), v = randomTensor([40, 3], 11);
+        for (const softcap of [1e-40, 1.4e-45]) {
+          const r = await attn.scaledDotProductAttention(q, k, v, { softcap });
+          for (let c = 0; c < 3; c++) {
+            let m = 0;
+            for (let j = 0; j < 40; j++) m += v.data[j * 3 + c]! / 40;
+            for (let i = 0; i < 6; i++) expect(r.output.data[i * 3 + c]).toBeCloseTo(m, 5);
+          }
+          await check(q, k, v, { softcap, returnWeights: true }, `softcap ${softcap}`);
+        }
+      });
     });
   });
 }
