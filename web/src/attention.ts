@@ -510,12 +510,18 @@ function sameShape(a: readonly number[], b: readonly number[]): boolean {
   return true;
 }
 
+/**
+ * Every field of the two requests equal (shapes element by element), so a field added to the
+ * request can never be left out of the comparison and reuse a plan made without it.
+ */
 function sameRequest(a: AttentionRequest, b: AttentionRequest): boolean {
-  return (
-    a.maskKind === b.maskKind && a.causal === b.causal && a.causalOffset === b.causalOffset && a.scale === b.scale && a.softcap === b.softcap && a.enableGqa === b.enableGqa &&
-    a.returnWeights === b.returnWeights && a.threads === b.threads && sameShape(a.queryShape, b.queryShape) &&
-    sameShape(a.keyShape, b.keyShape) && sameShape(a.valueShape, b.valueShape) && sameShape(a.maskShape, b.maskShape)
-  );
+  const keys = Object.keys(a) as (keyof AttentionRequest)[];
+  if (keys.length !== Object.keys(b).length) return false;
+  for (const key of keys) {
+    const x = a[key], y = b[key];
+    if (Array.isArray(x) && Array.isArray(y) ? !sameShape(x, y) : x !== y) return false;
+  }
+  return true;
 }
 
 function joinReasons(...reasons: (string | undefined)[]): string | undefined {

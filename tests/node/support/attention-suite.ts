@@ -402,6 +402,19 @@ export function defineAttentionSuite(backend: BackendName, { factor, create }: S
 
     // Softcap: score ← c·tanh(score / c) after the scale, before masks and causality.
     describe(`softcap on the '${backend}' backend`, () => {
+      // The sync API is the CPU backends' (a 'webgpu' instance throws on it).
+      if (backend !== 'webgpu') it('a sync call after one of the same shapes with other options runs with its own options', async () => {
+        // The sync path reuses the last plan (sizes, validation) for an equal request; each call still runs its own options.
+        const q = randomTensor([2, 20, 8], 71, -4, 4), k = randomTensor([2, 30, 8], 72, -4, 4), v = randomTensor([2, 30, 4], 73);
+        const variants: AttentionOptions[] = [{}, { softcap: 5 }, { softcap: 0.5 }, { isCausal: { offset: 3 } }, { isCausal: { offset: -2 } }, { scale: 0.5 }];
+        for (const options of variants) {
+          const sync = attn.scaledDotProductAttentionSync(q, k, v, options).output.data;
+          expect(sync, JSON.stringify(options)).toEqual((await attn.scaledDotProductAttention(q, k, v, options)).output.data);
+        }
+        const distinct = new Set(variants.map((o) => attn.scaledDotProductAttentionSync(q, k, v, o).output.data.join()));
+        expect(distinct.size).toBe(variants.length);
+      });
+
       it('softcap 0.5, 5 and 50 alone, with a bool or additive mask and with causal offsets, across the tiles', async () => {
         for (const [lq, lk] of [[33, 65], [70, 130]]) {
           const q = randomTensor([2, lq, 16], lq + 3, -4, 4), k = randomTensor([2, lk, 16], lk + 4, -4, 4), v = randomTensor([2, lk, 8], lk + 5);
