@@ -237,9 +237,7 @@ export function attentionRequest(
   if (scale !== undefined && scale !== null && typeof scale !== 'number') {
     throw new TypeError(`scale must be a number; got ${describe(scale)}`);
   }
-  if (softcap !== undefined && typeof softcap !== 'number') {
-    throw new TypeError(`softcap must be a number; got ${describe(softcap)}`);
-  }
+  if (softcap !== undefined) checkNumber('softcap', softcap);
   if (softcap !== undefined && !(Number.isFinite(softcap) && softcap >= 0)) {
     throw new RangeError(`softcap must be a finite number > 0 (0 = off); got ${softcap}`);
   }
@@ -263,7 +261,10 @@ function causalRequest(isCausal: unknown): Pick<AttentionRequest, 'causal' | 'ca
   if (isCausal === undefined || isCausal === false) return { causal: 'none', causalOffset: 0 };
   if (isCausal === true || isCausal === 'top-left') return { causal: 'top-left', causalOffset: 0 };
   if (isCausal === 'bottom-right') return { causal: 'bottom-right', causalOffset: 0 };
-  if (typeof isCausal === 'object' && isCausal !== null && !Array.isArray(isCausal) && 'offset' in isCausal) {
+  if (typeof isCausal === 'object' && isCausal !== null && !Array.isArray(isCausal) && !ArrayBuffer.isView(isCausal)) {
+    checkOptionNames('isCausal', isCausal, ['offset']);
+  }
+  if (typeof isCausal === 'object' && isCausal !== null && 'offset' in isCausal) {
     const { offset } = isCausal as { offset: unknown };
     if (typeof offset !== 'number') throw new TypeError(`isCausal.offset must be an integer number; got ${describe(offset)}`);
     if (!Number.isInteger(offset)) throw new RangeError(`isCausal.offset must be an integer; got ${offset}`);

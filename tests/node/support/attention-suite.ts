@@ -386,6 +386,8 @@ export function defineAttentionSuite(backend: BackendName, { factor, create }: S
           [{ offset: '3' }, TypeError, /isCausal\.offset must be an integer number; got string 3/],
           [{ offset: null }, TypeError, /isCausal\.offset/],
           [{}, TypeError, /isCausal must be .*\{ offset: n \}/],
+          [{ offest: 3 }, TypeError, /unknown option 'offest' of isCausal; did you mean 'offset'\?/],
+          [{ offset: 3, ofset: 1 }, TypeError, /unknown option 'ofset' of isCausal/],
         ];
         for (const [isCausal, type, message] of bad) {
           const error = await attn.scaledDotProductAttention(q, k, v, { isCausal: isCausal as never }).then(() => undefined, (e: unknown) => e);
