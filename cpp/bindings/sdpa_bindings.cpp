@@ -62,6 +62,17 @@ std::vector<int64_t> shape_of(const val& array) {
   return shape;
 }
 
+// A JS array (or typed array) of numbers, e.g. keyLengths or sinks; *present: whether it was given.
+std::vector<double> numbers_of(const val& array, bool* present) {
+  std::vector<double> out;
+  *present = !array.isUndefined() && !array.isNull();
+  if (!*present) return out;
+  const auto n = array[js("length")].as<unsigned>();
+  out.reserve(n);
+  for (unsigned i = 0; i < n; ++i) out.push_back(array[i].as<double>());
+  return out;
+}
+
 val shape_to_js(const std::vector<int64_t>& shape) {
   val out = val::array();
   for (size_t i = 0; i < shape.size(); ++i) out.set(i, static_cast<double>(shape[i]));
@@ -165,7 +176,10 @@ bool named(const val& string, std::initializer_list<std::pair<const char*, Enum>
 // request: { queryShape, keyShape, valueShape, maskKind: 'none'|'bool'|'additive', maskShape,
 //            causal: 'none'|'top-left'|'bottom-right'|'offset', causalOffset (with 'offset': an
 //            integer, query i sees keys j <= i + causalOffset), scale?: number, softcap?: number (0 = off),
-//            enableGqa, returnWeights }
+//            keyLengths?: number[B], windowLeft?, windowRight?: integers, alibi?: boolean,
+//            alibiSlopes?: number[Hq], sinks?: number[Hq], queryDocumentsShape?, keyDocumentsShape?
+//            (both or neither), returnScores: 'none'|'scaled'|'softcapped'|'masked',
+//            enableGqa, returnWeights }  (JS types checked in TypeScript; values in plan_attention)
 Status plan_from_js(const val& request, AttentionPlan* plan) {
   AttentionRequest r;
   r.query_shape = shape_of(request[js("queryShape")]);
@@ -196,6 +210,25 @@ Status plan_from_js(const val& request, AttentionPlan* plan) {
   // softcap: a number checked in TypeScript; undefined or 0 = off (plan_attention checks the range).
   const val softcap = request[js("softcap")];
   if (!softcap.isUndefined() && !softcap.isNull()) r.softcap = softcap.as<double>();
+  r.key_lengths = numbers_of(request[js("keyLengths")], &r.has_key_lengths);
+  const val window_left = request[js("windowLeft")], window_right = request[js("windowRight")];
+  r.has_window_left = !window_left.isUndefined() && !window_left.isNull();
+  r.has_window_right = !window_right.isUndefined() && !window_right.isNull();
+  if (r.has_window_left) r.window_left = window_left.as<double>();
+  if (r.has_window_right) r.window_right = window_right.as<double>();
+  r.alibi = request[js("alibi")].isTrue();
+  r.alibi_slopes = numbers_of(request[js("alibiSlopes")], &r.has_alibi_slopes);
+  r.sinks = numbers_of(request[js("sinks")], &r.has_sinks);
+  const val query_documents = request[js("queryDocumentsShape")];
+  r.has_documents = !query_documents.isUndefined() && !query_documents.isNull();
+  r.query_documents_shape = shape_of(query_documents);
+  r.key_documents_shape = shape_of(request[js("keyDocumentsShape")]);
+  const val stage = request[js("returnScores")];
+  if (!stage.isUndefined() && !named(stage, {{"none", ScoreStage::kNone}, {"scaled", ScoreStage::kScaled},
+                                             {"softcapped", ScoreStage::kSoftcapped}, {"masked", ScoreStage::kMasked}},
+                                     &r.return_scores)) {
+    return Status::TypeError("sdpa-web internal error: request.returnScores must be 'none', 'scaled', 'softcapped' or 'masked'");
+  }
   r.enable_gqa = request[js("enableGqa")].as<bool>();
   r.return_weights = request[js("returnWeights")].as<bool>();
   return plan_attention(r, plan);
@@ -212,13 +245,15 @@ int threads_of(const val& request, Backend backend, const AttentionPlan& plan) {
   return threads_for(backend, Pass::kForward, plan, t.isUndefined() || t.isNull() ? 1 : t.as<int>(), max_threads());
 }
 
-// query, key, value and, for a masked plan, mask.
+// query, key, value and, for a masked plan, mask; document ids for a plan with documents.
 AttentionInputs inputs_from(PointerBag& pointers, const AttentionPlan& plan) {
   AttentionInputs in;
   in.query = pointers.required<const float>("query");
   in.key = pointers.required<const float>("key");
   in.value = pointers.required<const float>("value");
   in.mask = pointers.required_if<const void>(plan.mask_kind != MaskKind::kNone, "mask");
+  in.query_documents = pointers.required_if<const int32_t>(plan.documents, "queryDocuments");
+  in.key_documents = pointers.required_if<const int32_t>(plan.documents, "keyDocuments");
   return in;
 }
 
@@ -255,16 +290,18 @@ val plan_attention_js(val request) {
   return out;
 }
 
-// pointers: { query, key, value, mask?, output, weights?, lse?, workspace }
+// pointers: { query, key, value, mask?, queryDocuments?, keyDocuments?, output, weights?, lse?,
+//            scores? (with request.returnScores), workspace }
 val run_attention_js(val request, std::string backend, val pointers) {
   return run_planned(plan_from_js, request, pointers, [&](const AttentionPlan& plan, PointerBag& bag) {
     const AttentionInputs in = inputs_from(bag, plan);
     float* output = bag.required<float>("output");
     float* weights = bag.required_if<float>(plan.return_weights, "weights");
     float* lse = bag.optional<float>("lse");
+    float* scores = bag.required_if<float>(plan.return_scores != ScoreStage::kNone, "scores");
     void* workspace = bag.required("workspace");
     const Backend b = backend_named(backend);
-    return bag.then([&] { run_attention(b, plan, in, output, weights, workspace, threads_of(request, b, plan), lse); });
+    return bag.then([&] { run_attention(b, plan, in, output, weights, workspace, threads_of(request, b, plan), lse, scores); });
   });
 }
 
@@ -278,13 +315,15 @@ val explain_attention_js(val request, val pointers) {
     out.weights = bag.required<float>("weights");
     out.scores = bag.required<float>("scores");
     out.scaled_scores = bag.required<float>("scaledScores");
+    out.softcapped_scores = bag.optional<float>("softcappedScores");
     out.masked_scores = bag.required<float>("maskedScores");
     float* workspace = bag.required<float>("workspace");
     return bag.then([&] { attention_reference<float>(plan, in, out, workspace); });
   });
 }
 
-// The float64 oracle. pointers: inputs + { output, weights, workspace } (double buffers).
+// The float64 oracle. pointers: inputs + { output, weights?, lse?, scaledScores?,
+// softcappedScores?, maskedScores?, workspace } (double buffers).
 val reference_attention64_js(val request, val pointers) {
   return run_planned(plan_from_js, request, pointers, [&](const AttentionPlan& plan, PointerBag& bag) {
     const AttentionInputs in = inputs_from(bag, plan);
@@ -292,6 +331,9 @@ val reference_attention64_js(val request, val pointers) {
     out.output = bag.required<double>("output");
     out.weights = bag.optional<double>("weights");
     out.lse = bag.optional<double>("lse");
+    out.scaled_scores = bag.optional<double>("scaledScores");
+    out.softcapped_scores = bag.optional<double>("softcappedScores");
+    out.masked_scores = bag.optional<double>("maskedScores");
     double* workspace = bag.required<double>("workspace");
     return bag.then([&] { attention_reference<double>(plan, in, out, workspace); });
   });
@@ -374,7 +416,7 @@ Status backward_plan_from_js(const val& request, const val& backward, AttentionP
 }
 
 // The part every backward binding shares: plans the call and reads the bag's inputs, dOutput and
-// gradients { dQuery, dKey, dValue, dMask? } (in T), then runs
+// gradients { dQuery, dKey, dValue, dMask?, dSinks? } (in T), then runs
 // body(plan, bag, inputs, d_output, gradients), which reads the rest and computes through
 // bag.then().
 template <typename T, typename Body>
@@ -386,7 +428,8 @@ val run_backward_planned(const val& request, const val& backward, const val& poi
     const AttentionInputs in = inputs_from(bag, plan);
     const float* d_output = bag.required<const float>("dOutput");
     const BackwardOutputs<T> gradients{bag.required<T>("dQuery"), bag.required<T>("dKey"),
-                                       bag.required<T>("dValue"), bag.optional<T>("dMask")};
+                                       bag.required<T>("dValue"), bag.optional<T>("dMask"),
+                                       bag.optional<T>("dSinks")};
     s = body(plan, bag, in, d_output, gradients);
   }
   return error_to_js(s);

@@ -39,6 +39,21 @@ export interface AttentionRequest {
   causalOffset?: number;
   /** Softcap c > 0: each scaled score s becomes c·tanh(s / c) before masks; undefined or 0 = off. */
   softcap?: number;
+  /** Per-batch key lengths [B]: keys j ≥ keyLengths[b] hidden ('bottom-right' aligns to them). */
+  keyLengths?: ArrayLike<number>;
+  /** Sliding window sides (non-negative integers): key j visible iff p − left ≤ j ≤ p + right. */
+  windowLeft?: number;
+  windowRight?: number;
+  /** ALiBi with the standard slopes of Hq heads, or these slopes [Hq]. */
+  alibi?: boolean;
+  alibiSlopes?: ArrayLike<number>;
+  /** One extra softmax logit per query head [Hq], with no value. */
+  sinks?: ArrayLike<number>;
+  /** Document id tensors' shapes ([B, Lq] and [B, Lk]; both or neither): their data in the pointer bag. */
+  queryDocumentsShape?: ShapeLike;
+  keyDocumentsShape?: ShapeLike;
+  /** A stage of the scores to return beside the output. */
+  returnScores?: 'none' | 'scaled' | 'softcapped' | 'masked';
   scale: number | undefined;
   enableGqa: boolean;
   returnWeights: boolean;

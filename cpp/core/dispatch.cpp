@@ -38,18 +38,24 @@ uint64_t workspace_bytes(Backend backend, const AttentionPlan& plan, int threads
 }
 
 void run_attention(Backend backend, const AttentionPlan& plan, const AttentionInputs& in,
-                   float* output, float* weights, void* workspace, int threads, float* lse) {
+                   float* output, float* weights, void* workspace, int threads, float* lse, float* scores) {
   switch (backend) {
     case Backend::kScalar: {
       ReferenceOutputs<float> out;
       out.output = output;
       out.weights = plan.return_weights ? weights : nullptr;
       out.lse = lse;
+      switch (plan.return_scores) {
+        case ScoreStage::kNone: break;
+        case ScoreStage::kScaled: out.scaled_scores = scores; break;
+        case ScoreStage::kSoftcapped: out.softcapped_scores = scores; break;
+        case ScoreStage::kMasked: out.masked_scores = scores; break;
+      }
       attention_reference<float>(plan, in, out, static_cast<float*>(workspace));
       return;
     }
     case Backend::kSimd128:
-      attention_f32_simd128(plan, in, output, weights, static_cast<float*>(workspace), threads, lse);
+      attention_f32_simd128(plan, in, output, weights, static_cast<float*>(workspace), threads, lse, scores);
       return;
   }
 }
@@ -102,6 +108,7 @@ void run_attention_backward(Backend backend, const AttentionPlan& plan, const At
       if (lse == nullptr && plan.B * plan.Hq * plan.Lq > 0) {  // recompute output and lse
         AttentionPlan forward = plan;
         forward.return_weights = false;
+        forward.return_scores = ScoreStage::kNone;
         float* o = ws + simd128_backward_workspace_bytes(plan) / sizeof(float);
         float* l = o + plan.output_elements();
         float* forward_ws = l + plan.B * plan.Hq * plan.Lq;

@@ -23,37 +23,62 @@ inline void softcap_scores(const AttentionPlan& p, std::ptrdiff_t n, T* row) {
   for (std::ptrdiff_t j = 0; j < n; ++j) row[j] = c * std::tanh(row[j] / c);
 }
 
-// Masks the scaled scores row[0, n) of query row i of head (b, h) against keys [j0, j0 + n):
-// keys past the causal limit (i + position_offset) or past Lk (a padded tile) become -inf, then
-// keys whose bool mask entry is 0 or whose additive entry is -inf become -inf (selected, not
-// added, so a NaN score there cannot leak), and other additive entries are added: with both
-// causality and a mask, a key must pass both. Returns how many leading keys of
-// the row the causal limit and Lk leave visible. Works on float and double rows; the index
-// arithmetic is pointer-sized (32-bit in wasm32), as in the SIMD kernels.
+// The ALiBi pass (Press et al.): with slopes on, score s_ij of query row i (position p) of head h
+// gains -slope_h·|p - j| for keys [j0, j0 + n), computed in T; runs after the softcap and before
+// the masks. A no-op without ALiBi.
 template <typename T>
-inline std::ptrdiff_t mask_scores(const AttentionPlan& p, const void* mask, int64_t b, int64_t h, int64_t i,
-                                  int64_t j0, std::ptrdiff_t n, T* row) {
+inline void bias_scores(const AttentionPlan& p, int64_t b, int64_t h, int64_t i, int64_t j0, std::ptrdiff_t n,
+                        T* row) {
+  if (p.alibi_slopes.empty()) return;
+  const T slope = T(p.alibi_slopes[static_cast<size_t>(h)]);
+  const int64_t position = p.query_position(b, i);
+  for (std::ptrdiff_t j = 0; j < n; ++j) {
+    const int64_t distance = position - (j0 + j);
+    row[j] -= slope * T(distance < 0 ? -distance : distance);
+  }
+}
+
+// Masks the scores row[0, n) of query row i of head (b, h) against keys [j0, j0 + n): keys outside
+// the row's visible range (causality, the window, the key length, the end of Lk in a padded
+// tile: AttentionPlan::first/last_visible_key) and keys of another document become -inf, then
+// keys whose bool mask entry is 0 or whose additive entry is -inf become -inf (selected, not
+// added, so a NaN score there cannot leak), and other additive entries are added: a key must
+// pass every rule. Returns how many keys of the row the visible range leaves (documents and the
+// mask aside). Works on float and double rows; the index arithmetic is pointer-sized (32-bit in
+// wasm32), as in the SIMD kernels.
+template <typename T>
+inline std::ptrdiff_t mask_scores(const AttentionPlan& p, const AttentionInputs& in, int64_t b, int64_t h,
+                                  int64_t i, int64_t j0, std::ptrdiff_t n, T* row) {
   using idx = std::ptrdiff_t;
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
-  const idx visible = static_cast<idx>(std::clamp<int64_t>(p.last_visible_key(i) - j0 + 1, 0, n));
-  for (idx j = visible; j < n; ++j) row[j] = kNegInf;
-  if (p.mask_kind == MaskKind::kNone) return visible;
+  const idx first = static_cast<idx>(std::clamp<int64_t>(p.first_visible_key(b, i) - j0, 0, n));
+  const idx end = std::max(first, static_cast<idx>(std::clamp<int64_t>(p.last_visible_key(b, i) - j0 + 1, 0, n)));
+  for (idx j = 0; j < first; ++j) row[j] = kNegInf;
+  for (idx j = end; j < n; ++j) row[j] = kNegInf;
+  if (p.documents) {
+    const int32_t document = in.query_documents[b * p.Lq + i];
+    const int32_t* keys = in.key_documents + b * p.Lk + j0;
+    for (idx j = first; j < end; ++j) {
+      if (keys[j] != document) row[j] = kNegInf;
+    }
+  }
+  if (p.mask_kind == MaskKind::kNone) return end - first;
   const idx keys = static_cast<idx>(std::min<int64_t>(n, p.Lk - j0));
   const idx stride = static_cast<idx>(p.mask_stride_k);
   const idx offset = static_cast<idx>(p.mask_offset(b, h, i) + j0 * p.mask_stride_k);
   if (p.mask_kind == MaskKind::kBool) {
-    const auto* m = static_cast<const uint8_t*>(mask) + offset;
+    const auto* m = static_cast<const uint8_t*>(in.mask) + offset;
     for (idx j = 0; j < keys; ++j) {
       if (!m[j * stride]) row[j] = kNegInf;
     }
   } else {
-    const auto* m = static_cast<const float*>(mask) + offset;
+    const auto* m = static_cast<const float*>(in.mask) + offset;
     for (idx j = 0; j < keys; ++j) {
       const T add = T(m[j * stride]);
-      row[j] = add == kNegInf ? kNegInf : row[j] + add;
+      row[j] = add == kNegInf || row[j] == kNegInf ? kNegInf : row[j] + add;
     }
   }
-  return visible;
+  return end - first;
 }
 
 }  // namespace sdpa

@@ -1,5 +1,6 @@
 #include "core/problem.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -62,6 +63,99 @@ std::string shape_to_string(const std::vector<int64_t>& shape) {
   out << ']';
   return out.str();
 }
+
+namespace {
+
+// A window side as the plan holds it: a non-negative integer, clamped to 2^53 (beyond which every
+// position is as far as a key can be).
+Status window_side(const char* name, bool present, double value, int64_t* out) {
+  if (!present) {
+    *out = AttentionPlan::kUnbounded;
+    return Status::Ok();
+  }
+  if (!(value >= 0) || value != std::floor(value)) {
+    return Status::RangeError(std::string("window.") + name +
+                              " must be a non-negative integer (0 = this position only); got " +
+                              format_number(value));
+  }
+  *out = static_cast<int64_t>(std::min(value, static_cast<double>(kMaxCausalOffset)));
+  return Status::Ok();
+}
+
+// One float per query head, each accepted by `ok` (whose rule `rule` names).
+Status per_head(const char* name, const std::vector<double>& values, int64_t heads, bool (*ok)(double),
+                const char* rule, std::vector<float>* out) {
+  if (static_cast<int64_t>(values.size()) != heads) {
+    return Status::RangeError(std::string(name) + " must hold one value per query head: " +
+                              std::to_string(heads) + " (Hq); got " + std::to_string(values.size()));
+  }
+  out->clear();
+  for (size_t h = 0; h < values.size(); ++h) {
+    if (!ok(values[h])) {
+      return Status::RangeError(std::string(name) + "[" + std::to_string(h) + "] must be " + rule +
+                                "; got " + format_number(values[h]));
+    }
+    out->push_back(static_cast<float>(values[h]));
+  }
+  return Status::Ok();
+}
+
+// keyLengths, window, ALiBi, sinks, documents and the score output of a plan whose shapes are set.
+Status plan_variants(const AttentionRequest& r, AttentionPlan* p) {
+  if (r.has_key_lengths) {
+    if (static_cast<int64_t>(r.key_lengths.size()) != p->B) {
+      return Status::RangeError("keyLengths must hold one length per batch: " + std::to_string(p->B) +
+                                " (B); got " + std::to_string(r.key_lengths.size()));
+    }
+    for (size_t b = 0; b < r.key_lengths.size(); ++b) {
+      const double n = r.key_lengths[b];
+      if (!(n >= 0 && n <= static_cast<double>(p->Lk)) || n != std::floor(n)) {
+        return Status::RangeError("keyLengths[" + std::to_string(b) + "] must be an integer in [0, Lk = " +
+                                  std::to_string(p->Lk) + "]; got " + format_number(n));
+      }
+      p->key_lengths.push_back(static_cast<int32_t>(n));
+    }
+  }
+  p->positions_follow_key_lengths =
+      r.causal == CausalAlignment::kBottomRight || r.causal == CausalAlignment::kNone;
+  Status s = window_side("left", r.has_window_left, r.window_left, &p->window_left);
+  if (s.ok()) s = window_side("right", r.has_window_right, r.window_right, &p->window_right);
+  if (!s.ok()) return s;
+  if (r.alibi && r.has_alibi_slopes) {
+    return Status::TypeError("pass either alibi: true (the standard slopes) or alibiSlopes, not both");
+  }
+  const auto finite = [](double x) { return std::isfinite(static_cast<float>(x)); };
+  if (r.alibi || r.has_alibi_slopes) {
+    s = per_head("alibiSlopes", r.alibi ? standard_alibi_slopes(p->Hq) : r.alibi_slopes, p->Hq, finite,
+                 "a finite number", &p->alibi_slopes);
+    if (!s.ok()) return s;
+  }
+  if (r.has_sinks) {
+    const auto sink_ok = [](double x) { return std::isfinite(static_cast<float>(x)) || x == -INFINITY; };
+    s = per_head("sinks", r.sinks, p->Hq, sink_ok, "a finite number or -Infinity", &p->sinks);
+    if (!s.ok()) return s;
+  }
+  if (r.has_documents) {
+    const std::vector<int64_t> q_expected{p->B, p->Lq}, k_expected{p->B, p->Lk};
+    if (r.query_documents_shape != q_expected) {
+      return Status::RangeError("queryDocuments must have shape [B, Lq] = " + shape_to_string(q_expected) +
+                                "; got " + shape_to_string(r.query_documents_shape));
+    }
+    if (r.key_documents_shape != k_expected) {
+      return Status::RangeError("keyDocuments must have shape [B, Lk] = " + shape_to_string(k_expected) +
+                                "; got " + shape_to_string(r.key_documents_shape));
+    }
+    p->documents = true;
+  }
+  p->return_scores = r.return_scores;
+  if (r.return_scores != ScoreStage::kNone && checked_elements(p->weights_shape) < 0) {
+    return Status::RangeError("the scores of shape " + shape_to_string(p->weights_shape) +
+                              " have more than 2^30 elements, more than wasm32 memory can hold");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 Status plan_attention(const AttentionRequest& r, AttentionPlan* plan) {
   const size_t rank = r.query_shape.size();
@@ -200,8 +294,23 @@ Status plan_attention(const AttentionRequest& r, AttentionPlan* plan) {
     p.mask_stride_k = strides4[3];
     p.mask_elements = checked_elements(m);
   }
+  Status variants = plan_variants(r, &p);
+  if (!variants.ok()) return variants;
   *plan = std::move(p);
   return Status::Ok();
+}
+
+std::vector<double> standard_alibi_slopes(int64_t heads) {
+  std::vector<double> slopes;
+  if (heads <= 0) return slopes;
+  int64_t n = 1;  // the largest power of two <= heads
+  while (n * 2 <= heads) n *= 2;
+  for (int64_t h = 0; h < n; ++h) slopes.push_back(std::exp2(-8.0 * static_cast<double>(h + 1) / n));
+  // Not a power of two: then every other slope of 2n, starting with the first (BLOOM).
+  for (int64_t h = 0; static_cast<int64_t>(slopes.size()) < heads; h += 2) {
+    slopes.push_back(std::exp2(-8.0 * static_cast<double>(h + 1) / (2 * n)));
+  }
+  return slopes;
 }
 
 Status plan_matmul(const std::vector<int64_t>& a, const std::vector<int64_t>& b, MatmulPlan* plan) {

@@ -33,6 +33,11 @@ enum class MaskKind { kNone, kBool, kAdditive };
 // (kBottomRight: the queries are the last Lq positions) or AttentionRequest::causal_offset (kOffset).
 enum class CausalAlignment { kNone, kTopLeft, kBottomRight, kOffset };
 
+// Which stage of the scores a call returns beside its output (ONNX Attention's qk_matmul_output
+// modes): the scaled scores Q·Kᵀ·scale, after the softcap, or after biases and masks (−inf where
+// hidden). kNone: no scores.
+enum class ScoreStage { kNone, kScaled, kSoftcapped, kMasked };
+
 // Largest |causal_offset| a request may carry: 2^53, the largest integer a JavaScript number holds
 // exactly. Any offset past -Lq or Lk has the same effect as those.
 constexpr int64_t kMaxCausalOffset = int64_t{1} << 53;
@@ -51,6 +56,26 @@ struct AttentionRequest {
   double softcap = 0.0;  // > 0: score <- softcap·tanh(score / softcap) after the scale; 0 = off
   bool enable_gqa = false;
   bool return_weights = false;
+  // Per-batch key lengths [B] (ONNX's nonpad_kv_seqlen): keys j >= key_lengths[b] are hidden;
+  // empty = every batch has Lk keys.
+  bool has_key_lengths = false;
+  std::vector<double> key_lengths;
+  // Sliding window (ONNX opset 25): key j is visible from position p iff p - left <= j <= p + right;
+  // an absent side is unbounded.
+  bool has_window_left = false, has_window_right = false;
+  double window_left = 0, window_right = 0;
+  // ALiBi: alibi = the standard slopes for Hq heads, or alibi_slopes [Hq]; bias -m_h·|p - j|.
+  bool alibi = false;
+  bool has_alibi_slopes = false;
+  std::vector<double> alibi_slopes;
+  // Attention sinks [Hq]: one extra logit per query head in each row's softmax, with no value.
+  bool has_sinks = false;
+  std::vector<double> sinks;
+  // Document ids: query_documents [B, Lq] and key_documents [B, Lk] (both or neither); query i
+  // sees key j only when their ids are equal.
+  bool has_documents = false;
+  std::vector<int64_t> query_documents_shape, key_documents_shape;
+  ScoreStage return_scores = ScoreStage::kNone;
 };
 
 // A validated request, normalized to rank 4.
@@ -60,11 +85,22 @@ struct AttentionPlan {
   // Softcap (Gemma 2, ONNX Attention's softcap): when > 0, every scaled score s becomes
   // softcap·tanh(s / softcap), before masks and biases. 0 = off.
   float softcap = 0.0f;
-  // Positions: query row i sits at position i + position_offset, key j at position j. The offset
-  // is the causal offset when causal, else Lk - Lq (the queries are the last Lq positions, as in a
-  // KV-cache step). Causal: query i sees keys j <= i + position_offset, composed with the mask.
+  // Positions: query row i of batch b sits at position i + position_offset(b), key j at position j.
+  // The offset is the causal offset when causal ('top-left' 0, an explicit offset), else (and for
+  // 'bottom-right') the key length minus Lq: the queries are the last Lq positions, as in a
+  // KV-cache step, each batch aligned to its own key length when key_lengths are given.
+  // Causal: query i sees keys j <= its position, composed with windows, documents and the mask.
   bool causal = false;
-  int64_t position_offset = 0;
+  int64_t position_offset = 0;       // the offset of a batch with Lk keys
+  bool positions_follow_key_lengths = false;  // bottom-right or not causal: Lk -> key_lengths[b]
+  std::vector<int32_t> key_lengths;  // [B], each in [0, Lk]; empty = Lk for every batch (or B = 0)
+  // Sliding window bounds (kUnbounded when a side is absent): p - window_left <= j <= p + window_right.
+  static constexpr int64_t kUnbounded = -1;
+  int64_t window_left = kUnbounded, window_right = kUnbounded;
+  std::vector<float> alibi_slopes;  // [Hq]: score += -alibi_slopes[h]·|p - j|; empty = off
+  std::vector<float> sinks;         // [Hq]: each row's softmax gains e^sinks[h]; empty = off
+  bool documents = false;           // AttentionInputs::query_documents/key_documents are given
+  ScoreStage return_scores = ScoreStage::kNone;
   MaskKind mask_kind = MaskKind::kNone;
   // Element strides of the mask over [B, Hq, Lq, Lk]; 0 where the mask broadcasts.
   int64_t mask_stride_b = 0, mask_stride_h = 0, mask_stride_q = 0, mask_stride_k = 0;
@@ -84,13 +120,30 @@ struct AttentionPlan {
     return static_cast<double>(B * Hq) * static_cast<double>(Lq) * static_cast<double>(Lk) *
            static_cast<double>(E + Ev);
   }
-  int64_t query_position(int64_t i) const { return i + position_offset; }
-  // Index of the last key that query row i may see under causality (may be < 0: the row sees
-  // nothing), or Lk - 1 when not causal. |position_offset| <= 2^53, so this cannot overflow.
-  int64_t last_visible_key(int64_t i) const {
-    if (!causal) return Lk - 1;
-    const int64_t last = query_position(i);
-    return last < Lk - 1 ? last : Lk - 1;
+  int64_t key_length(int64_t b) const { return key_lengths.empty() ? Lk : key_lengths[b]; }
+  int64_t position_offset_of(int64_t b) const {
+    return positions_follow_key_lengths && !key_lengths.empty() ? key_lengths[b] - Lq : position_offset;
+  }
+  int64_t query_position(int64_t b, int64_t i) const { return i + position_offset_of(b); }
+  // The keys [first_visible_key, last_visible_key] that query row i of batch b may see under
+  // causality, the window and the key length (documents and the mask may hide more); empty
+  // (first > last, last possibly < 0) when it sees none. Positions and window sides are at most
+  // about 2^53 in size, so none of this overflows.
+  int64_t first_visible_key(int64_t b, int64_t i) const {
+    if (window_left == kUnbounded) return 0;
+    const int64_t first = query_position(b, i) - window_left;
+    return first > 0 ? first : 0;
+  }
+  int64_t last_visible_key(int64_t b, int64_t i) const {
+    int64_t last = key_length(b) - 1;
+    const int64_t position = query_position(b, i);
+    if (causal && position < last) last = position;
+    if (window_right != kUnbounded && position + window_right < last) last = position + window_right;
+    return last;
+  }
+  // Whether any rule beyond the mask hides keys by position (the ranges above are not [0, Lk)).
+  bool hides_by_position() const {
+    return causal || !key_lengths.empty() || window_left != kUnbounded || window_right != kUnbounded;
   }
   int64_t mask_offset(int64_t b, int64_t h, int64_t i) const {
     return b * mask_stride_b + h * mask_stride_h + i * mask_stride_q;
@@ -104,6 +157,8 @@ struct AttentionInputs {
   const float* key = nullptr;
   const float* value = nullptr;
   const void* mask = nullptr;
+  const int32_t* query_documents = nullptr;  // [B, Lq] when plan.documents
+  const int32_t* key_documents = nullptr;    // [B, Lk] when plan.documents
 };
 
 // Largest element count of any one tensor: 2^32 bytes of float32 data is the wasm32 address space.
@@ -111,6 +166,10 @@ constexpr int64_t kMaxTensorElements = int64_t{1} << 30;
 
 // Validates `request` and fills `plan`. Never allocates tensor memory.
 Status plan_attention(const AttentionRequest& request, AttentionPlan* plan);
+
+// ALiBi's standard slopes for `heads` heads (Press et al., as BLOOM): m_h = 2^(-8(h+1)/H) for H a
+// power of two; otherwise those of the largest power of two n < H, then every other slope of 2n.
+std::vector<double> standard_alibi_slopes(int64_t heads);
 
 // Shapes of the building blocks.
 struct MatmulPlan {

@@ -26,12 +26,14 @@ void snapshot(const T* scores, int64_t n, T* stage) {
 
 }  // namespace
 
-// Stable softmax of one row: max -> exp-sum -> normalize. `in` and `out` may alias.
-// A row whose max is -inf (every entry masked) becomes all zeros.
+// Stable softmax of one row: max -> exp-sum -> normalize. `in` and `out` may alias. With a sink
+// (not null), *sink is one more logit of the row, with no output entry: it joins the max and the
+// sum, so the row's weights sum to less than 1. A row whose max is -inf (every entry masked, and
+// no finite sink) becomes all zeros.
 template <typename T>
-void softmax_row(const T* in, int64_t n, T* out) {
+void softmax_row(const T* in, int64_t n, T* out, const T* sink) {
   // max: the largest score, so every exponent below is <= 0 and cannot overflow.
-  T row_max = kNegInf<T>;
+  T row_max = sink ? *sink : kNegInf<T>;
   for (int64_t j = 0; j < n; ++j) row_max = nan_propagating_max(row_max, in[j]);
   if (row_max == kNegInf<T>) {
     for (int64_t j = 0; j < n; ++j) out[j] = T(0);
@@ -39,7 +41,7 @@ void softmax_row(const T* in, int64_t n, T* out) {
   }
   // exp-sum. Hidden entries (-inf) are marked -0.0 (exp never returns -0.0), so that normalize
   // can keep them exactly 0 even in a row whose max or sum is NaN, and even when in == out.
-  T sum = 0;
+  T sum = sink ? std::exp(*sink - row_max) : T(0);
   for (int64_t j = 0; j < n; ++j) {
     out[j] = in[j] == kNegInf<T> ? T(-0.0) : std::exp(in[j] - row_max);
     sum += out[j];
@@ -51,19 +53,22 @@ void softmax_row(const T* in, int64_t n, T* out) {
   }
 }
 
-// log Σ_j e^(in[j]), stable (subtracts the max); -inf when every entry is -inf, NaN with NaN.
+// log(e^sink + Σ_j e^(in[j])), stable (subtracts the max); -inf when every entry (and the sink, if
+// any) is -inf, NaN with NaN.
 template <typename T>
-T row_log_sum_exp(const T* in, int64_t n) {
-  T row_max = kNegInf<T>;
+T row_log_sum_exp(const T* in, int64_t n, const T* sink) {
+  T row_max = sink ? *sink : kNegInf<T>;
   for (int64_t j = 0; j < n; ++j) row_max = nan_propagating_max(row_max, in[j]);
   if (row_max == kNegInf<T>) return kNegInf<T>;
-  T sum = 0;
+  T sum = sink ? std::exp(*sink - row_max) : T(0);
   for (int64_t j = 0; j < n; ++j) sum += std::exp(in[j] - row_max);
   return row_max + std::log(sum);
 }
 
-template void softmax_row<float>(const float*, int64_t, float*);
-template void softmax_row<double>(const double*, int64_t, double*);
+template void softmax_row<float>(const float*, int64_t, float*, const float*);
+template void softmax_row<double>(const double*, int64_t, double*, const double*);
+template float row_log_sum_exp<float>(const float*, int64_t, const float*);
+template double row_log_sum_exp<double>(const double*, int64_t, const double*);
 
 template <typename T>
 void attention_reference(const AttentionPlan& p, const AttentionInputs& in,
@@ -105,17 +110,23 @@ void attention_reference(const AttentionPlan& p, const AttentionInputs& in,
       softcap_scores(p, n, s);
       snapshot(s, n, stage(out.softcapped_scores));
 
+      // bias: ALiBi, s -= slope_h·|p_i − j| when on
+      for (int64_t i = 0; i < p.Lq; ++i) bias_scores(p, b, h, i, 0, p.Lk, s + i * p.Lk);
+
       // mask: hidden keys become -inf (selected, not added, so a NaN score there cannot leak)
-      for (int64_t i = 0; i < p.Lq; ++i) mask_scores(p, in.mask, b, h, i, 0, p.Lk, s + i * p.Lk);
+      for (int64_t i = 0; i < p.Lq; ++i) mask_scores(p, in, b, h, i, 0, p.Lk, s + i * p.Lk);
       snapshot(s, n, stage(out.masked_scores));
 
-      // max -> exp-sum -> normalize, row by row: w = softmax(s)  [Lq, Lk]
-      for (int64_t i = 0; i < p.Lq; ++i) softmax_row(s + i * p.Lk, p.Lk, w + i * p.Lk);
+      // max -> exp-sum -> normalize, row by row: w = softmax([s, sink])  [Lq, Lk] (the sink, when
+      // on, is one more logit of every row, with no value)
+      const T sink_value = p.sinks.empty() ? T(0) : T(p.sinks[static_cast<size_t>(h)]);
+      const T* sink = p.sinks.empty() ? nullptr : &sink_value;
+      for (int64_t i = 0; i < p.Lq; ++i) softmax_row(s + i * p.Lk, p.Lk, w + i * p.Lk, sink);
       snapshot(w, n, stage(out.weights));
 
-      // log-sum-exp (when asked, for the backward pass): lse_i = m_i + log Σ_j e^(s_ij − m_i)
+      // log-sum-exp (when asked, for the backward pass): lse_i = log(e^sink + Σ_j e^s_ij)
       if (out.lse) {
-        for (int64_t i = 0; i < p.Lq; ++i) out.lse[(b * p.Hq + h) * p.Lq + i] = row_log_sum_exp(s + i * p.Lk, p.Lk);
+        for (int64_t i = 0; i < p.Lq; ++i) out.lse[(b * p.Hq + h) * p.Lq + i] = row_log_sum_exp(s + i * p.Lk, p.Lk, sink);
       }
 
       // ·V: o = w·v  [Lq, Ev]. Keys whose masked score is -inf are skipped, not multiplied by 0,
@@ -141,7 +152,7 @@ template void attention_reference<double>(const AttentionPlan&, const AttentionI
 void softmax_rows(const float* x, int64_t rows, int64_t cols, float temperature, float* out) {
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = x[r * cols + c] / temperature;
-    softmax_row(out + r * cols, cols, out + r * cols);
+    softmax_row<float>(out + r * cols, cols, out + r * cols, nullptr);
   }
 }
 

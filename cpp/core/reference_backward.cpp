@@ -28,6 +28,7 @@ void attention_backward_reference(const AttentionPlan& p, const AttentionInputs&
   zero(out.d_key, p.key_elements());
   zero(out.d_value, p.value_elements());
   if (p.mask_kind == MaskKind::kAdditive) zero(out.d_mask, p.mask_elements);
+  if (!p.sinks.empty()) zero(out.d_sinks, p.Hq);
 
   const int64_t group = p.Hq == 0 ? 1 : p.heads_per_kv();
   const int64_t n = p.Lq * p.Lk;
@@ -47,7 +48,7 @@ void attention_backward_reference(const AttentionPlan& p, const AttentionInputs&
       T* dk = out.d_key + kv_off * p.E;             // [Lk, E], shared by the GQA group
       T* dv = out.d_value + kv_off * p.Ev;          // [Lk, Ev], shared by the GQA group
 
-      // scores -> scale -> softcap -> mask: s = c·tanh(q·kᵀ·scale / c) + mask, −inf where hidden  [Lq, Lk]
+      // scores -> scale -> softcap -> bias -> mask: s = c·tanh(q·kᵀ·scale / c) + bias + mask, −inf where hidden  [Lq, Lk]
       for (int64_t i = 0; i < p.Lq; ++i) {
         T* row = s + i * p.Lk;
         for (int64_t j = 0; j < p.Lk; ++j) {
@@ -56,11 +57,14 @@ void attention_backward_reference(const AttentionPlan& p, const AttentionInputs&
           row[j] = dot * T(p.scale);
         }
         softcap_scores(p, p.Lk, row);
-        mask_scores(p, in.mask, b, h, i, 0, p.Lk, row);
+        bias_scores(p, b, h, i, 0, p.Lk, row);
+        mask_scores(p, in, b, h, i, 0, p.Lk, row);
       }
 
-      // softmax: w = softmax(s) row-wise; a row that sees nothing is all zeros  [Lq, Lk]
-      for (int64_t i = 0; i < p.Lq; ++i) softmax_row(s + i * p.Lk, p.Lk, w + i * p.Lk);
+      // softmax: w = softmax([s, sink]) row-wise; a row that sees nothing is all zeros  [Lq, Lk]
+      const T sink_value = p.sinks.empty() ? T(0) : T(p.sinks[static_cast<size_t>(h)]);
+      const T* sink = p.sinks.empty() ? nullptr : &sink_value;
+      for (int64_t i = 0; i < p.Lq; ++i) softmax_row(s + i * p.Lk, p.Lk, w + i * p.Lk, sink);
 
       // dV += wᵀ·dout  [Lk, Ev] (hidden keys skipped)
       for (int64_t i = 0; i < p.Lq; ++i) {
@@ -90,6 +94,11 @@ void attention_backward_reference(const AttentionPlan& p, const AttentionInputs&
         for (int64_t j = 0; j < p.Lk; ++j) d += wrow[j] * row[j];
         for (int64_t j = 0; j < p.Lk; ++j) {
           row[j] = s[i * p.Lk + j] == kNegInf<T> ? T(0) : wrow[j] * (row[j] - d);
+        }
+        // dSinks_h −= P_sink·D_i, P_sink = e^(sink − lse_i) (0 in a row whose max is −inf)
+        if (sink && out.d_sinks && *sink != kNegInf<T>) {
+          const T lse = row_log_sum_exp(s + i * p.Lk, p.Lk, sink);
+          out.d_sinks[h] -= std::exp(*sink - lse) * d;
         }
       }
 

@@ -5,7 +5,7 @@
 // attention_backward_reference<float> is the 'scalar' backend's backward, and its distance from
 // the float64 gradient is the e_ref of the tolerance rule.
 //
-// With S = Q·Kᵀ·scale + mask (−inf where hidden), P = softmax(S) row-wise, O = P·V and a
+// With S = softcap(Q·Kᵀ·scale) + bias + mask (−inf where hidden), P = softmax(S) row-wise, O = P·V and a
 // loss L with dO = ∂L/∂O given, per (batch, query head):
 //   dV  = Pᵀ·dO                         [Lk, Ev]   (summed over the query heads of a GQA group)
 //   dP  = dO·Vᵀ                         [Lq, Lk]
@@ -18,6 +18,8 @@
 //    read, so NaN/Inf stored there cannot leak. Their dK/dV rows get 0 from this query row.
 //  - A row that sees no key (output 0) has zero gradients: dQ_i = 0, nothing flows into dK/dV.
 //  - NaN in a visible score propagates to that row's gradients.
+//  - Sinks: the sink logit of head h has P_sink,i = e^(sink_h − lse_i) in row i and no value, so
+//    dSinks_h = −Σ_(b, i) P_sink,i·D_i. ALiBi's bias is a constant: dS passes through it unchanged.
 //  - dMask has the mask's own shape: where the mask broadcasts, dS is summed over the broadcast
 //    dims (as autograd does). Entries that are −inf get 0.
 #pragma once
@@ -35,6 +37,7 @@ struct BackwardOutputs {
   T* d_key = nullptr;    // [B, Hkv, Lk, E]
   T* d_value = nullptr;  // [B, Hkv, Lk, Ev]
   T* d_mask = nullptr;   // the additive mask's shape (plan.mask_elements)
+  T* d_sinks = nullptr;  // [Hq] when the plan has sinks
 };
 
 // Scratch bytes attention_backward_reference<T> needs: S, P and dP/dS of one head, [Lq, Lk] each.

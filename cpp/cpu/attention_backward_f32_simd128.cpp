@@ -15,8 +15,9 @@
 //      dV_tile += Pᵀ·dO_blk,   dK_tile += dSᵀ·Q_blk,   dQ_blk += dS·K_tile
 //    (4 f32x4 accumulators per 16 output dims; scale is applied to dQ and dK once, at the end).
 //  - Hidden keys get P = dS = −0.0; when a tile holds any, dS·K drops those lanes, so NaN/Inf
-//    stored in hidden K/V rows never leaks (as in the forward). Causal: a block skips the tiles
-//    after its last row's last visible key; rows that see none of a tile contribute nothing.
+//    stored in hidden K/V rows never leaks (as in the forward). A block skips the tiles outside
+//    its rows' visible ranges (causality, the window, the key length); rows that see none of a
+//    tile contribute nothing. dSinks = −Σ_i e^(sink − lse_i)·D_i per query head.
 //  - The register accumulations alternate two sets of accumulators over the rows (8 chains):
 //    with one set (4 chains) they were latency-bound and a fused multiply-add's longer latency
 //    made the relaxed build 1.4–1.6× slower than SIMD128. The dot products (S, dP) are unfused in
@@ -155,7 +156,7 @@ struct HeadContext {
   const AttentionPlan& p;
   const Sizes& sz;
   int64_t b, h;
-  const void* mask;
+  const AttentionInputs* in;
   const float* key_tiles;    // [tiles, E, Bc]
   const float* value_tiles;  // [tiles, Ev, Bc]
   const float* key_rows;     // [keys, E4]
@@ -193,7 +194,7 @@ void backward_block(const HeadContext& c, int64_t i0, int64_t rows, int64_t t) {
     }
   }
 
-  // Per row: scale, softcap, mask, P = e^(S − lse), dS = P ⊙ (dP − D) (then times the softcap's
+  // Per row: scale, softcap, bias, mask, P = e^(S − lse), dS = P ⊙ (dP − D) (then times the softcap's
   // slope); hidden keys −0.0 in both.
   const f32x4 scale = splat(p.scale), neg_inf = splat(kNegInf), hidden = from_bits(kNegativeZeroBits);
   const bool capped = p.softcap > 0.0f;
@@ -204,8 +205,9 @@ void backward_block(const HeadContext& c, int64_t i0, int64_t rows, int64_t t) {
     const int64_t i = i0 + r;
     float* s = c.probs + r * kTileKeys;
     float* ds = c.dscores + r * kTileKeys;
-    const int64_t visible = std::min(tile_len, p.last_visible_key(i) - j0 + 1);
-    if (visible <= 0 || c.row_lse[i] == kNegInf) {  // this row sees no key of the tile
+    const int64_t visible = std::min(tile_len, p.last_visible_key(c.b, i) - j0 + 1);
+    const bool before_window = p.first_visible_key(c.b, i) >= j0 + tile_len;
+    if (visible <= 0 || before_window || c.row_lse[i] == kNegInf) {  // this row sees no key of the tile
       for (int64_t j = 0; j < kTileKeys; j += 4) {
         store(s + j, hidden);
         store(ds + j, hidden);
@@ -224,7 +226,8 @@ void backward_block(const HeadContext& c, int64_t i0, int64_t rows, int64_t t) {
         store(s + j, mul(cap, t));
       }
     }
-    any_hidden |= mask_scores(p, c.mask, c.b, c.h, i, j0, kTileKeys, s) < kTileKeys;
+    bias_scores(p, c.b, c.h, i, j0, kTileKeys, s);
+    any_hidden |= mask_scores(p, *c.in, c.b, c.h, i, j0, kTileKeys, s) < kTileKeys;
     const f32x4 l = splat(c.row_lse[i]), d = splat(c.row_d[i]);
     mask32x4 row_hidden{};
     for (int64_t j = 0; j < kTileKeys; j += 4) {
@@ -297,6 +300,7 @@ void attention_backward_f32_simd128(const AttentionPlan& p, const AttentionInput
   const int64_t rows_padded = round_up(p.Lq, 2);
   float* d_mask = p.mask_kind == MaskKind::kAdditive ? out.d_mask : nullptr;
   if (d_mask) std::fill(d_mask, d_mask + p.mask_elements, 0.0f);
+  if (!p.sinks.empty() && out.d_sinks) std::fill(out.d_sinks, out.d_sinks + p.Hq, 0.0f);
 
   for (int64_t b = 0; b < p.B; ++b) {
     for (int64_t kv = 0; kv < p.Hkv; ++kv) {
@@ -322,14 +326,22 @@ void attention_backward_f32_simd128(const AttentionPlan& p, const AttentionInput
           for (int64_t c = 0; c < p.Ev; ++c) d += g[c] * o[c];
           row_d[i] = d;
         }
-        const HeadContext c{p,        sz,      b,     h,        in.mask,  key_tiles, value_tiles,
+        // dSinks_h −= P_sink·D_i with P_sink = e^(sink − lse_i), per row
+        if (!p.sinks.empty() && out.d_sinks && p.sinks[h] != kNegInf) {
+          for (int64_t i = 0; i < p.Lq; ++i) out.d_sinks[h] -= std::exp(p.sinks[h] - lse[q_off + i]) * row_d[i];
+        }
+        const HeadContext c{p,        sz,      b,     h,        &in,      key_tiles, value_tiles,
                             key_rows, q_rows,  dout_rows, row_d, lse + q_off, dk, dv,
                             dq,       probs,   dscores,   d_mask};
         for (int64_t t = 0; t < sz.tiles; ++t) {
           for (int64_t i0 = 0; i0 < p.Lq; i0 += kBlockQueries) {
             const int64_t rows = std::min(kBlockQueries, p.Lq - i0);
-            // Causal: the block's last row sees the most keys; skip tiles past it.
-            if (p.last_visible_key(i0 + rows - 1) < t * kTileKeys) continue;
+            // The block's last row sees the latest keys, its first row the earliest: skip tiles
+            // outside that range (causality, the window, the key length).
+            if (p.last_visible_key(b, i0 + rows - 1) < t * kTileKeys ||
+                p.first_visible_key(b, i0) >= (t + 1) * kTileKeys) {
+              continue;
+            }
             backward_block(c, i0, rows, t);
           }
         }

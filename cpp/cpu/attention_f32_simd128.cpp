@@ -266,6 +266,7 @@ struct Shared {
   float* output;
   float* weights;
   float* lse;      // [B, Hq, Lq] or null
+  float* scores;   // [B, Hq, Lq, Lk] of stage p.return_scores, or null
   float* scratch;  // per worker: sz.scratch floats
 };
 
@@ -284,12 +285,40 @@ struct BlockContext {
   float* tile_min;  // [Bq + 2] each row's smallest score in the tile: -inf iff a key is hidden
   float* tile_max;  // [Bq + 2]
   const Constants* k;
+  // Key tiles [tile_begin, tile_end) hold every key a row of the block may see (causality, the
+  // window, the key length); documents_min/max: the block's range of query document ids.
+  idx tile_begin, tile_end;
+  int32_t documents_min, documents_max;
 };
 
-// Scores of the block's rows against key tile t: S = Q·Kᵀ·scale, softcapped when asked, masked
-// when the tile holds a hidden key, and each row's min and max over the tile into tile_min, tile_max (NaN left out).
-// Rows run in pairs; an odd block also fills a twin of its last row at index `rows`.
-void compute_score_tile(const BlockContext& c, idx t) {
+// The range of document ids of keys [j0, j0 + n) of batch b.
+void key_document_range(const Shared& s, idx b, idx j0, idx n, int32_t* low, int32_t* high) {
+  const int32_t* ids = s.in.key_documents + b * s.Lk + j0;
+  *low = *high = ids[0];
+  for (idx j = 1; j < n; ++j) {
+    *low = std::min(*low, ids[j]);
+    *high = std::max(*high, ids[j]);
+  }
+}
+
+// Whether any row of the block may see a key of tile t: t within the block's tile range and,
+// with documents, the tile's id range meeting the block's (sorted packed documents then skip
+// every tile off the block-diagonal).
+bool visits_tile(const BlockContext& c, idx t) {
+  if (t < c.tile_begin || t >= c.tile_end) return false;
+  if (!c.s.p.documents) return true;
+  int32_t low, high;
+  const idx j0 = t * kTileKeys;
+  key_document_range(c.s, c.b, j0, std::min<idx>(kTileKeys, c.s.Lk - j0), &low, &high);
+  return low <= c.documents_max && high >= c.documents_min;
+}
+
+// Scores of the block's rows against key tile t: S = Q·Kᵀ·scale, softcapped when asked, biased
+// (ALiBi) when asked, masked when the tile may hold a hidden key, and each row's min and max over
+// the tile into tile_min, tile_max (NaN left out); `stage` stops after the scaled or softcapped
+// scores (the score output). Rows run in pairs; an odd block also fills a twin of its last row at
+// index `rows`.
+void compute_score_tile(const BlockContext& c, idx t, ScoreStage stage = ScoreStage::kMasked) {
   const AttentionPlan& p = c.s.p;
   const idx E = c.s.E, rows = c.rows, i0 = c.i0;
   const float* kt = c.key_tiles + t * E * kTileKeys;
@@ -308,17 +337,22 @@ void compute_score_tile(const BlockContext& c, idx t) {
     default: scores(std::integral_constant<int, 0>{}); break;
   }
 
-  // Does any row of the block have a hidden key in this tile?
+  if (stage == ScoreStage::kScaled) return;
+  // May any row of the block have a hidden key in this tile? The visible ranges of the rows move
+  // right with the row: the last row has the latest first key, the first row the earliest last.
   const idx j0 = t * kTileKeys;
   const idx tile_len = std::min<idx>(kTileKeys, c.s.Lk - j0);
-  const bool causal_edge = p.causal &&
-                           p.last_visible_key(i0) < j0 + tile_len - 1;
-  const bool masked = tile_len < kTileKeys || causal_edge || p.mask_kind != MaskKind::kNone;
+  const bool range_edge = p.hides_by_position() &&
+                          (p.first_visible_key(c.b, i0 + rows - 1) > j0 ||
+                           p.last_visible_key(c.b, i0) < j0 + tile_len - 1);
+  const bool masked = stage == ScoreStage::kMasked &&
+                      (tile_len < kTileKeys || range_edge || p.mask_kind != MaskKind::kNone || p.documents);
+  const bool biased = stage == ScoreStage::kMasked && !p.alibi_slopes.empty();
   const bool capped = p.softcap > 0.0f;
-  if (!masked && !capped) return;
+  if (!masked && !biased && !capped) return;
 
-  // Softcap (before the mask, as in the reference): s = c·tanh(s / c); the row ranges are then
-  // taken again from the capped, masked scores.
+  // Softcap (before biases and masks, as in the reference): s = c·tanh(s / c); the row ranges are
+  // then taken again from the capped, biased, masked scores.
   const TanhConstants tanh_k = capped ? TanhConstants::load() : TanhConstants{};
   const f32x4 cap = splat(p.softcap);
   for (idx r = 0; r < rows; ++r) {
@@ -326,7 +360,8 @@ void compute_score_tile(const BlockContext& c, idx t) {
     if (capped) {
       for (int col = 0; col < kTileKeys; col += 4) store(s + col, softcap(load(s + col), cap, tanh_k));
     }
-    if (masked) mask_scores(p, c.s.in.mask, c.b, c.h, i0 + r, j0, kTileKeys, s);
+    if (biased) bias_scores(p, c.b, c.h, i0 + r, j0, kTileKeys, s);
+    if (masked) mask_scores(p, c.s.in, c.b, c.h, i0 + r, j0, kTileKeys, s);
     RowRange range{splat(std::numeric_limits<float>::infinity()), neg_inf};
     for (int col = 0; col < kTileKeys; col += 4) range.fold(load(s + col));
     c.tile_min[r] = horizontal_min(range.min);
@@ -412,17 +447,25 @@ void accumulate_tile(const BlockContext& c, idx rows, idx t, bool drop_hidden) {
   }
 }
 
-// Causal: no row of a block sees a key past its last row's limit.
-idx tiles_to_visit(const BlockContext& c) {
-  const int64_t last_key = c.s.p.last_visible_key(c.i0 + c.rows - 1);
-  return last_key < 0 ? 0 : static_cast<idx>(last_key / kTileKeys + 1);
-}
-
-void start_block(const BlockContext& c) {
+// The block's tile range [tile_begin, tile_end) and document range; the online-softmax state of
+// a row that has seen no key: max -inf and sum 0, or, with a sink, the sink as the max and
+// e^(sink - sink) = 1 as the sum (a sink of -inf adds nothing).
+void start_block(BlockContext& c) {
+  const AttentionPlan& p = c.s.p;
+  const int64_t first_key = p.first_visible_key(c.b, c.i0);
+  const int64_t last_key = p.last_visible_key(c.b, c.i0 + c.rows - 1);
+  c.tile_begin = static_cast<idx>(std::min<int64_t>(first_key / kTileKeys, c.s.sz.tiles));
+  c.tile_end = last_key < first_key ? c.tile_begin : static_cast<idx>(last_key / kTileKeys + 1);
+  if (p.documents) {
+    const int32_t* ids = c.s.in.query_documents + c.b * c.s.Lq + c.i0;
+    c.documents_min = *std::min_element(ids, ids + c.rows);
+    c.documents_max = *std::max_element(ids, ids + c.rows);
+  }
   const idx padded_rows = round_up(c.rows, 2);
+  const float sink = p.sinks.empty() ? kNegInf : p.sinks[static_cast<size_t>(c.h)];
   std::fill(c.acc, c.acc + padded_rows * c.s.sz.ev4, 0.0f);
-  std::fill(c.row_max, c.row_max + padded_rows, kNegInf);
-  std::fill(c.row_sum, c.row_sum + padded_rows, 0.0f);
+  std::fill(c.row_max, c.row_max + padded_rows, sink);
+  std::fill(c.row_sum, c.row_sum + padded_rows, sink == kNegInf ? 0.0f : 1.0f);
 }
 
 // One key tile for one block: scores, online softmax, P·V.
@@ -452,7 +495,8 @@ void recompute_nonfinite_rows(const BlockContext& c, float* output) {
   for (idx r = 0; r < rows; ++r) {
     if (redo[r]) std::fill_n(output + r * Ev, Ev, 0.0f);
   }
-  for (idx t = 0, visited = tiles_to_visit(c); t < visited; ++t) {
+  for (idx t = c.tile_begin; t < c.tile_end; ++t) {
+    if (!visits_tile(c, t)) continue;
     compute_score_tile(c, t);
     const idx j0 = t * kTileKeys, tile_len = std::min<idx>(kTileKeys, c.s.Lk - j0);
     for (idx r = 0; r < rows; ++r) {
@@ -472,7 +516,6 @@ void recompute_nonfinite_rows(const BlockContext& c, float* output) {
 // Output rows (and weights) of a block whose key tiles have all been attended.
 void finish_block(const BlockContext& c) {
   const idx rows = c.rows, i0 = c.i0, ev4 = c.s.sz.ev4, Lk = c.s.Lk, Ev = c.s.Ev;
-  const idx visited = tiles_to_visit(c);
   float* output = c.s.output + ((c.b * c.s.Hq + c.h) * c.s.Lq + i0) * Ev;
   for (idx r = 0; r < rows; ++r) {
     const float l = c.row_sum[r];  // 0 only for a fully hidden row: zeros; NaN stays NaN
@@ -494,7 +537,7 @@ void finish_block(const BlockContext& c) {
   for (idx t = 0; t < c.s.sz.tiles; ++t) {
     const idx j0 = t * kTileKeys;
     const idx tile_len = std::min<idx>(kTileKeys, Lk - j0);
-    if (t >= visited) {
+    if (!visits_tile(c, t)) {
       for (idx r = 0; r < rows; ++r) std::fill_n(weights + r * Lk + j0, tile_len, 0.0f);
       continue;
     }
@@ -518,6 +561,28 @@ void finish_block(const BlockContext& c) {
   }
 }
 
+// The score output of a block: every key tile through compute_score_tile up to the asked stage;
+// at the masked stage, tiles no row may see are -inf without being computed.
+void write_scores(const BlockContext& c) {
+  const ScoreStage stage = c.s.p.return_scores;
+  const idx Lk = c.s.Lk;
+  float* scores = c.s.scores + ((c.b * c.s.Hq + c.h) * c.s.Lq + c.i0) * Lk;
+  for (idx t = 0; t < c.s.sz.tiles; ++t) {
+    const idx j0 = t * kTileKeys;
+    const idx tile_len = std::min<idx>(kTileKeys, Lk - j0);
+    const bool skipped = stage == ScoreStage::kMasked && !visits_tile(c, t);
+    if (!skipped) compute_score_tile(c, t, stage);
+    for (idx r = 0; r < c.rows; ++r) {
+      float* out = scores + r * Lk + j0;
+      if (skipped) {
+        std::fill_n(out, tile_len, kNegInf);
+      } else {
+        std::copy(c.scores + r * kTileKeys, c.scores + r * kTileKeys + tile_len, out);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 uint64_t simd128_workspace_bytes(const AttentionPlan& plan, int threads) {
@@ -529,7 +594,7 @@ uint64_t simd128_workspace_bytes(const AttentionPlan& plan, int threads) {
 }
 
 void attention_f32_simd128(const AttentionPlan& p, const AttentionInputs& in, float* output,
-                       float* weights, float* workspace, int threads, float* lse) {
+                       float* weights, float* workspace, int threads, float* lse, float* scores) {
   threads = std::max(threads, 1);
   const Sizes sz = sizes_of(p);
   const idx kv_heads = static_cast<idx>(p.B * p.Hkv);
@@ -553,6 +618,7 @@ void attention_f32_simd128(const AttentionPlan& p, const AttentionInputs& in, fl
                  output,
                  p.return_weights ? weights : nullptr,
                  lse,
+                 p.return_scores != ScoreStage::kNone ? scores : nullptr,
                  scratch};
   if (p.B * p.Hq * p.Lq == 0) return;
 
@@ -583,7 +649,7 @@ void attention_f32_simd128(const AttentionPlan& p, const AttentionInputs& in, fl
     float* block_scratch = scores + (kBlockQueries + 1) * kTileKeys;
     alignas(BlockContext) unsigned char storage[kBlocksPerTask * sizeof(BlockContext)];
     auto* blocks = reinterpret_cast<BlockContext*>(storage);
-    idx most_tiles = 0;
+    idx first_tile = sz.tiles, end_tile = 0;
     for (idx i = 0; i < count; ++i) {
       float* acc = block_scratch + i * ((kBlockQueries + 1) * sz.ev4 + 4 * (kBlockQueries + 2));
       float* row_max = acc + (kBlockQueries + 1) * sz.ev4;
@@ -607,17 +673,32 @@ void attention_f32_simd128(const AttentionPlan& p, const AttentionInputs& in, fl
                                     row_sum,
                                     tile_min,
                                     tile_max,
-                                    &k};
+                                    &k,
+                                    0,
+                                    0,
+                                    0,
+                                    0};
       start_block(blocks[i]);
-      most_tiles = std::max(most_tiles, tiles_to_visit(blocks[i]));
+      first_tile = std::min(first_tile, blocks[i].tile_begin);
+      end_tile = std::max(end_tile, blocks[i].tile_end);
     }
-    for (idx t = 0; t < most_tiles; ++t) {
-      packing.ensure_packed(kv, t, most_tiles, pack);
+    bool visits[kBlocksPerTask];
+    for (idx t = first_tile; t < end_tile; ++t) {
+      bool any = false;
+      for (idx i = 0; i < count; ++i) any |= visits[i] = visits_tile(blocks[i], t);
+      if (!any) continue;
+      packing.ensure_packed(kv, t, end_tile, pack);
       for (idx i = 0; i < count; ++i) {
-        if (t < tiles_to_visit(blocks[i])) attend_tile(blocks[i], t);
+        if (visits[i]) attend_tile(blocks[i], t);
       }
     }
-    for (idx i = 0; i < count; ++i) finish_block(blocks[i]);
+    if (s.scores) {  // every tile of the head: the score output covers keys no row may see
+      for (idx t = 0; t < sz.tiles; ++t) packing.ensure_packed(kv, t, sz.tiles, pack);
+    }
+    for (idx i = 0; i < count; ++i) {
+      finish_block(blocks[i]);
+      if (s.scores) write_scores(blocks[i]);
+    }
   };
   tasks.run(threads, serial_micros, attend_blocks);
 }

@@ -124,7 +124,7 @@ TEST(PlanAttention, CausalWithMaskComposes) {
   EXPECT_TRUE(p.causal);
   EXPECT_EQ(p.mask_kind, MaskKind::kBool);
   EXPECT_EQ(p.mask_stride_q, 3);
-  EXPECT_EQ(p.last_visible_key(1), 1);
+  EXPECT_EQ(p.last_visible_key(0, 1), 1);
 }
 
 TEST(PlanAttention, ScaleMustBeFinite) {
@@ -143,17 +143,17 @@ TEST(PlanAttention, CausalAlignments) {
   AttentionPlan p;
   r.causal = CausalAlignment::kTopLeft;
   ASSERT_TRUE(plan(r, &p).ok());
-  EXPECT_EQ(p.last_visible_key(0), 0);
-  EXPECT_EQ(p.last_visible_key(1), 1);
+  EXPECT_EQ(p.last_visible_key(0, 0), 0);
+  EXPECT_EQ(p.last_visible_key(0, 1), 1);
   r.causal = CausalAlignment::kBottomRight;
   ASSERT_TRUE(plan(r, &p).ok());
-  EXPECT_EQ(p.last_visible_key(0), 3);
-  EXPECT_EQ(p.last_visible_key(1), 4);
+  EXPECT_EQ(p.last_visible_key(0, 0), 3);
+  EXPECT_EQ(p.last_visible_key(0, 1), 4);
   r = request({5, 4}, {2, 4}, {2, 4});  // Lq > Lk: bottom-right hides everything from early rows
   r.causal = CausalAlignment::kBottomRight;
   ASSERT_TRUE(plan(r, &p).ok());
-  EXPECT_LT(p.last_visible_key(2), 0);
-  EXPECT_EQ(p.last_visible_key(3), 0);
+  EXPECT_LT(p.last_visible_key(0, 2), 0);
+  EXPECT_EQ(p.last_visible_key(0, 3), 0);
 }
 
 // Query i sits at position i + o (o: the causal offset, or Lk - Lq without isCausal), key j at j.
@@ -163,8 +163,8 @@ TEST(PlanAttention, PositionsAndCausalOffsets) {
   ASSERT_TRUE(plan(r, &p).ok());
   EXPECT_FALSE(p.causal);
   EXPECT_EQ(p.position_offset, 3);
-  EXPECT_EQ(p.query_position(1), 4);
-  EXPECT_EQ(p.last_visible_key(0), 4);
+  EXPECT_EQ(p.query_position(0, 1), 4);
+  EXPECT_EQ(p.last_visible_key(0, 0), 4);
   r.causal = CausalAlignment::kTopLeft;
   ASSERT_TRUE(plan(r, &p).ok());
   EXPECT_EQ(p.position_offset, 0);
@@ -176,15 +176,15 @@ TEST(PlanAttention, PositionsAndCausalOffsets) {
     r.causal_offset = offset;
     ASSERT_TRUE(plan(r, &p).ok());
     EXPECT_EQ(p.position_offset, offset);
-    for (int64_t i = 0; i < 2; ++i) EXPECT_EQ(p.last_visible_key(i), std::min<int64_t>(i + offset, 4)) << offset;
+    for (int64_t i = 0; i < 2; ++i) EXPECT_EQ(p.last_visible_key(0, i), std::min<int64_t>(i + offset, 4)) << offset;
   }
   // Beyond ±2^53 (what a JavaScript number holds exactly): a RangeError naming the option.
   r.causal_offset = kMaxCausalOffset;
   ASSERT_TRUE(plan(r, &p).ok());
-  EXPECT_EQ(p.last_visible_key(1), 4);
+  EXPECT_EQ(p.last_visible_key(0, 1), 4);
   r.causal_offset = -kMaxCausalOffset;
   ASSERT_TRUE(plan(r, &p).ok());
-  EXPECT_LT(p.last_visible_key(1), 0);
+  EXPECT_LT(p.last_visible_key(0, 1), 0);
   r.causal_offset = kMaxCausalOffset + 1;
   const Status s = plan(r);
   EXPECT_EQ(s.kind, ErrorKind::kRange);

@@ -104,7 +104,7 @@ TEST(Reference, CausalEqualsExplicitLowerTriangularMask) {
     p.request.mask_kind = MaskKind::kBool;
     p.request.mask_shape = {5, 3};
     for (int64_t i = 0; i < 5; ++i) {
-      for (int64_t j = 0; j < 3; ++j) p.bool_mask.push_back(j <= plan.last_visible_key(i));
+      for (int64_t j = 0; j < 3; ++j) p.bool_mask.push_back(j <= plan.last_visible_key(0, i));
     }
     const Result64 masked = run_reference64(p);
     EXPECT_EQ(causal.output, masked.output);

@@ -44,11 +44,14 @@ function optionNames<T extends object>() {
 }
 
 export const ATTENTION_OPTION_NAMES = optionNames<AttentionOptions>()([
-  'attnMask', 'isCausal', 'scale', 'softcap', 'enableGqa', 'returnWeights', 'returnLogSumExp', 'out',
+  'attnMask', 'isCausal', 'scale', 'softcap', 'keyLengths', 'window', 'alibi', 'alibiSlopes', 'sinks',
+  'queryDocuments', 'keyDocuments', 'enableGqa', 'returnScores', 'returnWeights', 'returnLogSumExp', 'out',
 ]);
 export const BACKWARD_OPTION_NAMES = optionNames<BackwardOptions>()([
-  'attnMask', 'isCausal', 'scale', 'softcap', 'enableGqa', 'output', 'logSumExp', 'returnAttnMaskGrad',
+  'attnMask', 'isCausal', 'scale', 'softcap', 'keyLengths', 'window', 'alibi', 'alibiSlopes', 'sinks',
+  'queryDocuments', 'keyDocuments', 'enableGqa', 'output', 'logSumExp', 'returnAttnMaskGrad',
 ]);
+export const WINDOW_OPTION_NAMES = optionNames<NonNullable<AttentionOptions['window']>>()(['left', 'right']);
 export const CREATE_ATTENTION_OPTION_NAMES = optionNames<CreateAttentionOptions>()([
   'backend', 'threads', 'relaxedSimd', 'gpuDevice', 'gpu', 'gpuLimits',
 ]);
@@ -227,7 +230,7 @@ export function attentionRequest(
     throw new TypeError(`options must be an object; got ${describe(options)}`);
   }
   if (options !== undefined) checkOptionNames(where, options, ATTENTION_OPTION_NAMES);
-  const { attnMask, isCausal, scale, softcap, enableGqa, returnWeights } = options ?? {};
+  const { attnMask, isCausal, scale, softcap, enableGqa, returnWeights, returnScores } = options ?? {};
   let maskKind: AttentionRequest['maskKind'] = 'none';
   if (attnMask !== undefined && attnMask !== null) {
     checkTensor('attnMask', attnMask, 'mask');
@@ -251,9 +254,76 @@ export function attentionRequest(
     causalOffset,
     scale: scale ?? undefined,
     softcap,
+    ...variantRequest(options ?? {}),
+    returnScores: scoreStage(returnScores),
     enableGqa: checkBoolean('enableGqa', enableGqa),
     returnWeights: checkBoolean('returnWeights', returnWeights),
   };
+}
+
+/** `returnScores` as the core's stage name; a TypeError naming it otherwise. */
+function scoreStage(stage: unknown): NonNullable<AttentionRequest['returnScores']> {
+  if (stage === undefined) return 'none';
+  if (stage === 'scaled' || stage === 'softcapped' || stage === 'masked') return stage;
+  throw new TypeError(`returnScores must be 'scaled', 'softcapped' or 'masked'; got ${describe(stage)}`);
+}
+
+/** A per-batch or per-head option: typed array `type` data, its length checked in the core. */
+function checkArray<T extends Int32Array | Float32Array>(name: string, value: unknown, type: new (n: number) => T, expected: string): T | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (!(value instanceof type)) throw new TypeError(`${name} must be ${expected}; got ${describe(value)}`);
+  return value;
+}
+
+/** Document ids: `{ data: Int32Array, shape }` with matching lengths (the shape is checked in the core). */
+export function checkDocuments(name: string, documents: unknown): { data: Int32Array; shape: readonly number[] } | undefined {
+  if (documents === undefined || documents === null) return undefined;
+  if (typeof documents !== 'object' || !('data' in documents) || !('shape' in documents)) {
+    throw new TypeError(`${name} must be document ids { data: Int32Array, shape }; got ${describe(documents)}`);
+  }
+  const { data, shape } = documents as { data: unknown; shape: unknown };
+  if (!(data instanceof Int32Array)) throw new TypeError(`${name}.data must be an Int32Array; got ${describe(data)}`);
+  const elements = checkShape(name, shape);
+  if (elements !== data.length) {
+    throw new RangeError(`${name}.data has ${data.length} elements but shape [${(shape as number[]).join(', ')}] needs ${elements}`);
+  }
+  return documents as { data: Int32Array; shape: readonly number[] };
+}
+
+/** keyLengths, window, ALiBi, sinks and documents as the core's request fields (their JS types checked here). */
+function variantRequest(options: AttentionOptions): Partial<AttentionRequest> {
+  const request: Partial<AttentionRequest> = {};
+  const keyLengths = checkArray('keyLengths', options.keyLengths, Int32Array, 'an Int32Array [B] of key lengths');
+  if (keyLengths) request.keyLengths = keyLengths;
+  const { window } = options;
+  if (window !== undefined && window !== null) {
+    if (typeof window !== 'object' || Array.isArray(window)) {
+      throw new TypeError(`window must be { left?: n, right?: n }; got ${describe(window)}`);
+    }
+    checkOptionNames('window', window, WINDOW_OPTION_NAMES);
+    for (const side of ['left', 'right'] as const) {
+      const n = window[side];
+      if (n === undefined) continue;
+      if (typeof n !== 'number') throw new TypeError(`window.${side} must be a number; got ${describe(n)}`);
+      if (!(Number.isInteger(n) && n >= 0)) throw new RangeError(`window.${side} must be a non-negative integer (0 = this position only); got ${n}`);
+      request[side === 'left' ? 'windowLeft' : 'windowRight'] = Math.min(n, 2 ** 53);
+    }
+  }
+  if (options.alibi !== undefined) request.alibi = checkBoolean('alibi', options.alibi);
+  const slopes = checkArray('alibiSlopes', options.alibiSlopes, Float32Array, 'a Float32Array [Hq] of ALiBi slopes');
+  if (slopes) request.alibiSlopes = slopes;
+  const sinks = checkArray('sinks', options.sinks, Float32Array, 'a Float32Array [Hq] of sink logits');
+  if (sinks) request.sinks = sinks;
+  const queryDocuments = checkDocuments('queryDocuments', options.queryDocuments);
+  const keyDocuments = checkDocuments('keyDocuments', options.keyDocuments);
+  if ((queryDocuments === undefined) !== (keyDocuments === undefined)) {
+    throw new TypeError('queryDocuments and keyDocuments go together: pass both (for self-attention, the same ids twice) or neither');
+  }
+  if (queryDocuments && keyDocuments) {
+    request.queryDocumentsShape = queryDocuments.shape;
+    request.keyDocumentsShape = keyDocuments.shape;
+  }
+  return request;
 }
 
 /** `options.isCausal` as the core's request fields; a TypeError/RangeError naming it otherwise. */

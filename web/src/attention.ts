@@ -168,10 +168,11 @@ export class Attention {
     const returnLse = checkBoolean('returnLogSumExp', options?.returnLogSumExp);
     const lseShape = plan.outputShape.slice(0, -1);
     const lseElements = returnLse ? product(lseShape) : 0;
+    const scoresElements = request.returnScores !== 'none' ? product(plan.weightsShape) : 0;
     const cpuBackend = this.cpuBackend;
     const workspaceBytes = plan.workspaceBytes[cpuBackend];
     HeapScope.checkTotal(
-      tensorBytes([query, key, value, options?.attnMask]) + 4 * (outputElements + weightsElements + lseElements) + workspaceBytes,
+      inputBytes(query, key, value, options) + 4 * (outputElements + weightsElements + lseElements + scoresElements) + workspaceBytes,
       'this attention call',
     );
     return withHeap(this.module, (heap) => {
@@ -179,6 +180,7 @@ export class Attention {
       pointers.output = heap.alloc(4 * outputElements, 'output');
       if (request.returnWeights) pointers.weights = heap.alloc(4 * weightsElements, 'weights');
       if (returnLse) pointers.lse = heap.alloc(4 * lseElements, 'logSumExp');
+      if (scoresElements) pointers.scores = heap.alloc(4 * scoresElements, 'scores');
       pointers.workspace = heap.alloc(workspaceBytes, `the ${cpuBackend} workspace`);
       throwIfError(this.module.runAttention(request, cpuBackend, pointers));
       const result: AttentionResult = {
@@ -188,6 +190,7 @@ export class Attention {
         result.weights = { data: heap.readFloat32(pointers.weights!, weightsElements), shape: [...plan.weightsShape] };
       }
       if (returnLse) result.logSumExp = { data: heap.readFloat32(pointers.lse!, lseElements), shape: lseShape };
+      if (scoresElements) result.scores = { data: heap.readFloat32(pointers.scores!, scoresElements), shape: [...plan.weightsShape] };
       return result;
     });
   }
@@ -204,7 +207,7 @@ export class Attention {
     throwIfError(plan.error);
     const n = product(plan.weightsShape);
     const outputElements = product(plan.outputShape);
-    HeapScope.checkTotal(tensorBytes([query, key, value, options?.attnMask]) + 4 * (4 * n + outputElements) + plan.workspaceBytes.scalar, 'explain');
+    HeapScope.checkTotal(inputBytes(query, key, value, options) + 4 * (4 * n + outputElements) + plan.workspaceBytes.scalar, 'explain');
     return withHeap(this.module, (heap) => {
       const pointers = this.copyInputs(heap, query, key, value, options);
       const stages = ['scores', 'scaledScores', 'maskedScores', 'weights'] as const;
@@ -235,20 +238,25 @@ export class Attention {
     throwIfError(plan.error);
     const outputElements = product(plan.outputShape);
     const weightsElements = product(plan.weightsShape);
+    const scoresElements = request.returnScores !== 'none' ? weightsElements : 0;
     HeapScope.checkTotal(
-      tensorBytes([query, key, value, options?.attnMask]) + 8 * (outputElements + weightsElements) + plan.workspaceBytes.reference64,
+      inputBytes(query, key, value, options) + 8 * (outputElements + weightsElements + scoresElements) + plan.workspaceBytes.reference64,
       'referenceAttention',
     );
     return withHeap(this.module, (heap) => {
       const pointers = this.copyInputs(heap, query, key, value, options);
       pointers.output = heap.alloc(8 * outputElements, 'output');
       pointers.weights = heap.alloc(8 * weightsElements, 'weights');
+      const scoresName = request.returnScores === 'none' ? undefined : (`${request.returnScores}Scores` as const);
+      if (scoresName) pointers[scoresName] = heap.alloc(8 * scoresElements, 'scores');
       pointers.workspace = heap.alloc(plan.workspaceBytes.reference64, 'the reference workspace');
       throwIfError(this.module.referenceAttention64(request, pointers));
-      return {
+      const result: AttentionResult64 = {
         output: { data: heap.readFloat64(pointers.output, outputElements), shape: plan.outputShape },
         weights: { data: heap.readFloat64(pointers.weights, weightsElements), shape: plan.weightsShape },
       };
+      if (scoresName) result.scores = { data: heap.readFloat64(pointers[scoresName]!, scoresElements), shape: plan.weightsShape };
+      return result;
     });
   }
 
@@ -422,7 +430,7 @@ export class Attention {
     const outputElements = product(plan.outputShape);
     const out = checkOut(options?.out, outputElements, plan.outputShape);
     const weightsElements = request.returnWeights ? product(plan.weightsShape) : 0;
-    HeapScope.checkTotal(tensorBytes([query, key, value, options?.attnMask]) + 4 * (outputElements + weightsElements), 'this attention call');
+    HeapScope.checkTotal(inputBytes(query, key, value, options) + 4 * (outputElements + weightsElements), 'this attention call');
     const gpu = await this.liveGpu();
     if (!gpu) return this.runCpu('scaledDotProductAttention', query, key, value, options); // fell back
     const heap = new HeapScope(this.module);
@@ -500,8 +508,15 @@ export class Attention {
       value: heap.copyIn(value.data, 'value'),
     };
     if (options?.attnMask) pointers.mask = heap.copyIn(options.attnMask.data, 'attnMask');
+    if (options?.queryDocuments) pointers.queryDocuments = heap.copyIn(options.queryDocuments.data, 'queryDocuments');
+    if (options?.keyDocuments) pointers.keyDocuments = heap.copyIn(options.keyDocuments.data, 'keyDocuments');
     return pointers;
   }
+}
+
+/** Bytes of a call's inputs in the heap: tensors, the mask, document ids. */
+export function inputBytes(query: Tensor, key: Tensor, value: Tensor, options?: AttentionOptions): number {
+  return tensorBytes([query, key, value, options?.attnMask, options?.queryDocuments, options?.keyDocuments]);
 }
 
 function sameShape(a: readonly number[], b: readonly number[]): boolean {

@@ -35,7 +35,7 @@ export class HeapScope {
   }
 
   /** Allocates a buffer holding a copy of `data`. */
-  copyIn(data: Float32Array | Uint8Array, what: string): number {
+  copyIn(data: Float32Array | Uint8Array | Int32Array, what: string): number {
     const address = this.alloc(data.byteLength, what);
     this.module.HEAPU8.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), address);
     return address;

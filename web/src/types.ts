@@ -65,6 +65,48 @@ export interface AttentionOptions {
    * query's Hq (Hq a multiple of Hkv); query head h uses key/value head ⌊h / (Hq/Hkv)⌋.
    */
   enableGqa?: boolean;
+  /**
+   * Per-batch key lengths `[B]` (ONNX Attention's `nonpad_kv_seqlen`): in batch b, keys
+   * j ≥ keyLengths[b] are hidden, and the queries' positions (without `isCausal`, or with
+   * `'bottom-right'`) align to the batch's last valid key: p = i + keyLengths[b] − Lq. Each in
+   * [0, Lk]. Also accepted by the backward.
+   */
+  keyLengths?: Int32Array | null;
+  /**
+   * Sliding window (ONNX opset 25, Mistral, Gemma 2): query at position p sees key j only when
+   * p − left ≤ j ≤ p + right; an absent side is unbounded, 0 means "this position only".
+   * Composes with `isCausal` and the mask. Key tiles wholly outside the band are never read, so
+   * a window of w costs O(Lq·w), not O(Lq·Lk).
+   */
+  window?: { left?: number; right?: number } | null;
+  /**
+   * ALiBi (BLOOM, MPT): the bias −m_h·|p − j| added to each score after the softcap, with the
+   * standard slopes of Press et al. for Hq heads (m_h = 2^(−8(h+1)/Hq) for Hq a power of two;
+   * otherwise BLOOM's interleaving). `alibiSlopes` gives your own slopes instead.
+   */
+  alibi?: boolean;
+  /** ALiBi with these slopes, one per query head `[Hq]` (finite numbers). */
+  alibiSlopes?: Float32Array | null;
+  /**
+   * Attention sinks (gpt-oss, StreamingLLM): one extra logit per query head `[Hq]` in each row's
+   * softmax denominator, with no value: the weights then sum to less than 1. Each finite or
+   * −Infinity (no sink). A row that sees no key still returns zeros. The backward returns `dSinks`.
+   */
+  sinks?: Float32Array | null;
+  /**
+   * Document ids of packed variable-length sequences: `queryDocuments` `[B, Lq]` and
+   * `keyDocuments` `[B, Lk]` (Int32Array data; both or neither). Query i sees key j only when
+   * their ids are equal; key tiles that cannot match are skipped.
+   */
+  queryDocuments?: DocumentIds | null;
+  keyDocuments?: DocumentIds | null;
+  /**
+   * Also return a stage of the scores `[..., Lq, Lk]` as `result.scores` (ONNX's
+   * `qk_matmul_output`): `'scaled'` Q·Kᵀ·scale, `'softcapped'` after the softcap, `'masked'` after
+   * biases and masks (−Infinity where a key is hidden). A debugging and teaching aid: it builds
+   * the Lq×Lk matrix the fused kernels otherwise never hold.
+   */
+  returnScores?: ScoreStage;
   /** Also return the attention weights `[..., Lq, Lk]`. Default false (the fused kernel then never builds them). */
   returnWeights?: boolean;
   /**
@@ -83,11 +125,22 @@ export interface AttentionOptions {
   out?: Float32Array | null;
 }
 
+/** Per-position document ids (Int32Array data). */
+export interface DocumentIds {
+  data: Int32Array;
+  shape: readonly number[];
+}
+
+/** The stages of the scores `returnScores` can return. */
+export type ScoreStage = 'scaled' | 'softcapped' | 'masked';
+
 export interface AttentionResult {
   /** `[..., Lq, Ev]` (the query's leading dims). */
   output: Tensor;
   /** `[..., Lq, Lk]`, only when `returnWeights` was set. */
   weights?: Tensor;
+  /** `[..., Lq, Lk]`, the stage `returnScores` asked for. */
+  scores?: Tensor;
   /** `[..., Lq]`, only when `returnLogSumExp` was set. */
   logSumExp?: Tensor;
 }
@@ -95,6 +148,8 @@ export interface AttentionResult {
 export interface AttentionResult64 {
   output: Tensor64;
   weights: Tensor64;
+  /** The stage `returnScores` asked for, in float64. */
+  scores?: Tensor64;
 }
 
 /**

@@ -10,7 +10,7 @@ import type { AttentionOptions, BackendChoice, MaskTensor, Tensor, Tensor64 } fr
  * (same mask, causal alignment, scale and GQA setting), plus what the forward returned. The
  * forward's output options (`returnWeights`, `returnLogSumExp`, `out`) are not options here.
  */
-export interface BackwardOptions extends Omit<AttentionOptions, 'returnWeights' | 'returnLogSumExp' | 'out'> {
+export interface BackwardOptions extends Omit<AttentionOptions, 'returnWeights' | 'returnLogSumExp' | 'returnScores' | 'out'> {
   /**
    * The forward's `output`, passed together with `logSumExp` (forward with
    * `returnLogSumExp: true`): the SIMD backward then skips recomputing the forward. Both or neither.
@@ -35,6 +35,8 @@ export interface AttentionGradients {
    * `returnAttnMaskGrad` was set. 0 where the mask is −Infinity.
    */
   dAttnMask?: Tensor;
+  /** ∂L/∂sinks `[Hq]`, when `sinks` was given. */
+  dSinks?: Tensor;
 }
 
 /** The float64 analytic gradients (the oracle). */
@@ -43,6 +45,7 @@ export interface AttentionGradients64 {
   dKey: Tensor64;
   dValue: Tensor64;
   dAttnMask?: Tensor64;
+  dSinks?: Tensor64;
 }
 
 /** Options of `randomUniform`: U(low, high), element i from draw `offset + i` of the stream. */

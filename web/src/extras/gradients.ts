@@ -32,7 +32,16 @@ function backwardArguments(where: string, query: Tensor, key: Tensor, value: Ten
     backward.outputShape = output!.shape;
     backward.lseShape = logSumExp!.shape;
   }
-  return { request, backward, output: hasOutput ? output! : undefined, logSumExp: hasLse ? logSumExp! : undefined, mask: forwardOptions.attnMask ?? undefined };
+  return {
+    request,
+    backward,
+    output: hasOutput ? output! : undefined,
+    logSumExp: hasLse ? logSumExp! : undefined,
+    mask: forwardOptions.attnMask ?? undefined,
+    queryDocuments: forwardOptions.queryDocuments ?? undefined,
+    keyDocuments: forwardOptions.keyDocuments ?? undefined,
+    sinks: request.sinks === undefined ? 0 : request.sinks.length,
+  };
 }
 
 /** Copies the inputs of a backward call into the heap. */
@@ -44,6 +53,8 @@ function copyBackwardInputs(heap: HeapScope, query: Tensor, key: Tensor, value: 
     dOutput: heap.copyIn(dOutput.data, 'dOutput'),
   };
   if (args.mask) pointers.mask = heap.copyIn(args.mask.data, 'attnMask');
+  if (args.queryDocuments) pointers.queryDocuments = heap.copyIn(args.queryDocuments.data, 'queryDocuments');
+  if (args.keyDocuments) pointers.keyDocuments = heap.copyIn(args.keyDocuments.data, 'keyDocuments');
   if (args.output) pointers.output = heap.copyIn(args.output.data, 'output');
   if (args.logSumExp) pointers.lse = heap.copyIn(args.logSumExp.data, 'logSumExp');
   return pointers;
@@ -73,8 +84,8 @@ function backwardCall<D extends Float32Array | Float64Array>(
   const wantMask = args.backward.returnAttnMaskGrad;
   const sizes = [product(query.shape), product(key.shape), product(value.shape), wantMask ? product(args.mask!.shape) : 0];
   HeapScope.checkTotal(
-    tensorBytes([query, key, value, dOutput, args.mask, args.output, args.logSumExp]) +
-      precision.bytes * sizes.reduce((a, b) => a + b) +
+    tensorBytes([query, key, value, dOutput, args.mask, args.output, args.logSumExp, args.queryDocuments, args.keyDocuments]) +
+      precision.bytes * (sizes.reduce((a, b) => a + b) + args.sinks) +
       workspaceBytes,
     what,
   );
@@ -84,6 +95,7 @@ function backwardCall<D extends Float32Array | Float64Array>(
     pointers.dKey = heap.alloc(precision.bytes * sizes[1]!, 'dKey');
     pointers.dValue = heap.alloc(precision.bytes * sizes[2]!, 'dValue');
     if (wantMask) pointers.dMask = heap.alloc(precision.bytes * sizes[3]!, 'dAttnMask');
+    if (args.request.sinks) pointers.dSinks = heap.alloc(precision.bytes * args.sinks, 'dSinks');
     pointers.workspace = heap.alloc(workspaceBytes, `the ${what} workspace`);
     throwIfError(run(pointers));
     const gradient = (address: number, length: number, shape: readonly number[]) => ({
@@ -95,6 +107,7 @@ function backwardCall<D extends Float32Array | Float64Array>(
       dKey: gradient(pointers.dKey, sizes[1]!, key.shape),
       dValue: gradient(pointers.dValue, sizes[2]!, value.shape),
       ...(wantMask ? { dAttnMask: gradient(pointers.dMask!, sizes[3]!, args.mask!.shape) } : {}),
+      ...(args.request.sinks ? { dSinks: gradient(pointers.dSinks!, args.sinks, [args.sinks]) } : {}),
     };
   });
 }
