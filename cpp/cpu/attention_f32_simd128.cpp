@@ -28,8 +28,9 @@
 //    whose scores stay within 87 of the max; scale, row min and row max come from the QK
 //    registers; vector constants are loaded once per task (V8 rematerialises a v128.const at
 //    every use inside a loop).
-//  - Hidden keys (score −inf after masking) get P = −0.0, and tiles holding any use a P·V that
-//    drops −0.0 lanes, so NaN/Inf values at hidden positions never leak (as in the reference).
+//  - Hidden keys (score −inf after masking) get P = −0.0, which adds nothing to a finite V row;
+//    a tile whose V rows hold NaN or Inf (flagged when the tile is packed) uses a P·V that drops
+//    −0.0 lanes, so NaN/Inf values at hidden positions never leak (as in the reference).
 //    Rows whose tile min is above −inf take a softmax loop without that marking.
 //    A NaN score is left out of the row max (one maxps instead of NaN-aware max) but still makes
 //    its P, hence l and the whole output row, NaN, as in the reference.
@@ -268,6 +269,7 @@ struct Shared {
   float* lse;      // [B, Hq, Lq] or null
   float* scores;   // [B, Hq, Lq, Lk] of stage p.return_scores, or null
   float* scratch;  // per worker: sz.scratch floats
+  const int32_t* key_document_ranges;  // [B][tiles][low, high] with documents
 };
 
 // One task: a block of query rows of one (batch, query head), with this thread's scratch.
@@ -289,16 +291,35 @@ struct BlockContext {
   // window, the key length); documents_min/max: the block's range of query document ids.
   idx tile_begin, tile_end;
   int32_t documents_min, documents_max;
+  const int32_t* nonfinite_values;  // [tiles] of this head: the tile's V rows hold NaN or Inf
 };
 
-// The range of document ids of keys [j0, j0 + n) of batch b.
-void key_document_range(const Shared& s, idx b, idx j0, idx n, int32_t* low, int32_t* high) {
-  const int32_t* ids = s.in.key_documents + b * s.Lk + j0;
-  *low = *high = ids[0];
-  for (idx j = 1; j < n; ++j) {
-    *low = std::min(*low, ids[j]);
-    *high = std::max(*high, ids[j]);
+// The range of document ids of each key tile of each batch, [B][tiles][low, high].
+void key_document_ranges(const AttentionPlan& p, const int32_t* key_documents, idx tiles, int32_t* ranges) {
+  for (idx b = 0; b < static_cast<idx>(p.B); ++b) {
+    for (idx t = 0; t < tiles; ++t) {
+      const idx j0 = t * kTileKeys, n = std::min<idx>(kTileKeys, static_cast<idx>(p.Lk) - j0);
+      const int32_t* ids = key_documents + b * static_cast<idx>(p.Lk) + j0;
+      int32_t* range = ranges + 2 * (b * tiles + t);
+      range[0] = *std::min_element(ids, ids + n);
+      range[1] = *std::max_element(ids, ids + n);
+    }
   }
+}
+
+// The document ids of key tile t of the block's batch span [low, high].
+void key_document_range(const BlockContext& c, idx t, int32_t* low, int32_t* high) {
+  const int32_t* range = c.s.key_document_ranges + 2 * (c.b * c.s.sz.tiles + t);
+  *low = range[0];
+  *high = range[1];
+}
+
+// Whether the block's rows and the keys of tile t all belong to one document (no key hidden by ids).
+bool one_document(const BlockContext& c, idx t) {
+  if (c.documents_min != c.documents_max) return false;
+  int32_t low, high;
+  key_document_range(c, t, &low, &high);
+  return low == c.documents_min && high == c.documents_min;
 }
 
 // Whether any row of the block may see a key of tile t: t within the block's tile range and,
@@ -308,8 +329,7 @@ bool visits_tile(const BlockContext& c, idx t) {
   if (t < c.tile_begin || t >= c.tile_end) return false;
   if (!c.s.p.documents) return true;
   int32_t low, high;
-  const idx j0 = t * kTileKeys;
-  key_document_range(c.s, c.b, j0, std::min<idx>(kTileKeys, c.s.Lk - j0), &low, &high);
+  key_document_range(c, t, &low, &high);
   return low <= c.documents_max && high >= c.documents_min;
 }
 
@@ -346,7 +366,8 @@ void compute_score_tile(const BlockContext& c, idx t, ScoreStage stage = ScoreSt
                           (p.first_visible_key(c.b, i0 + rows - 1) > j0 ||
                            p.last_visible_key(c.b, i0) < j0 + tile_len - 1);
   const bool masked = stage == ScoreStage::kMasked &&
-                      (tile_len < kTileKeys || range_edge || p.mask_kind != MaskKind::kNone || p.documents);
+                      (tile_len < kTileKeys || range_edge || p.mask_kind != MaskKind::kNone ||
+                       (p.documents && !one_document(c, t)));
   const bool biased = stage == ScoreStage::kMasked && !p.alibi_slopes.empty();
   const bool capped = p.softcap > 0.0f;
   if (!masked && !biased && !capped) return;
@@ -438,7 +459,8 @@ void accumulate_tile(const BlockContext& c, idx rows, idx t, bool drop_hidden) {
   const idx ev4 = c.s.sz.ev4;
   const idx tile_len = std::min<idx>(kTileKeys, c.s.Lk - t * kTileKeys);
   const float* v = c.value_rows + t * kTileKeys * c.v_stride;
-  if (drop_hidden) {
+  // Hidden keys have P = −0.0, which adds nothing to a finite V row: only NaN/Inf must be dropped.
+  if (drop_hidden && c.nonfinite_values[t]) {
     accumulate_rows<true, false>(c.scores, rows, v, c.v_stride, tile_len, ev4, c.acc);
   } else if (tile_len == kTileKeys) {
     accumulate_rows<false, true>(c.scores, rows, v, c.v_stride, tile_len, ev4, c.acc);
@@ -588,7 +610,10 @@ void write_scores(const BlockContext& c) {
 uint64_t simd128_workspace_bytes(const AttentionPlan& plan, int threads) {
   const Sizes s = sizes_of(plan);
   const uint64_t heads = static_cast<uint64_t>(plan.B * plan.Hkv);
-  return (heads * static_cast<uint64_t>(s.key_tiles_per_head + s.value_rows_per_head + s.tiles) +
+  // per head: Kᵀ tiles, padded V rows, a packing state and a non-finite-V flag per tile; per
+  // batch and tile, with documents, the tile's range of document ids
+  const uint64_t document_ranges = plan.documents ? 2 * static_cast<uint64_t>(plan.B) * s.tiles : 0;
+  return (heads * static_cast<uint64_t>(s.key_tiles_per_head + s.value_rows_per_head + 2 * s.tiles) + document_ranges +
           static_cast<uint64_t>(std::max(threads, 1)) * static_cast<uint64_t>(s.scratch)) *
          sizeof(float);
 }
@@ -602,6 +627,10 @@ void attention_f32_simd128(const AttentionPlan& p, const AttentionInputs& in, fl
   float* value_rows = key_tiles + kv_heads * sz.key_tiles_per_head;
   float* scratch = value_rows + kv_heads * sz.value_rows_per_head;
   const TilePacking packing(scratch + threads * sz.scratch, sz.tiles, kv_heads * sz.tiles);
+  // Per (key/value head, tile): 1 when the tile's V rows hold a NaN or an Inf, set when it is packed.
+  auto* nonfinite_values = reinterpret_cast<int32_t*>(scratch + threads * sz.scratch + kv_heads * sz.tiles);
+  auto* document_ranges = nonfinite_values + kv_heads * sz.tiles;
+  if (p.documents) key_document_ranges(p, in.key_documents, sz.tiles, document_ranges);
   const Shared s{p,
                  sz,
                  static_cast<idx>(p.Lq),
@@ -619,13 +648,17 @@ void attention_f32_simd128(const AttentionPlan& p, const AttentionInputs& in, fl
                  p.return_weights ? weights : nullptr,
                  lse,
                  p.return_scores != ScoreStage::kNone ? scores : nullptr,
-                 scratch};
+                 scratch,
+                 document_ranges};
   if (p.B * p.Hq * p.Lq == 0) return;
 
   // Kᵀ tile t of key/value head `kv`, and its V rows when V is padded.
   auto pack = [&](idx kv, idx t) {
     pack_key_tile(in.key + kv * s.Lk * s.E, s.Lk, s.E, t,
                   key_tiles + kv * sz.key_tiles_per_head + t * s.E * kTileKeys);
+    const float* values = in.value + kv * s.Lk * s.Ev;
+    const idx first_value = t * kTileKeys * s.Ev, end_value = std::min<idx>(s.Lk, (t + 1) * kTileKeys) * s.Ev;
+    nonfinite_values[kv * sz.tiles + t] = !std::all_of(values + first_value, values + end_value, [](float x) { return std::isfinite(x); });
     if (sz.pack_values) {
       const float* v = in.value + kv * s.Lk * s.Ev;
       float* rows = value_rows + kv * sz.value_rows_per_head;
@@ -677,7 +710,8 @@ void attention_f32_simd128(const AttentionPlan& p, const AttentionInputs& in, fl
                                     0,
                                     0,
                                     0,
-                                    0};
+                                    0,
+                                    nonfinite_values + kv * sz.tiles};
       start_block(blocks[i]);
       first_tile = std::min(first_tile, blocks[i].tile_begin);
       end_tile = std::max(end_tile, blocks[i].tile_end);

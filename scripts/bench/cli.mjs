@@ -16,6 +16,7 @@ const MODES = {
   backward: { cases: '8x256x64,8x512x64,8x1024x64,8x2048x64', engines: 'sdpa-simd-1t,sdpa-simd-1t-recompute', reps: 5 },
   webgpu: { cases: '1x128x64,1x512x64,1x1024x64,1x2048x64,12x512x64,1x4096x64,8x256x32,16x1024x64,32x2048x64,8x4096x128', engines: 'sdpa-webgpu,sdpa-simd-mt', reps: 10 },
   diagnose: { cases: '1x128x64,1x512x64,12x512x64,8x256x32', probes: 'peak,long,breakdown,two-cores,wake' },
+  variants: { cases: '1x8192x64', reps: 7 },
 };
 
 const HELP = `npm run bench -- [options]: sdpa-web's speed in Node, against its peers (needs dist/: npm run build:lib)
@@ -23,7 +24,9 @@ const HELP = `npm run bench -- [options]: sdpa-web's speed in Node, against its 
   --mode M          forward (default): the table against onnxruntime-web and tfjs (about a minute
                     or two on 2 cores); backward; webgpu: sdpa-webgpu next to SIMD on
                     navigator.gpu, or the npm \`webgpu\` package (dawn.node; with no GPU, SwiftShader:
-                    correctness, not GPU speed); diagnose: the probes of --probes
+                    correctness, not GPU speed); diagnose: the probes of --probes; variants:
+                    a causal window (left 512) and packed documents (512 tokens each) against
+                    the full causal call on SIMD, 1 thread and threads, beside their ideal fraction
   --cases LIST      comma-separated cases: HxLxE (B = 1, Lq = Lk = L, Ev = E), BxHxLxE, or
                     BxHxLqxLkxExEv (B batch, H heads, Lq/Lk query/key length, E query/key dim,
                     Ev value dim). Defaults:
@@ -155,6 +158,11 @@ async function main() {
   if (opts.mode === 'diagnose') {
     const { diagnose } = await import('./diagnose.mjs');
     Object.assign(report, await diagnose(opts));
+  } else if (opts.mode === 'variants') {
+    const { benchVariants, printVariants } = await import('./variants.mjs');
+    const result = await benchVariants(opts);
+    console.log(`\nsdpa-web bench, variants: ${startedAt}, ${machine.cpu}, ${machine.cores} cores, node ${machine.node}`);
+    Object.assign(report, result, printVariants(result));
   } else {
     const result = await benchRows(opts);
     if (opts.child) {

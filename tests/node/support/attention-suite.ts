@@ -213,7 +213,8 @@ export function defineAttentionSuite(backend: BackendName, { factor, create }: S
       const q = randomTensor([2, 9, 8], 1), k = randomTensor([2, 11, 8], 2), v = randomTensor([2, 11, 4], 3);
       await attn.scaledDotProductAttention(q, k, v, { isCausal: true });
       const heapBefore = attn.memoryStats().heapBytesInUse;
-      const known = '(known: attnMask, isCausal, scale, softcap, enableGqa, returnWeights, returnLogSumExp, out)';
+      const known =
+        '(known: attnMask, isCausal, scale, softcap, keyLengths, window, alibi, alibiSlopes, sinks, queryDocuments, keyDocuments, enableGqa, returnScores, returnWeights, returnLogSumExp, out)';
       const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
       const cases: [string, Record<string, unknown>, RegExp][] = [
         // The typo this guards against: ignored, it would give non-causal attention.
@@ -223,6 +224,11 @@ export function defineAttentionSuite(backend: BackendName, { factor, create }: S
         // PyTorch's spelling, and a correct name beside the wrong one.
         ['is_causal', { scale: 0.5, is_causal: true }, /unknown option 'is_causal' .*did you mean 'isCausal'\?/],
         ['returnWeight', { returnWeight: true }, /unknown option 'returnWeight' .*did you mean 'returnWeights'\?/],
+        // The variants' names: a typo of each finds it.
+        ['windows', { windows: { left: 3 } }, /unknown option 'windows' .*did you mean 'window'\?/],
+        ['sink', { sink: new Float32Array(2) }, /unknown option 'sink' .*did you mean 'sinks'\?/],
+        ['key_lengths', { key_lengths: new Int32Array(2) }, /unknown option 'key_lengths' .*did you mean 'keyLengths'\?/],
+        ['alibiSlope', { alibiSlope: new Float32Array(2) }, /unknown option 'alibiSlope' .*did you mean 'alibiSlopes'\?/],
         // Nothing close: the known names, and no guess.
         ['frobnicate', { frobnicate: 1 }, new RegExp(`^unknown option 'frobnicate' of scaledDotProductAttention ${escape(known)}$`)],
       ];
