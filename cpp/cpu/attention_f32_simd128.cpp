@@ -111,6 +111,12 @@ void pack_key_tile(const float* key, idx Lk, idx E, idx t, float* tile) {
   }
 }
 
+// The columns [begin, end) of a key tile that a block computes: multiples of the register tile
+// width (16 keys) covering every key a row of the block may see there.
+struct Columns {
+  idx begin, end;
+};
+
 // Running per-lane extremes of one score row (NaN left out of both).
 struct RowRange {
   f32x4 min, max;
@@ -141,13 +147,14 @@ inline void scores_2x16(const float* q0, const float* q1, const float* kt, idx E
   }
 }
 
-// Scores of two rows against a whole key tile, and each row's smallest and largest score.
+// Scores of two rows against columns [cols.begin, cols.end) of a key tile, and each row's
+// smallest and largest score there.
 template <int kE, bool kRepaired>
 inline void scores_row_pair(const float* q0, const float* q1, const float* kt, idx E, f32x4 scale,
-                            f32x4 neg_inf, f32x4 inf, float* s0, float* s1, float* min2,
+                            f32x4 neg_inf, f32x4 inf, Columns cols, float* s0, float* s1, float* min2,
                             float* max2) {
   RowRange range0{inf, neg_inf}, range1{inf, neg_inf};
-  for (int col = 0; col < kTileKeys; col += 4 * kColumnVectors) {
+  for (idx col = cols.begin; col < cols.end; col += 4 * kColumnVectors) {
     scores_2x16<kE, kRepaired>(q0, q1, kt + col, E, scale, neg_inf, s0 + col, s1 + col, range0,
                                range1);
   }
@@ -164,7 +171,7 @@ inline void scores_row_pair(const float* q0, const float* q1, const float* kt, i
 // range reaches ±Inf (rare); with scale 0 or ±Inf (`repair_always`), every pair is.
 template <int kE>
 void scores_block(const float* query, idx rows, idx last_row, idx E, const float* kt, f32x4 scale,
-                  bool repair_always, f32x4 neg_inf, float* scores, float* tile_min,
+                  bool repair_always, f32x4 neg_inf, Columns cols, float* scores, float* tile_min,
                   float* tile_max) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   const f32x4 inf = splat(kInf);
@@ -174,14 +181,14 @@ void scores_block(const float* query, idx rows, idx last_row, idx E, const float
     float* s0 = scores + r * kTileKeys;
     float* s1 = s0 + kTileKeys;
     if (!(kFusedMadd && repair_always)) {
-      scores_row_pair<kE, false>(q0, q1, kt, E, scale, neg_inf, inf, s0, s1, tile_min + r,
+      scores_row_pair<kE, false>(q0, q1, kt, E, scale, neg_inf, inf, cols, s0, s1, tile_min + r,
                                  tile_max + r);
     }
     const bool repair =
         kFusedMadd && (repair_always || std::min(tile_min[r], tile_min[r + 1]) == -kInf ||
                        std::max(tile_max[r], tile_max[r + 1]) == kInf);
     if (repair) {
-      scores_row_pair<kE, true>(q0, q1, kt, E, scale, neg_inf, inf, s0, s1, tile_min + r,
+      scores_row_pair<kE, true>(q0, q1, kt, E, scale, neg_inf, inf, cols, s0, s1, tile_min + r,
                                 tile_max + r);
     }
   }
@@ -292,6 +299,8 @@ struct BlockContext {
   idx tile_begin, tile_end;
   int32_t documents_min, documents_max;
   const int32_t* nonfinite_values;  // [tiles] of this head: the tile's V rows hold NaN or Inf
+  // The columns of the tile compute_score_tile last computed (scratch state, like `scores`).
+  mutable Columns cols;
 };
 
 // The range of document ids of each key tile of each batch, [B][tiles][low, high].
@@ -344,11 +353,24 @@ void compute_score_tile(const BlockContext& c, idx t, ScoreStage stage = ScoreSt
   const float* kt = c.key_tiles + t * E * kTileKeys;
   const f32x4 scale = splat(p.scale), neg_inf = splat(kNegInf);
   const float* query = c.query + i0 * E;
+  const idx j0 = t * kTileKeys;
+  const idx tile_len = std::min<idx>(kTileKeys, c.s.Lk - j0);
+  // Only the 16-key column groups holding a key some row may see: the block's first row has the
+  // earliest first key, its last row the latest last key. (The score output's earlier stages
+  // cover the whole tile.)
+  Columns cols{0, kTileKeys};
+  if (stage == ScoreStage::kMasked) {
+    constexpr idx kGroup = 4 * kColumnVectors;
+    const int64_t first = p.first_visible_key(c.b, i0) - j0, last = p.last_visible_key(c.b, i0 + rows - 1) - j0;
+    cols.begin = static_cast<idx>(std::clamp<int64_t>(first, 0, kTileKeys - 1)) / kGroup * kGroup;
+    cols.end = static_cast<idx>(std::clamp<int64_t>(last, 0, kTileKeys - 1)) / kGroup * kGroup + kGroup;
+  }
+  c.cols = cols;
   // E fixed at compile time for the common head dims (kE = 0: read from E).
   const bool repair_always = !(std::isfinite(p.scale) && p.scale != 0.0f);
   const auto scores = [&](auto kE) {
     scores_block<decltype(kE)::value>(query, rows, rows - 1, E, kt, scale, repair_always, neg_inf,
-                                      c.scores, c.tile_min, c.tile_max);
+                                      cols, c.scores, c.tile_min, c.tile_max);
   };
   switch (E) {
     case 32: scores(std::integral_constant<int, 32>{}); break;
@@ -358,15 +380,13 @@ void compute_score_tile(const BlockContext& c, idx t, ScoreStage stage = ScoreSt
   }
 
   if (stage == ScoreStage::kScaled) return;
-  // May any row of the block have a hidden key in this tile? The visible ranges of the rows move
-  // right with the row: the last row has the latest first key, the first row the earliest last.
-  const idx j0 = t * kTileKeys;
-  const idx tile_len = std::min<idx>(kTileKeys, c.s.Lk - j0);
+  // May any row of the block have a hidden key in these columns? The visible ranges of the rows
+  // move right with the row: the last row has the latest first key, the first row the earliest last.
   const bool range_edge = p.hides_by_position() &&
-                          (p.first_visible_key(c.b, i0 + rows - 1) > j0 ||
-                           p.last_visible_key(c.b, i0) < j0 + tile_len - 1);
+                          (p.first_visible_key(c.b, i0 + rows - 1) > j0 + cols.begin ||
+                           p.last_visible_key(c.b, i0) < j0 + std::min(cols.end, tile_len) - 1);
   const bool masked = stage == ScoreStage::kMasked &&
-                      (tile_len < kTileKeys || range_edge || p.mask_kind != MaskKind::kNone ||
+                      (cols.end > tile_len || range_edge || p.mask_kind != MaskKind::kNone ||
                        (p.documents && !one_document(c, t)));
   const bool biased = stage == ScoreStage::kMasked && !p.alibi_slopes.empty();
   const bool capped = p.softcap > 0.0f;
@@ -376,15 +396,16 @@ void compute_score_tile(const BlockContext& c, idx t, ScoreStage stage = ScoreSt
   // then taken again from the capped, biased, masked scores.
   const TanhConstants tanh_k = capped ? TanhConstants::load() : TanhConstants{};
   const f32x4 cap = splat(p.softcap);
+  const idx n = cols.end - cols.begin;
   for (idx r = 0; r < rows; ++r) {
     float* s = c.scores + r * kTileKeys;
     if (capped) {
-      for (int col = 0; col < kTileKeys; col += 4) store(s + col, softcap(load(s + col), cap, tanh_k));
+      for (idx col = cols.begin; col < cols.end; col += 4) store(s + col, softcap(load(s + col), cap, tanh_k));
     }
-    if (biased) bias_scores(p, c.b, c.h, i0 + r, j0, kTileKeys, s);
-    if (masked) mask_scores(p, c.s.in, c.b, c.h, i0 + r, j0, kTileKeys, s);
+    if (biased) bias_scores(p, c.b, c.h, i0 + r, j0 + cols.begin, n, s + cols.begin);
+    if (masked) mask_scores(p, c.s.in, c.b, c.h, i0 + r, j0 + cols.begin, n, s + cols.begin);
     RowRange range{splat(std::numeric_limits<float>::infinity()), neg_inf};
-    for (int col = 0; col < kTileKeys; col += 4) range.fold(load(s + col));
+    for (idx col = cols.begin; col < cols.end; col += 4) range.fold(load(s + col));
     c.tile_min[r] = horizontal_min(range.min);
     c.tile_max[r] = horizontal_max(range.max);
   }
@@ -396,23 +417,36 @@ void compute_score_tile(const BlockContext& c, idx t, ScoreStage stage = ScoreSt
   }
 }
 
-bool has_nan(const float* s) {
-  for (int j = 0; j < kTileKeys; ++j) {
+// compute_score_tile for the sweeps that read whole tiles (weights, scores, the recompute of
+// non-finite rows): the columns no row of the block may see are -inf.
+void compute_whole_score_tile(const BlockContext& c, idx t) {
+  compute_score_tile(c, t);
+  if (c.cols.begin == 0 && c.cols.end == kTileKeys) return;
+  for (idx r = 0; r < round_up(c.rows, 2); ++r) {
+    float* s = c.scores + r * kTileKeys;
+    std::fill(s, s + c.cols.begin, kNegInf);
+    std::fill(s + c.cols.end, s + kTileKeys, kNegInf);
+  }
+}
+
+bool has_nan(const float* s, Columns cols) {
+  for (idx j = cols.begin; j < cols.end; ++j) {
     if (s[j] != s[j]) return true;
   }
   return false;
 }
 
-// Online-softmax update of row r with the current score tile; overwrites the scores with
-// P = e^(S − m') (−0.0 for hidden keys). Returns whether the row has a hidden key in this tile.
+// Online-softmax update of row r with the current score tile's columns; overwrites the scores
+// with P = e^(S − m') (−0.0 for hidden keys). Returns whether the row has a hidden key there.
 bool update_row(const BlockContext& c, idx r) {
   float* s = c.scores + r * kTileKeys;
+  const Columns cols = c.cols;
   const float m_old = c.row_max[r];
   float m_new = max_propagating_nan(m_old, c.tile_max[r]);
   if (m_new == kNegInf) {
     // Every key so far hidden, unless this tile's max skipped a NaN: then the row becomes NaN.
-    if (!has_nan(s)) {
-      for (int col = 0; col < kTileKeys; col += 4) store(s + col, c.k->hidden);
+    if (!has_nan(s, cols)) {
+      for (idx col = cols.begin; col < cols.end; col += 4) store(s + col, c.k->hidden);
       return true;
     }
     m_new = std::numeric_limits<float>::quiet_NaN();
@@ -426,7 +460,7 @@ bool update_row(const BlockContext& c, idx r) {
   const bool hidden_keys = c.tile_min[r] == kNegInf;
   if (hidden_keys || !(c.tile_min[r] - m_new >= kUnclampedExpMin)) {
     const f32x4 neg_inf = c.k->neg_inf, hidden = c.k->hidden;
-    for (int col = 0; col < kTileKeys; col += 4) {
+    for (idx col = cols.begin; col < cols.end; col += 4) {
       const f32x4 sv = load(s + col);
       // e^-inf is +0: or-ing the sign bit in marks it hidden (-0.0)
       const f32x4 pv =
@@ -435,7 +469,7 @@ bool update_row(const BlockContext& c, idx r) {
       store(s + col, pv);
     }
   } else {
-    for (int col = 0; col < kTileKeys; col += 4) {
+    for (idx col = cols.begin; col < cols.end; col += 4) {
       const f32x4 pv = exp_nonpositive_unclamped(sub(load(s + col), m), ek);
       sum = add(sum, pv);
       store(s + col, pv);
@@ -455,17 +489,20 @@ bool update_row(const BlockContext& c, idx r) {
   return hidden_keys;
 }
 
+// O rows += P·V over the computed columns of tile t.
 void accumulate_tile(const BlockContext& c, idx rows, idx t, bool drop_hidden) {
   const idx ev4 = c.s.sz.ev4;
-  const idx tile_len = std::min<idx>(kTileKeys, c.s.Lk - t * kTileKeys);
-  const float* v = c.value_rows + t * kTileKeys * c.v_stride;
+  const idx first = c.cols.begin;
+  const idx n = std::min<idx>(c.cols.end, c.s.Lk - t * kTileKeys) - first;
+  const float* p = c.scores + first;
+  const float* v = c.value_rows + (t * kTileKeys + first) * c.v_stride;
   // Hidden keys have P = −0.0, which adds nothing to a finite V row: only NaN/Inf must be dropped.
   if (drop_hidden && c.nonfinite_values[t]) {
-    accumulate_rows<true, false>(c.scores, rows, v, c.v_stride, tile_len, ev4, c.acc);
-  } else if (tile_len == kTileKeys) {
-    accumulate_rows<false, true>(c.scores, rows, v, c.v_stride, tile_len, ev4, c.acc);
+    accumulate_rows<true, false>(p, rows, v, c.v_stride, n, ev4, c.acc);
+  } else if (n == kTileKeys) {
+    accumulate_rows<false, true>(p, rows, v, c.v_stride, n, ev4, c.acc);
   } else {
-    accumulate_rows<false, false>(c.scores, rows, v, c.v_stride, tile_len, ev4, c.acc);
+    accumulate_rows<false, false>(p, rows, v, c.v_stride, n, ev4, c.acc);
   }
 }
 
@@ -519,7 +556,7 @@ void recompute_nonfinite_rows(const BlockContext& c, float* output) {
   }
   for (idx t = c.tile_begin; t < c.tile_end; ++t) {
     if (!visits_tile(c, t)) continue;
-    compute_score_tile(c, t);
+    compute_whole_score_tile(c, t);
     const idx j0 = t * kTileKeys, tile_len = std::min<idx>(kTileKeys, c.s.Lk - j0);
     for (idx r = 0; r < rows; ++r) {
       if (!redo[r]) continue;
@@ -563,7 +600,7 @@ void finish_block(const BlockContext& c) {
       for (idx r = 0; r < rows; ++r) std::fill_n(weights + r * Lk + j0, tile_len, 0.0f);
       continue;
     }
-    compute_score_tile(c, t);
+    compute_whole_score_tile(c, t);
     for (idx r = 0; r < rows; ++r) {
       float* s = c.scores + r * kTileKeys;
       float* w = weights + r * Lk + j0;
@@ -593,7 +630,11 @@ void write_scores(const BlockContext& c) {
     const idx j0 = t * kTileKeys;
     const idx tile_len = std::min<idx>(kTileKeys, Lk - j0);
     const bool skipped = stage == ScoreStage::kMasked && !visits_tile(c, t);
-    if (!skipped) compute_score_tile(c, t, stage);
+    if (stage == ScoreStage::kMasked && !skipped) {
+      compute_whole_score_tile(c, t);
+    } else if (!skipped) {
+      compute_score_tile(c, t, stage);
+    }
     for (idx r = 0; r < c.rows; ++r) {
       float* out = scores + r * Lk + j0;
       if (skipped) {
