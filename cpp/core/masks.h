@@ -44,18 +44,19 @@ inline void bias_scores(const AttentionPlan& p, int64_t b, int64_t h, int64_t i,
 // keys whose bool mask entry is 0 or whose additive entry is -inf become -inf (selected, not
 // added, so a NaN score there cannot leak), and other additive entries are added: a key must
 // pass every rule. Returns how many keys of the row the visible range leaves (documents and the
-// mask aside). Works on float and double rows; the index arithmetic is pointer-sized (32-bit in
-// wasm32), as in the SIMD kernels.
+// mask aside). `same_document`: the caller knows the row and these keys share one document (the
+// id check is then skipped). Works on float and double rows; the index arithmetic is
+// pointer-sized (32-bit in wasm32), as in the SIMD kernels.
 template <typename T>
 inline std::ptrdiff_t mask_scores(const AttentionPlan& p, const AttentionInputs& in, int64_t b, int64_t h,
-                                  int64_t i, int64_t j0, std::ptrdiff_t n, T* row) {
+                                  int64_t i, int64_t j0, std::ptrdiff_t n, T* row, bool same_document = false) {
   using idx = std::ptrdiff_t;
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   const idx first = static_cast<idx>(std::clamp<int64_t>(p.first_visible_key(b, i) - j0, 0, n));
   const idx end = std::max(first, static_cast<idx>(std::clamp<int64_t>(p.last_visible_key(b, i) - j0 + 1, 0, n)));
   for (idx j = 0; j < first; ++j) row[j] = kNegInf;
   for (idx j = end; j < n; ++j) row[j] = kNegInf;
-  if (p.documents) {
+  if (p.documents && !same_document) {
     const int32_t document = in.query_documents[b * p.Lq + i];
     const int32_t* keys = in.key_documents + b * p.Lk + j0;
     for (idx j = first; j < end; ++j) {

@@ -117,6 +117,20 @@ struct Columns {
   idx begin, end;
 };
 
+// Whether x[0, n) holds no NaN or Inf: x − x is 0 for a finite x and NaN otherwise, so the sum
+// of them stays 0 exactly when every element is finite.
+bool all_finite(const float* x, idx n) {
+  f32x4 probe = splat(0.0f);
+  idx i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const f32x4 v = load(x + i);
+    probe = add(probe, sub(v, v));
+  }
+  float tail = 0.0f;
+  for (; i < n; ++i) tail += x[i] - x[i];
+  return horizontal_sum(probe) + tail == 0.0f;
+}
+
 // Running per-lane extremes of one score row (NaN left out of both).
 struct RowRange {
   f32x4 min, max;
@@ -385,9 +399,10 @@ void compute_score_tile(const BlockContext& c, idx t, ScoreStage stage = ScoreSt
   const bool range_edge = p.hides_by_position() &&
                           (p.first_visible_key(c.b, i0 + rows - 1) > j0 + cols.begin ||
                            p.last_visible_key(c.b, i0) < j0 + std::min(cols.end, tile_len) - 1);
+  const bool same_document = p.documents && one_document(c, t);
   const bool masked = stage == ScoreStage::kMasked &&
                       (cols.end > tile_len || range_edge || p.mask_kind != MaskKind::kNone ||
-                       (p.documents && !one_document(c, t)));
+                       (p.documents && !same_document));
   const bool biased = stage == ScoreStage::kMasked && !p.alibi_slopes.empty();
   const bool capped = p.softcap > 0.0f;
   if (!masked && !biased && !capped) return;
@@ -403,7 +418,7 @@ void compute_score_tile(const BlockContext& c, idx t, ScoreStage stage = ScoreSt
       for (idx col = cols.begin; col < cols.end; col += 4) store(s + col, softcap(load(s + col), cap, tanh_k));
     }
     if (biased) bias_scores(p, c.b, c.h, i0 + r, j0 + cols.begin, n, s + cols.begin);
-    if (masked) mask_scores(p, c.s.in, c.b, c.h, i0 + r, j0 + cols.begin, n, s + cols.begin);
+    if (masked) mask_scores(p, c.s.in, c.b, c.h, i0 + r, j0 + cols.begin, n, s + cols.begin, same_document);
     RowRange range{splat(std::numeric_limits<float>::infinity()), neg_inf};
     for (idx col = cols.begin; col < cols.end; col += 4) range.fold(load(s + col));
     c.tile_min[r] = horizontal_min(range.min);
@@ -542,12 +557,12 @@ void attend_tile(const BlockContext& c, idx t) {
 // l·out, which overflows where |out| is within a factor l of FLT_MAX (V near FLT_MAX) although
 // out itself is finite; Inf and NaN in the inputs give the reference's Inf and NaN again.
 void recompute_nonfinite_rows(const BlockContext& c, float* output) {
-  const idx rows = c.rows, Ev = c.s.Ev;
+  const idx rows = c.rows, Ev = c.s.Ev, ev4 = c.s.sz.ev4;
   bool redo[kBlockQueries] = {};
   bool any = false;
+  // out = acc·(1/l) with l >= 1 or l = 0 (then 1/l is taken as 0): out is finite iff acc and l are.
   for (idx r = 0; r < rows; ++r) {
-    const float* out = output + r * Ev;
-    for (idx col = 0; col < Ev; ++col) redo[r] |= !std::isfinite(out[col]);
+    redo[r] = !all_finite(c.acc + r * ev4, ev4) || !std::isfinite(c.row_sum[r]);
     any |= redo[r];
   }
   if (!any) return;
@@ -699,7 +714,7 @@ void attention_f32_simd128(const AttentionPlan& p, const AttentionInputs& in, fl
                   key_tiles + kv * sz.key_tiles_per_head + t * s.E * kTileKeys);
     const float* values = in.value + kv * s.Lk * s.Ev;
     const idx first_value = t * kTileKeys * s.Ev, end_value = std::min<idx>(s.Lk, (t + 1) * kTileKeys) * s.Ev;
-    nonfinite_values[kv * sz.tiles + t] = !std::all_of(values + first_value, values + end_value, [](float x) { return std::isfinite(x); });
+    nonfinite_values[kv * sz.tiles + t] = !all_finite(values + first_value, end_value - first_value);
     if (sz.pack_values) {
       const float* v = in.value + kv * s.Lk * s.Ev;
       float* rows = value_rows + kv * sz.value_rows_per_head;
