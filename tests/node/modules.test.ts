@@ -177,7 +177,9 @@ describe('createSelfAttention', () => {
     const sa = await createSelfAttention({ dModel: 6, dK: 4, dV: 3, seed: 9 });
     const x = randomTensor([2, 5, 6], 3);
     const dOut = randomTensor([2, 5, 3], 4);
-    for (const options of [{}, { isCausal: true }] as const) {
+    // The variants' options pass through to the attention call, forward and backward.
+    const variants = { isCausal: true, window: { left: 2 }, softcap: 3, alibiSlopes: new Float32Array([0.3]), sinks: new Float32Array([0.5]) };
+    for (const options of [{}, { isCausal: true }, variants] as const) {
       const g = sa.backward(x, dOut, options);
       expect(g.dX.shape).toEqual([2, 5, 6]);
       expect(g.dWQ.shape).toEqual([6, 4]);
@@ -244,11 +246,11 @@ describe('createSelfAttention', () => {
     const x = randomTensor([2, 3, 4], 4);
     const dOut = randomTensor([2, 3, 2], 5);
     const bad: [() => unknown, RegExp][] = [
-      [() => sa.forward(x, typo({ isCasual: true })), /unknown option 'isCasual' of SelfAttention.forward; did you mean 'isCausal'\? \(known: attnMask, isCausal, dropout\)/],
+      [() => sa.forward(x, typo({ isCasual: true })), /unknown option 'isCasual' of SelfAttention.forward; did you mean 'isCausal'\? \(known: attnMask, isCausal, dropout, softcap, keyLengths, window, alibi, alibiSlopes, sinks, queryDocuments, keyDocuments\)/],
       [() => sa.forward(x, typo({ isCasual: undefined })), /unknown option 'isCasual' of SelfAttention.forward/],
       [() => sa.forward(x, typo({ dropout: { p: 0.1, seeds: 1 } })), /unknown option 'seeds' of SelfAttention.forward options.dropout; did you mean 'seed'\? \(known: p, seed\)/],
-      [() => sa.backward(x, dOut, typo({ attn_mask: null })), /unknown option 'attn_mask' of SelfAttention.backward; did you mean 'attnMask'\? \(known: attnMask, isCausal\)/],
-      [() => sa.backward(x, dOut, typo({ frobnicate: 1 })), /^unknown option 'frobnicate' of SelfAttention.backward \(known: attnMask, isCausal\)$/],
+      [() => sa.backward(x, dOut, typo({ attn_mask: null })), /unknown option 'attn_mask' of SelfAttention.backward; did you mean 'attnMask'\? \(known: attnMask, isCausal, softcap, keyLengths, window, alibi, alibiSlopes, sinks, queryDocuments, keyDocuments\)/],
+      [() => sa.backward(x, dOut, typo({ frobnicate: 1 })), /^unknown option 'frobnicate' of SelfAttention.backward \(known: attnMask, isCausal, softcap, keyLengths, window, alibi, alibiSlopes, sinks, queryDocuments, keyDocuments\)$/],
     ];
     for (const [call, message] of bad) {
       expect(call).toThrow(TypeError);
@@ -356,6 +358,19 @@ describe('createMultiheadAttention', () => {
     expectClose(r.weights!.data, want.avg, 'averaged weights');
     expect(mha.forward(q, k, v, { averageAttnWeights: false }).weights!.shape).toEqual([B, H, L, S]);
     expect(mha.forward(q, k, v, { needWeights: false }).weights).toBeUndefined();
+    mha.dispose();
+  });
+
+  it("passes the variants' options through: a window equals the additive band mask it stands for", async () => {
+    const mha = await createMultiheadAttention({ embedDim: E, numHeads: H, batchFirst: true, weights });
+    // Without isCausal query i sits at position p = i + S − L; the window keeps |p − j| ≤ 1.
+    const band = new Float32Array(L * S).map((_, x) => (Math.abs(Math.floor(x / S) + S - L - (x % S)) <= 1 ? 0 : -Infinity));
+    const windowed = mha.forward(q, k, v, { window: { left: 1, right: 1 }, softcap: 2 });
+    const masked = mha.forward(q, k, v, { attnMask: { data: band, shape: [L, S] }, softcap: 2 });
+    expectClose(windowed.output.data, masked.output.data, 'output');
+    expectClose(windowed.weights!.data, masked.weights!.data, 'weights');
+    expect(maxAbsDiff(windowed.output.data, mha.forward(q, k, v, { window: { left: 1, right: 1 } }).output.data)).toBeGreaterThan(1e-4);
+    expect(() => mha.forward(q, k, v, { window: { lef: 1 } } as never)).toThrow(/unknown option 'lef' of window; did you mean 'left'/);
     mha.dispose();
   });
 
@@ -475,7 +490,7 @@ describe('createMultiheadAttention', () => {
     const bad: [() => unknown, RegExp][] = [
       [() => mha.forward(x, x, x, typo({ keyPaddingMsk: null })), /unknown option 'keyPaddingMsk' of MultiheadAttention.forward; did you mean 'keyPaddingMask'\?/],
       [() => mha.forward(x, x, x, typo({ need_weights: false })), /unknown option 'need_weights' of MultiheadAttention.forward; did you mean 'needWeights'\?/],
-      [() => mha.forward(x, x, x, typo({ isCasual: true })), /did you mean 'isCausal'\? \(known: keyPaddingMask, attnMask, isCausal, needWeights, averageAttnWeights, dropout\)/],
+      [() => mha.forward(x, x, x, typo({ isCasual: true })), /did you mean 'isCausal'\? \(known: keyPaddingMask, attnMask, isCausal, needWeights, averageAttnWeights, dropout, softcap, keyLengths, window, alibi, alibiSlopes, sinks, queryDocuments, keyDocuments\)/],
       [() => mha.forward(x, x, x, typo({ dropout: { P: 0.5, seed: 1 } })), /unknown option 'P' of MultiheadAttention.forward options.dropout; did you mean 'p'\?/],
     ];
     for (const [call, message] of bad) {

@@ -3,7 +3,7 @@
 // matching dims, broadcasting, GQA) live in the C++ core, so native and wasm callers get the
 // same checks and messages.
 import type { AttentionRequest, CoreError } from './wasm/sdpa_core.mjs';
-import type { AttentionOptions, CreateAttentionOptions, GpuLimitCaps, MaskTensor, SoftmaxOptions, Tensor } from './types.js';
+import type { AttentionOptions, CreateAttentionOptions, GpuLimitCaps, MaskTensor, SoftmaxOptions, Tensor, VariantOptions } from './types.js';
 import type {
   BackwardOptions,
   DropoutOptions,
@@ -66,8 +66,16 @@ export const DROPOUT_OPTION_NAMES = optionNames<DropoutOptions>()(['p', 'seed'])
 export const SCORE_OPTION_NAMES = optionNames<ScoreOptions>()(['kind', 'w', 'w1', 'w2', 'v', 'scale']);
 export const SELF_ATTENTION_OPTION_NAMES = optionNames<SelfAttentionOptions>()(['dModel', 'dK', 'dV', 'seed', 'weights', 'backend']);
 export const SELF_ATTENTION_WEIGHT_NAMES = optionNames<NonNullable<SelfAttentionOptions['weights']>>()(['wQ', 'wK', 'wV']);
-export const SELF_ATTENTION_FORWARD_OPTION_NAMES = optionNames<SelfAttentionForwardOptions>()(['attnMask', 'isCausal', 'dropout']);
-export const SELF_ATTENTION_BACKWARD_OPTION_NAMES = optionNames<SelfAttentionBackwardOptions>()(['attnMask', 'isCausal']);
+/** The variants' options, which the modules pass through (see {@link variantOptions}). */
+export const VARIANT_OPTION_NAMES = optionNames<VariantOptions>()([
+  'softcap', 'keyLengths', 'window', 'alibi', 'alibiSlopes', 'sinks', 'queryDocuments', 'keyDocuments',
+]);
+export const SELF_ATTENTION_FORWARD_OPTION_NAMES = optionNames<SelfAttentionForwardOptions>()([
+  'attnMask', 'isCausal', 'dropout', ...VARIANT_OPTION_NAMES as VariantName[],
+]);
+export const SELF_ATTENTION_BACKWARD_OPTION_NAMES = optionNames<SelfAttentionBackwardOptions>()([
+  'attnMask', 'isCausal', ...VARIANT_OPTION_NAMES as VariantName[],
+]);
 export const MULTIHEAD_OPTION_NAMES = optionNames<MultiheadAttentionOptions>()([
   'embedDim', 'numHeads', 'numKvHeads', 'kdim', 'vdim', 'bias', 'batchFirst', 'weights', 'seed', 'backend',
 ]);
@@ -76,8 +84,19 @@ export const MULTIHEAD_WEIGHT_NAMES = optionNames<MultiheadAttentionWeights>()([
   'qProjBias', 'kProjBias', 'vProjBias', 'outProjWeight', 'outProjBias',
 ]);
 export const MULTIHEAD_FORWARD_OPTION_NAMES = optionNames<MultiheadForwardOptions>()([
-  'keyPaddingMask', 'attnMask', 'isCausal', 'needWeights', 'averageAttnWeights', 'dropout',
+  'keyPaddingMask', 'attnMask', 'isCausal', 'needWeights', 'averageAttnWeights', 'dropout', ...VARIANT_OPTION_NAMES as VariantName[],
 ]);
+
+type VariantName = keyof VariantOptions;
+
+/** The variants' options of a module's options object, to pass through to the attention call. */
+export function variantOptions(options: VariantOptions): VariantOptions {
+  const picked: Record<string, unknown> = {};
+  for (const name of VARIANT_OPTION_NAMES) {
+    if ((options as Record<string, unknown>)[name] !== undefined) picked[name] = (options as Record<string, unknown>)[name];
+  }
+  return picked as VariantOptions;
+}
 
 /**
  * Throws a TypeError for the first own key of `options` that is not in `known`, naming it, the

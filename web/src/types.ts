@@ -134,6 +134,12 @@ export interface DocumentIds {
 /** The stages of the scores `returnScores` can return. */
 export type ScoreStage = 'scaled' | 'softcapped' | 'masked';
 
+/** The options of the attention variants, which the modules pass through to the attention call. */
+export type VariantOptions = Pick<
+  AttentionOptions,
+  'softcap' | 'keyLengths' | 'window' | 'alibi' | 'alibiSlopes' | 'sinks' | 'queryDocuments' | 'keyDocuments'
+>;
+
 export interface AttentionResult {
   /** `[..., Lq, Ev]` (the query's leading dims). */
   output: Tensor;

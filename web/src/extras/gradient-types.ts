@@ -3,7 +3,7 @@
 // dim, Ev value dim. The score functions allow different query and key dims (Dq, Dk) and have a
 // hidden size A; the multi-head module keeps PyTorch nn.MultiheadAttention's names: L target
 // (query) length, S source (key) length, E its embedDim.
-import type { AttentionOptions, BackendChoice, MaskTensor, Tensor, Tensor64 } from '../types.js';
+import type { AttentionOptions, BackendChoice, MaskTensor, Tensor, Tensor64, VariantOptions } from '../types.js';
 
 /**
  * Options of {@link Attention.scaledDotProductAttentionBackward}: the forward call's options
@@ -136,7 +136,7 @@ export interface SelfAttentionOptions {
   backend?: BackendChoice;
 }
 
-export interface SelfAttentionForwardOptions {
+export interface SelfAttentionForwardOptions extends VariantOptions {
   /** As in {@link AttentionOptions} (bool mask: 1 = may attend). */
   attnMask?: MaskTensor | null;
   isCausal?: AttentionOptions['isCausal'];
@@ -219,7 +219,8 @@ export interface MultiheadAttentionOptions {
  * `nn.MultiheadAttention`, which is the OPPOSITE of `scaledDotProductAttention`'s bool mask:
  * here `1`/true means "ignore this key".
  */
-export interface MultiheadForwardOptions {
+/** Also the variants' options ({@link VariantOptions}), passed through to the attention call. */
+export interface MultiheadForwardOptions extends VariantOptions {
   /** `[B, S]` (or `[S]` unbatched), Uint8Array: 1 = padding, ignore this key. */
   keyPaddingMask?: MaskTensor | null;
   /**

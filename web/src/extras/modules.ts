@@ -18,6 +18,7 @@ import {
   SELF_ATTENTION_OPTION_NAMES,
   SELF_ATTENTION_WEIGHT_NAMES,
   throwIfError,
+  variantOptions,
 } from '../arguments.js';
 import { checkDropout } from './prng.js';
 import type {
@@ -164,6 +165,7 @@ export class SelfAttention {
     const k = this.attention.matmul(x, this.wK);
     const v = this.attention.matmul(x, this.wV);
     const { output, weights } = this.attention.scaledDotProductAttentionSync(q, k, v, {
+      ...variantOptions(options),
       attnMask: options.attnMask ?? null,
       isCausal: options.isCausal ?? false,
       returnWeights: true,
@@ -196,6 +198,7 @@ export class SelfAttention {
     const k = a.matmul(x, this.wK);
     const v = a.matmul(x, this.wV);
     const g = a.scaledDotProductAttentionBackward(q, k, v, dOutput, {
+      ...variantOptions(options),
       attnMask: options.attnMask ?? null,
       isCausal: options.isCausal ?? false,
     });
@@ -375,6 +378,7 @@ export class MultiheadAttention {
     const gqa = this.numKvHeads !== this.numHeads;
     const wantWeights = needWeights || dropout !== undefined;
     const result = a.scaledDotProductAttentionSync(q, k, v, {
+      ...variantOptions(options),
       attnMask: mask,
       isCausal: isCausal && !mask ? 'top-left' : false,
       enableGqa: gqa,
