@@ -10,8 +10,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <initializer_list>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -303,6 +305,37 @@ val run_attention_js(val request, std::string backend, val pointers) {
     const Backend b = backend_named(backend);
     return bag.then([&] { run_attention(b, plan, in, output, weights, workspace, threads_of(request, b, plan), lse, scores); });
   });
+}
+
+// The SIMD kernel's online softmax of query row `row` of head (batch, head), traced.
+// pointers: inputs + { output, steps ([tiles, 3 + Ev] floats), workspace (the simd workspace on
+// 1 thread) } -> { error, steps: the number written }.
+val trace_online_softmax_js(val request, val pointers, double batch, double head, double row) {
+  val out = val::object();
+  int64_t written = 0;
+  out.set(js("error"), run_planned(plan_from_js, request, pointers, [&](const AttentionPlan& plan, PointerBag& bag) {
+    const AttentionInputs in = inputs_from(bag, plan);
+    float* output = bag.required<float>("output");
+    float* steps = bag.required<float>("steps");
+    void* workspace = bag.required("workspace");
+    for (auto [name, value, size] : {std::tuple<const char*, double, int64_t>{"batch", batch, plan.B},
+                                     {"head", head, plan.Hq},
+                                     {"row", row, plan.Lq}}) {
+      if (!(value >= 0 && value < static_cast<double>(size)) || value != std::floor(value)) {
+        char got[32];
+        std::snprintf(got, sizeof got, "%.17g", value);
+        return Status::RangeError(std::string(name) + " must be an integer in [0, " + std::to_string(size) +
+                                  "); got " + got);
+      }
+    }
+    SoftmaxTrace trace{static_cast<int64_t>(batch), static_cast<int64_t>(head), static_cast<int64_t>(row), steps};
+    return bag.then([&] {
+      trace_online_softmax(plan, in, output, workspace, &trace);
+      written = trace.steps_written;
+    });
+  }));
+  out.set(js("steps"), static_cast<double>(written));
+  return out;
 }
 
 // Every stage of the float32 reference, for the step-by-step explainer.
@@ -664,6 +697,7 @@ EMSCRIPTEN_BINDINGS(sdpa) {
   emscripten::function("planAttention", &sdpa::plan_attention_js);
   emscripten::function("runAttention", &sdpa::run_attention_js);
   emscripten::function("explainAttention", &sdpa::explain_attention_js);
+  emscripten::function("traceOnlineSoftmax", &sdpa::trace_online_softmax_js);
   emscripten::function("referenceAttention64", &sdpa::reference_attention64_js);
   emscripten::function("matmul", &sdpa::matmul_js);
   emscripten::function("softmax", &sdpa::softmax_js);

@@ -60,6 +60,14 @@ void run_attention(Backend backend, const AttentionPlan& plan, const AttentionIn
   }
 }
 
+void trace_online_softmax(const AttentionPlan& plan, const AttentionInputs& in, float* output,
+                          void* workspace, SoftmaxTrace* trace) {
+  AttentionPlan forward = plan;
+  forward.return_weights = false;
+  forward.return_scores = ScoreStage::kNone;
+  attention_f32_simd128(forward, in, output, nullptr, static_cast<float*>(workspace), 1, nullptr, nullptr, trace);
+}
+
 Status check_backward_request(const AttentionPlan& plan, const BackwardRequest& r) {
   if (r.d_output_shape != plan.output_shape) {
     return Status::RangeError("dOutput must have the attention output's shape " +

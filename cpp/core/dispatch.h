@@ -12,6 +12,7 @@
 
 #include "core/problem.h"
 #include "core/reference_backward.h"
+#include "cpu/attention_f32_simd128.h"
 
 namespace sdpa {
 
@@ -41,6 +42,11 @@ uint64_t workspace_bytes(Backend backend, const AttentionPlan& plan, int threads
 void run_attention(Backend backend, const AttentionPlan& plan, const AttentionInputs& in,
                    float* output, float* weights, void* workspace, int threads = 1,
                    float* lse = nullptr, float* scores = nullptr);
+
+// The SIMD forward on one thread with its online-softmax trace of one row (the explainer's
+// "traced from the real kernel"); the workspace is workspace_bytes(kSimd128, plan, 1).
+void trace_online_softmax(const AttentionPlan& plan, const AttentionInputs& in, float* output,
+                          void* workspace, SoftmaxTrace* trace);
 
 // What a backward call brings on top of the forward's AttentionRequest.
 struct BackwardRequest {

@@ -58,7 +58,7 @@ namespace {
 using namespace simd;
 using idx = std::ptrdiff_t;  // 32-bit in wasm32: cheaper address arithmetic than int64_t
 
-constexpr int kTileKeys = 64;      // Bc: keys per streamed K/V tile
+constexpr int kTileKeys = kSimd128TileKeys;  // Bc: keys per streamed K/V tile
 constexpr int kBlockQueries = 32;  // Bq: query rows per register-tiled block (even)
 constexpr int kColumnVectors = 4;  // register tile width: 4 f32x4 = 16 keys / value dims
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -291,6 +291,7 @@ struct Shared {
   float* scores;   // [B, Hq, Lq, Lk] of stage p.return_scores, or null
   float* scratch;  // per worker: sz.scratch floats
   const int32_t* key_document_ranges;  // [B][tiles][low, high] with documents
+  SoftmaxTrace* trace;                 // or null
 };
 
 // One task: a block of query rows of one (batch, query head), with this thread's scratch.
@@ -552,6 +553,18 @@ void attend_tile(const BlockContext& c, idx t) {
   accumulate_tile(c, padded_rows, t, drop_hidden);
 }
 
+// Appends the traced row's online-softmax state after tile t, when the block holds that row.
+void record_trace(const BlockContext& c, idx t) {
+  SoftmaxTrace& trace = *c.s.trace;
+  const idx r = static_cast<idx>(trace.row) - c.i0;
+  if (c.b != trace.b || c.h != trace.h || r < 0 || r >= c.rows) return;
+  float* step = trace.steps + trace.steps_written++ * (3 + c.s.Ev);
+  step[0] = static_cast<float>(t * kTileKeys);
+  step[1] = c.row_max[r];
+  step[2] = c.row_sum[r];
+  std::copy(c.acc + r * c.s.sz.ev4, c.acc + r * c.s.sz.ev4 + c.s.Ev, step + 3);
+}
+
 // Output rows that came out ±Inf or NaN, recomputed with normalized weights, as the reference
 // does: out = Σ_j (e^(s_j − m)/l)·V_j over the visible keys. The streamed accumulator holds
 // l·out, which overflows where |out| is within a factor l of FLT_MAX (V near FLT_MAX) although
@@ -675,7 +688,8 @@ uint64_t simd128_workspace_bytes(const AttentionPlan& plan, int threads) {
 }
 
 void attention_f32_simd128(const AttentionPlan& p, const AttentionInputs& in, float* output,
-                       float* weights, float* workspace, int threads, float* lse, float* scores) {
+                       float* weights, float* workspace, int threads, float* lse, float* scores,
+                       SoftmaxTrace* trace) {
   threads = std::max(threads, 1);
   const Sizes sz = sizes_of(p);
   const idx kv_heads = static_cast<idx>(p.B * p.Hkv);
@@ -705,7 +719,8 @@ void attention_f32_simd128(const AttentionPlan& p, const AttentionInputs& in, fl
                  lse,
                  p.return_scores != ScoreStage::kNone ? scores : nullptr,
                  scratch,
-                 document_ranges};
+                 document_ranges,
+                 trace};
   if (p.B * p.Hq * p.Lq == 0) return;
 
   // Kᵀ tile t of key/value head `kv`, and its V rows when V is padded.
@@ -779,7 +794,10 @@ void attention_f32_simd128(const AttentionPlan& p, const AttentionInputs& in, fl
       if (!any) continue;
       packing.ensure_packed(kv, t, end_tile, pack);
       for (idx i = 0; i < count; ++i) {
-        if (visits[i]) attend_tile(blocks[i], t);
+        if (visits[i]) {
+          attend_tile(blocks[i], t);
+          if (s.trace) record_trace(blocks[i], t);
+        }
       }
     }
     if (s.scores) {  // every tile of the head: the score output covers keys no row may see

@@ -3,7 +3,7 @@
 // matching dims, broadcasting, GQA) live in the C++ core, so native and wasm callers get the
 // same checks and messages.
 import type { AttentionRequest, CoreError } from './wasm/sdpa_core.mjs';
-import type { AttentionOptions, CreateAttentionOptions, GpuLimitCaps, MaskTensor, SoftmaxOptions, Tensor, VariantOptions } from './types.js';
+import type { AttentionOptions, CreateAttentionOptions, GpuLimitCaps, MaskTensor, SoftmaxOptions, Tensor, TraceOptions, VariantOptions } from './types.js';
 import type {
   BackwardOptions,
   DropoutOptions,
@@ -50,6 +50,10 @@ export const ATTENTION_OPTION_NAMES = optionNames<AttentionOptions>()([
 export const BACKWARD_OPTION_NAMES = optionNames<BackwardOptions>()([
   'attnMask', 'isCausal', 'scale', 'softcap', 'keyLengths', 'window', 'alibi', 'alibiSlopes', 'sinks',
   'queryDocuments', 'keyDocuments', 'enableGqa', 'output', 'logSumExp', 'returnAttnMaskGrad',
+]);
+export const TRACE_OPTION_NAMES = optionNames<TraceOptions>()([
+  'attnMask', 'isCausal', 'scale', 'softcap', 'keyLengths', 'window', 'alibi', 'alibiSlopes', 'sinks',
+  'queryDocuments', 'keyDocuments', 'enableGqa', 'batch', 'head', 'row',
 ]);
 export const WINDOW_OPTION_NAMES = optionNames<NonNullable<AttentionOptions['window']>>()(['left', 'right']);
 export const CREATE_ATTENTION_OPTION_NAMES = optionNames<CreateAttentionOptions>()([

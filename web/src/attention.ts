@@ -14,6 +14,7 @@ import {
   product,
   SOFTMAX_OPTION_NAMES,
   throwIfError,
+  TRACE_OPTION_NAMES,
 } from './arguments.js';
 import { backendInfos, chooseBackend, type Chosen } from './backends.js';
 import { HeapScope, tensorBytes, withHeap } from './heap.js';
@@ -43,8 +44,10 @@ import type {
   CpuBackendName,
   CreateAttentionOptions,
   MemoryStats,
+  OnlineSoftmaxTrace,
   SoftmaxOptions,
   Tensor,
+  TraceOptions,
   WebGpuInfo,
 } from './types.js';
 import { loadCoreModule } from './wasm.js';
@@ -223,6 +226,43 @@ export class Attention {
         weights: read('weights'),
         output: { data: heap.readFloat32(pointers.output, outputElements), shape: plan.outputShape },
       };
+    });
+  }
+
+  /**
+   * One query row's online softmax, traced from the fused SIMD kernel itself (on one thread,
+   * whatever this instance's backend): after each key tile, the running max, sum and
+   * unnormalized accumulator, and the call's output from the same run, so the trace ends at
+   * exactly the library's output row. Takes the attention options plus `batch`, `head`, `row`.
+   */
+  traceOnlineSoftmax(query: Tensor, key: Tensor, value: Tensor, options: TraceOptions): OnlineSoftmaxTrace {
+    this.checkUsable();
+    if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object with a row; got ${describe(options)}`);
+    checkOptionNames('traceOnlineSoftmax', options, TRACE_OPTION_NAMES);
+    const { batch = 0, head = 0, row, ...attentionOptions } = options;
+    for (const [name, n] of [['batch', batch], ['head', head], ['row', row]] as const) checkNumber(name, n);
+    const request = attentionRequest('traceOnlineSoftmax', query, key, value, attentionOptions);
+    const plan = this.module.planAttention(request);
+    throwIfError(plan.error);
+    const outputElements = product(plan.outputShape);
+    const Ev = plan.outputShape[plan.outputShape.length - 1]!;
+    const Lk = plan.weightsShape[plan.weightsShape.length - 1]!;
+    const stepFloats = 3 + Ev;
+    const maxSteps = Math.ceil(Lk / TRACE_TILE_KEYS);
+    HeapScope.checkTotal(inputBytes(query, key, value, attentionOptions) + 4 * (outputElements + maxSteps * stepFloats) + plan.workspaceBytes.simd, 'traceOnlineSoftmax');
+    return withHeap(this.module, (heap) => {
+      const pointers = this.copyInputs(heap, query, key, value, attentionOptions);
+      pointers.output = heap.alloc(4 * outputElements, 'output');
+      pointers.steps = heap.alloc(4 * Math.max(1, maxSteps * stepFloats), 'the trace');
+      pointers.workspace = heap.alloc(plan.workspaceBytes.simd, 'the simd workspace');
+      const traced = this.module.traceOnlineSoftmax(request, pointers, batch, head, row);
+      throwIfError(traced.error);
+      const data = heap.readFloat32(pointers.steps, traced.steps * stepFloats);
+      const steps = Array.from({ length: traced.steps }, (_, n) => {
+        const step = data.subarray(n * stepFloats, (n + 1) * stepFloats);
+        return { firstKey: step[0]!, max: step[1]!, sum: step[2]!, accumulator: step.slice(3) };
+      });
+      return { tileKeys: TRACE_TILE_KEYS, steps, output: { data: heap.readFloat32(pointers.output, outputElements), shape: plan.outputShape } };
     });
   }
 
@@ -513,6 +553,9 @@ export class Attention {
     return pointers;
   }
 }
+
+/** Keys per tile of the SIMD kernel (cpp/cpu/attention_f32_simd128.h, kSimd128TileKeys). */
+const TRACE_TILE_KEYS = 64;
 
 /** Bytes of a call's inputs in the heap: tensors, the mask, document ids. */
 export function inputBytes(query: Tensor, key: Tensor, value: Tensor, options?: AttentionOptions): number {

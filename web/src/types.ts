@@ -175,6 +175,29 @@ export interface AttentionStages {
   output: Tensor;
 }
 
+/** Which query row {@link Attention.traceOnlineSoftmax} traces (besides the attention options). */
+export interface TraceOptions extends Omit<AttentionOptions, 'returnWeights' | 'returnLogSumExp' | 'returnScores' | 'out'> {
+  /** Batch index (default 0). */
+  batch?: number;
+  /** Query head index (default 0). */
+  head?: number;
+  /** Query row index. */
+  row: number;
+}
+
+/**
+ * One query row's online softmax as the fused SIMD kernel computes it: after each key tile it
+ * visits, the running max, the running denominator and the unnormalized accumulator
+ * Σ_j e^(s_j − max)·V_j. The output row is the last accumulator over the last sum.
+ */
+export interface OnlineSoftmaxTrace {
+  /** Keys per tile (the kernel's Bc). */
+  tileKeys: number;
+  steps: { firstKey: number; max: number; sum: number; accumulator: Float32Array }[];
+  /** The call's whole output `[..., Lq, Ev]`, from the same kernel run. */
+  output: Tensor;
+}
+
 /** Whether a backend can run here, and if not, why. */
 export interface BackendInfo {
   name: BackendName;
