@@ -1,7 +1,9 @@
 // attention_f32_simd128: fused scaled dot-product attention on f32x4 vectors.
 //
-// Computes output = softmax(softcap(Q·Kᵀ·scale) + mask)·V (and the weights, when asked) for every
-// (batch, query head), with the semantics of the scalar reference (core/reference.h).
+// Computes output = softmax([softcap(Q·Kᵀ·scale) + ALiBi + masks, sink])·V (and the weights or a
+// stage of the scores, when asked) for every (batch, query head), with the semantics of the
+// scalar reference (core/reference.h; masks: causality, the window, key lengths, document ids
+// and the attention mask).
 //
 // Algorithm (FlashAttention-2 style):
 //  - Tasks = (batch·query head, up to 4 blocks of Bq query rows), or whole heads when there are
@@ -15,13 +17,18 @@
 //    Per task, stream the key tiles. For each tile:
 //      S = Q_block·Kᵀ_tile·scale  (register tile: 2 query rows × 16 keys, 8 f32x4 accumulators;
 //                                  each row's min and max are taken from the registers),
-//      mask S (only tiles that hold a hidden key: the causal edge, the end of Lk, an explicit
-//      mask), then the online softmax per row: m' = max(m, rowmax S), P = e^(S − m'),
+//      softcap and bias S when asked, mask S (only tiles that may hold a hidden key: an edge of
+//      the rows' visible ranges, the end of Lk, documents that differ, an explicit mask), then
+//      the online softmax per row: m' = max(m, rowmax S), P = e^(S − m'),
 //      l' = l·e^(m − m') + ΣP, O' = O·e^(m − m') + P·V_tile (register tile: 2 rows × 16 dims).
 //    The Lq×Lk matrix never exists: extra memory is about the size of K (+ V when Ev % 4 != 0)
 //    plus about Bq·(Bc + 4·Ev) floats per thread.
-//  - Causal: tiles after a block's last visible key are skipped, not masked (about half the work
-//    of the unmasked call), and the tasks with the most tiles are handed out first.
+//  - Visible ranges (causality, the window, key lengths: AttentionPlan::first/last_visible_key):
+//    a block visits only the tiles between its first row's first key and its last row's last
+//    key, and in an edge tile only the 16-key column groups holding a visible key; with
+//    documents, tiles whose id range misses the block's are skipped too (docs/variants.md).
+//    Causal: the tasks with the most tiles are handed out first.
+//  - Sinks: a row's online softmax starts at m = sink, l = 1 (e^(sink − sink)), with O = 0.
 //  - Every multiply-add is simd::madd: fused (f32x4.relaxed_madd) in the relaxed-SIMD build,
 //    where it halves the instructions of both matrix products; a multiply and an add in SIMD128.
 //  - The exp is a polynomial (cpu/simd128.h, relative error <= 2.1e-7), unclamped in rows
@@ -34,7 +41,9 @@
 //    Rows whose tile min is above −inf take a softmax loop without that marking.
 //    A NaN score is left out of the row max (one maxps instead of NaN-aware max) but still makes
 //    its P, hence l and the whole output row, NaN, as in the reference.
-//  - Weights, when requested: a second sweep recomputes each S tile and writes e^(S − m)/l.
+//  - Weights, when requested: a second sweep recomputes each S tile and writes e^(S − m)/l; a
+//    score output, a sweep over every tile up to its stage. A trace hook records one row's
+//    (m, l, O) after each tile for the explainer (traceOnlineSoftmax).
 // Chosen for backend 'simd' (the default CPU backend); selection lives in core/dispatch.cpp.
 #include "cpu/attention_f32_simd128.h"
 
