@@ -404,18 +404,21 @@ val softmax_js(val shape, double temperature, val pointers) {
 }
 
 // The WebGPU backend (cpp/webgpu/device.h): plans like runAttention, then submits.
-// pointers: { query, key, value, mask?, output, weights? } -> { error } | { error: null, promise, job }
+// pointers: { query, key, value, mask?, queryDocuments?, keyDocuments?, output, weights?, scores? }
+//   -> { error } | { error: null, promise, job }
 val webgpu_run_js(WebGpuAttention& gpu, val request, val pointers) {
   AttentionPlan plan;
   Status s = plan_from_js(request, &plan);
   AttentionInputs in;
   float* output = nullptr;
   float* weights = nullptr;
+  float* scores = nullptr;
   if (s.ok()) {
     PointerBag bag(pointers);
     in = inputs_from(bag, plan);
     output = bag.required<float>("output");
     weights = bag.required_if<float>(plan.return_weights, "weights");
+    scores = bag.required_if<float>(plan.return_scores != ScoreStage::kNone, "scores");
     s = bag.check();
   }
   if (!s.ok()) {
@@ -423,7 +426,7 @@ val webgpu_run_js(WebGpuAttention& gpu, val request, val pointers) {
     out.set(js("error"), error_to_js(s));
     return out;
   }
-  return gpu.run(plan, in, output, weights);
+  return gpu.run(plan, in, output, weights, scores);
 }
 
 // Bytes malloc has handed out and not yet taken back: the leak tests' baseline.

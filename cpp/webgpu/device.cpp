@@ -96,13 +96,13 @@ WebGpuAttention::WebGpuAttention(val device, val caps)
     pdesc.set("bindGroupLayouts", layouts);
     *layout = device_.call<val>("createPipelineLayout", pdesc);
   };
-  // attention_flash.wgsl: params, query, key, value, mask, output, stats
+  // attention_flash.wgsl: params, query, key, value, mask, output, stats, variants
   make_layout({"uniform", "read-only-storage", "read-only-storage", "read-only-storage",
-               "read-only-storage", "storage", "storage"},
+               "read-only-storage", "storage", "storage", "read-only-storage"},
               &flash_bgl_, &flash_layout_);
-  // attention_weights.wgsl: params, query, key, mask, stats, weights
+  // attention_weights.wgsl: params, query, key, mask, stats, weights (or scores), variants
   make_layout({"uniform", "read-only-storage", "read-only-storage", "read-only-storage",
-               "read-only-storage", "storage"},
+               "read-only-storage", "storage", "read-only-storage"},
               &weights_bgl_, &weights_layout_);
 }
 
@@ -144,7 +144,7 @@ val WebGpuAttention::upload(val job, const void* data, uint64_t bytes, uint32_t 
 }
 
 val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, float* output,
-                         float* weights) {
+                         float* weights, float* scores) {
   val result = val::object();
   FlashVariant flash;
   Status s = webgpu_flash_variant(plan, limits_, &flash);
@@ -158,6 +158,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
   if (chunks.empty()) {
     // No query rows (nothing to write) or no keys (every row sees nothing: zeros).
     std::memset(output, 0, static_cast<size_t>(plan.output_elements()) * sizeof(float));
+    // Lk = 0: no scores; no query rows: nothing to write (the weights are zeros or empty too).
     result.set("promise", val::global("Promise").call<val>("resolve", val::array()));
     result.set("job", 0);
     return result;
@@ -182,9 +183,17 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
     const WeightsVariant wv = webgpu_weights_variant(plan);
     weights_pipeline = pipeline(wv.key(), wv.wgsl_constants() + kAttentionWeightsWgsl, true, job);
   }
+  val scores_pipeline = val::undefined();
+  if (plan.return_scores != ScoreStage::kNone) {
+    const WeightsVariant sv = webgpu_weights_variant(plan, plan.return_scores);
+    scores_pipeline = pipeline(sv.key(), sv.wgsl_constants() + kAttentionWeightsWgsl, true, job);
+  }
   // Stand-ins for bindings a variant does not use (no mask, no stats).
   const val dummy_read = buffer(job, 16, kStorage);
   const val dummy_write = buffer(job, 16, kStorage);
+  // The variants' data (per-batch ranges, slopes, sinks, document ids): one buffer for the call.
+  const std::vector<uint32_t> variant_words = webgpu_variant_data(plan, in);
+  const val variants = upload(job, variant_words.data(), 4 * variant_words.size(), kStorage);
 
   const uint64_t mask_el = plan.mask_kind == MaskKind::kBool ? 1 : 4;
   val encoder = device_.call<val>("createCommandEncoder");
@@ -239,18 +248,28 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
     };
     const uint64_t row_tiles = (static_cast<uint64_t>(c.rows) + kWebGpuFlashRows - 1) / kWebGpuFlashRows;
     for (const GridPart& part : split_grid(row_tiles, c.nbh, limits_.max_workgroups_per_dim)) {
-      dispatch(flash_pipeline, flash_bgl_, part, {q, k, v, mask, out, stats});
+      dispatch(flash_pipeline, flash_bgl_, part, {q, k, v, mask, out, stats, variants});
     }
+    const uint64_t key_tiles = (static_cast<uint64_t>(plan.Lk) + kWebGpuWeightsKeys - 1) / kWebGpuWeightsKeys;
     if (plan.return_weights) {
-      const uint64_t key_tiles = (static_cast<uint64_t>(plan.Lk) + kWebGpuWeightsKeys - 1) / kWebGpuWeightsKeys;
       for (const GridPart& part : split_grid(key_tiles, c.query_rows(), limits_.max_workgroups_per_dim)) {
-        dispatch(weights_pipeline, weights_bgl_, part, {q, k, mask, stats, w});
+        dispatch(weights_pipeline, weights_bgl_, part, {q, k, mask, stats, w, variants});
+      }
+    }
+    val score_buffer = val::undefined();
+    if (plan.return_scores != ScoreStage::kNone) {
+      score_buffer = buffer(job, bytes.scores, kStorage | kCopySrc);
+      for (const GridPart& part : split_grid(key_tiles, c.query_rows(), limits_.max_workgroups_per_dim)) {
+        dispatch(scores_pipeline, weights_bgl_, part, {q, k, mask, dummy_read, score_buffer, variants});
       }
     }
     pass.call<void>("end");
     read_back(out, bytes.output, output + webgpu_row_offset(plan, c.bh0, c.row0, plan.Ev));
     if (plan.return_weights) {
       read_back(w, bytes.weights, weights + webgpu_row_offset(plan, c.bh0, c.row0, plan.Lk));
+    }
+    if (plan.return_scores != ScoreStage::kNone) {
+      read_back(score_buffer, bytes.scores, scores + webgpu_row_offset(plan, c.bh0, c.row0, plan.Lk));
     }
   }
   val commands = val::array();

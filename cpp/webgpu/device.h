@@ -33,8 +33,9 @@ class WebGpuAttention {
 
   // -> { error: null, promise, job } once submitted, or { error: { name, message } } when the
   // call cannot be planned for this device (RangeError).
+  // `scores` ([B, Hq, Lq, Lk]) is written when plan.return_scores asks for a stage.
   emscripten::val run(const AttentionPlan& plan, const AttentionInputs& in, float* output,
-                      float* weights);
+                      float* weights, float* scores);
   // results: what the call's promise resolved to. Copies the readbacks into the wasm heap and
   // returns null, or returns { kind: 'validation'|'out-of-memory'|'internal', message }.
   emscripten::val finish(int job, emscripten::val results);

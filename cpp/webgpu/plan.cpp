@@ -46,6 +46,57 @@ uint32_t tiled_workgroup_bytes(uint32_t e_pad, uint32_t ev_pad, uint32_t block_k
 
 }  // namespace
 
+std::string WebGpuVariantFlags::key() const {
+  auto flag = [](const char* name, bool on) { return std::string(":") + name + (on ? "=1" : "=0"); };
+  return flag("ranges", ranges) + flag("alibi", alibi) + flag("sinks", sinks) + flag("docs", documents);
+}
+
+std::string WebGpuVariantFlags::wgsl_constants() const {
+  return bool_const("RANGES", ranges) + bool_const("ALIBI", alibi) + bool_const("SINKS", sinks) +
+         bool_const("DOCUMENTS", documents);
+}
+
+WebGpuVariantFlags webgpu_variant_flags(const AttentionPlan& p) {
+  WebGpuVariantFlags f;
+  f.ranges = !p.key_lengths.empty() || p.window_left != AttentionPlan::kUnbounded ||
+             p.window_right != AttentionPlan::kUnbounded;
+  f.alibi = !p.alibi_slopes.empty();
+  f.sinks = !p.sinks.empty();
+  f.documents = p.documents;
+  return f;
+}
+
+std::vector<uint32_t> webgpu_variant_data(const AttentionPlan& p, const AttentionInputs& in) {
+  std::vector<uint32_t> words;
+  auto i32_word = [](int64_t v) { return static_cast<uint32_t>(static_cast<int32_t>(v)); };
+  auto f32_word = [](float x) {
+    uint32_t w;
+    std::memcpy(&w, &x, sizeof w);
+    return w;
+  };
+  const int64_t low = -p.Lq - 1, high = p.Lk + 1;
+  for (int64_t b = 0; b < p.B; ++b) {
+    const int64_t offset = p.position_offset_of(b);
+    // first = p − left; last = min(p (causal), p + right); either side absent: no bound there.
+    const int64_t first = p.window_left == AttentionPlan::kUnbounded ? low : offset - p.window_left;
+    int64_t last = high;
+    if (p.causal) last = std::min(last, offset);
+    if (p.window_right != AttentionPlan::kUnbounded) last = std::min(last, offset + p.window_right);
+    words.push_back(i32_word(std::clamp(first, low, high)));
+    words.push_back(i32_word(std::clamp(last, low, high)));
+    words.push_back(i32_word(p.key_length(b)));
+    words.push_back(f32_word(static_cast<float>(offset)));
+  }
+  for (int64_t h = 0; h < p.Hq; ++h) words.push_back(p.alibi_slopes.empty() ? 0u : f32_word(p.alibi_slopes[h]));
+  for (int64_t h = 0; h < p.Hq; ++h) words.push_back(p.sinks.empty() ? 0u : f32_word(p.sinks[h]));
+  if (p.documents) {
+    words.insert(words.end(), in.query_documents, in.query_documents + p.B * p.Lq);
+    words.insert(words.end(), in.key_documents, in.key_documents + p.B * p.Lk);
+  }
+  if (words.size() < 4) words.resize(4, 0);
+  return words;
+}
+
 uint32_t FlashVariant::workgroup_bytes() const {
   return tiled ? tiled_workgroup_bytes(e_pad, ev_pad, block_keys) : 4 * block_keys * (e_pad + ev_pad);
 }
@@ -53,23 +104,35 @@ uint32_t FlashVariant::workgroup_bytes() const {
 std::string FlashVariant::key() const {
   return std::string(tiled ? "flash-tiled" : "flash") + ":e" + std::to_string(e_pad) + ":ev" + std::to_string(ev_pad) + ":bk" +
          std::to_string(block_keys) + ":mask=" + mask_name(mask) + ":causal=" + (causal ? "1" : "0") +
-         ":stats=" + (write_stats ? "1" : "0");
+         ":stats=" + (write_stats ? "1" : "0") + variants.key();
 }
 
 std::string FlashVariant::wgsl_constants() const {
   return u32_const("ROWS", kWebGpuFlashRows) + (tiled ? u32_const("LANES", kWebGpuTiledLanes) : "") +
          u32_const("E_PAD", e_pad) + u32_const("EV_PAD", ev_pad) + u32_const("BLOCK_KEYS", block_keys) +
          u32_const("MASK_KIND", mask_code(mask)) + bool_const("CAUSAL", causal) +
-         bool_const("WRITE_STATS", write_stats);
+         bool_const("WRITE_STATS", write_stats) + variants.wgsl_constants();
+}
+
+// The STAGE constant of attention_weights.wgsl: 0 weights, 1 scaled, 2 softcapped, 3 masked scores.
+uint32_t stage_code(ScoreStage s) {
+  switch (s) {
+    case ScoreStage::kNone: return 0;
+    case ScoreStage::kScaled: return 1;
+    case ScoreStage::kSoftcapped: return 2;
+    case ScoreStage::kMasked: return 3;
+  }
+  return 0;
 }
 
 std::string WeightsVariant::key() const {
-  return std::string("weights:mask=") + mask_name(mask) + ":causal=" + (causal ? "1" : "0");
+  return std::string(stage == ScoreStage::kNone ? "weights" : "scores") + ":mask=" + mask_name(mask) +
+         ":causal=" + (causal ? "1" : "0") + ":stage=" + std::to_string(stage_code(stage)) + variants.key();
 }
 
 std::string WeightsVariant::wgsl_constants() const {
   return u32_const("KEYS", kWebGpuWeightsKeys) + u32_const("MASK_KIND", mask_code(mask)) +
-         bool_const("CAUSAL", causal);
+         bool_const("CAUSAL", causal) + u32_const("STAGE", stage_code(stage)) + variants.wgsl_constants();
 }
 
 uint32_t webgpu_pad_head_dim(int64_t d) {
@@ -87,6 +150,7 @@ Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limit
   v.mask = plan.mask_kind;
   v.causal = plan.causal;
   v.write_stats = plan.return_weights;
+  v.variants = webgpu_variant_flags(plan);
   if (v.e_pad <= kWebGpuTiledMaxHeadDim && v.ev_pad <= kWebGpuTiledMaxHeadDim &&
       limits.max_invocations_per_workgroup >= kWebGpuTiledInvocations) {
     // The largest key tile that fits: more keys per barrier and per row-max exchange. Fewer
@@ -116,15 +180,17 @@ Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limit
   return Status::Ok();
 }
 
-WeightsVariant webgpu_weights_variant(const AttentionPlan& plan) {
+WeightsVariant webgpu_weights_variant(const AttentionPlan& plan, ScoreStage stage) {
   WeightsVariant v;
   v.mask = plan.mask_kind;
   v.causal = plan.causal;
+  v.variants = webgpu_variant_flags(plan);
+  v.stage = stage;
   return v;
 }
 
 uint64_t WebGpuChunkBytes::largest() const {
-  return std::max({query, key, value, mask, output, weights, stats});
+  return std::max({query, key, value, mask, output, weights, stats, scores});
 }
 
 WebGpuChunkBytes webgpu_chunk_bytes(const AttentionPlan& p, const WebGpuChunk& c) {
@@ -141,6 +207,7 @@ WebGpuChunkBytes webgpu_chunk_bytes(const AttentionPlan& p, const WebGpuChunk& c
     b.weights = 4 * rows * p.Lk;
     b.stats = 8 * rows;
   }
+  if (p.return_scores != ScoreStage::kNone) b.scores = 4 * rows * p.Lk;
   return b;
 }
 
@@ -199,7 +266,8 @@ Status plan_webgpu_chunks(const AttentionPlan& p, const WebGpuLimits& limits,
       continue;
     }
     // One head is too big as a whole: cut its query rows.
-    const uint64_t per_row = 4ull * std::max<int64_t>({p.E, p.Ev, p.return_weights ? p.Lk : 0,
+    const bool full_rows = p.return_weights || p.return_scores != ScoreStage::kNone;
+    const uint64_t per_row = 4ull * std::max<int64_t>({p.E, p.Ev, full_rows ? p.Lk : 0,
                                                        p.return_weights ? 2 : 0, 1});
     int64_t rows = static_cast<int64_t>(cap / per_row);
     if (masked && p.mask_stride_q > 0) {
@@ -281,6 +349,8 @@ WebGpuUniforms webgpu_uniforms(const AttentionPlan& p, const WebGpuChunk& c, int
   u[kUfXBase] = part.x_base;
   u[kUfYBase] = part.y_base;
   u[kUfNanBits] = 0x7fc00000u;  // quiet NaN, handed in at run time (WGSL has no NaN constants)
+  u[kUfB] = u32(p.B);
+  u[kUfNegInfBits] = 0xff800000u;  // -inf, also handed in at run time
   return u;
 }
 

@@ -40,6 +40,25 @@ constexpr uint32_t kWebGpuTiledMinBlockKeys = 16;
 constexpr uint32_t kWebGpuTiledLanes = 4;
 constexpr uint32_t kWebGpuTiledInvocations = kWebGpuFlashRows * kWebGpuTiledLanes;  // its workgroup size
 
+// Which of the attention variants a pipeline computes (each a WGSL constant; their data is in
+// the variants buffer, webgpu_variant_data): per-batch visible ranges (a window or key lengths),
+// ALiBi, sinks, document ids.
+struct WebGpuVariantFlags {
+  bool ranges = false, alibi = false, sinks = false, documents = false;
+  std::string key() const;              // e.g. ":ranges=1:alibi=0:sinks=0:docs=0"
+  std::string wgsl_constants() const;   // RANGES, ALIBI, SINKS, DOCUMENTS
+};
+WebGpuVariantFlags webgpu_variant_flags(const AttentionPlan& plan);
+
+// The variants buffer every kernel reads (`variants` in the WGSL), as u32 words:
+//   per batch b, words [4b, 4b + 4): first base, last base (i32: query row i sees keys
+//   [max(0, i + first base), min(key length − 1, i + last base)]), the key length, and the
+//   batch's position offset (f32 bits: query row i sits at position i + offset);
+//   then ALiBi slopes [Hq] and sinks [Hq] (f32 bits), query document ids [B·Lq], key ids [B·Lk].
+// The bases are clamped to [−Lq − 1, Lk + 1], which leaves every row's range as it is and keeps
+// i + base within i32. At least 4 words (a binding is never empty).
+std::vector<uint32_t> webgpu_variant_data(const AttentionPlan& plan, const AttentionInputs& in);
+
 // One pipeline variant of the flash kernel. Head dims are padded to a few sizes so that the
 // private arrays (query row, accumulator) have compile-time lengths and few variants exist.
 struct FlashVariant {
@@ -49,7 +68,9 @@ struct FlashVariant {
   MaskKind mask = MaskKind::kNone;
   bool causal = false;  // its offset is a uniform (kUfCausalOffset), so one pipeline serves every offset
   bool write_stats = false;  // also write each row's (max, denominator) for the weights pass
-  // The pipeline-cache key, e.g. "flash-tiled:e64:ev32:bk32:mask=bool:causal=1:stats=0".
+  WebGpuVariantFlags variants;
+  // The pipeline-cache key, e.g.
+  // "flash-tiled:e64:ev32:bk32:mask=bool:causal=1:stats=0:ranges=0:alibi=0:sinks=0:docs=0".
   std::string key() const;
   // The WGSL constants the glue puts before the kernel: the variant's and the tile constants.
   std::string wgsl_constants() const;
@@ -57,9 +78,12 @@ struct FlashVariant {
   uint32_t workgroup_bytes() const;
 };
 
+// attention_weights.wgsl: the weights (stage kNone) or, for returnScores, a stage of the scores.
 struct WeightsVariant {
   MaskKind mask = MaskKind::kNone;
   bool causal = false;
+  WebGpuVariantFlags variants;
+  ScoreStage stage = ScoreStage::kNone;
   std::string key() const;
   std::string wgsl_constants() const;
 };
@@ -71,7 +95,8 @@ uint32_t webgpu_pad_head_dim(int64_t d);
 // does not fit the workgroup storage.
 Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limits,
                             FlashVariant* variant);
-WeightsVariant webgpu_weights_variant(const AttentionPlan& plan);
+// The weights pass (stage kNone), or the score pass of `stage`.
+WeightsVariant webgpu_weights_variant(const AttentionPlan& plan, ScoreStage stage = ScoreStage::kNone);
 
 // A piece of the work whose tensors all fit one storage binding: query heads
 // [bh0, bh0 + nbh) (flattened b·Hq + h), query rows [row0, row0 + rows) of each of them
@@ -93,7 +118,7 @@ inline int64_t webgpu_row_offset(const AttentionPlan& p, int64_t bh, int64_t row
 
 // Bytes the chunk's buffers need, by tensor (the mask in its element size, bool = 1 byte).
 struct WebGpuChunkBytes {
-  uint64_t query = 0, key = 0, value = 0, mask = 0, output = 0, weights = 0, stats = 0;
+  uint64_t query = 0, key = 0, value = 0, mask = 0, output = 0, weights = 0, stats = 0, scores = 0;
   uint64_t largest() const;
 };
 WebGpuChunkBytes webgpu_chunk_bytes(const AttentionPlan& plan, const WebGpuChunk& chunk);
@@ -116,7 +141,7 @@ using WebGpuUniforms = std::array<uint32_t, 32>;
 enum WebGpuUniformField : uint32_t {
   kUfLq, kUfLk, kUfE, kUfEv, kUfHq, kUfHkv, kUfGroup, kUfBh0, kUfNbh, kUfRow0, kUfRows, kUfKv0,
   kUfMaskBase, kUfMaskSb, kUfMaskSh, kUfMaskSq, kUfMaskSk, kUfScaleBits, kUfCausalOffset,
-  kUfXBase, kUfYBase, kUfNanBits, kUfSoftcapBits, kUfSoftcapOn, kUfFieldCount
+  kUfXBase, kUfYBase, kUfNanBits, kUfSoftcapBits, kUfSoftcapOn, kUfB, kUfNegInfBits, kUfFieldCount
 };
 // `mask_base`: the element offset the chunk's mask buffer starts at (bool masks: a multiple of 4).
 WebGpuUniforms webgpu_uniforms(const AttentionPlan& plan, const WebGpuChunk& chunk,

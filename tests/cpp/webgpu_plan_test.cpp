@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <set>
 
 namespace sdpa {
@@ -50,7 +53,7 @@ TEST(WebGpuPlan, FlashVariantFitsWorkgroupStorageAndKeysDiffer) {
   EXPECT_TRUE(v.tiled);
   EXPECT_EQ(v.block_keys, 32u);  // 64 keys need 21.8 KiB
   EXPECT_LE(v.workgroup_bytes(), 16384u);
-  EXPECT_EQ(v.key(), "flash-tiled:e16:ev16:bk32:mask=none:causal=0:stats=0");
+  EXPECT_EQ(v.key(), "flash-tiled:e16:ev16:bk32:mask=none:causal=0:stats=0:ranges=0:alibi=0:sinks=0:docs=0");
 
   std::set<std::string> keys;
   for (MaskKind m : {MaskKind::kNone, MaskKind::kBool, MaskKind::kAdditive}) {
@@ -102,7 +105,7 @@ TEST(WebGpuPlan, TiledKernelWhereItsTileFits) {
   limits.max_workgroup_storage_bytes = 4096;
   ASSERT_TRUE(webgpu_flash_variant(make_plan({4, 8}, {64, 8}, {64, 8}), limits, &v).ok());
   EXPECT_FALSE(v.tiled);
-  EXPECT_EQ(v.key(), "flash:e16:ev16:bk32:mask=none:causal=0:stats=0");
+  EXPECT_EQ(v.key(), "flash:e16:ev16:bk32:mask=none:causal=0:stats=0:ranges=0:alibi=0:sinks=0:docs=0");
   limits = WebGpuLimits{};
   limits.max_invocations_per_workgroup = 128;  // a compatibility-mode device
   ASSERT_TRUE(webgpu_flash_variant(d64, limits, &v).ok());
@@ -244,7 +247,72 @@ TEST(WebGpuPlan, PacksUniforms) {
     ASSERT_TRUE(plan_attention(r, &with_offset).ok());
     EXPECT_EQ(static_cast<int32_t>(webgpu_uniforms(with_offset, c, 0, g)[kUfCausalOffset]), expected) << offset;
   }
-  EXPECT_LE(static_cast<uint32_t>(kUfFieldCount), 24u);  // the WGSL Params struct has 24 scalars + 2 vec4
+  EXPECT_LE(static_cast<uint32_t>(kUfFieldCount), 28u);  // the WGSL Params struct has 28 scalars + 1 vec4
+}
+
+// The variants buffer: per batch (first base, last base, key length, position offset), then
+// slopes, sinks and document ids; each row's range [max(0, i + first), min(len − 1, i + last)].
+TEST(WebGpuPlan, LaysOutTheVariantsBuffer) {
+  AttentionRequest r;
+  r.query_shape = {2, 2, 3, 4};
+  r.key_shape = {2, 2, 10, 4};
+  r.value_shape = {2, 2, 10, 4};
+  r.causal = CausalAlignment::kBottomRight;
+  r.has_key_lengths = true;
+  r.key_lengths = {10, 6};
+  r.has_window_left = true;
+  r.window_left = 2;
+  r.has_sinks = true;
+  r.sinks = {0.5, -std::numeric_limits<double>::infinity()};
+  r.alibi = true;
+  r.has_documents = true;
+  r.query_documents_shape = {2, 3};
+  r.key_documents_shape = {2, 10};
+  AttentionPlan p;
+  ASSERT_TRUE(plan_attention(r, &p).ok());
+  const std::vector<int32_t> query_ids = {1, 1, 2, 0, 0, 0};
+  std::vector<int32_t> key_ids(20, 7);
+  AttentionInputs in;
+  in.query_documents = query_ids.data();
+  in.key_documents = key_ids.data();
+  const std::vector<uint32_t> w = webgpu_variant_data(p, in);
+  ASSERT_EQ(w.size(), 4u * 2 + 2 * 2 + 6 + 20);
+  auto as_i32 = [&](size_t n) { return static_cast<int32_t>(w[n]); };
+  auto as_f32 = [&](size_t n) {
+    float x;
+    std::memcpy(&x, &w[n], 4);
+    return x;
+  };
+  // Bottom-right aligns each batch to its key length: offsets 10 − 3 = 7 and 6 − 3 = 3.
+  EXPECT_EQ(as_i32(0), 5);   // 7 − left
+  EXPECT_EQ(as_i32(1), 7);   // causal: p
+  EXPECT_EQ(as_i32(2), 10);
+  EXPECT_EQ(as_f32(3), 7.0f);
+  EXPECT_EQ(as_i32(4), 1);
+  EXPECT_EQ(as_i32(5), 3);
+  EXPECT_EQ(as_i32(6), 6);
+  EXPECT_EQ(as_f32(7), 3.0f);
+  for (int64_t b = 0; b < 2; ++b) {
+    for (int64_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(std::max<int64_t>(0, i + as_i32(4 * b)), p.first_visible_key(b, i));
+      EXPECT_EQ(std::min<int64_t>(as_i32(4 * b + 2) - 1, i + as_i32(4 * b + 1)), p.last_visible_key(b, i));
+    }
+  }
+  EXPECT_EQ(as_f32(8), 0.0625f);  // the standard slopes of 2 heads: 2^-4, 2^-8
+  EXPECT_EQ(as_f32(9), 0.00390625f);
+  EXPECT_EQ(as_f32(10), 0.5f);
+  EXPECT_EQ(w[11], 0xff800000u);  // -inf: no sink
+  EXPECT_EQ(as_i32(12 + 2), 2);   // query ids, then key ids
+  EXPECT_EQ(as_i32(12 + 6), 7);
+  // Offsets far past the keys are clamped to [−Lq − 1, Lk + 1]: the ranges stay as they are.
+  r.causal = CausalAlignment::kOffset;
+  r.causal_offset = int64_t{1} << 40;
+  r.has_key_lengths = false;
+  ASSERT_TRUE(plan_attention(r, &p).ok());
+  const std::vector<uint32_t> far = webgpu_variant_data(p, in);
+  EXPECT_EQ(static_cast<int32_t>(far[0]), 11);
+  EXPECT_EQ(static_cast<int32_t>(far[1]), 11);
+  EXPECT_EQ(p.first_visible_key(0, 0), (int64_t{1} << 40) - 2);
 }
 
 }  // namespace

@@ -205,7 +205,7 @@ describe('WebGPU calls, caching and limits', () => {
     await attn.scaledDotProductAttention(q, k, v, { isCausal: 'bottom-right' });
     const before = attn.webgpuInfo()!.pipelines;
     // E = 24 and Ev = 40 pad to 32 and 64; the key tile depends on the adapter's workgroup memory.
-    expect(before).toContainEqual(expect.stringMatching(/^flash(-tiled)?:e32:ev64:bk\d+:mask=none:causal=1:stats=0$/));
+    expect(before).toContainEqual(expect.stringMatching(/^flash(-tiled)?:e32:ev64:bk\d+:mask=none:causal=1:stats=0:ranges=0:alibi=0:sinks=0:docs=0$/));
     for (let i = 0; i < 5; i++) {
       await attn.scaledDotProductAttention(q, k, v, { isCausal: i % 2 ? 'top-left' : 'bottom-right' });
       await attn.scaledDotProductAttention(randomTensor([3, 7 + i, 20], 4), randomTensor([3, 9 + i, 20], 5), randomTensor([3, 9 + i, 33], 6), { isCausal: true });

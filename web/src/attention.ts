@@ -470,7 +470,8 @@ export class Attention {
     const outputElements = product(plan.outputShape);
     const out = checkOut(options?.out, outputElements, plan.outputShape);
     const weightsElements = request.returnWeights ? product(plan.weightsShape) : 0;
-    HeapScope.checkTotal(inputBytes(query, key, value, options) + 4 * (outputElements + weightsElements), 'this attention call');
+    const scoresElements = request.returnScores !== 'none' ? product(plan.weightsShape) : 0;
+    HeapScope.checkTotal(inputBytes(query, key, value, options) + 4 * (outputElements + weightsElements + scoresElements), 'this attention call');
     const gpu = await this.liveGpu();
     if (!gpu) return this.runCpu('scaledDotProductAttention', query, key, value, options); // fell back
     const heap = new HeapScope(this.module);
@@ -479,6 +480,7 @@ export class Attention {
       const pointers = this.copyInputs(heap, query, key, value, options);
       pointers.output = heap.alloc(4 * outputElements, 'output');
       if (request.returnWeights) pointers.weights = heap.alloc(4 * weightsElements, 'weights');
+      if (scoresElements) pointers.scores = heap.alloc(4 * scoresElements, 'scores');
       let started: ReturnType<typeof gpu.context.run>;
       try {
         started = gpu.context.run(request, pointers);
@@ -513,6 +515,7 @@ export class Attention {
       if (request.returnWeights) {
         result.weights = { data: heap.readFloat32(pointers.weights!, weightsElements), shape: plan.weightsShape };
       }
+      if (scoresElements) result.scores = { data: heap.readFloat32(pointers.scores!, scoresElements), shape: plan.weightsShape };
       return result;
     } finally {
       if (job && !gpu.deleted) gpu.context.release(job);

@@ -15,8 +15,13 @@
 // running max, rescale of denominator and accumulator by exp(m_old - m_new), accumulation of
 // exp(s - m_new)·v. Causal workgroups stop at the last tile any of their rows can see.
 //
-// Semantics (as cpp/core/reference.cpp): hidden keys (bool 0, additive -inf, causal)
-// are never read into the sums, so NaN/Inf there cannot leak; a row that sees no key writes
+// Variants (constants RANGES, ALIBI, SINKS, DOCUMENTS; attention_common.wgsl.inc): a workgroup's
+// key tiles run from its first row's first visible key to its last row's last, so a window of w
+// costs O(Lq·w); ALiBi's bias joins each score after the softcap; other documents' keys are
+// hidden; a sink joins the row's max and denominator at the end.
+//
+// Semantics (as cpp/core/reference.cpp): hidden keys (bool 0, additive -inf, causal, window,
+// key length, document) are never read into the sums, so NaN/Inf there cannot leak; a row that sees no key writes
 // zeros; a NaN score on a visible key makes the whole row NaN; a row with exactly one visible key
 // gets that key's value row bit for bit. NaN/-inf are tested through their
 // bit patterns, since WGSL lets implementations assume float math stays finite.
@@ -27,7 +32,7 @@
 // Prepended by the C++ glue (cpp/webgpu/plan.cpp, FlashVariant::wgsl_constants):
 //   const ROWS: u32; const E_PAD: u32; const EV_PAD: u32; const BLOCK_KEYS: u32;
 //   const MASK_KIND: u32 (0 none, 1 bool bytes packed in u32 words, 2 additive f32);
-//   const CAUSAL: bool; const WRITE_STATS: bool;
+//   const CAUSAL: bool; const WRITE_STATS: bool; const RANGES, ALIBI, SINKS, DOCUMENTS: bool;
 // Buffers hold one chunk (cpp/webgpu/plan.h, WebGpuChunk): query/output/stats rows
 // [chunk heads × rows], key/value heads [kv0, kv0 + nkv), mask elements from mask_base.
 
@@ -44,7 +49,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   let tile = wg.x + p.x_base;
   let head = wg.y + p.y_base;              // head within the chunk
   let row = query_row(tile, head, t);  // invocation t owns query row t of the tile
-  let tile_last = tile_last_key(tile);
+  let tile_first = tile_first_key(tile, head);
+  let tile_last = tile_last_key(tile, head);
   var q_row = query_vec4s(row);  // var: indexed in loops
 
   var m = 0.0;          // running max (valid once `seen`)
@@ -57,7 +63,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   var s_tile: array<f32, BLOCK_KEYS>;
   var visible: array<bool, BLOCK_KEYS>;
 
-  for (var j0 = 0u; i32(j0) <= tile_last; j0 += BLOCK_KEYS) {
+  for (var j0 = tile_first; i32(j0) <= tile_last; j0 += BLOCK_KEYS) {
     let nk = min(BLOCK_KEYS, p.Lk - j0);
     // Cooperative load of the K and V tiles, zero-padded (keys past Lk and columns past E/Ev).
     for (var x = t; x < BLOCK_KEYS * E4; x += ROWS) {
@@ -80,12 +86,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
       var tile_max = 0.0;
       for (var jj = 0u; jj < BLOCK_KEYS; jj++) {
         let j = j0 + jj;
-        var vis = jj < nk && i32(j) <= row.last;
+        var vis = jj < nk && i32(j) >= row.first && i32(j) <= row.last;
         var s = 0.0;
-        if (vis && MASK_KIND == 1u) { vis = mask_bool(row.mask_row + j * p.mask_sk); }
+        if (vis) { vis = key_visible(row, j); }
         if (vis) {
           for (var e4 = 0u; e4 < E4; e4++) { s += dot(q_row[e4], k_tile[jj * E4 + e4]); }
-          let scored = scaled_masked_score(s, row.mask_row + j * p.mask_sk);
+          let scored = scaled_masked_score(s, row.mask_row + j * p.mask_sk, alibi_bias(row.b, row.h, row.i, j));
           s = scored.s;
           if (scored.hidden) { vis = false; }
           if (vis && is_nan(s)) { nan_row = true; vis = false; }
@@ -122,11 +128,16 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   }
 
   if (!row.in_range) { return; }
+  let sink = fold_sink(row.h, m, l, seen && !nan_row);
+  m = sink.m;
+  l = sink.l;
+  for (var c4 = 0u; c4 < EV4; c4++) { acc[c4] *= sink.rescale; }
+  if (sink.applied) { visible_count = 0u; }  // the weights no longer sum to 1: no single-key copy
   var inv_l = select(0.0, 1.0 / l, seen);
   // acc holds l·output; where it overflowed the row is recomputed with normalized weights.
   var overflowed = false;
   for (var c4 = 0u; c4 < EV4; c4++) { overflowed = overflowed || !all_finite4(acc[c4]); }
-  if (overflowed && seen && !nan_row && visible_count > 1u) {
+  if (overflowed && seen && !nan_row && visible_count != 1u) {
     for (var c4 = 0u; c4 < EV4; c4++) { acc[c4] = normalized_output4(row, q_row, m, l, c4); }
     inv_l = 1.0;
   }

@@ -25,6 +25,7 @@
 // Prepended by the C++ glue, as for attention_flash.wgsl, plus LANES:
 //   const ROWS: u32; const LANES: u32; const E_PAD: u32; const EV_PAD: u32; const BLOCK_KEYS: u32 (16, 32 or 64);
 //   const MASK_KIND: u32; const CAUSAL: bool; const WRITE_STATS: bool;
+//   const RANGES, ALIBI, SINKS, DOCUMENTS: bool (the variants, as in attention_flash.wgsl);
 
 //! include attention_common.wgsl.inc
 //! include attention_flash_common.wgsl.inc
@@ -59,7 +60,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   let tile = wg.x + p.x_base;
   let head = wg.y + p.y_base;
   let row = query_row(tile, head, r);
-  let tile_last = tile_last_key(tile);
+  let tile_first = tile_first_key(tile, head);
+  let tile_last = tile_last_key(tile, head);
   var q_row = query_vec4s(row);  // var: indexed in loops
 
   var m = 0.0;          // running max of the row (valid once `seen`), the same in its four lanes
@@ -71,7 +73,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   var acc: array<vec4<f32>, COLS_PER_LANE>;
   var s: array<f32, KEYS_PER_LANE>;
 
-  for (var j0 = 0u; i32(j0) <= tile_last; j0 += BLOCK_KEYS) {
+  for (var j0 = tile_first; i32(j0) <= tile_last; j0 += BLOCK_KEYS) {
     let nk = min(BLOCK_KEYS, p.Lk - j0);
     if (t == 0u) { atomicStore(&v_not_finite, 0u); }
     // 1. K tile, zero-padded past Lk and E.
@@ -94,10 +96,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     for (var k = 0u; k < KEYS_PER_LANE; k++) {
       let jj = lane + LANES * k;
       let j = j0 + jj;
-      var vis = jj < nk && i32(j) <= row.last;
-      if (vis && MASK_KIND == 1u) { vis = mask_bool(row.mask_row + j * p.mask_sk); }
+      var vis = jj < nk && i32(j) >= row.first && i32(j) <= row.last;
+      if (vis) { vis = key_visible(row, j); }
       if (vis) {
-        let scored = scaled_masked_score(s[k], row.mask_row + j * p.mask_sk);
+        let scored = scaled_masked_score(s[k], row.mask_row + j * p.mask_sk, alibi_bias(row.b, row.h, row.i, j));
         s[k] = scored.s;
         if (scored.hidden) { vis = false; }
         if (vis && is_nan(scored.s)) { nan_row = true; vis = false; }
@@ -190,12 +192,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   }
   if (!row.in_range) { return; }
 
+  let sink = fold_sink(row.h, m, l_row, seen && !nan_any);
+  m = sink.m;
+  l_row = sink.l;
+  for (var c = 0u; c < COLS_PER_LANE; c++) { acc[c] *= sink.rescale; }
+  if (sink.applied) { count_row = 0u; }  // the weights no longer sum to 1: no single-key copy
   var inv_l = select(0.0, 1.0 / l_row, seen);
   // acc holds l·output; where it overflowed this lane's columns are recomputed with normalized
   // weights.
   var overflowed = false;
   for (var c = 0u; c < COLS_PER_LANE; c++) { overflowed = overflowed || !all_finite4(acc[c]); }
-  if (overflowed && seen && !nan_any && count_row > 1u) {
+  if (overflowed && seen && !nan_any && count_row != 1u) {
     for (var c = 0u; c < COLS_PER_LANE; c++) { acc[c] = normalized_output4(row, q_row, m, l_row, lane + LANES * c); }
     inv_l = 1.0;
   }
