@@ -2,7 +2,7 @@
 // Expected values always come from the float64 reference, never from numbers in the texts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttention, type Attention, type AttentionOptions, type BackendName, type Tensor } from 'sdpa-web';
-import { elements, randomMasks, randomTensor, tensor } from './tensors.js';
+import { elements, randomMasks, randomTensor, rng, tensor } from './tensors.js';
 import { expectMatchesReference } from './tolerance.js';
 
 export interface SuiteOptions {
@@ -473,6 +473,164 @@ export function defineAttentionSuite(backend: BackendName, { factor, create }: S
           expect((error as Error).message).toMatch(/softcap/);
         }
         expect(attn.memoryStats().heapBytesInUse).toBe(heapBefore);
+      });
+    });
+
+    describe(`variants on the '${backend}' backend`, () => {
+      const [B, H, Lq, Lk] = [2, 4, 40, 150];
+      const q = randomTensor([B, H, Lq, 16], 70, -2, 2), k = randomTensor([B, H, Lk, 16], 71, -2, 2), v = randomTensor([B, H, Lk, 8], 72);
+      /** Document ids: runs of `length` positions, `B × L`. */
+      const runs = (L: number, length: number, shift = 0) => ({ data: new Int32Array(B * L).map((_, x) => Math.floor(((x % L) + shift) / length)), shape: [B, L] });
+
+      it('windows of 0, 1, tile − 1, tile, tile + 1 and beyond Lk, each side and both, alone, causal and with offsets', async () => {
+        let c = 0;
+        for (const w of [0, 1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 200]) {
+          for (const window of [{ left: w }, { right: w }, { left: w, right: w }]) {
+            const isCausal = ([false, true, 'bottom-right', { offset: -5 }, { offset: Lk + 2 }] as const)[c % 5];
+            await check(q, k, v, { window, isCausal, returnWeights: c % 3 === 0 }, `window ${JSON.stringify(window)} causal ${JSON.stringify(isCausal)}`);
+            c++;
+          }
+        }
+      });
+
+      it('keyLengths of 0, 1, Lk − 1 and Lk, bottom-right aligned per batch, with windows and masks', async () => {
+        const { bool } = randomMasks([B, 1, Lq, Lk], 73);
+        for (const lengths of [[0, Lk], [1, Lk - 1], [Lk, 64], [33, 0]]) {
+          const keyLengths = new Int32Array(lengths);
+          for (const extra of [{}, { isCausal: 'bottom-right' as const }, { isCausal: true }, { window: { left: 8 } }, { attnMask: bool, isCausal: 'bottom-right' as const }]) {
+            await check(q, k, v, { keyLengths, ...extra, returnWeights: true }, `keyLengths [${lengths}] ${JSON.stringify(Object.keys(extra))}`);
+          }
+        }
+        // 'bottom-right' aligns each batch's queries to its own last valid key: the last query row
+        // of a batch with keyLengths n sees exactly the keys j < n.
+        const r = await attn.scaledDotProductAttention(q, k, v, { keyLengths: new Int32Array([100, 41]), isCausal: 'bottom-right', returnWeights: true });
+        const w = r.weights!.data;
+        for (const [b, n] of [[0, 100], [1, 41]] as const) {
+          const row = w.subarray(((b * H) * Lq + Lq - 1) * Lk, ((b * H) * Lq + Lq) * Lk);
+          expect(row.subarray(0, n).every((x) => x > 0)).toBe(true);
+          expect(row.subarray(n).every((x) => x === 0)).toBe(true);
+        }
+      });
+
+      it("ALiBi: alibi: true is BLOOM's slopes for H a power of two and not; custom slopes; with causal and softcap", async () => {
+        // Press et al. / BLOOM, computed here independently of the package.
+        const bloom = (n: number): number[] => {
+          const pow2 = (m: number) => Array.from({ length: m }, (_, h) => 2 ** (-8 * (h + 1) / m));
+          const p = 2 ** Math.floor(Math.log2(n));
+          return p === n ? pow2(n) : [...pow2(p), ...bloom(2 * p).filter((_, i) => i % 2 === 0).slice(0, n - p)];
+        };
+        for (const heads of [4, 6]) {
+          const qh = randomTensor([1, heads, 20, 8], 74), kh = randomTensor([1, heads, 70, 8], 75), vh = randomTensor([1, heads, 70, 4], 76);
+          const standard = await attn.scaledDotProductAttention(qh, kh, vh, { alibi: true, isCausal: 'bottom-right' });
+          const given = await attn.scaledDotProductAttention(qh, kh, vh, { alibiSlopes: new Float32Array(bloom(heads)), isCausal: 'bottom-right' });
+          expect(standard.output.data, `H = ${heads}`).toEqual(given.output.data);
+          await check(qh, kh, vh, { alibi: true, returnWeights: true }, `alibi H = ${heads}`);
+        }
+        await check(q, k, v, { alibiSlopes: new Float32Array([1, 0.5, 0, -0.25]), isCausal: true, softcap: 3, returnWeights: true }, 'custom slopes');
+      });
+
+      it('sinks of −Infinity, 0 and 1e4: weights sum to less than 1; rows that see no key are zeros', async () => {
+        for (const sinks of [[-Infinity, -Infinity, -Infinity, -Infinity], [0, 0.5, -1, 2], [1e4, 0, -Infinity, 3]]) {
+          for (const extra of [{}, { isCausal: { offset: -3 } }, { window: { left: 2 }, isCausal: true }]) {
+            await check(q, k, v, { sinks: new Float32Array(sinks), ...extra, returnWeights: true }, `sinks [${sinks}] ${JSON.stringify(extra)}`);
+          }
+        }
+        const r = await attn.scaledDotProductAttention(q, k, v, { sinks: new Float32Array([0, 0, 0, 0]), isCausal: { offset: -3 }, returnWeights: true });
+        for (let row = 0; row < Lq; row++) {
+          const w = r.weights!.data.subarray(row * Lk, (row + 1) * Lk);
+          const sum = w.reduce((a, x) => a + x, 0);
+          if (row < 3) {
+            expect(sum, `row ${row} sees no key`).toBe(0);
+            expect(Array.from(r.output.data.subarray(row * 8, row * 8 + 8))).toEqual(new Array(8).fill(0));
+          } else {
+            expect(sum, `row ${row}`).toBeLessThan(1);
+          }
+        }
+      });
+
+      it('document ids: one document, one key per document, unsorted ids, with causal and GQA', async () => {
+        const one = { queryDocuments: runs(Lq, 1e9), keyDocuments: runs(Lk, 1e9) };
+        const plainResult = await attn.scaledDotProductAttention(q, k, v, { isCausal: true });
+        expect((await attn.scaledDotProductAttention(q, k, v, { isCausal: true, ...one })).output.data).toEqual(plainResult.output.data);
+        await check(q, k, v, { queryDocuments: runs(Lq, 1), keyDocuments: runs(Lk, 1), returnWeights: true }, 'one key per document');
+        await check(q, k, v, { queryDocuments: runs(Lq, 10), keyDocuments: runs(Lk, 37), isCausal: 'bottom-right', returnWeights: true }, 'packed');
+        const shuffled = (L: number, seed: number) => { const next = rng(seed); return { data: new Int32Array(B * L).map(() => Math.floor(next() * 3)), shape: [B, L] }; };
+        await check(q, k, v, { queryDocuments: shuffled(Lq, 77), keyDocuments: shuffled(Lk, 78), returnWeights: true }, 'unsorted ids');
+        const kv2 = { k: randomTensor([B, 2, Lk, 16], 79), v: randomTensor([B, 2, Lk, 8], 80) };
+        await check(q, kv2.k, kv2.v, { enableGqa: true, queryDocuments: runs(Lq, 16), keyDocuments: runs(Lk, 64), isCausal: 'bottom-right' }, 'GQA');
+      });
+
+      it('every variant at once, with GQA, logits of 1e4 and a mask; each score stage', async () => {
+        const big = { data: k.data.map((x) => x * 300), shape: k.shape };
+        const { additive } = randomMasks([B, H, Lq, Lk], 81);
+        const kv2 = { k: randomTensor([B, 2, Lk, 16], 82, -2, 2), v: randomTensor([B, 2, Lk, 8], 83) };
+        const all: AttentionOptions = {
+          isCausal: 'bottom-right', softcap: 20, window: { left: 70, right: 2 }, alibi: true, sinks: new Float32Array([0, 1, -2, 5]),
+          keyLengths: new Int32Array([140, 90]), queryDocuments: runs(Lq, 25), keyDocuments: runs(Lk, 60, 10),
+        };
+        await check(q, big, v, { ...all, attnMask: additive, returnWeights: true }, 'all, logits 1e4');
+        await check(q, kv2.k, kv2.v, { ...all, enableGqa: true, returnWeights: true }, 'all, GQA');
+        for (const returnScores of ['scaled', 'softcapped', 'masked'] as const) {
+          await check(q, big, v, { ...all, attnMask: additive, returnScores }, `scores ${returnScores}`);
+          await check(q, k, v, { isCausal: true, returnScores }, `scores ${returnScores}, causal`);
+        }
+      });
+
+      it('NaN and Inf outside the window, past the key length and in other documents are never read', async () => {
+        const poisoned = { data: v.data.slice(), shape: v.shape };
+        const keysPoisoned = { data: k.data.slice(), shape: k.shape };
+        // Keys 120… of every head: hidden below by keyLengths 120, by the window, or by documents.
+        for (let bh = 0; bh < B * H; bh++) {
+          for (let j = 120; j < Lk; j++) {
+            poisoned.data.fill(NaN, (bh * Lk + j) * 8, (bh * Lk + j + 1) * 8);
+            keysPoisoned.data.fill(Infinity, (bh * Lk + j) * 16, (bh * Lk + j + 1) * 16);
+          }
+        }
+        const ids = { data: new Int32Array(B * Lk).map((_, x) => (x % Lk >= 120 ? 1 : 0)), shape: [B, Lk] };
+        for (const options of [
+          { keyLengths: new Int32Array([120, 120]) },
+          { window: { left: 30, right: 0 }, isCausal: { offset: 80 } },
+          { queryDocuments: { data: new Int32Array(B * Lq), shape: [B, Lq] }, keyDocuments: ids },
+        ] as AttentionOptions[]) {
+          const r = await attn.scaledDotProductAttention(q, keysPoisoned, poisoned, options);
+          expect(r.output.data.every(Number.isFinite), JSON.stringify(Object.keys(options))).toBe(true);
+          await check(q, keysPoisoned, poisoned, options, `poisoned ${Object.keys(options)}`);
+        }
+      });
+
+      it('bad values are a TypeError or RangeError naming the option, before anything is allocated', async () => {
+        await attn.scaledDotProductAttention(q, k, v, { window: { left: 3 } });
+        const heapBefore = attn.memoryStats().heapBytesInUse;
+        const bad: [AttentionOptions, typeof TypeError | typeof RangeError, RegExp][] = [
+          [{ window: { left: -1 } }, RangeError, /window\.left/],
+          [{ window: { right: 1.5 } }, RangeError, /window\.right/],
+          [{ window: { lef: 3 } as never }, TypeError, /unknown option 'lef' of window; did you mean 'left'/],
+          [{ window: 3 as never }, TypeError, /window/],
+          [{ keyLengths: new Int32Array([1]) }, RangeError, /keyLengths must hold one length per batch: 2/],
+          [{ keyLengths: new Int32Array([1, Lk + 1]) }, RangeError, /keyLengths\[1\] must be an integer in \[0, Lk = 150\]/],
+          [{ keyLengths: new Int32Array([-1, 3]) }, RangeError, /keyLengths\[0\]/],
+          [{ keyLengths: [1, 2] as never }, TypeError, /keyLengths must be an Int32Array/],
+          [{ alibiSlopes: new Float32Array(3) }, RangeError, /alibiSlopes must hold one value per query head: 4/],
+          [{ alibiSlopes: new Float32Array([1, NaN, 0, 0]) }, RangeError, /alibiSlopes\[1\]/],
+          [{ alibi: true, alibiSlopes: new Float32Array(4) }, TypeError, /alibi: true .* or alibiSlopes/],
+          [{ alibi: 1 as never }, TypeError, /alibi/],
+          [{ sinks: new Float32Array(5) }, RangeError, /sinks must hold one value per query head: 4/],
+          [{ sinks: new Float32Array([0, NaN, 0, 0]) }, RangeError, /sinks\[1\]/],
+          [{ sinks: new Float32Array([0, 0, Infinity, 0]) }, RangeError, /sinks\[2\]/],
+          [{ sinks: new Float64Array(4) as never }, TypeError, /sinks must be a Float32Array/],
+          [{ queryDocuments: runs(Lq, 4) }, TypeError, /queryDocuments and keyDocuments go together/],
+          [{ queryDocuments: runs(Lq, 4), keyDocuments: { data: new Int32Array(Lk), shape: [1, Lk] } }, RangeError, /keyDocuments must have shape \[B, Lk\] = \[2, 150\]/],
+          [{ queryDocuments: { data: new Float32Array(B * Lq), shape: [B, Lq] } as never, keyDocuments: runs(Lk, 4) }, TypeError, /queryDocuments\.data must be an Int32Array/],
+          [{ queryDocuments: { data: new Int32Array(3), shape: [B, Lq] }, keyDocuments: runs(Lk, 4) }, RangeError, /queryDocuments\.data has 3 elements/],
+          [{ returnScores: 'logits' as never }, TypeError, /returnScores must be 'scaled', 'softcapped' or 'masked'/],
+        ];
+        for (const [options, type, message] of bad) {
+          const error = await attn.scaledDotProductAttention(q, k, v, options).then(() => undefined, (e: unknown) => e);
+          expect(error, JSON.stringify(Object.keys(options))).toBeInstanceOf(type);
+          expect((error as Error).message).toMatch(message);
+        }
+        expect(attn.memoryStats().heapBytesInUse).toBe(heapBefore);
+        await check(q, k, v, { window: { left: 3 } }, 'after errors');
       });
     });
   });

@@ -47,4 +47,26 @@ export async function expectMatchesReference(
     const wBound = factor * weRef + 1e-6;
     expect(wErr, `${label} weights error ${wErr} > ${wBound}`).toBeLessThanOrEqual(wBound);
   }
+  if (options.returnScores) expectScoresMatch(got.scores, ref.scores!, plain.scores, factor, label);
+}
+
+/**
+ * A stage of the scores against the float64 one: -Infinity (hidden) exactly where the reference
+ * has it, elsewhere max|s − s64| ≤ f·e_ref + 1e-6·max(1, |s64|max), e_ref the float32 scalar error.
+ */
+function expectScoresMatch(got: Tensor | undefined, ref: { data: Float64Array; shape: readonly number[] }, plain: Tensor | undefined, factor: number, label: string) {
+  expect(got, `${label}: scores returned`).toBeDefined();
+  expect(got!.shape, label).toEqual(ref.shape);
+  let err = 0, eRef = 0, scale = 1;
+  for (let i = 0; i < ref.data.length; i++) {
+    const r = ref.data[i]!, g = got!.data[i]!;
+    if (r === -Infinity || g === -Infinity) {
+      expect(g, `${label} score ${i}: hidden in one and not the other`).toBe(r);
+      continue;
+    }
+    err = Math.max(err, Math.abs(g - r));
+    eRef = Math.max(eRef, Math.abs(plain!.data[i]! - r));
+    scale = Math.max(scale, Math.abs(r));
+  }
+  expect(err, `${label} scores error ${err} (e_ref ${eRef})`).toBeLessThanOrEqual(factor * eRef + 1e-6 * scale);
 }
