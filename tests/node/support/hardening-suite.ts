@@ -400,5 +400,44 @@ export function defineHardeningSuite(backend: BackendName, { factor, create }: S
         }
       });
     });
+
+    // The variants at the kernels' tile edges, and their hidden keys.
+    describe(`hardening: variants on the '${backend}' backend`, () => {
+      it('windows and key lengths at tile−1, tile and tile+1 for tiles 4…256; documents of those lengths', async () => {
+        for (const tile of TILES) {
+          const [lq, lk] = [tile + 5, 2 * tile + 3];
+          const q = randomTensor([2, lq, 8], tile), k = randomTensor([2, lk, 8], tile + 1), v = randomTensor([2, lk, 5], tile + 2);
+          for (const n of [tile - 1, tile, tile + 1]) {
+            await check(q, k, v, { window: { left: n }, isCausal: true, returnWeights: lq * lk < 100_000 }, `tile ${tile} window ${n}`);
+            await check(q, k, v, { window: { left: n, right: n } }, `tile ${tile} window ±${n}`);
+            await check(q, k, v, { keyLengths: new Int32Array([n, lk - n]), isCausal: 'bottom-right' }, `tile ${tile} keyLengths ${n}`);
+            const ids = (L: number) => ({ data: new Int32Array(2 * L).map((_, x) => Math.floor((x % L) / n)), shape: [2, L] });
+            await check(q, k, v, { queryDocuments: ids(lq), keyDocuments: ids(lk), isCausal: true }, `tile ${tile} documents of ${n}`);
+          }
+        }
+      });
+
+      it('a window wider than any offset reaches, key lengths of 0, sinks with nothing visible: zeros, never NaN', async () => {
+        const q = randomTensor([2, 2, 33, 8], 1), k = randomTensor([2, 2, 70, 8], 2), v = randomTensor([2, 2, 70, 3], 3);
+        const sinks = new Float32Array([0, 1e4]);
+        for (const options of [
+          { window: { left: 2 ** 53, right: 2 ** 53 }, isCausal: { offset: -(2 ** 53) } },
+          { keyLengths: new Int32Array([0, 0]), sinks },
+          { isCausal: { offset: -40 }, sinks, returnWeights: true },
+        ] as AttentionOptions[]) {
+          const r = await run(q, k, v, options);
+          expect(r.output.data.every((x) => x === 0), JSON.stringify(Object.keys(options))).toBe(true);
+          if (r.weights) expect(r.weights.data.every((x) => x === 0)).toBe(true);
+        }
+        await check(q, k, v, { window: { left: 2 ** 53 }, isCausal: { offset: 2 ** 53 } }, 'offsets and windows of 2^53');
+      });
+
+      it('sinks and ALiBi slopes near the float32 limits stay finite and as the reference', async () => {
+        const q = randomTensor([1, 2, 20, 8], 4), k = randomTensor([1, 2, 90, 8], 5), v = randomTensor([1, 2, 90, 3], 6);
+        await check(q, k, v, { sinks: new Float32Array([3e38, -3e38]) }, 'sinks ±3e38');
+        await check(q, k, v, { alibiSlopes: new Float32Array([1e30, -1e30]), isCausal: true }, 'slopes ±1e30');
+        await check(q, k, v, { alibiSlopes: new Float32Array([1e-30, 0]), window: { left: 5 } }, 'tiny slopes');
+      });
+    });
   });
 }
