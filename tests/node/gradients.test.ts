@@ -49,7 +49,7 @@ for (const { backend, relaxedSimd, label } of CONFIGS) {
       const fwd = attn.scaledDotProductAttentionSync(q, k, v, { ...forwardOptions, returnLogSumExp: true });
       for (const passForward of [false, true]) {
         const got = attn.scaledDotProductAttentionBackward(q, k, v, dOut, passForward ? { ...options, output: fwd.output, logSumExp: fwd.logSumExp } : options);
-        const names = options.returnAttnMaskGrad ? [...GRADS, 'dAttnMask' as const] : GRADS;
+        const names = [...GRADS, ...(options.returnAttnMaskGrad ? ['dAttnMask' as const] : []), ...(options.sinks ? ['dSinks' as const] : [])];
         for (const name of names) {
           expect(got[name]!.shape, `${label} ${name} shape`).toEqual(ref[name]!.shape);
           const eRef = maxAbsDiff(plain[name]!.data, ref[name]!.data);
@@ -125,6 +125,25 @@ for (const { backend, relaxedSimd, label } of CONFIGS) {
         expect(() => attn.scaledDotProductAttentionBackward(randomTensor([3, 4], 1), randomTensor([5, 4], 2), randomTensor([5, 2], 3), dOut, { softcap })).toThrow(RangeError);
       }
       expect(() => attn.scaledDotProductAttentionBackward(randomTensor([3, 4], 1), randomTensor([5, 4], 2), randomTensor([5, 2], 3), dOut, { softcap: '2' as never })).toThrow(/softcap/);
+    });
+
+    it('the variants: windows, key lengths, ALiBi, sinks (with dSinks) and documents around the tiles, alone and together', () => {
+      for (const [lq, lk] of [[33, 65], [70, 130]]) {
+        const q = randomTensor([1, 2, lq, 16], lq + 17, -2, 2), k = randomTensor([1, 2, lk, 16], lk + 18, -2, 2), v = randomTensor([1, 2, lk, 8], lk + 19);
+        const ids = (L: number, n: number) => ({ data: new Int32Array(L).map((_, x) => Math.floor(x / n)), shape: [1, L] });
+        const sinks = new Float32Array([0.5, -1]);
+        const cases: [string, BackwardOptions][] = [
+          ['window left 31', { window: { left: 31 }, isCausal: true }],
+          ['window ±1', { window: { left: 1, right: 1 } }],
+          ['keyLengths', { keyLengths: new Int32Array([lk - 40]), isCausal: 'bottom-right' }],
+          ['ALiBi', { alibi: true, isCausal: true }],
+          ['sinks', { sinks }],
+          ['sinks, rows that see nothing', { sinks, isCausal: { offset: -5 } }],
+          ['documents', { queryDocuments: ids(lq, 20), keyDocuments: ids(lk, 40), isCausal: 'bottom-right' }],
+          ['all', { softcap: 5, window: { left: 40 }, alibi: true, sinks, keyLengths: new Int32Array([lk - 3]), queryDocuments: ids(lq, 30), keyDocuments: ids(lk, 50), isCausal: 'bottom-right' }],
+        ];
+        for (const [name, options] of cases) check(q, k, v, options, `${name} ${lq}x${lk}`);
+      }
     });
 
     it('values near FLT_MAX (the forward output near FLT_MAX, a tiny upstream gradient) stay finite and within the rule', () => {
@@ -235,6 +254,11 @@ describe('float64 gradcheck through the API', () => {
     ['causal offset −2, Lq > Lk', { isCausal: { offset: -2 } }, [5, 3], [3, 3], [3, 2]],
     ['causal offset 1 + bool mask', { isCausal: { offset: 1 }, attnMask: randomMasks([2, 4, 5], 5).bool }, [2, 4, 3], [2, 5, 3], [2, 5, 2]],
     ['bottom-right + additive mask', { isCausal: 'bottom-right', attnMask: randomMasks([4, 6], 6).additive }, [2, 4, 3], [2, 6, 3], [2, 6, 2]],
+    ['window ±1 + softcap', { window: { left: 1, right: 1 }, softcap: 2 }, [2, 4, 3], [2, 6, 3], [2, 6, 2]],
+    ['key lengths, bottom-right', { keyLengths: new Int32Array([4, 2]), isCausal: 'bottom-right' }, [2, 3, 3], [2, 6, 3], [2, 6, 2]],
+    ['ALiBi', { alibiSlopes: new Float32Array([0.5, 0.25]), isCausal: true }, [1, 2, 4, 3], [1, 2, 5, 3], [1, 2, 5, 2]],
+    ['sinks (dSinks too)', { sinks: new Float32Array([0.25, -0.5]), isCausal: { offset: -1 } }, [1, 2, 4, 3], [1, 2, 5, 3], [1, 2, 5, 2]],
+    ['documents', { queryDocuments: { data: new Int32Array([0, 0, 1, 1]), shape: [1, 4] }, keyDocuments: { data: new Int32Array([0, 1, 0, 1, 1]), shape: [1, 5] } }, [1, 4, 3], [1, 5, 3], [1, 5, 2]],
   ];
   for (const [label, options, qs, ks, vs] of cases) {
     it(label, () => {
@@ -249,6 +273,13 @@ describe('float64 gradcheck through the API', () => {
         for (let i = 0; i < x.data.length; i++) {
           const numeric = centralDifference(x, i, loss);
           expect(Math.abs(g[name].data[i]! - numeric), `${label} ${name}[${i}]`).toBeLessThanOrEqual(1e-6 + 1e-4 * Math.abs(numeric));
+        }
+      }
+      if (options.sinks) {
+        expect(g.dSinks!.shape).toEqual([options.sinks.length]);
+        for (let h = 0; h < options.sinks.length; h++) {
+          const numeric = centralDifference({ data: options.sinks }, h, loss);
+          expect(Math.abs(g.dSinks!.data[h]! - numeric), `${label} dSinks[${h}]`).toBeLessThanOrEqual(1e-6 + 1e-4 * Math.abs(numeric));
         }
       }
     });
