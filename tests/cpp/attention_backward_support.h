@@ -29,9 +29,7 @@ struct Grads {
 using Grads64 = Grads<double>;
 using Grads32 = Grads<float>;
 
-inline AttentionInputs inputs_of(const Problem& p) {
-  return {p.query.data(), p.key.data(), p.value.data(), p.mask()};
-}
+inline AttentionInputs inputs_of(const Problem& p) { return p.inputs(); }
 
 inline Grads64 backward64(const Problem& problem, const std::vector<float>& d_output) {
   const AttentionPlan plan = plan_or_die(problem.request);

@@ -30,11 +30,20 @@ struct Problem {
   AttentionRequest request;
   std::vector<float> query, key, value, float_mask;
   std::vector<uint8_t> bool_mask;
+  std::vector<int32_t> query_documents, key_documents;  // with request.has_documents
 
   const void* mask() const {
     if (request.mask_kind == MaskKind::kBool) return bool_mask.data();
     if (request.mask_kind == MaskKind::kAdditive) return float_mask.data();
     return nullptr;
+  }
+  AttentionInputs inputs() const {
+    AttentionInputs in{query.data(), key.data(), value.data(), mask()};
+    if (request.has_documents) {
+      in.query_documents = query_documents.data();
+      in.key_documents = key_documents.data();
+    }
+    return in;
   }
 };
 
@@ -97,8 +106,7 @@ inline Result run_backend(Backend backend, const Problem& problem, int threads =
   std::vector<float> output = with_canaries(plan.output_elements());
   std::vector<float> weights = with_canaries(plan.return_weights ? plan.weights_elements() : 0);
   std::vector<float> workspace = with_canaries((workspace_bytes(backend, plan, threads) + 3) / 4);
-  const AttentionInputs in{problem.query.data(), problem.key.data(), problem.value.data(),
-                           problem.mask()};
+  const AttentionInputs in = problem.inputs();
   run_attention(backend, plan, in, output.data() + kCanaryFloats, weights.data() + kCanaryFloats,
                 workspace.data() + kCanaryFloats, threads);
   check_canaries(output, "output");
@@ -117,8 +125,7 @@ inline Result run_reference32(const Problem& problem, DotRounding rounding) {
   ReferenceOutputs<float> out;
   out.output = r.output.data();
   out.weights = plan.return_weights ? r.weights.data() : nullptr;
-  const AttentionInputs in{problem.query.data(), problem.key.data(), problem.value.data(),
-                           problem.mask()};
+  const AttentionInputs in = problem.inputs();
   attention_reference<float>(plan, in, out, workspace.data(), rounding);
   return r;
 }
@@ -136,8 +143,7 @@ inline Result64 run_reference64(const Problem& problem) {
   ReferenceOutputs<double> out;
   out.output = r.output.data();
   out.weights = r.weights.data();
-  const AttentionInputs in{problem.query.data(), problem.key.data(), problem.value.data(),
-                           problem.mask()};
+  const AttentionInputs in = problem.inputs();
   attention_reference<double>(plan, in, out, workspace.data());
   return r;
 }

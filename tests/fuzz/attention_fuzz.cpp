@@ -1,6 +1,6 @@
 // Differential fuzz target: the SIMD kernel against the float32 and float64 scalar reference on
 // fuzzer-chosen shapes, masks, options (causal alignments and offsets, alone or composed with a
-// mask; softcaps) and values (NaN, ±Inf, −0, subnormals, FLT_MAX mixed into random data). Built with
+// mask; softcaps; windows, key lengths, ALiBi, sinks, document ids) and values (NaN, ±Inf, −0, subnormals, FLT_MAX mixed into random data). Built with
 // libFuzzer + ASan/UBSan (`npm run fuzz -- <seconds>`), and with replay_main.cpp natively and to
 // wasm to replay the corpus in `npm test`; each also with a fused multiply-add
 // (-DSDPA_EMULATE_FUSED_MADD natively, the relaxed-SIMD build in wasm).
@@ -74,6 +74,7 @@ struct FuzzCase {
 
 constexpr uint8_t kExtensionMarker[2] = {0xC5, 0x5C};
 constexpr uint8_t kSoftcapMarker[2] = {0x5C, 0xAF};
+constexpr uint8_t kVariantsMarker[2] = {0xD0, 0xC5};
 
 FuzzCase decode(const uint8_t* data, size_t size) {
   ByteReader in(data, size);
@@ -172,6 +173,50 @@ FuzzCase decode(const uint8_t* data, size_t size) {
       const uint8_t c = in.next();
       r.softcap = c < 8 ? kSoftcaps[c] : std::ldexp(1.0 + (c & 15) / 16.0, (c >> 4) - 8);
       fuzz_case.valid = plan_attention(r, &fuzz_case.plan).ok();
+      // A third, starting with kVariantsMarker: a window (each side absent, 0…199 or 2^53), key
+      // lengths per batch, ALiBi (standard or drawn slopes), sinks (−inf, 0, drawn, ±3e38) and
+      // document ids (runs of a drawn length, or drawn ids).
+      if (fuzz_case.valid && in.next() == kVariantsMarker[0] && in.next() == kVariantsMarker[1]) {
+        const uint8_t v = in.next();
+        const int64_t Bq = fuzz_case.plan.B, Hq = fuzz_case.plan.Hq;
+        auto side = [&](bool* present, double* value) {
+          const uint8_t w = in.next();
+          *present = w != 0xFF;
+          *value = w == 0xFE ? 9007199254740992.0 : static_cast<double>(w % 200);
+        };
+        if (v & 0x01) side(&r.has_window_left, &r.window_left);
+        if (v & 0x02) side(&r.has_window_right, &r.window_right);
+        if (v & 0x04) {
+          r.has_key_lengths = true;
+          for (int64_t b = 0; b < Bq; ++b) r.key_lengths.push_back(static_cast<double>(in.next() % (Lk + 1)));
+        }
+        if (v & 0x08) {
+          if (v & 0x80) {
+            r.has_alibi_slopes = true;
+            for (int64_t h = 0; h < Hq; ++h) r.alibi_slopes.push_back((static_cast<int>(in.next()) - 128) / 64.0);
+          } else {
+            r.alibi = true;
+          }
+        }
+        if (v & 0x10) {
+          static constexpr double kSinks[] = {-INFINITY, 0.0, 1.0, -3.0, 20.0, 3e38, -3e38, 1e4};
+          r.has_sinks = true;
+          for (int64_t h = 0; h < Hq; ++h) r.sinks.push_back(kSinks[in.next() % 8]);
+        }
+        if (v & 0x20) {
+          r.has_documents = true;
+          r.query_documents_shape = {Bq, Lq};
+          r.key_documents_shape = {Bq, Lk};
+          const uint8_t d = in.next();
+          const int run = 1 + d % 50;
+          std::mt19937 rng(seed + 6);
+          for (int64_t b = 0; b < Bq; ++b) {
+            for (int64_t i = 0; i < Lq; ++i) p.query_documents.push_back(d & 0x80 ? static_cast<int32_t>(rng() % 3) : static_cast<int32_t>(i / run));
+            for (int64_t j = 0; j < Lk; ++j) p.key_documents.push_back(d & 0x80 ? static_cast<int32_t>(rng() % 3) : static_cast<int32_t>(j / run));
+          }
+        }
+        fuzz_case.valid = plan_attention(r, &fuzz_case.plan).ok();
+      }
     }
   }
   return fuzz_case;
@@ -183,12 +228,14 @@ const Problem* current = nullptr;  // for the failure report
   const AttentionRequest& r = current->request;
   std::fprintf(stderr,
                "attention_fuzz: %s at element %zu: simd %.9g, float32 reference %.9g, float64 %.9g\n"
-               "  query %s key %s value %s mask kind %d shape %s causal %d offset %lld scale %s%g softcap %g gqa %d weights %d\n",
+               "  query %s key %s value %s mask kind %d shape %s causal %d offset %lld scale %s%g softcap %g gqa %d weights %d\n"
+               "  window %s%g/%s%g key lengths %zu alibi %d slopes %zu sinks %zu documents %d\n",
                what, at, got, want32, want64, shape_to_string(r.query_shape).c_str(),
                shape_to_string(r.key_shape).c_str(), shape_to_string(r.value_shape).c_str(),
                static_cast<int>(r.mask_kind), shape_to_string(r.mask_shape).c_str(),
                static_cast<int>(r.causal), static_cast<long long>(r.causal_offset), r.has_scale ? "" : "default/", r.scale, r.softcap, r.enable_gqa,
-               r.return_weights);
+               r.return_weights, r.has_window_left ? "" : "none ", r.window_left, r.has_window_right ? "" : "none ",
+               r.window_right, r.key_lengths.size(), r.alibi, r.alibi_slopes.size(), r.sinks.size(), r.has_documents);
   std::abort();
 }
 
