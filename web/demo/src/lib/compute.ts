@@ -193,10 +193,37 @@ export function pytorchAttention(q: NumTensor, k: NumTensor, v: NumTensor, o: { 
     maskArg = ', attn_mask=mask';
   }
   lines.push('', 'scores = q @ k.transpose(-2, -1)', 'scaled = scores * scale');
+  // The variants PyTorch's SDPA lacks, written out (FlexAttention's score_mod / mask_mod in words).
+  const m = o.mask ?? {};
+  const variant = m.softcap || m.window || m.alibiSlopes || m.sinks || m.queryDocuments;
+  if (variant) {
+    const offset = m.isCausal === 'top-left' || m.isCausal === true ? 0 : lk - lq;
+    lines.push(`pos_q = torch.arange(${lq}) + ${offset}  # query positions; keys sit at 0 … ${lk - 1}`, `pos_k = torch.arange(${lk})`);
+    if (!maskArg) lines.push(`mask = torch.ones(${lq}, ${lk}, dtype=torch.bool)`);
+    maskArg = ', attn_mask=mask';
+    if (m.softcap) lines.push(`scaled = ${m.softcap} * torch.tanh(scaled / ${m.softcap})  # softcap (score_mod)`);
+    if (m.alibiSlopes) lines.push(`scaled = scaled - ${m.alibiSlopes[0]} * (pos_q[:, None] - pos_k[None, :]).abs()  # ALiBi (score_mod)`);
+    if (m.window?.left !== undefined) lines.push(`mask &= pos_k[None, :] >= pos_q[:, None] - ${m.window.left}  # window (mask_mod)`);
+    if (m.window?.right !== undefined) lines.push(`mask &= pos_k[None, :] <= pos_q[:, None] + ${m.window.right}`);
+    if (m.queryDocuments && m.keyDocuments) {
+      lines.push(`doc_q = torch.tensor(${pyList({ data: Array.from(m.queryDocuments.data), shape: [lq] })})`, `doc_k = torch.tensor(${pyList({ data: Array.from(m.keyDocuments.data), shape: [lk] })})`, 'mask &= doc_q[:, None] == doc_k[None, :]  # documents (mask_mod)');
+    }
+  }
   lines.push(maskArg ? "masked = scaled.masked_fill(~mask, float('-inf'))" : 'masked = scaled');
-  lines.push('weights = torch.softmax(masked, dim=-1).nan_to_num(0.0)  # fully masked rows -> 0', 'output = weights @ v', `ref = F.scaled_dot_product_attention(q, k, v${maskArg}, scale=scale)`);
+  if (m.sinks) {
+    lines.push(`sink = torch.full((${lq}, 1), ${m.sinks[0]}, dtype=torch.float64)  # one more logit per row, with no value (gpt-oss)`, 'weights = torch.softmax(torch.cat([masked, sink], dim=-1), dim=-1)[:, :-1]');
+    lines.push("weights = weights.masked_fill(masked == float('-inf'), 0.0)  # rows that see nothing -> 0");
+  } else {
+    lines.push('weights = torch.softmax(masked, dim=-1).nan_to_num(0.0)  # fully masked rows -> 0');
+  }
+  lines.push('output = weights @ v');
   lines.push('print("QK^T =", scores, "scaled =", scaled, "weights =", weights, "output =", output, sep="\\n")');
-  lines.push('print("max |output - F.sdpa| =", (output - ref).nan_to_num(0.0).abs().max().item())');
+  if (variant) {
+    lines.push('# F.scaled_dot_product_attention has no softcap, window, ALiBi, sink or documents: the lines above', '# are what torch.nn.attention.flex_attention computes from the same score_mod / mask_mod (PyTorch >= 2.5).');
+  } else {
+    lines.push(`ref = F.scaled_dot_product_attention(q, k, v${maskArg}, scale=scale)  # the scale argument: PyTorch >= 2.1`);
+    lines.push('print("max |output - F.sdpa| =", (output - ref).nan_to_num(0.0).abs().max().item())');
+  }
   if (o.extraLines) lines.push(...o.extraLines);
   return lines.join('\n');
 }

@@ -73,6 +73,24 @@ export function mountPlayground(app: App): void {
   const maskSel = el('select', { id: 'pg-mask' }, ...([['none', 'none'], ['causal-tl', 'causal, top-left (is_causal=True)'], ['causal-br', 'causal, bottom-right (aligned to the last key)'], ['padding', 'padding / key length'], ['custom', 'custom: click cells']] as const).map(([v, t]) => el('option', { value: v, text: t })));
   maskSel.value = getParam('pmask') ?? 'none';
   const keyLen = el('input', { type: 'number', id: 'pg-keylen', min: 0, max: 64, value: Number(getParam('pkeylen') ?? 3) });
+  // The variants of current models, each an option of the call (empty = off).
+  const numberIn = (id: string, label: string, param: string, attrs: Record<string, string | number> = {}) =>
+    el('input', { type: 'number', id, 'aria-label': label, value: getParam(param) ?? '', placeholder: 'off', ...attrs });
+  const softcapIn = numberIn('pg-softcap', 'Softcap c', 'psoftcap', { min: 0, step: 0.5 });
+  const winLeftIn = numberIn('pg-win-left', 'Window: keys to the left', 'pwl', { min: 0, step: 1 });
+  const winRightIn = numberIn('pg-win-right', 'Window: keys to the right', 'pwr', { min: 0, step: 1 });
+  const alibiIn = numberIn('pg-alibi', 'ALiBi slope m', 'palibi', { step: 0.1 });
+  const sinkIn = numberIn('pg-sink', 'Sink logit', 'psink', { step: 0.5 });
+  const docsIn = el('input', { type: 'text', id: 'pg-docs', size: 10, placeholder: 'e.g. 2, 3', 'aria-label': 'Document lengths', value: getParam('pdocs') ?? '' });
+  const variantControls = el('fieldset', { class: 'controls', id: 'pg-variants' },
+    el('legend', { text: 'Variants of current models (each an option of the call; empty = off)' }),
+    el('label', {}, 'Softcap c (Gemma 2): c·tanh(s/c)', softcapIn),
+    el('label', {}, 'Sliding window: left', winLeftIn),
+    el('label', {}, 'right', winRightIn),
+    el('label', {}, 'ALiBi slope m (BLOOM): −m·|p − j|', alibiIn),
+    el('label', {}, 'Sink logit (gpt-oss)', sinkIn),
+    el('label', {}, 'Documents: lengths in positions', docsIn),
+  );
   const backendSel = el('select', { id: 'pg-backend', 'aria-describedby': 'pg-backend-status' });
   const backendNote = el('p', { id: 'pg-backend-status', class: 'note', role: 'status' });
   const maskGrid = el('div', { class: 'mask-grid', role: 'group', 'aria-label': 'Custom mask: pressed = may attend' });
@@ -89,7 +107,7 @@ export function mountPlayground(app: App): void {
   const randomRow = el('div', { class: 'row', role: 'group', 'aria-label': 'Shapes of Q, K, V' }, el('span', { class: 'note', text: 'Shapes:' }), el('label', {}, 'Lq ', lqIn), el('label', {}, 'Lk ', lkIn), el('label', {}, 'd_k ', dkIn), el('label', {}, 'd_v ', dvIn), rnd);
   const error = el('p', { id: 'pg-error', class: 'error-text', role: 'alert' });
   const results = el('div', { id: 'pg-results', 'data-version': '0' });
-  sec.append(controls, backendNote, randomRow, inputs, el('div', { class: 'row' }, el('label', {}, 'Query tokens ', tokQ), el('label', {}, 'Key tokens ', tokK)), el('div', { id: 'pg-mask-cells' }, maskGrid), error, results);
+  sec.append(controls, variantControls, backendNote, randomRow, inputs, el('div', { class: 'row' }, el('label', {}, 'Query tokens ', tokQ), el('label', {}, 'Key tokens ', tokK)), el('div', { id: 'pg-mask-cells' }, maskGrid), error, results);
 
   mode.value = (getParam('pmode') as Mode) ?? 'qkv';
   let attn: Attention = app.attn;
@@ -145,6 +163,51 @@ export function mountPlayground(app: App): void {
     }));
   }
 
+  /**
+   * The variants' options from their fields. Query i sits at position i + offset (0 top-left
+   * causal, else Lk − Lq, as the library places it) and key j at j; documents split the
+   * positions 0, 1, … into runs of the given lengths (the last run continues to the end).
+   */
+  function variantOptions(lq: number, lk: number, offset: number): AttentionOptions {
+    const o: AttentionOptions = {};
+    const num = (input: HTMLInputElement, name: string) => {
+      if (input.value.trim() === '') return undefined;
+      const n = Number(input.value);
+      if (!Number.isFinite(n)) throw new RangeError(`${name} must be a number; got ${input.value}`);
+      return n;
+    };
+    const softcap = num(softcapIn, 'softcap');
+    if (softcap !== undefined) o.softcap = softcap;
+    const left = num(winLeftIn, 'window.left'), right = num(winRightIn, 'window.right');
+    if (left !== undefined || right !== undefined) o.window = { ...(left !== undefined ? { left } : {}), ...(right !== undefined ? { right } : {}) };
+    const slope = num(alibiIn, 'ALiBi slope');
+    if (slope !== undefined) o.alibiSlopes = new Float32Array([slope]);
+    const sink = num(sinkIn, 'sink');
+    if (sink !== undefined) o.sinks = new Float32Array([sink]);
+    const lengths = docsIn.value.split(',').map((x) => x.trim()).filter(Boolean).map(Number);
+    if (lengths.length) {
+      if (lengths.some((n) => !(Number.isInteger(n) && n > 0))) throw new RangeError(`document lengths must be positive integers; got ${docsIn.value}`);
+      const idOf = (position: number) => {
+        let end = 0;
+        for (let d = 0; d < lengths.length; d++) if (position < (end += lengths[d]!)) return d;
+        return lengths.length - 1;
+      };
+      o.queryDocuments = { data: Int32Array.from({ length: lq }, (_, i) => idOf(Math.max(0, offset + i))), shape: [1, lq] };
+      o.keyDocuments = { data: Int32Array.from({ length: lk }, (_, j) => idOf(j)), shape: [1, lk] };
+    }
+    return o;
+  }
+
+  function describeVariants(o: AttentionOptions): string[] {
+    const parts: string[] = [];
+    if (o.softcap) parts.push(`softcap ${o.softcap}`);
+    if (o.window) parts.push(`window ${o.window.left ?? '∞'} left, ${o.window.right ?? '∞'} right`);
+    if (o.alibiSlopes) parts.push(`ALiBi m = ${o.alibiSlopes[0]}`);
+    if (o.sinks) parts.push(`sink ${o.sinks[0]}`);
+    if (o.queryDocuments) parts.push(`documents ${docsIn.value}`);
+    return parts;
+  }
+
   function syncVisibility(): void {
     const x = mode.value === 'x';
     for (const m of MATS) areaLabels[m].hidden = x ? ['q', 'k', 'v'].includes(m) : !['q', 'k', 'v'].includes(m);
@@ -163,6 +226,8 @@ export function mountPlayground(app: App): void {
       pmode: mode.value === 'qkv' ? null : mode.value, pscaled: scaled.checked ? null : '0', pT: Math.abs(T - 1) < 1e-9 ? null : T.toFixed(3), pmask: maskSel.value === 'none' ? null : maskSel.value,
       pkeylen: maskSel.value === 'padding' ? keyLen.value : null, pcells: maskSel.value === 'custom' ? customCells : null, pbackend: backendSel.value === 'auto' ? null : backendSel.value,
       ptq: tokQ.value || null, ptk: tokK.value || null,
+      psoftcap: softcapIn.value || null, pwl: winLeftIn.value || null, pwr: winRightIn.value || null,
+      palibi: alibiIn.value || null, psink: sinkIn.value || null, pdocs: docsIn.value.trim() || null,
       ...Object.fromEntries(MATS.map((m) => [`p${m}`, (mode.value === 'x') === ['x', 'wq', 'wk', 'wv'].includes(m) && areas[m].value.trim() !== DEFAULTS[m] && !(seeded && ['q', 'k', 'v'].includes(m)) ? urlMat(areas[m].value) : null])),
       prnd: seeded ? random!.key : null,
     });
@@ -205,6 +270,7 @@ export function mountPlayground(app: App): void {
         for (let i = 0; i < lq; i++) for (let j = 0; j < lk; j++) d[i * lk + j] = maskSel.value === 'padding' ? Number(j < Number(keyLen.value)) : Number(customCells[i * lk + j] === '1');
         opts.attnMask = { data: d, shape: [lq, lk] };
       }
+      Object.assign(opts, variantOptions(lq, lk, maskSel.value === 'causal-tl' ? 0 : lk - lq));
       // The selected backend computes the weights and the output (on 'webgpu' they arrive
       // asynchronously; the page never calls the CPU-only sync API); explain gives the masked scores.
       const inst = attn;
@@ -214,7 +280,7 @@ export function mountPlayground(app: App): void {
       st.output = res.output;
       const ql = tokLabels(tokQ.value, 'q', lq);
       const kl = mode.value === 'x' ? ql : tokLabels(tokK.value, 'k', lk);
-      const maskLabel = maskSel.selectedOptions[0].textContent ?? '';
+      const maskLabel = [maskSel.selectedOptions[0].textContent ?? '', ...describeVariants(opts)].filter((x) => x && x !== 'none').join(' + ') || 'none';
       const stages = attentionStages(st, { qLabels: ql, kLabels: kl, vDims: v.shape[1], scale: opts.scale!, dk, maskLabel, maskTex: 'M' });
       const weights = stages.find((s) => s.id === 'weights')!.views[0];
       const masked = stages.find((s) => s.id === 'masked')!.views[0];
@@ -285,7 +351,7 @@ export function mountPlayground(app: App): void {
     timer = window.setTimeout(() => void recompute(), 200);
   };
   for (const m of MATS) areas[m].addEventListener('input', debounced);
-  for (const c of [tokQ, tokK, keyLen]) c.addEventListener('input', debounced);
+  for (const c of [tokQ, tokK, keyLen, softcapIn, winLeftIn, winRightIn, alibiIn, sinkIn, docsIn]) c.addEventListener('input', debounced);
   temp.addEventListener('input', () => {
     tempOut.textContent = `T = ${(10 ** Number(temp.value)).toFixed(2)}`;
     debounced();
