@@ -338,39 +338,31 @@ val trace_online_softmax_js(val request, val pointers, double batch, double head
   return out;
 }
 
-// Every stage of the float32 reference, for the step-by-step explainer.
-// pointers: inputs + { scores, scaledScores, maskedScores, weights, output, workspace }
-val explain_attention_js(val request, val pointers) {
+// The reference in T with the stages asked for. pointers: inputs + { output, workspace } and the
+// stages { weights, lse, scores, scaledScores, softcappedScores, maskedScores }; `explain`: the
+// step-by-step explainer's, which needs weights, scores, scaledScores and maskedScores.
+template <typename T>
+val run_reference_js(const val& request, const val& pointers, bool explain) {
   return run_planned(plan_from_js, request, pointers, [&](const AttentionPlan& plan, PointerBag& bag) {
     const AttentionInputs in = inputs_from(bag, plan);
-    ReferenceOutputs<float> out;
-    out.output = bag.required<float>("output");
-    out.weights = bag.required<float>("weights");
-    out.scores = bag.required<float>("scores");
-    out.scaled_scores = bag.required<float>("scaledScores");
-    out.softcapped_scores = bag.optional<float>("softcappedScores");
-    out.masked_scores = bag.required<float>("maskedScores");
-    float* workspace = bag.required<float>("workspace");
-    return bag.then([&] { attention_reference<float>(plan, in, out, workspace); });
+    ReferenceOutputs<T> out;
+    out.output = bag.required<T>("output");
+    out.weights = bag.required_if<T>(explain, "weights");
+    out.lse = bag.optional<T>("lse");
+    out.scores = bag.required_if<T>(explain, "scores");
+    out.scaled_scores = bag.required_if<T>(explain, "scaledScores");
+    out.softcapped_scores = bag.optional<T>("softcappedScores");
+    out.masked_scores = bag.required_if<T>(explain, "maskedScores");
+    T* workspace = bag.required<T>("workspace");
+    return bag.then([&] { attention_reference<T>(plan, in, out, workspace); });
   });
 }
 
-// The float64 oracle. pointers: inputs + { output, weights?, lse?, scaledScores?,
-// softcappedScores?, maskedScores?, workspace } (double buffers).
-val reference_attention64_js(val request, val pointers) {
-  return run_planned(plan_from_js, request, pointers, [&](const AttentionPlan& plan, PointerBag& bag) {
-    const AttentionInputs in = inputs_from(bag, plan);
-    ReferenceOutputs<double> out;
-    out.output = bag.required<double>("output");
-    out.weights = bag.optional<double>("weights");
-    out.lse = bag.optional<double>("lse");
-    out.scaled_scores = bag.optional<double>("scaledScores");
-    out.softcapped_scores = bag.optional<double>("softcappedScores");
-    out.masked_scores = bag.optional<double>("maskedScores");
-    double* workspace = bag.required<double>("workspace");
-    return bag.then([&] { attention_reference<double>(plan, in, out, workspace); });
-  });
-}
+// Every stage of the float32 reference, for the step-by-step explainer.
+val explain_attention_js(val request, val pointers) { return run_reference_js<float>(request, pointers, true); }
+
+// The float64 oracle (double buffers).
+val reference_attention64_js(val request, val pointers) { return run_reference_js<double>(request, pointers, false); }
 
 // -> { error, outputShape }; with addresses given (a, b, output) also computes.
 val matmul_js(val a_shape, val b_shape, val pointers) {
