@@ -308,8 +308,8 @@ val run_attention_js(val request, std::string backend, val pointers) {
 }
 
 // The SIMD kernel's online softmax of query row `row` of head (batch, head), traced.
-// pointers: inputs + { output, steps ([tiles, 3 + Ev] floats), workspace (the simd workspace on
-// 1 thread) } -> { error, steps: the number written }.
+// pointers: inputs + { output, steps ([tiles, 3 + Ev] floats), visited? ([blocks, tiles] zeroed
+// bytes), workspace (the simd workspace on 1 thread) } -> { error, steps: the number written }.
 val trace_online_softmax_js(val request, val pointers, double batch, double head, double row) {
   val out = val::object();
   int64_t written = 0;
@@ -317,6 +317,7 @@ val trace_online_softmax_js(val request, val pointers, double batch, double head
     const AttentionInputs in = inputs_from(bag, plan);
     float* output = bag.required<float>("output");
     float* steps = bag.required<float>("steps");
+    auto* visited = bag.optional<uint8_t>("visited");
     void* workspace = bag.required("workspace");
     for (auto [name, value, size] : {std::tuple<const char*, double, int64_t>{"batch", batch, plan.B},
                                      {"head", head, plan.Hq},
@@ -328,7 +329,7 @@ val trace_online_softmax_js(val request, val pointers, double batch, double head
                                   "); got " + got);
       }
     }
-    SoftmaxTrace trace{static_cast<int64_t>(batch), static_cast<int64_t>(head), static_cast<int64_t>(row), steps};
+    SoftmaxTrace trace{static_cast<int64_t>(batch), static_cast<int64_t>(head), static_cast<int64_t>(row), steps, 0, visited};
     return bag.then([&] {
       trace_online_softmax(plan, in, output, workspace, &trace);
       written = trace.steps_written;

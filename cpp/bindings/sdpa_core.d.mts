@@ -104,7 +104,7 @@ export interface SdpaModule extends EmscriptenModule {
   planAttention(request: AttentionRequest): AttentionPlanInfo;
   runAttention(request: AttentionRequest, backend: 'scalar' | 'simd', pointers: Addresses): CoreError | null;
   explainAttention(request: AttentionRequest, pointers: Addresses): CoreError | null;
-  /** The SIMD kernel on 1 thread, tracing row `row` of head (batch, head): steps [tiles, 3 + Ev]. */
+  /** The SIMD kernel on 1 thread, tracing row `row` of head (batch, head): steps [tiles, 3 + Ev], visited [blocks, tiles]. */
   traceOnlineSoftmax(request: AttentionRequest, pointers: Addresses, batch: number, head: number, row: number): { error: CoreError | null; steps: number };
   referenceAttention64(request: AttentionRequest, pointers: Addresses): CoreError | null;
   /** Plans only when `pointers` is undefined (Embind needs every argument passed). */

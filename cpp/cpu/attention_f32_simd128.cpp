@@ -68,7 +68,7 @@ using namespace simd;
 using idx = std::ptrdiff_t;  // 32-bit in wasm32: cheaper address arithmetic than int64_t
 
 constexpr int kTileKeys = kSimd128TileKeys;  // Bc: keys per streamed K/V tile
-constexpr int kBlockQueries = 32;  // Bq: query rows per register-tiled block (even)
+constexpr int kBlockQueries = kSimd128BlockQueries;  // Bq: query rows per register-tiled block (even)
 constexpr int kColumnVectors = 4;  // register tile width: 4 f32x4 = 16 keys / value dims
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr int32_t kNegativeZeroBits = INT32_MIN;  // bit pattern of -0.0f: "hidden key"
@@ -565,6 +565,7 @@ void attend_tile(const BlockContext& c, idx t) {
 // Appends the traced row's online-softmax state after tile t, when the block holds that row.
 void record_trace(const BlockContext& c, idx t) {
   SoftmaxTrace& trace = *c.s.trace;
+  if (trace.visited && c.b == trace.b && c.h == trace.h) trace.visited[c.i0 / kBlockQueries * c.s.sz.tiles + t] = 1;
   const idx r = static_cast<idx>(trace.row) - c.i0;
   if (c.b != trace.b || c.h != trace.h || r < 0 || r >= c.rows) return;
   float* step = trace.steps + trace.steps_written++ * (3 + c.s.Ev);

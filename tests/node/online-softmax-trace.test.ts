@@ -55,6 +55,28 @@ describe('traceOnlineSoftmax', () => {
     });
   }
 
+  it('the tile map: a block reads exactly the key tiles its rows may see (causal window; packed documents)', () => {
+    const [L, window] = [300, 64];
+    const x = randomTensor([1, 1, L, 8], 5), y = randomTensor([1, 1, L, 8], 6), z = randomTensor([1, 1, L, 4], 7);
+    const ids = (n: number) => Int32Array.from({ length: L }, (_, i) => Math.floor(i / n));
+    const cases: [string, AttentionOptions, (i: number, j: number) => boolean][] = [
+      ['causal window', { isCausal: true, window: { left: window } }, (i, j) => j <= i && j >= i - window],
+      ['documents of 100, causal', { isCausal: true, queryDocuments: { data: ids(100), shape: [1, L] }, keyDocuments: { data: ids(100), shape: [1, L] } }, (i, j) => j <= i && Math.floor(i / 100) === Math.floor(j / 100)],
+    ];
+    for (const [label, options, sees] of cases) {
+      const { tileMap } = simd.traceOnlineSoftmax(x, y, z, { ...options, row: 0 });
+      const [blocks, tiles] = tileMap.shape;
+      expect([blocks, tiles, tileMap.blockRows, tileMap.tileKeys]).toEqual([Math.ceil(L / 32), Math.ceil(L / 64), 32, 64]);
+      for (let b = 0; b < blocks; b++) {
+        for (let t = 0; t < tiles; t++) {
+          let any = false;
+          for (let i = b * 32; i < Math.min(L, b * 32 + 32) && !any; i++) for (let j = t * 64; j < Math.min(L, t * 64 + 64) && !any; j++) any = sees(i, j);
+          expect(tileMap.visited[b * tiles + t], `${label}: block ${b}, tile ${t}`).toBe(any ? 1 : 0);
+        }
+      }
+    }
+  });
+
   it('rejects a row, head or batch out of range and unknown option names; nothing leaks', () => {
     const before = simd.memoryStats().heapBytesInUse;
     expect(() => simd.traceOnlineSoftmax(q, k, v, { row: Lq })).toThrow(/^row must be an integer in \[0, 70\); got 70$/);

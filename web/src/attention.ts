@@ -249,11 +249,14 @@ export class Attention {
     const Lk = plan.weightsShape[plan.weightsShape.length - 1]!;
     const stepFloats = 3 + Ev;
     const maxSteps = Math.ceil(Lk / TRACE_TILE_KEYS);
-    HeapScope.checkTotal(inputBytes(query, key, value, attentionOptions) + 4 * (outputElements + maxSteps * stepFloats) + plan.workspaceBytes.simd, 'traceOnlineSoftmax');
+    const Lq = plan.weightsShape[plan.weightsShape.length - 2]!;
+    const mapShape: [number, number] = [Math.ceil(Lq / TRACE_BLOCK_ROWS), maxSteps];
+    HeapScope.checkTotal(inputBytes(query, key, value, attentionOptions) + 4 * (outputElements + maxSteps * stepFloats) + mapShape[0] * mapShape[1] + plan.workspaceBytes.simd, 'traceOnlineSoftmax');
     return withHeap(this.module, (heap) => {
       const pointers = this.copyInputs(heap, query, key, value, attentionOptions);
       pointers.output = heap.alloc(4 * outputElements, 'output');
       pointers.steps = heap.alloc(4 * Math.max(1, maxSteps * stepFloats), 'the trace');
+      pointers.visited = heap.copyIn(new Uint8Array(Math.max(1, mapShape[0] * mapShape[1])), 'the tile map');
       pointers.workspace = heap.alloc(plan.workspaceBytes.simd, 'the simd workspace');
       const traced = this.module.traceOnlineSoftmax(request, pointers, batch, head, row);
       throwIfError(traced.error);
@@ -262,7 +265,13 @@ export class Attention {
         const step = data.subarray(n * stepFloats, (n + 1) * stepFloats);
         return { firstKey: step[0]!, max: step[1]!, sum: step[2]!, accumulator: step.slice(3) };
       });
-      return { tileKeys: TRACE_TILE_KEYS, steps, output: { data: heap.readFloat32(pointers.output, outputElements), shape: plan.outputShape } };
+      const visited = this.module.HEAPU8.slice(pointers.visited, pointers.visited + mapShape[0] * mapShape[1]);
+      return {
+        tileKeys: TRACE_TILE_KEYS,
+        steps,
+        tileMap: { blockRows: TRACE_BLOCK_ROWS, tileKeys: TRACE_TILE_KEYS, shape: mapShape, visited },
+        output: { data: heap.readFloat32(pointers.output, outputElements), shape: plan.outputShape },
+      };
     });
   }
 
@@ -557,8 +566,9 @@ export class Attention {
   }
 }
 
-/** Keys per tile of the SIMD kernel (cpp/cpu/attention_f32_simd128.h, kSimd128TileKeys). */
+/** Keys per tile and query rows per block of the SIMD kernel (cpp/cpu/attention_f32_simd128.h). */
 const TRACE_TILE_KEYS = 64;
+const TRACE_BLOCK_ROWS = 32;
 
 /** Bytes of a call's inputs in the heap: tensors, the mask, document ids. */
 export function inputBytes(query: Tensor, key: Tensor, value: Tensor, options?: AttentionOptions): number {

@@ -194,6 +194,12 @@ export interface OnlineSoftmaxTrace {
   /** Keys per tile (the kernel's Bc). */
   tileKeys: number;
   steps: { firstKey: number; max: number; sum: number; accumulator: Float32Array }[];
+  /**
+   * Which key tiles the kernel read for each block of `blockRows` query rows of the traced head,
+   * `[blocks, tiles]` (1 read, 0 skipped: outside every row's window, key length or causal limit,
+   * or of other documents).
+   */
+  tileMap: { blockRows: number; tileKeys: number; shape: [number, number]; visited: Uint8Array };
   /** The call's whole output `[..., Lq, Ev]`, from the same kernel run. */
   output: Tensor;
 }
