@@ -257,6 +257,9 @@ describe('demo page', () => {
     await expect.poll(version).toBeGreaterThan(v);
     expect(await weights()).toEqual([[0, 1, 0], [0, 0, 1]]);
     expect(await page.textContent('#pg-summary')).toContain('window 0 left, 0 right');
+    // The tile map of the same options on 512 tokens: each block of 32 rows reads its one tile.
+    expect(Number(await page.getAttribute('#pg-tiles', 'data-read'))).toBe(16);
+    await page.locator('#playground').screenshot({ path: join(OUT, 'section-playground-variants.png') });
     // A sink joins each row's softmax: the weights are the library's own, and sum below 1.
     v = await version();
     await page.fill('#pg-win-left', '1');

@@ -198,6 +198,32 @@ export function mountPlayground(app: App): void {
     return o;
   }
 
+  /**
+   * Which key tiles the library's SIMD kernel reads with these options, on a 512-token call
+   * (the playground's matrices fit one tile): its tile map, from traceOnlineSoftmax.
+   */
+  function tileMapView(inst: Attention, o: AttentionOptions): HTMLElement {
+    const L = 512;
+    const x = inst.randomUniform([1, 1, L, 8], 1);
+    const wide: AttentionOptions = { ...o, scale: undefined, attnMask: undefined, ...variantOptions(L, L, 0) };
+    if (o.isCausal === 'bottom-right') wide.isCausal = 'bottom-right';
+    const { tileMap } = inst.traceOnlineSoftmax(x, x, x, { ...wide, row: 0 });
+    const [blocks, tiles] = tileMap.shape;
+    const read = tileMap.visited.reduce((a, b) => a + b, 0);
+    const view = {
+      name: `Key tiles the SIMD kernel reads: ${read} of ${blocks * tiles}`,
+      tensor: { data: Float32Array.from(tileMap.visited), shape: [blocks, tiles] },
+      rowLabels: Array.from({ length: blocks }, (_, b) => `rows ${b * tileMap.blockRows}–${(b + 1) * tileMap.blockRows - 1}`),
+      colLabels: Array.from({ length: tiles }, (_, t) => `${t * tileMap.tileKeys}`),
+      rowAxis: `query block (${tileMap.blockRows} rows)`,
+      colAxis: `key tile (${tileMap.tileKeys} keys)`,
+      kind: 'weights' as const,
+    };
+    return el('div', { class: 'view', id: 'pg-tiles', 'data-read': String(read) },
+      heatmap(view, { decimals: 0 }),
+      el('p', { class: 'note', text: `The same options (window, documents, causal) on a ${L}-token call: a bright cell (1) is a block of ${tileMap.blockRows} queries reading a tile of ${tileMap.tileKeys} keys; dark cells (0) are never read, so their cost is never paid (a window of w costs about Lq·w, not Lq·Lk).` }));
+  }
+
   function describeVariants(o: AttentionOptions): string[] {
     const parts: string[] = [];
     if (o.softcap) parts.push(`softcap ${o.softcap}`);
@@ -299,6 +325,7 @@ export function mountPlayground(app: App): void {
           el('div', { class: 'view', id: 'pg-weights' }, heatmap(weights), el('details', { class: 'numbers' }, el('summary', { text: 'Numbers of the weights' }), matrixTable(weights))),
           el('div', { class: 'view', id: 'pg-stats' }, el('figcaption', { text: 'Per row: max weight and entropy' }), stats),
           el('div', { class: 'view', id: 'pg-output' }, heatmap(output), el('details', { class: 'numbers', open: true }, el('summary', { text: 'Numbers of the output' }), matrixTable(output))),
+          tileMapView(inst, opts),
         ),
         el('details', {}, el('summary', { text: 'Copy this view as PyTorch' }), el('pre', { class: 'snippet', id: 'pg-pytorch' }, el('code', { text: pytorchAttention(q, k, v, { scale: opts.scale, mask: opts, title: 'sdpa-web playground' }) }))),
       );
