@@ -192,7 +192,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
   const val dummy_read = buffer(job, 16, kStorage);
   const val dummy_write = buffer(job, 16, kStorage);
   // The variants' data (per-batch ranges, slopes, sinks, document ids): one buffer for the call.
-  const std::vector<uint32_t> variant_words = webgpu_variant_data(plan, in);
+  const std::vector<uint32_t> variant_words = webgpu_variant_data(plan, in, flash.block_keys);
   const val variants = upload(job, variant_words.data(), 4 * variant_words.size(), kStorage);
 
   const uint64_t mask_el = plan.mask_kind == MaskKind::kBool ? 1 : 4;

@@ -66,7 +66,8 @@ WebGpuVariantFlags webgpu_variant_flags(const AttentionPlan& p) {
   return f;
 }
 
-std::vector<uint32_t> webgpu_variant_data(const AttentionPlan& p, const AttentionInputs& in) {
+std::vector<uint32_t> webgpu_variant_data(const AttentionPlan& p, const AttentionInputs& in,
+                                          uint32_t block_keys) {
   std::vector<uint32_t> words;
   auto i32_word = [](int64_t v) { return static_cast<uint32_t>(static_cast<int32_t>(v)); };
   auto f32_word = [](float x) {
@@ -92,6 +93,15 @@ std::vector<uint32_t> webgpu_variant_data(const AttentionPlan& p, const Attentio
   if (p.documents) {
     words.insert(words.end(), in.query_documents, in.query_documents + p.B * p.Lq);
     words.insert(words.end(), in.key_documents, in.key_documents + p.B * p.Lk);
+    const int64_t tiles = (p.Lk + block_keys - 1) / block_keys;
+    for (int64_t b = 0; b < p.B; ++b) {
+      for (int64_t t = 0; t < tiles; ++t) {
+        const int32_t* ids = in.key_documents + b * p.Lk + t * block_keys;
+        const int64_t n = std::min<int64_t>(block_keys, p.Lk - t * block_keys);
+        words.push_back(static_cast<uint32_t>(*std::min_element(ids, ids + n)));
+        words.push_back(static_cast<uint32_t>(*std::max_element(ids, ids + n)));
+      }
+    }
   }
   if (words.size() < 4) words.resize(4, 0);
   return words;

@@ -54,10 +54,13 @@ WebGpuVariantFlags webgpu_variant_flags(const AttentionPlan& plan);
 //   per batch b, words [4b, 4b + 4): first base, last base (i32: query row i sees keys
 //   [max(0, i + first base), min(key length − 1, i + last base)]), the key length, and the
 //   batch's position offset (f32 bits: query row i sits at position i + offset);
-//   then ALiBi slopes [Hq] and sinks [Hq] (f32 bits), query document ids [B·Lq], key ids [B·Lk].
+//   then ALiBi slopes [Hq] and sinks [Hq] (f32 bits), query document ids [B·Lq], key ids [B·Lk],
+//   and, per batch and tile of `block_keys` keys, the tile's lowest and highest key id (the
+//   flash kernels skip the tiles whose ids miss their rows').
 // The bases are clamped to [−Lq − 1, Lk + 1], which leaves every row's range as it is and keeps
 // i + base within i32. At least 4 words (a binding is never empty).
-std::vector<uint32_t> webgpu_variant_data(const AttentionPlan& plan, const AttentionInputs& in);
+std::vector<uint32_t> webgpu_variant_data(const AttentionPlan& plan, const AttentionInputs& in,
+                                          uint32_t block_keys);
 
 // One pipeline variant of the flash kernel. Head dims are padded to a few sizes so that the
 // private arrays (query row, accumulator) have compile-time lengths and few variants exist.

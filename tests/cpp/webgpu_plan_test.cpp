@@ -275,8 +275,8 @@ TEST(WebGpuPlan, LaysOutTheVariantsBuffer) {
   AttentionInputs in;
   in.query_documents = query_ids.data();
   in.key_documents = key_ids.data();
-  const std::vector<uint32_t> w = webgpu_variant_data(p, in);
-  ASSERT_EQ(w.size(), 4u * 2 + 2 * 2 + 6 + 20);
+  const std::vector<uint32_t> w = webgpu_variant_data(p, in, 4);
+  ASSERT_EQ(w.size(), 4u * 2 + 2 * 2 + 6 + 20 + 2 * 3 * 2);  // + per batch, 3 tiles of 4 keys: (low, high)
   auto as_i32 = [&](size_t n) { return static_cast<int32_t>(w[n]); };
   auto as_f32 = [&](size_t n) {
     float x;
@@ -304,12 +304,14 @@ TEST(WebGpuPlan, LaysOutTheVariantsBuffer) {
   EXPECT_EQ(w[11], 0xff800000u);  // -inf: no sink
   EXPECT_EQ(as_i32(12 + 2), 2);   // query ids, then key ids
   EXPECT_EQ(as_i32(12 + 6), 7);
+  EXPECT_EQ(as_i32(38), 7);  // key ids of tile 0 of batch 0 span [7, 7]
+  EXPECT_EQ(as_i32(39), 7);
   // Offsets far past the keys are clamped to [−Lq − 1, Lk + 1]: the ranges stay as they are.
   r.causal = CausalAlignment::kOffset;
   r.causal_offset = int64_t{1} << 40;
   r.has_key_lengths = false;
   ASSERT_TRUE(plan_attention(r, &p).ok());
-  const std::vector<uint32_t> far = webgpu_variant_data(p, in);
+  const std::vector<uint32_t> far = webgpu_variant_data(p, in, 4);
   EXPECT_EQ(static_cast<int32_t>(far[0]), 11);
   EXPECT_EQ(static_cast<int32_t>(far[1]), 11);
   EXPECT_EQ(p.first_visible_key(0, 0), (int64_t{1} << 40) - 2);

@@ -51,6 +51,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   let row = query_row(tile, head, t);  // invocation t owns query row t of the tile
   let tile_first = tile_first_key(tile, head);
   let tile_last = tile_last_key(tile, head);
+  let documents = workgroup_documents(tile, head);
+  let batch = (p.bh0 + head) / p.Hq;
   var q_row = query_vec4s(row);  // var: indexed in loops
 
   var m = 0.0;          // running max (valid once `seen`)
@@ -64,6 +66,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   var visible: array<bool, BLOCK_KEYS>;
 
   for (var j0 = tile_first; i32(j0) <= tile_last; j0 += BLOCK_KEYS) {
+    if (!tile_meets_documents(batch, j0 / BLOCK_KEYS, documents)) { continue; }
     let nk = min(BLOCK_KEYS, p.Lk - j0);
     // Cooperative load of the K and V tiles, zero-padded (keys past Lk and columns past E/Ev).
     for (var x = t; x < BLOCK_KEYS * E4; x += ROWS) {

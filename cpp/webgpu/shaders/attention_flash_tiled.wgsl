@@ -62,6 +62,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   let row = query_row(tile, head, r);
   let tile_first = tile_first_key(tile, head);
   let tile_last = tile_last_key(tile, head);
+  let documents = workgroup_documents(tile, head);
+  let batch = (p.bh0 + head) / p.Hq;
   var q_row = query_vec4s(row);  // var: indexed in loops
 
   var m = 0.0;          // running max of the row (valid once `seen`), the same in its four lanes
@@ -74,6 +76,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   var s: array<f32, KEYS_PER_LANE>;
 
   for (var j0 = tile_first; i32(j0) <= tile_last; j0 += BLOCK_KEYS) {
+    if (!tile_meets_documents(batch, j0 / BLOCK_KEYS, documents)) { continue; }
     let nk = min(BLOCK_KEYS, p.Lk - j0);
     if (t == 0u) { atomicStore(&v_not_finite, 0u); }
     // 1. K tile, zero-padded past Lk and E.
