@@ -121,16 +121,13 @@ async function sdpaEngine(name, attn, c, inputs) {
   };
 }
 
-/** onnxruntime-web's GroupQueryAttention on one step: past K/V [B, Hkv, L − 1, E] in, present out. */
+/**
+ * onnxruntime-web's GroupQueryAttention on one step: the past K/V (a buffer of L positions, each
+ * sequence's first lengths[b] − 1 valid) in, the present out, the last token as the new key/value.
+ */
 async function ortEngine(name, ort, c, inputs) {
-  const { B, Hq, Hkv, E } = c, L = inputs.L, past = L - 1;
-  const session = await ort.InferenceSession.create(groupQueryAttentionModel({ B, Hq, Hkv, past, E }), { executionProviders: ['wasm'], graphOptimizationLevel: 'all' });
-  // The cache minus its last token is the past; the last token is the step's new key/value.
-  const pastOf = (t) => {
-    const data = new Float32Array(B * Hkv * past * E);
-    for (let head = 0; head < B * Hkv; head++) data.set(t.data.subarray(head * L * E, head * L * E + past * E), head * past * E);
-    return new ort.Tensor('float32', data, [B, Hkv, past, E]);
-  };
+  const { B, Hq, Hkv, E } = c, L = inputs.L;
+  const session = await ort.InferenceSession.create(groupQueryAttentionModel({ B, Hq, Hkv, L, E }), { executionProviders: ['wasm'], graphOptimizationLevel: 'all' });
   const lastOf = (t) => {
     const data = new Float32Array(B * Hkv * E);
     for (let b = 0; b < B; b++) {
@@ -141,13 +138,12 @@ async function ortEngine(name, ort, c, inputs) {
     }
     return new ort.Tensor('float32', data, [B, 1, Hkv * E]);
   };
-  // With ragged lengths the new token of sequence b sits at lengths[b] − 1: its past is shorter.
   const feeds = {
     query: new ort.Tensor('float32', inputs.query.data, [B, 1, Hq * E]),
     key: lastOf(inputs.key),
     value: lastOf(inputs.value),
-    past_key: pastOf(inputs.key),
-    past_value: pastOf(inputs.value),
+    past_key: new ort.Tensor('float32', inputs.key.data, [B, Hkv, L, E]),
+    past_value: new ort.Tensor('float32', inputs.value.data, [B, Hkv, L, E]),
     seqlens_k: new ort.Tensor('int32', Int32Array.from(c.lengths.map((n) => n - 1)), [B]),
     total_sequence_length: new ort.Tensor('int32', Int32Array.of(L), []),
   };
