@@ -22,6 +22,13 @@ describe('npm run bench', () => {
     expect(bench('--mode', 'diagnose', '--cases', '1x64x16', '--probes', 'breakdown,peak')).toMatch(/call breakdown/);
   }, 120_000);
 
+  it('decode: sdpa-web on its KV cache and onnxruntime-web GroupQueryAttention, checked against the float64 reference', () => {
+    const out = bench('--mode', 'decode', '--cases', '64,ragged:64', '--reps', '3');
+    expect(out).not.toMatch(/wrong result|error:/i);
+    for (const engine of ['sdpa-simd-1t', 'sdpa-simd-mt', 'ort-gqa-1t', 'ort-gqa-2t', 'probe']) expect(out).toContain(engine);
+    expect(out).not.toMatch(/ NO$/m);
+  }, 120_000);
+
   it('rejects an unknown option in one line', () => {
     expect(() => bench('--mdoe', 'forward')).toThrow(/mdoe/);
   });
