@@ -154,7 +154,7 @@ export class Attention {
       if (this.currentBackend !== 'webgpu') return this.runCpu('scaledDotProductAttention', query, key, undefined, cacheCallOptions);
       // The WebGPU backend reads the cache through one dense copy of its tokens.
       this.checkUsable();
-      const mapped = cacheOptions(key, cacheCallOptions);
+      const mapped = cacheOptions(key, query, cacheCallOptions);
       const dense = key.denseTensors();
       return this.runWebGpu(query, dense.key, dense.value, mapped);
     }

@@ -182,13 +182,17 @@ export class KvCache {
 }
 
 /**
- * The options of a call on `cache` as for dense key/value tensors of its `length` tokens:
+ * The options of a call of `query` (checked: [B, Hq, Lq, E]) on `cache` as for dense key/value tensors of its `length` tokens:
  * `isCausal: true` is `'bottom-right'` (the queries are the newest positions), and the key
  * lengths are the sequences' lengths when ragged, or the caller's `keyLengths` (each at most its
  * sequence's length).
  */
-export function cacheOptions(cache: KvCache, options: AttentionOptions | undefined): AttentionOptions {
+export function cacheOptions(cache: KvCache, query: Tensor, options: AttentionOptions | undefined): AttentionOptions {
   cache.checkUsable();
+  checkTensor('query', query);
+  if (query.shape.length !== 4) {
+    throw new RangeError(`query must have shape [B, Hq, Lq, E] with a KV cache; got [${query.shape.join(', ')}]`);
+  }
   if (options !== undefined && (typeof options !== 'object' || options === null)) {
     throw new TypeError(`options must be an object; got ${describe(options)}`);
   }
@@ -210,11 +214,7 @@ export function cacheOptions(cache: KvCache, options: AttentionOptions | undefin
 
 /** The core's request for a call on `cache` (read in place through its head strides). */
 export function cacheRequest(where: string, query: Tensor, cache: KvCache, options: AttentionOptions | undefined): AttentionRequest {
-  checkTensor('query', query);
-  const mapped = cacheOptions(cache, options);
-  if (query.shape.length !== 4) {
-    throw new RangeError(`query must have shape [B, Hq, Lq, E] with a KV cache; got [${query.shape.join(', ')}]`);
-  }
+  const mapped = cacheOptions(cache, query, options);
   const { batch, kvHeads, headDim, valueDim, maxLength } = cache;
   const length = cache.length;
   const request = requestForShapes(where, query, [batch, kvHeads, length, headDim], [batch, kvHeads, length, valueDim], mapped);
