@@ -181,7 +181,8 @@ bool named(const val& string, std::initializer_list<std::pair<const char*, Enum>
 //            keyLengths?: number[B], windowLeft?, windowRight?: integers, alibi?: boolean,
 //            alibiSlopes?: number[Hq], sinks?: number[Hq], queryDocumentsShape?, keyDocumentsShape?
 //            (both or neither), returnScores: 'none'|'scaled'|'softcapped'|'masked',
-//            enableGqa, returnWeights }  (JS types checked in TypeScript; values in plan_attention)
+//            enableGqa, returnWeights, keyHeadStride?, valueHeadStride? (a KV cache's) }
+//            (JS types checked in TypeScript; values in plan_attention)
 Status plan_from_js(const val& request, AttentionPlan* plan) {
   AttentionRequest r;
   r.query_shape = shape_of(request[js("queryShape")]);
@@ -233,6 +234,10 @@ Status plan_from_js(const val& request, AttentionPlan* plan) {
   }
   r.enable_gqa = request[js("enableGqa")].as<bool>();
   r.return_weights = request[js("returnWeights")].as<bool>();
+  // keyHeadStride/valueHeadStride: a KV cache's maxLength·E and maxLength·Ev (absent: dense).
+  const val key_stride = request[js("keyHeadStride")], value_stride = request[js("valueHeadStride")];
+  if (!key_stride.isUndefined()) r.key_head_stride = static_cast<int64_t>(key_stride.as<double>());
+  if (!value_stride.isUndefined()) r.value_head_stride = static_cast<int64_t>(value_stride.as<double>());
   return plan_attention(r, plan);
 }
 
@@ -402,6 +407,9 @@ val softmax_js(val shape, double temperature, val pointers) {
 val webgpu_run_js(WebGpuAttention& gpu, val request, val pointers) {
   AttentionPlan plan;
   Status s = plan_from_js(request, &plan);
+  if (s.ok() && !plan.dense_key_value()) {
+    s = Status::TypeError("sdpa-web internal error: the WebGPU backend takes dense key/value tensors");
+  }
   AttentionInputs in;
   float* output = nullptr;
   float* weights = nullptr;

@@ -59,6 +59,9 @@ export interface AttentionRequest {
   returnWeights: boolean;
   /** Threads for the simd backend (absent: 1; 0: all this module may use). */
   threads?: number;
+  /** A KV cache read in place: elements between (batch, KV head) blocks of key and value (maxLength·E, maxLength·Ev). */
+  keyHeadStride?: number;
+  valueHeadStride?: number;
 }
 export interface AttentionPlanInfo {
   error: CoreError | null;

@@ -4,6 +4,7 @@
 
 #include "core/reference.h"
 #include "cpu/attention_backward_f32_simd128.h"
+#include "cpu/attention_decode_f32_simd128.h"
 #include "cpu/attention_f32_simd128.h"
 
 namespace sdpa {
@@ -29,10 +30,28 @@ int threads_for(Backend backend, Pass pass, const AttentionPlan& plan, int reque
   return std::min(allowed, useful);
 }
 
+bool uses_decode_kernel(const AttentionPlan& plan) {
+  return !plan.return_weights && plan.return_scores == ScoreStage::kNone && plan.Hkv > 0 &&
+         plan.heads_per_kv() * plan.Lq <= kDecodeMaxRows && plan.Lk >= kDecodeMinKeys;
+}
+
+DecodeSplit decode_split(const AttentionPlan& plan) {
+  const int64_t chunk = kDecodeChunkKeys;
+  const auto round_up = [&](int64_t x) { return std::max<int64_t>(chunk, (x + chunk - 1) / chunk * chunk); };
+  int64_t keys = 0;  // every (batch, KV head)'s keys
+  for (int64_t b = 0; b < plan.B; ++b) keys += plan.Hkv * plan.key_length(b);
+  DecodeSplit split;
+  split.keys_per_split = round_up(std::max(kDecodeMinSplitKeys, (keys + kDecodeTasks - 1) / kDecodeTasks));
+  split.splits_per_head = std::max<int64_t>(1, (plan.Lk + split.keys_per_split - 1) / split.keys_per_split);
+  return split;
+}
+
 uint64_t workspace_bytes(Backend backend, const AttentionPlan& plan, int threads) {
   switch (backend) {
     case Backend::kScalar: return reference_workspace_bytes<float>(plan);
-    case Backend::kSimd128: return simd128_workspace_bytes(plan, threads);
+    case Backend::kSimd128:
+      if (uses_decode_kernel(plan)) return decode_workspace_bytes(plan, decode_split(plan), threads);
+      return simd128_workspace_bytes(plan, threads);
   }
   return 0;
 }
@@ -55,6 +74,11 @@ void run_attention(Backend backend, const AttentionPlan& plan, const AttentionIn
       return;
     }
     case Backend::kSimd128:
+      if (uses_decode_kernel(plan)) {
+        attention_decode_f32_simd128(plan, in, decode_split(plan), output, static_cast<float*>(workspace),
+                                     threads, lse);
+        return;
+      }
       attention_f32_simd128(plan, in, output, weights, static_cast<float*>(workspace), threads, lse, scores);
       return;
   }
@@ -69,6 +93,9 @@ void trace_online_softmax(const AttentionPlan& plan, const AttentionInputs& in, 
 }
 
 Status check_backward_request(const AttentionPlan& plan, const BackwardRequest& r) {
+  if (!plan.dense_key_value()) {
+    return Status::TypeError("the backward pass takes key and value tensors, not a KV cache");
+  }
   if (r.d_output_shape != plan.output_shape) {
     return Status::RangeError("dOutput must have the attention output's shape " +
                               shape_to_string(plan.output_shape) + " ([..., Lq, Ev]); got " +

@@ -1,7 +1,9 @@
 // The CPU backends of the forward and backward passes, the one place that chooses between them,
 // and the one per-call thread policy. Kernels and the pool run on the thread count given here.
 //   forward   scalar: attention_reference<float> (plain loops, materializes one [Lq, Lk] head)
-//             simd:   attention_f32_simd128 (fused, tiled, online softmax; multi-threaded)
+//             simd:   attention_f32_simd128 (fused, tiled, online softmax; multi-threaded), or
+//                     attention_decode_f32_simd128 when the query rows per KV head are few and
+//                     the keys many (a generation step: K/V read once, split-K over threads)
 //   backward  scalar: attention_backward_reference<float> (recomputes P, one [Lq, Lk] head)
 //             simd:   attention_backward_f32_simd128 (FlashAttention-2 style, from the forward's
 //                     output and log-sum-exp; runs the forward itself when they are not passed)
@@ -12,6 +14,7 @@
 
 #include "core/problem.h"
 #include "core/reference_backward.h"
+#include "cpu/attention_decode_f32_simd128.h"
 #include "cpu/attention_f32_simd128.h"
 
 namespace sdpa {
@@ -30,6 +33,20 @@ enum class Pass { kForward, kBackward };
 // the others wait cost more than another thread saves). The scalar backend and every backward
 // kernel run on one thread. At least 1.
 int threads_for(Backend backend, Pass pass, const AttentionPlan& plan, int requested, int pool_threads);
+
+// Whether the SIMD forward of `plan` runs the decode kernel: at most kDecodeMaxRows query rows per
+// KV head ((Hq/Hkv)·Lq), at least kDecodeMinKeys keys, and no weights or score output.
+constexpr int64_t kDecodeMaxRows = 16;
+constexpr int64_t kDecodeMinKeys = 64;
+bool uses_decode_kernel(const AttentionPlan& plan);
+
+// The decode kernel's split of each (batch, KV head)'s keys: about kDecodeTasks tasks over all
+// heads' keys (so up to ~8 threads balance, ragged key lengths included), each split at least
+// kDecodeMinSplitKeys keys (a multiple of the chunk). It depends on the plan alone, not on the
+// thread count, so the result is bit-identical on any number of threads.
+constexpr int64_t kDecodeTasks = 32;
+constexpr int64_t kDecodeMinSplitKeys = 256;
+DecodeSplit decode_split(const AttentionPlan& plan);
 
 // Scratch bytes the forward on `backend` needs for `plan` on `threads` threads (threads_for);
 // the caller allocates them (kernels never allocate).

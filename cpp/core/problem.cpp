@@ -248,6 +248,13 @@ Status plan_attention(const AttentionRequest& r, AttentionPlan* plan) {
     case CausalAlignment::kBottomRight:
     case CausalAlignment::kNone: p.position_offset = p.Lk - p.Lq; break;
   }
+  p.key_head_stride = r.key_head_stride == 0 ? p.Lk * p.E : r.key_head_stride;
+  p.value_head_stride = r.value_head_stride == 0 ? p.Lk * p.Ev : r.value_head_stride;
+  if (p.key_head_stride < p.Lk * p.E || p.value_head_stride < p.Lk * p.Ev) {
+    return Status::RangeError("key/value head strides (" + std::to_string(p.key_head_stride) + ", " +
+                              std::to_string(p.value_head_stride) + ") must be at least Lk·E = " +
+                              std::to_string(p.Lk * p.E) + " and Lk·Ev = " + std::to_string(p.Lk * p.Ev));
+  }
   p.return_weights = r.return_weights;
   p.output_shape = r.query_shape;
   p.output_shape[rank - 1] = p.Ev;

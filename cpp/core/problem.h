@@ -76,6 +76,9 @@ struct AttentionRequest {
   bool has_documents = false;
   std::vector<int64_t> query_documents_shape, key_documents_shape;
   ScoreStage return_scores = ScoreStage::kNone;
+  // Elements between consecutive (batch, key/value head) blocks of key and value, e.g. a KV
+  // cache's maxLength·E; 0 = dense (Lk·E, Lk·Ev). Forward only.
+  int64_t key_head_stride = 0, value_head_stride = 0;
 };
 
 // A validated request, normalized to rank 4.
@@ -106,10 +109,14 @@ struct AttentionPlan {
   int64_t mask_stride_b = 0, mask_stride_h = 0, mask_stride_q = 0, mask_stride_k = 0;
   int64_t mask_elements = 0;
   bool return_weights = false;
+  // Elements from one (batch, key/value head) block of key/value to the next: Lk·E and Lk·Ev for
+  // dense tensors, more for a KV cache read in place ([B, Hkv, maxLength, E]).
+  int64_t key_head_stride = 0, value_head_stride = 0;
   std::vector<int64_t> output_shape;   // [..., Lq, Ev], the query's leading dims
   std::vector<int64_t> weights_shape;  // [..., Lq, Lk]
 
   int64_t heads_per_kv() const { return Hq / Hkv; }
+  bool dense_key_value() const { return key_head_stride == Lk * E && value_head_stride == Lk * Ev; }
   int64_t query_elements() const { return B * Hq * Lq * E; }
   int64_t key_elements() const { return B * Hkv * Lk * E; }
   int64_t value_elements() const { return B * Hkv * Lk * Ev; }

@@ -81,8 +81,8 @@ void attention_reference(const AttentionPlan& p, const AttentionInputs& in,
     for (int64_t h = 0; h < p.Hq; ++h) {
       const int64_t kv_head = h / group;  // GQA: query head h reads key/value head h / (Hq/Hkv)
       const float* q = in.query + ((b * p.Hq + h) * p.Lq) * p.E;         // [Lq, E]
-      const float* k = in.key + ((b * p.Hkv + kv_head) * p.Lk) * p.E;    // [Lk, E]
-      const float* v = in.value + ((b * p.Hkv + kv_head) * p.Lk) * p.Ev;  // [Lk, Ev]
+      const float* k = in.key + (b * p.Hkv + kv_head) * p.key_head_stride;      // [Lk, E]
+      const float* v = in.value + (b * p.Hkv + kv_head) * p.value_head_stride;  // [Lk, Ev]
       const int64_t stage_offset = (b * p.Hq + h) * n;
       auto stage = [&](T* base) { return base ? base + stage_offset : nullptr; };
 

@@ -735,13 +735,13 @@ void attention_f32_simd128(const AttentionPlan& p, const AttentionInputs& in, fl
 
   // Kᵀ tile t of key/value head `kv`, and its V rows when V is padded.
   auto pack = [&](idx kv, idx t) {
-    pack_key_tile(in.key + kv * s.Lk * s.E, s.Lk, s.E, t,
+    pack_key_tile(in.key + kv * static_cast<idx>(p.key_head_stride), s.Lk, s.E, t,
                   key_tiles + kv * sz.key_tiles_per_head + t * s.E * kTileKeys);
-    const float* values = in.value + kv * s.Lk * s.Ev;
+    const float* values = in.value + kv * static_cast<idx>(p.value_head_stride);
     const idx first_value = t * kTileKeys * s.Ev, end_value = std::min<idx>(s.Lk, (t + 1) * kTileKeys) * s.Ev;
     nonfinite_values[kv * sz.tiles + t] = !all_finite(values + first_value, end_value - first_value);
     if (sz.pack_values) {
-      const float* v = in.value + kv * s.Lk * s.Ev;
+      const float* v = values;
       float* rows = value_rows + kv * sz.value_rows_per_head;
       for (idx j = t * kTileKeys, end = std::min<idx>(s.Lk, j + kTileKeys); j < end; ++j) {
         std::copy(v + j * s.Ev, v + (j + 1) * s.Ev, rows + j * sz.ev4);
@@ -779,7 +779,7 @@ void attention_f32_simd128(const AttentionPlan& p, const AttentionInputs& in, fl
                                     in.query + head * s.Lq * s.E,
                                     s.key_tiles + kv * sz.key_tiles_per_head,
                                     sz.pack_values ? s.value_rows + kv * sz.value_rows_per_head
-                                                   : in.value + kv * s.Lk * s.Ev,
+                                                   : in.value + kv * static_cast<idx>(p.value_head_stride),
                                     sz.pack_values ? sz.ev4 : s.Ev,
                                     scores,
                                     acc,

@@ -17,7 +17,9 @@ const MODES = {
   webgpu: { cases: '1x128x64,1x512x64,1x1024x64,1x2048x64,12x512x64,1x4096x64,8x256x32,16x1024x64,32x2048x64,8x4096x128', engines: 'sdpa-webgpu,sdpa-simd-mt', reps: 10 },
   diagnose: { cases: '1x128x64,1x512x64,12x512x64,8x256x32', probes: 'peak,long,breakdown,two-cores,wake' },
   variants: { cases: '1x8192x64', reps: 7 },
+  decode: { cases: '512,2048,8192,32768,ragged:4096', engines: 'sdpa-simd-1t,sdpa-simd-mt,ort-gqa-1t,ort-gqa-2t', reps: 9 },
 };
+const DECODE_ENGINES = ['sdpa-simd-1t', 'sdpa-simd-mt', 'ort-gqa-1t', 'ort-gqa-2t'];
 
 const HELP = `npm run bench -- [options]: sdpa-web's speed in Node, against its peers (needs dist/: npm run build:lib)
 
@@ -26,7 +28,12 @@ const HELP = `npm run bench -- [options]: sdpa-web's speed in Node, against its 
                     navigator.gpu, or the npm \`webgpu\` package (dawn.node; with no GPU, SwiftShader:
                     correctness, not GPU speed); diagnose: the probes of --probes; variants:
                     a causal window (left 512) and packed documents (512 tokens each) against
-                    the full causal call on SIMD, 1 thread and threads, beside their ideal fraction
+                    the full causal call on SIMD, 1 thread and threads, beside their ideal fraction;
+                    decode: one generation step (B = 1, Hq = 32, Hkv = 8, E = Ev = 128, one query)
+                    on a KV cache of each length, and B = 4 ragged, beside a 64 MiB wasm SIMD
+                    streaming read (the memory ceiling) and onnxruntime-web's GroupQueryAttention
+                    (past KV in, present out; ort-gqa-2t in a child process); ms per step, GB/s
+                    of K/V read, and whether the heap stays flat over 32 steps
   --cases LIST      comma-separated cases: HxLxE (B = 1, Lq = Lk = L, Ev = E), BxHxLxE, or
                     BxHxLqxLkxExEv (B batch, H heads, Lq/Lk query/key length, E query/key dim,
                     Ev value dim). Defaults:
@@ -34,9 +41,11 @@ const HELP = `npm run bench -- [options]: sdpa-web's speed in Node, against its 
                       backward ${MODES.backward.cases}
                       webgpu   ${MODES.webgpu.cases}
                       diagnose ${MODES.diagnose.cases}
+                      decode   ${MODES.decode.cases} (L: B = 1; ragged:L: B = 4, L, L/2, L/4, L/8)
   --engines LIST    forward default ${MODES.forward.engines}
                     backward default ${MODES.backward.engines}
                     webgpu default ${MODES.webgpu.engines}
+                    decode default ${MODES.decode.engines}
                     also: sdpa-simd128-1t (relaxedSimd: false), sdpa-webgpu (forward too)
                     sdpa-*: the package in dist/ (scalar, simd on 1 thread or on --threads, webgpu);
                     sdpa-simd-1t-recompute: the backward without the forward's saved output;
@@ -99,6 +108,13 @@ async function options(argv) {
   const { parseCase } = await import('./cases.mjs');
   const list = (text) => text.split(',').map((s) => s.trim()).filter(Boolean);
   const engines = list(values.engines ?? mode.engines ?? '');
+  if (values.mode === 'decode') {
+    const { parseDecodeCase } = await import('./decode.mjs');
+    const decodeCases = list(values.cases ?? mode.cases);
+    decodeCases.forEach(parseDecodeCase);
+    for (const name of engines) if (!DECODE_ENGINES.includes(name)) throw new Error(`unknown decode engine ${name}; known: ${DECODE_ENGINES.join(' ')}`);
+    return { ...values, decodeCases, engines, reps: positive('reps', values.reps ?? String(mode.reps)), threads: values.threads === undefined ? undefined : positive('threads', values.threads), json: values.json ?? join(ROOT, 'bench-output', 'decode.json') };
+  }
   if (values.baseline) engines.push('sdpa-simd-1t@baseline', 'sdpa-simd-mt@baseline');
   const probes = list(values.probes ?? mode.probes ?? '');
   for (const [kind, names, known] of [['engine', engines, Object.keys(ENGINES)], ['probe', probes, list(MODES.diagnose.probes)]]) {
@@ -158,6 +174,15 @@ async function main() {
   if (opts.mode === 'diagnose') {
     const { diagnose } = await import('./diagnose.mjs');
     Object.assign(report, await diagnose(opts));
+  } else if (opts.mode === 'decode') {
+    const { benchDecode, printDecode } = await import('./decode.mjs');
+    const result = await benchDecode(opts);
+    if (opts.child) {
+      process.stdout.write(JSON.stringify(result));
+      return;
+    }
+    console.log(`\nsdpa-web bench, decode: ${startedAt}, ${machine.cpu}, ${machine.cores} cores, node ${machine.node}`);
+    Object.assign(report, result, printDecode(result));
   } else if (opts.mode === 'variants') {
     const { benchVariants, printVariants } = await import('./variants.mjs');
     const result = await benchVariants(opts);

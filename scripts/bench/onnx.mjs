@@ -40,12 +40,13 @@ class Writer {
 }
 
 const FLOAT = 1; // TensorProto.DataType.FLOAT
+const INT32 = 6;
 const ATTR = { INT: 2, INTS: 7 };
 
-function valueInfo(name, dims) {
+function valueInfo(name, dims, type = FLOAT) {
   const shape = new Writer();
   for (const d of dims) shape.message(1, new Writer().int(1, d));
-  const tensorType = new Writer().int(1, FLOAT).message(2, shape);
+  const tensorType = new Writer().int(1, type).message(2, shape);
   return new Writer().string(1, name).message(2, new Writer().message(1, tensorType));
 }
 
@@ -98,4 +99,27 @@ export function attentionGraphModel({ B, H, Lq, Lk, E, Ev }) {
   for (const name of ['q', 'k', 'v']) g.message(11, valueInfo(name, [B * H, ...dims[name]]));
   g.message(12, valueInfo('o', [B * H, Lq, Ev]));
   return model(g, [['', 17]]);
+}
+
+/**
+ * One decode step as onnxruntime's com.microsoft GroupQueryAttention (past KV in, present out):
+ * query [B, 1, Hq·E], key/value [B, 1, Hkv·E], past_key/past_value [B, Hkv, L, E] (a buffer of
+ * L positions holding each sequence's past), seqlens_k [B] (each sequence's total length − 1),
+ * total_sequence_length (scalar) → output [B, 1, Hq·E], present_key/present_value [B, Hkv, L, E].
+ */
+export function groupQueryAttentionModel({ B, Hq, Hkv, L, E }) {
+  const g = new Writer();
+  g.message(1, node('GroupQueryAttention', ['query', 'key', 'value', 'past_key', 'past_value', 'seqlens_k', 'total_sequence_length'], ['output', 'present_key', 'present_value'], { num_heads: Hq, kv_num_heads: Hkv }).string(7, 'com.microsoft'));
+  g.string(2, 'decode');
+  g.message(11, valueInfo('query', [B, 1, Hq * E]));
+  g.message(11, valueInfo('key', [B, 1, Hkv * E]));
+  g.message(11, valueInfo('value', [B, 1, Hkv * E]));
+  g.message(11, valueInfo('past_key', [B, Hkv, L, E]));
+  g.message(11, valueInfo('past_value', [B, Hkv, L, E]));
+  g.message(11, valueInfo('seqlens_k', [B], INT32));
+  g.message(11, valueInfo('total_sequence_length', [], INT32));
+  g.message(12, valueInfo('output', [B, 1, Hq * E]));
+  g.message(12, valueInfo('present_key', [B, Hkv, L, E]));
+  g.message(12, valueInfo('present_value', [B, Hkv, L, E]));
+  return model(g, [['', 17], ['com.microsoft', 1]]);
 }

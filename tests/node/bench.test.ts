@@ -24,6 +24,13 @@ describe('npm run bench', () => {
     for (const row of ['causal, window left 512', 'causal, 3 documents of 512']) expect(variants).toContain(row);
   }, 120_000);
 
+  it('decode: sdpa-web on its KV cache and onnxruntime-web GroupQueryAttention, checked against the float64 reference', () => {
+    const out = bench('--mode', 'decode', '--cases', '64,ragged:64', '--reps', '3');
+    expect(out).not.toMatch(/wrong result|error:/i);
+    for (const engine of ['sdpa-simd-1t', 'sdpa-simd-mt', 'ort-gqa-1t', 'ort-gqa-2t', 'probe']) expect(out).toContain(engine);
+    expect(out).not.toMatch(/ NO$/m);
+  }, 120_000);
+
   it('rejects an unknown option in one line', () => {
     expect(() => bench('--mdoe', 'forward')).toThrow(/mdoe/);
   });

@@ -3,7 +3,18 @@
 // matching dims, broadcasting, GQA) live in the C++ core, so native and wasm callers get the
 // same checks and messages.
 import type { AttentionRequest, CoreError } from './wasm/sdpa_core.mjs';
-import type { AttentionOptions, CreateAttentionOptions, GpuLimitCaps, MaskTensor, SoftmaxOptions, Tensor, TraceOptions, VariantOptions } from './types.js';
+import type {
+  AttentionOptions,
+  CreateAttentionOptions,
+  GpuLimitCaps,
+  KvCacheAppendOptions,
+  KvCacheOptions,
+  MaskTensor,
+  SoftmaxOptions,
+  Tensor,
+  TraceOptions,
+  VariantOptions,
+} from './types.js';
 import type {
   BackwardOptions,
   DropoutOptions,
@@ -63,6 +74,8 @@ export const GPU_LIMIT_NAMES = optionNames<GpuLimitCaps>()([
   'maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupsPerDimension',
   'maxComputeWorkgroupStorageSize', 'maxComputeInvocationsPerWorkgroup',
 ]);
+export const KV_CACHE_OPTION_NAMES = optionNames<KvCacheOptions>()(['batch', 'kvHeads', 'maxLength', 'headDim', 'valueDim']);
+export const KV_CACHE_APPEND_OPTION_NAMES = optionNames<KvCacheAppendOptions>()(['lengths']);
 export const SOFTMAX_OPTION_NAMES = optionNames<SoftmaxOptions>()(['temperature']);
 export const UNIFORM_OPTION_NAMES = optionNames<UniformOptions>()(['low', 'high', 'offset']);
 export const DROPOUT_OPTION_NAMES = optionNames<DropoutOptions>()(['p', 'seed']);
@@ -249,6 +262,20 @@ export function attentionRequest(
   checkTensor('query', query);
   checkTensor('key', key);
   checkTensor('value', value);
+  return requestForShapes(where, query, key.shape, value.shape, options);
+}
+
+/**
+ * {@link attentionRequest} for key/value given by their shapes (a KV cache's); the query is
+ * already checked.
+ */
+export function requestForShapes(
+  where: string,
+  query: Tensor,
+  keyShape: readonly number[],
+  valueShape: readonly number[],
+  options: AttentionOptions | undefined,
+): AttentionRequest {
   if (options !== undefined && (typeof options !== 'object' || options === null)) {
     throw new TypeError(`options must be an object; got ${describe(options)}`);
   }
@@ -269,8 +296,8 @@ export function attentionRequest(
   }
   return {
     queryShape: query.shape,
-    keyShape: key.shape,
-    valueShape: value.shape,
+    keyShape,
+    valueShape,
     maskKind,
     maskShape: attnMask?.shape ?? [],
     causal,

@@ -43,6 +43,7 @@ import type {
   BackendName,
   CpuBackendName,
   CreateAttentionOptions,
+  KvCacheOptions,
   MemoryStats,
   OnlineSoftmaxTrace,
   SoftmaxOptions,
@@ -50,6 +51,7 @@ import type {
   TraceOptions,
   WebGpuInfo,
 } from './types.js';
+import { cacheOptions, cacheRequest, KvCache } from './kv-cache.js';
 import { loadCoreModule } from './wasm.js';
 import { acquireGpu, gpuSource, releaseGpu, requestDevice, settlesWithin, WebGPUError, type GpuState } from './webgpu.js';
 
@@ -134,21 +136,40 @@ export class Attention {
    *   expected shape, before any memory is allocated; the instance stays usable. An unknown
    *   option name (`isCasual`) is a TypeError naming the closest known one.
    */
+  async scaledDotProductAttention(query: Tensor, key: Tensor, value: Tensor, options?: AttentionOptions): Promise<AttentionResult>;
+  /**
+   * Attention of `query` `[B, Hq, Lq, E]` over the tokens a {@link KvCache} holds, read in place.
+   * `isCausal: true` aligns to the cache (`'bottom-right'`: the queries are its newest
+   * positions); ragged sequences hide their missing keys (as `keyLengths`).
+   */
+  async scaledDotProductAttention(query: Tensor, cache: KvCache, options?: AttentionOptions): Promise<AttentionResult>;
   async scaledDotProductAttention(
     query: Tensor,
-    key: Tensor,
-    value: Tensor,
+    key: Tensor | KvCache,
+    value?: Tensor | AttentionOptions,
     options?: AttentionOptions,
   ): Promise<AttentionResult> {
-    if (this.currentBackend === 'webgpu') return this.runWebGpu(query, key, value, options);
-    return this.runCpu('scaledDotProductAttention', query, key, value, options);
+    if (key instanceof KvCache) {
+      const cacheCallOptions = value as AttentionOptions | undefined;
+      if (this.currentBackend !== 'webgpu') return this.runCpu('scaledDotProductAttention', query, key, undefined, cacheCallOptions);
+      // The WebGPU backend reads the cache through one dense copy of its tokens.
+      this.checkUsable();
+      const mapped = cacheOptions(key, query, cacheCallOptions);
+      const dense = key.denseTensors();
+      return this.runWebGpu(query, dense.key, dense.value, mapped);
+    }
+    if (this.currentBackend === 'webgpu') return this.runWebGpu(query, key, value as Tensor, options);
+    return this.runCpu('scaledDotProductAttention', query, key, value as Tensor, options);
   }
 
   /**
    * Synchronous {@link Attention.scaledDotProductAttention}, CPU backends only: on a `'webgpu'`
    * instance it throws (GPU results arrive asynchronously).
    */
-  scaledDotProductAttentionSync(query: Tensor, key: Tensor, value: Tensor, options?: AttentionOptions): AttentionResult {
+  scaledDotProductAttentionSync(query: Tensor, key: Tensor, value: Tensor, options?: AttentionOptions): AttentionResult;
+  /** Synchronous attention over a {@link KvCache} (see the async form), CPU backends only. */
+  scaledDotProductAttentionSync(query: Tensor, cache: KvCache, options?: AttentionOptions): AttentionResult;
+  scaledDotProductAttentionSync(query: Tensor, key: Tensor | KvCache, value?: Tensor | AttentionOptions, options?: AttentionOptions): AttentionResult {
     this.checkUsable();
     if (this.currentBackend === 'webgpu') {
       throw new Error(
@@ -156,13 +177,25 @@ export class Attention {
           "use `await scaledDotProductAttention(...)`, or create a 'simd' instance",
       );
     }
-    return this.runCpu('scaledDotProductAttentionSync', query, key, value, options);
+    if (key instanceof KvCache) return this.runCpu('scaledDotProductAttentionSync', query, key, undefined, value as AttentionOptions | undefined);
+    return this.runCpu('scaledDotProductAttentionSync', query, key, value as Tensor, options);
   }
 
-  /** One call on the CPU backends; `where` names the public method in errors. */
-  private runCpu(where: string, query: Tensor, key: Tensor, value: Tensor, options?: AttentionOptions): AttentionResult {
+  /**
+   * A key/value cache for generation on this instance's module: keys `[B, Hkv, maxLength, E]`
+   * and values `[B, Hkv, maxLength, Ev]` allocated once (zeroed); `append` writes in place and
+   * attention calls read in place. Free it with `cache.dispose()`.
+   */
+  createKvCache(options: KvCacheOptions): KvCache {
     this.checkUsable();
-    const request = attentionRequest(where, query, key, value, options);
+    return new KvCache(this.module, options);
+  }
+
+  /** One call on the CPU backends (on tensors, or on a cache read in place); `where` names the public method in errors. */
+  private runCpu(where: string, query: Tensor, key: Tensor | KvCache, value: Tensor | undefined, options?: AttentionOptions): AttentionResult {
+    this.checkUsable();
+    const cache = key instanceof KvCache ? this.ownCache(key) : undefined;
+    const request = cache ? cacheRequest(where, query, cache, options) : attentionRequest(where, query, key as Tensor, value!, options);
     request.threads = this.requestedThreads;
     const plan = this.planOnce(request);
     const outputElements = product(plan.outputShape);
@@ -175,11 +208,11 @@ export class Attention {
     const cpuBackend = this.cpuBackend;
     const workspaceBytes = plan.workspaceBytes[cpuBackend];
     HeapScope.checkTotal(
-      inputBytes(query, key, value, options) + 4 * (outputElements + weightsElements + lseElements + scoresElements) + workspaceBytes,
+      inputBytes(query, cache ? undefined : (key as Tensor), value, options) + 4 * (outputElements + weightsElements + lseElements + scoresElements) + workspaceBytes,
       'this attention call',
     );
     return withHeap(this.module, (heap) => {
-      const pointers = this.copyInputs(heap, query, key, value, options);
+      const pointers = this.copyInputs(heap, query, cache ?? (key as Tensor), value, options);
       pointers.output = heap.alloc(4 * outputElements, 'output');
       if (request.returnWeights) pointers.weights = heap.alloc(4 * weightsElements, 'weights');
       if (returnLse) pointers.lse = heap.alloc(4 * lseElements, 'logSumExp');
@@ -369,6 +402,7 @@ export class Attention {
    */
   scaledDotProductAttentionBackward(query: Tensor, key: Tensor, value: Tensor, dOutput: Tensor, options?: BackwardOptions): AttentionGradients {
     this.checkUsable();
+    if ((key as unknown) instanceof KvCache) throw new TypeError('scaledDotProductAttentionBackward takes key and value tensors, not a KvCache (the backward is not supported on a cache)');
     return attentionBackward(this.module, this.cpuBackend, query, key, value, dOutput, options);
   }
 
@@ -553,11 +587,21 @@ export class Attention {
     if (this.disposed) throw new Error('sdpa-web: this Attention instance was disposed');
   }
 
-  private copyInputs(heap: HeapScope, query: Tensor, key: Tensor, value: Tensor, options?: AttentionOptions): Record<string, number> {
+  /** `cache`, checked usable and made by this instance's module (whose heap holds it). */
+  private ownCache(cache: KvCache): KvCache {
+    cache.checkUsable();
+    if (cache.module !== this.module) {
+      throw new TypeError('sdpa-web: this KvCache belongs to another wasm module (an Attention instance with another build): create it with this instance\'s createKvCache');
+    }
+    return cache;
+  }
+
+  /** Heap addresses of the inputs: copies of the tensors; a cache's own keys and values. */
+  private copyInputs(heap: HeapScope, query: Tensor, key: Tensor | KvCache, value: Tensor | undefined, options?: AttentionOptions): Record<string, number> {
     const pointers: Record<string, number> = {
       query: heap.copyIn(query.data, 'query'),
-      key: heap.copyIn(key.data, 'key'),
-      value: heap.copyIn(value.data, 'value'),
+      key: key instanceof KvCache ? key.keyAddress : heap.copyIn(key.data, 'key'),
+      value: key instanceof KvCache ? key.valueAddress : heap.copyIn(value!.data, 'value'),
     };
     if (options?.attnMask) pointers.mask = heap.copyIn(options.attnMask.data, 'attnMask');
     if (options?.queryDocuments) pointers.queryDocuments = heap.copyIn(options.queryDocuments.data, 'queryDocuments');
@@ -571,7 +615,7 @@ const TRACE_TILE_KEYS = 64;
 const TRACE_BLOCK_ROWS = 32;
 
 /** Bytes of a call's inputs in the heap: tensors, the mask, document ids. */
-export function inputBytes(query: Tensor, key: Tensor, value: Tensor, options?: AttentionOptions): number {
+export function inputBytes(query: Tensor, key: Tensor | undefined, value: Tensor | undefined, options?: AttentionOptions): number {
   return tensorBytes([query, key, value, options?.attnMask, options?.queryDocuments, options?.keyDocuments]);
 }
 

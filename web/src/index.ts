@@ -15,6 +15,7 @@
 export type * from './types.js';
 export type * from './extras/gradient-types.js';
 export { Attention, createAttention } from './attention.js';
+export { KvCache } from './kv-cache.js';
 export { WebGPUError } from './webgpu.js';
 export { createSelfAttention, createMultiheadAttention, SelfAttention, MultiheadAttention } from './extras/modules.js';
 export { maxAbsDiff, toleranceBound } from './extras/accuracy.js';

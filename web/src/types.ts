@@ -125,6 +125,29 @@ export interface AttentionOptions {
   out?: Float32Array | null;
 }
 
+/** What `attn.createKvCache` takes: the cache's fixed shape, allocated once. */
+export interface KvCacheOptions {
+  /** B: sequences held side by side. */
+  batch: number;
+  /** Hkv: key/value heads (query heads are a multiple of it, with `enableGqa`). */
+  kvHeads: number;
+  /** Most tokens a sequence may hold; appending past it is a RangeError. */
+  maxLength: number;
+  /** E: the key (and query) head dim. */
+  headDim: number;
+  /** Ev: the value head dim; default `headDim`. */
+  valueDim?: number;
+}
+
+/** Options of `KvCache.append`. */
+export interface KvCacheAppendOptions {
+  /**
+   * Ragged batches: how many of the n appended rows of each sequence are real `[B]` (each in
+   * [0, n]); the rest of that sequence's rows are padding and are not stored. Default: n for all.
+   */
+  lengths?: Int32Array | readonly number[] | null;
+}
+
 /** Per-position document ids (Int32Array data). */
 export interface DocumentIds {
   data: Int32Array;

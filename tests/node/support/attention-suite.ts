@@ -126,13 +126,17 @@ export function defineAttentionSuite(backend: BackendName, { factor, create }: S
       const q = randomTensor([6, 8], 50), k = randomTensor([70, 8], 51), v = randomTensor([70, 4], 52);
       const rowMask = { data: new Uint8Array([1, 0, 1, 0, 0, 1]), shape: [6, 1] };
       const masked = await attn.scaledDotProductAttention(q, k, v, { attnMask: rowMask, returnWeights: true });
-      const plain = await attn.scaledDotProductAttention(q, k, v);
+      const plain = await attn.scaledDotProductAttention(q, k, v, { returnWeights: true });
       for (const row of [1, 3, 4]) {
         expect([...masked.output.data.subarray(row * 4, row * 4 + 4)]).toEqual([0, 0, 0, 0]);
         expect(masked.weights!.data.subarray(row * 70, row * 70 + 70).every((w) => w === 0)).toBe(true);
       }
+      // With and without weights (the CPU backends' tile kernel, and their decode kernel for these 6 rows).
+      const maskedOnly = await attn.scaledDotProductAttention(q, k, v, { attnMask: rowMask });
+      const plainOnly = await attn.scaledDotProductAttention(q, k, v);
       for (const row of [0, 2, 5]) {
         expect(masked.output.data.subarray(row * 4, row * 4 + 4)).toEqual(plain.output.data.subarray(row * 4, row * 4 + 4));
+        expect(maskedOnly.output.data.subarray(row * 4, row * 4 + 4)).toEqual(plainOnly.output.data.subarray(row * 4, row * 4 + 4));
       }
       // Additive -Infinity everywhere, and bottom-right causal with Lq > Lk, hide whole rows too.
       const minusInf = { data: new Float32Array(70).fill(-Infinity), shape: [70] };

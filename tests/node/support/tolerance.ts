@@ -5,7 +5,7 @@
 // where e_ref = max|o32 − o64| is the error of the plain float32 implementation (the 'scalar'
 // backend) on the same inputs, and f = 2 for CPU backends (4 for WebGPU).
 import { expect } from 'vitest';
-import { maxAbsDiff as packageMaxAbsDiff, toleranceBound, type Attention, type AttentionOptions, type Tensor } from 'sdpa-web';
+import { maxAbsDiff as packageMaxAbsDiff, toleranceBound, type Attention, type AttentionOptions, type AttentionResult, type Tensor } from 'sdpa-web';
 
 /** The package's maxAbsDiff, after asserting that both have the same length. */
 export function maxAbsDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
@@ -33,6 +33,20 @@ export async function expectMatchesReference(
   label = '',
 ): Promise<void> {
   const got = await attn.scaledDotProductAttention(q, k, v, options);
+  expectResultMatchesReference(got, oracle, q, k, v, options, factor, label);
+}
+
+/** A result `got` of a call on q, k, v (or on a KV cache holding k, v) against the float64 reference. */
+export function expectResultMatchesReference(
+  got: AttentionResult,
+  oracle: Attention,
+  q: Tensor,
+  k: Tensor,
+  v: Tensor,
+  options: AttentionOptions,
+  factor: number,
+  label = '',
+): void {
   const ref = oracle.referenceAttention(q, k, v, options);
   const plain = oracle.scaledDotProductAttentionSync(q, k, v, { ...options, returnWeights: true });
   expect(got.output.shape, label).toEqual(ref.output.shape);

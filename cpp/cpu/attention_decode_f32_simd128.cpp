@@ -1,0 +1,431 @@
+// attention_decode_f32_simd128: attention of a few query rows against many keys on f32x4
+// vectors, for generation steps on a KV cache (one new query row per head).
+//
+// Computes output = softmax([softcap(Q·Kᵀ·scale) + ALiBi + masks, sink])·V with the semantics of
+// the scalar reference (core/reference.h; masks through core/masks.h's mask_scores), reading
+// each K and V row once per KV head however many query heads share it.
+//
+// Algorithm (flash-decoding on the CPU):
+//  - The R = (Hq/Hkv)·Lq query rows that share a (batch, KV head) run together: every K row is
+//    loaded once and dotted with all R rows (register tiles of 4 rows × 2 keys: 8 f32x4
+//    partial dot products over E, summed across lanes at the end), every V row once per 2 rows
+//    (2 rows × 16 dims of accumulators). K and V are read in place, with the plan's per-head
+//    strides (a KV cache holds [B, Hkv, maxLength, E]); nothing is packed.
+//  - Keys are taken in chunks of 64: scores for all rows, softcap/ALiBi/mask (only where a row
+//    may have a hidden key in the chunk), then the online softmax per row (m, l, O) and O += P·V.
+//  - Split-K: each (batch, KV head)'s visible keys are cut into splits of keys_per_split keys
+//    (core/dispatch chooses it from the thread count); each split is one task on the thread pool
+//    and leaves a partial (m, l, O) per row. The partials are merged by their log-sum-exp:
+//    M = max(sink, m_s), L = e^(sink − M) + Σ l_s·e^(m_s − M), out = Σ O_s·e^(m_s − M) / L.
+//  - NaN/Inf rules as in the SIMD forward kernel: hidden keys get P = −0.0 and, in chunks with a
+//    hidden key, a P·V that drops those lanes, so NaN/Inf values stored there never leak; a NaN
+//    score makes its row NaN; a row that sees nothing (and no sink) gives zeros; rows whose merged
+//    output is not finite are recomputed with normalized weights (the streamed O = l·out can
+//    overflow where out is finite). Fused multiply-adds: a dot product that came out −Inf or NaN
+//    is recomputed unfused (as dot_madd in cpu/simd128.h explains).
+// Chosen by core/dispatch.cpp for the 'simd' backend when the query rows per KV head are few and
+// the keys many, with no weights or score output.
+#include "cpu/attention_decode_f32_simd128.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+
+#include "core/masks.h"
+#include "cpu/simd128.h"
+#include "cpu/thread_pool.h"
+
+namespace sdpa {
+namespace {
+
+using namespace simd;
+using idx = std::ptrdiff_t;
+
+constexpr idx kChunk = kDecodeChunkKeys;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr int32_t kNegativeZeroBits = INT32_MIN;  // -0.0f: the P of a hidden key
+
+idx round_up(idx x, idx multiple) { return (x + multiple - 1) / multiple * multiple; }
+
+// Shared, read-only state of one call.
+struct Decode {
+  const AttentionPlan& p;
+  const AttentionInputs& in;
+  idx R, group, Lq, E, Ev, ev4, Hq, Hkv;
+  idx keys_per_split, splits;
+  idx partial_row;  // floats per row of a partial: O [ev4], then m and l
+  float* partials;  // [B·Hkv·splits][R][partial_row]
+  float* scratch;   // per thread: scores [R][kChunk]
+};
+
+// The query row, head and row index of row r of a KV-head group.
+struct GroupRow {
+  idx h, i;
+};
+inline GroupRow group_row(const Decode& d, idx kv_head, idx r) { return {kv_head * d.group + r / d.Lq, r % d.Lq}; }
+
+// a[r·2 + k] = Σ_e lanes of q_r[e]·k_k[e] over the whole f32x4 part of E, for kRows rows and 2 keys.
+template <int kRows, bool kFused>
+inline void dot_rows(const float* const* q, const float* k0, const float* k1, idx E4, f32x4* a) {
+  for (int i = 0; i < 2 * kRows; ++i) a[i] = splat(0.0f);
+  for (idx e = 0; e < E4; e += 4) {
+    const f32x4 x0 = load(k0 + e), x1 = load(k1 + e);
+    for (int r = 0; r < kRows; ++r) {
+      const f32x4 qv = load(q[r] + e);
+      a[2 * r] = dot_madd<kFused>(qv, x0, a[2 * r]);
+      a[2 * r + 1] = dot_madd<kFused>(qv, x1, a[2 * r + 1]);
+    }
+  }
+}
+
+// Scores of kRows rows (query pointers q, score rows s) against keys [0, n) of a chunk (rows of
+// `keys`, E floats each), times the scale.
+template <int kRows>
+void score_rows(const float* const* q, const float* keys, idx n, idx E, float scale, float* const* s) {
+  const idx E4 = E / 4 * 4;
+  const f32x4 neg_inf = splat(kNegInf);
+  for (idx j = 0; j < n; j += 2) {
+    const float* k0 = keys + j * E;
+    const float* k1 = j + 1 < n ? k0 + E : k0;
+    f32x4 a[2 * kRows];
+    dot_rows<kRows, kFusedMadd>(q, k0, k1, E4, a);
+    if (kFusedMadd && may_have_overflowed(a, 2 * kRows, neg_inf)) {
+      // Replace each (row, key) whose fused sum reached -Inf or NaN by its unfused sum.
+      f32x4 unfused[2 * kRows];
+      dot_rows<kRows, false>(q, k0, k1, E4, unfused);
+      for (int i = 0; i < 2 * kRows; ++i) {
+        if (!all(less(neg_inf, a[i]))) a[i] = unfused[i];
+      }
+    }
+    for (int r = 0; r < kRows; ++r) {
+      float d0 = horizontal_sum(a[2 * r]), d1 = horizontal_sum(a[2 * r + 1]);
+      for (idx e = E4; e < E; ++e) {
+        d0 += q[r][e] * k0[e];
+        d1 += q[r][e] * k1[e];
+      }
+      s[r][j] = d0 * scale;
+      if (j + 1 < n) s[r][j + 1] = d1 * scale;
+    }
+  }
+}
+
+// o_r[0, 4·NV) += Σ_j p_r[j]·v[j, 0, 4·NV) for kRows rows over n keys; kDropHidden: lanes of a
+// hidden key (P = −0.0) add nothing even where V holds NaN or Inf.
+template <int kRows, int NV, bool kDropHidden>
+inline void accumulate_pv(const float* const* p, const float* v, idx v_stride, idx n, float* const* o) {
+  f32x4 a[kRows][NV];
+  for (int r = 0; r < kRows; ++r) {
+    for (int c = 0; c < NV; ++c) a[r][c] = load(o[r] + 4 * c);
+  }
+  const f32x4 hidden = from_bits(kNegativeZeroBits);
+  for (idx j = 0; j < n; ++j, v += v_stride) {
+    f32x4 vc[NV];
+    for (int c = 0; c < NV; ++c) vc[c] = load(v + 4 * c);
+    for (int r = 0; r < kRows; ++r) {
+      const f32x4 x = splat(p[r][j]);
+      const mask32x4 visible = bits_differ(x, hidden);
+      for (int c = 0; c < NV; ++c) a[r][c] = madd(x, kDropHidden ? keep_where(vc[c], visible) : vc[c], a[r][c]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    for (int c = 0; c < NV; ++c) store(o[r] + 4 * c, a[r][c]);
+  }
+}
+
+template <int kRows, bool kDropHidden>
+void accumulate_rows(const float* const* p, const float* v, idx Ev, idx n, float* const* o) {
+  const idx ev_vectors = Ev / 4 * 4;
+  idx col = 0;
+  for (; col + 16 <= ev_vectors; col += 16) {
+    float* oc[kRows];
+    for (int r = 0; r < kRows; ++r) oc[r] = o[r] + col;
+    accumulate_pv<kRows, 4, kDropHidden>(p, v + col, Ev, n, oc);
+  }
+  if (col < ev_vectors) {
+    float* oc[kRows];
+    for (int r = 0; r < kRows; ++r) oc[r] = o[r] + col;
+    switch ((ev_vectors - col) / 4) {
+      case 1: accumulate_pv<kRows, 1, kDropHidden>(p, v + col, Ev, n, oc); break;
+      case 2: accumulate_pv<kRows, 2, kDropHidden>(p, v + col, Ev, n, oc); break;
+      default: accumulate_pv<kRows, 3, kDropHidden>(p, v + col, Ev, n, oc); break;
+    }
+  }
+  // The last Ev % 4 dims one by one (V rows are read in place: no padding to load past).
+  for (idx c = ev_vectors; c < Ev; ++c) {
+    for (int r = 0; r < kRows; ++r) {
+      float sum = o[r][c];
+      for (idx j = 0; j < n; ++j) {
+        const float x = p[r][j];
+        if (kDropHidden && x == 0.0f && std::signbit(x)) continue;
+        sum += x * v[j * Ev + c];
+      }
+      o[r][c] = sum;
+    }
+  }
+}
+
+// One split of one (batch, KV head) on one thread.
+class SplitTask {
+ public:
+  SplitTask(const Decode& d, idx b, idx kv_head, float* scores)
+      : d_(d), b_(b), kv_(kv_head), scores_(scores) {
+    const AttentionPlan& p = d.p;
+    keys_ = d.in.key + (b * d.Hkv + kv_head) * static_cast<idx>(p.key_head_stride);
+    values_ = d.in.value + (b * d.Hkv + kv_head) * static_cast<idx>(p.value_head_stride);
+    // Row i's visible range only grows with i: rows 0 and Lq − 1 bound the group's.
+    first_key_ = std::max<int64_t>(0, p.first_visible_key(b, 0));
+    end_key_ = std::max<int64_t>(first_key_, p.last_visible_key(b, d.Lq - 1) + 1);
+  }
+
+  int64_t first_key() const { return first_key_; }
+  int64_t end_key() const { return end_key_; }
+
+  // Scores of every row of the group against keys [j0, j0 + n): softcapped, biased and masked as
+  // the reference does; lanes [n, round_up(n, 4)) are -inf.
+  void compute_scores(idx j0, idx n) const {
+    const AttentionPlan& p = d_.p;
+    const float* q[4];
+    float* s[4];
+    const float* keys = keys_ + j0 * d_.E;
+    idx r = 0;
+    auto rows = [&](auto count) {
+      constexpr int kRows = decltype(count)::value;
+      for (int x = 0; x < kRows; ++x) {
+        const GroupRow g = group_row(d_, kv_, r + x);
+        q[x] = d_.in.query + ((b_ * d_.Hq + g.h) * d_.Lq + g.i) * d_.E;
+        s[x] = scores_ + (r + x) * kChunk;
+      }
+      score_rows<kRows>(q, keys, n, d_.E, p.scale, s);
+      r += kRows;
+    };
+    while (d_.R - r >= 4) rows(std::integral_constant<int, 4>{});
+    if (d_.R - r >= 2) rows(std::integral_constant<int, 2>{});
+    if (d_.R - r >= 1) rows(std::integral_constant<int, 1>{});
+
+    const bool capped = p.softcap > 0.0f;
+    const TanhConstants tanh_k = capped ? TanhConstants::load() : TanhConstants{};
+    const f32x4 cap = splat(p.softcap);
+    const idx n4 = round_up(n, 4);
+    for (idx row = 0; row < d_.R; ++row) {
+      float* sr = scores_ + row * kChunk;
+      std::fill(sr + n, sr + n4, 0.0f);
+      if (capped) {
+        for (idx j = 0; j < n4; j += 4) store(sr + j, softcap(load(sr + j), cap, tanh_k));
+      }
+      const GroupRow g = group_row(d_, kv_, row);
+      bias_scores(p, b_, g.h, g.i, j0, n, sr);
+      const bool edge = p.first_visible_key(b_, g.i) > j0 || p.last_visible_key(b_, g.i) < j0 + n - 1;
+      if (edge || p.mask_kind != MaskKind::kNone || p.documents) mask_scores(p, d_.in, b_, g.h, g.i, j0, n, sr);
+      std::fill(sr + n, sr + n4, kNegInf);
+    }
+  }
+
+  // Online softmax of every row over the current chunk's scores, which become P (−0.0 where
+  // hidden), with O rescaled; returns whether some row has a hidden key in the chunk.
+  bool update_rows(idx n, float* partial) const {
+    const idx n4 = round_up(n, 4);
+    const ExpConstants ek = ExpConstants::load();
+    const f32x4 neg_inf = splat(kNegInf), hidden = from_bits(kNegativeZeroBits);
+    bool any_hidden = false;
+    for (idx row = 0; row < d_.R; ++row) {
+      float* s = scores_ + row * kChunk;
+      float* o = partial + row * d_.partial_row;
+      float& m = o[d_.ev4];
+      float& l = o[d_.ev4 + 1];
+      f32x4 lo = splat(std::numeric_limits<float>::infinity()), hi = neg_inf;
+      for (idx j = 0; j < n4; j += 4) {
+        const f32x4 x = load(s + j);
+        lo = pmin(lo, x);  // NaN left out of both
+        hi = pmax(hi, x);
+      }
+      any_hidden |= horizontal_min(lo) == kNegInf;
+      const float m_old = m;
+      float m_new = max_propagating_nan(m_old, horizontal_max(hi));
+      if (m_new == kNegInf) {
+        bool has_nan = false;
+        for (idx j = 0; j < n; ++j) has_nan |= s[j] != s[j];
+        if (!has_nan) {  // every key so far hidden
+          for (idx j = 0; j < n4; j += 4) store(s + j, hidden);
+          continue;
+        }
+        m_new = std::numeric_limits<float>::quiet_NaN();
+      }
+      const f32x4 mv = splat(m_new);
+      f32x4 sum = splat(0.0f);
+      for (idx j = 0; j < n4; j += 4) {
+        const f32x4 x = load(s + j);
+        // e^-inf is +0: or-ing the sign bit in marks it hidden (-0.0)
+        const f32x4 pv = or_bits(exp_nonpositive(sub(x, mv), ek), keep_where(hidden, equal(x, neg_inf)));
+        sum = add(sum, pv);
+        store(s + j, pv);
+      }
+      const float chunk_sum = horizontal_sum(sum);
+      if (m_new == m_old) {
+        l += chunk_sum;
+      } else {
+        const float alpha = std::exp(m_old - m_new);  // 0 when m_old = -inf
+        l = l * alpha + chunk_sum;
+        m = m_new;
+        const f32x4 a = splat(alpha);
+        for (idx c = 0; c < d_.ev4; c += 4) store(o + c, mul(load(o + c), a));
+      }
+    }
+    return any_hidden;
+  }
+
+  // O += P·V over the chunk's keys [j0, j0 + n).
+  void accumulate(idx j0, idx n, bool drop_hidden, float* partial) const {
+    const float* v = values_ + j0 * d_.Ev;
+    const float* p[2];
+    float* o[2];
+    idx r = 0;
+    auto rows = [&](auto count) {
+      constexpr int kRows = decltype(count)::value;
+      for (int x = 0; x < kRows; ++x) {
+        p[x] = scores_ + (r + x) * kChunk;
+        o[x] = partial + (r + x) * d_.partial_row;
+      }
+      if (drop_hidden) {
+        accumulate_rows<kRows, true>(p, v, d_.Ev, n, o);
+      } else {
+        accumulate_rows<kRows, false>(p, v, d_.Ev, n, o);
+      }
+      r += kRows;
+    };
+    while (d_.R - r >= 2) rows(std::integral_constant<int, 2>{});
+    if (d_.R - r >= 1) rows(std::integral_constant<int, 1>{});
+  }
+
+  // Keys [begin, end) into `partial` (zeroed O, m = -inf, l = 0 first).
+  void run(int64_t begin, int64_t end, float* partial) const {
+    for (idx row = 0; row < d_.R; ++row) {
+      float* o = partial + row * d_.partial_row;
+      std::fill(o, o + d_.ev4, 0.0f);
+      o[d_.ev4] = kNegInf;
+      o[d_.ev4 + 1] = 0.0f;
+    }
+    for (int64_t j0 = begin; j0 < end; j0 += kChunk) {
+      const idx n = static_cast<idx>(std::min<int64_t>(kChunk, end - j0));
+      compute_scores(static_cast<idx>(j0), n);
+      const bool hidden = update_rows(n, partial);
+      accumulate(static_cast<idx>(j0), n, hidden, partial);
+    }
+  }
+
+  // Row `row`'s output recomputed with normalized weights e^(s − M)/L over its visible keys.
+  void recompute_row(idx row, float M, float L, float* out) const {
+    std::fill(out, out + d_.Ev, 0.0f);
+    for (int64_t j0 = first_key_; j0 < end_key_; j0 += kChunk) {
+      const idx n = static_cast<idx>(std::min<int64_t>(kChunk, end_key_ - j0));
+      compute_scores(static_cast<idx>(j0), n);
+      const float* s = scores_ + row * kChunk;
+      for (idx j = 0; j < n; ++j) {
+        if (s[j] == kNegInf) continue;  // hidden: its V (even NaN) is left out
+        const float w = std::exp(s[j] - M) / L;
+        const float* v = values_ + (j0 + j) * d_.Ev;
+        for (idx c = 0; c < d_.Ev; ++c) out[c] += w * v[c];
+      }
+    }
+  }
+
+ private:
+  const Decode& d_;
+  idx b_, kv_;
+  float* scores_;
+  const float* keys_;
+  const float* values_;
+  int64_t first_key_, end_key_;
+};
+
+bool all_finite(const float* x, idx n) {
+  for (idx i = 0; i < n; ++i) {
+    if (!std::isfinite(x[i])) return false;
+  }
+  return true;
+}
+
+// Merges the splits of one (batch, KV head) into its R output rows (and lse).
+void merge_group(const Decode& d, const SplitTask& task, idx b, idx kv_head, float* output, float* lse) {
+  const AttentionPlan& p = d.p;
+  const float* parts = d.partials + (b * d.Hkv + kv_head) * d.splits * d.R * d.partial_row;
+  for (idx row = 0; row < d.R; ++row) {
+    const GroupRow g = group_row(d, kv_head, row);
+    const idx out_row = (b * d.Hq + g.h) * d.Lq + g.i;
+    float* out = output + out_row * d.Ev;
+    const bool has_sink = !p.sinks.empty();
+    const float sink = has_sink ? p.sinks[static_cast<size_t>(g.h)] : kNegInf;
+    float M = sink;
+    for (idx s = 0; s < d.splits; ++s) M = max_propagating_nan(M, parts[(s * d.R + row) * d.partial_row + d.ev4]);
+    if (M == kNegInf) {  // the row sees nothing (and has no sink)
+      std::fill(out, out + d.Ev, 0.0f);
+      if (lse) lse[out_row] = kNegInf;
+      continue;
+    }
+    float L = has_sink ? std::exp(sink - M) : 0.0f;
+    std::fill(out, out + d.Ev, 0.0f);
+    for (idx s = 0; s < d.splits; ++s) {
+      const float* part = parts + (s * d.R + row) * d.partial_row;
+      if (part[d.ev4] == kNegInf) continue;  // this split saw nothing for the row
+      const float w = std::exp(part[d.ev4] - M);
+      L += part[d.ev4 + 1] * w;
+      for (idx c = 0; c < d.Ev; ++c) out[c] += part[c] * w;
+    }
+    const float inv = 1.0f / L;
+    for (idx c = 0; c < d.Ev; ++c) out[c] *= inv;
+    if (lse) lse[out_row] = M + std::log(L);
+    if (!all_finite(out, d.Ev) || !std::isfinite(L)) task.recompute_row(row, M, L, out);
+  }
+}
+
+}  // namespace
+
+uint64_t decode_workspace_bytes(const AttentionPlan& plan, const DecodeSplit& split, int threads) {
+  const uint64_t rows = static_cast<uint64_t>(plan.Hkv == 0 ? 0 : plan.heads_per_kv() * plan.Lq);
+  const uint64_t partials = static_cast<uint64_t>(plan.B * plan.Hkv) * static_cast<uint64_t>(split.splits_per_head) *
+                            rows * static_cast<uint64_t>(round_up(static_cast<idx>(plan.Ev), 4) + 2);
+  return (partials + static_cast<uint64_t>(std::max(threads, 1)) * rows * kChunk) * sizeof(float);
+}
+
+void attention_decode_f32_simd128(const AttentionPlan& p, const AttentionInputs& in, const DecodeSplit& split,
+                                  float* output, float* workspace, int threads, float* lse) {
+  if (p.B * p.Hq * p.Lq == 0) return;
+  const idx group = static_cast<idx>(p.heads_per_kv());
+  const idx R = group * static_cast<idx>(p.Lq);
+  const idx ev4 = round_up(static_cast<idx>(p.Ev), 4);
+  const idx splits = static_cast<idx>(split.splits_per_head);
+  const idx partial_floats = static_cast<idx>(p.B * p.Hkv) * splits * R * (ev4 + 2);
+  const Decode d{p,
+                 in,
+                 R,
+                 group,
+                 static_cast<idx>(p.Lq),
+                 static_cast<idx>(p.E),
+                 static_cast<idx>(p.Ev),
+                 ev4,
+                 static_cast<idx>(p.Hq),
+                 static_cast<idx>(p.Hkv),
+                 static_cast<idx>(split.keys_per_split),
+                 splits,
+                 ev4 + 2,
+                 workspace,
+                 workspace + partial_floats};
+  const idx heads = static_cast<idx>(p.B * p.Hkv);
+  // One thread's time, roughly (memory-bound: about 2 bytes of K/V per ns): lets the pool leave
+  // sleeping helpers asleep for calls too short to gain from them.
+  const double serial_micros = static_cast<double>(p.B * p.Hkv) * static_cast<double>(p.Lk) *
+                               static_cast<double>(p.E + p.Ev) * 4.0 / 2000.0;
+  parallel_for(threads, static_cast<int64_t>(heads * splits), [&](int64_t task, int worker) {
+    const idx head = static_cast<idx>(task) / splits, s = static_cast<idx>(task) % splits;
+    const SplitTask split_task(d, head / d.Hkv, head % d.Hkv, d.scratch + worker * R * kChunk);
+    const int64_t begin = split_task.first_key() + s * d.keys_per_split;
+    const int64_t end = std::min(split_task.end_key(), begin + d.keys_per_split);
+    split_task.run(begin, std::max(begin, end), d.partials + (head * splits + s) * R * d.partial_row);
+  }, serial_micros);
+  for (idx head = 0; head < heads; ++head) {
+    const SplitTask task(d, head / d.Hkv, head % d.Hkv, d.scratch);
+    merge_group(d, task, head / d.Hkv, head % d.Hkv, output, lse);
+  }
+}
+
+}  // namespace sdpa

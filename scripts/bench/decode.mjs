@@ -1,0 +1,284 @@
+// Mode `decode`: one generation step (one query row per head) against a KV cache of L tokens, at
+// B = 1, Hq = 32, Hkv = 8, E = Ev = 128, and a ragged batch of 4. sdpa-web reads its KvCache in
+// place (1 thread and threads); onnxruntime-web runs its com.microsoft GroupQueryAttention op
+// with the past keys/values in and the present out, on 1 thread (in this process) and 2 (a child
+// process: its thread count is fixed per process). Beside them, a wasm SIMD streaming read of
+// 64 MiB: the memory bandwidth one core reaches, the ceiling of a step that reads K and V once.
+// Every engine's output is checked against the float64 reference (first and last KV-head
+// groups) before it is timed.
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { createAttention, maxAbsDiff, toleranceBound } from '../../dist/index.js';
+import { groupQueryAttentionModel } from './onnx.mjs';
+import { log } from './run.mjs';
+import { interleave, warmUp } from './timing.mjs';
+
+export const DECODE_CASES = '512,2048,8192,32768,ragged:4096';
+const HQ = 32, HKV = 8, DIM = 128;
+const PROBE_BYTES = 64 * 2 ** 20;
+
+/** `L` (B = 1) or `ragged:L` (B = 4, lengths L, L/2, L/4, L/8). */
+export function parseDecodeCase(text) {
+  const ragged = /^ragged:(\d+)$/.exec(text);
+  const L = Number(ragged ? ragged[1] : text);
+  if (!(Number.isInteger(L) && L >= 8)) throw new Error(`decode case ${text}: want a length L >= 8 or ragged:L`);
+  const lengths = ragged ? [L, L / 2, L / 4, L / 8].map(Math.floor) : [L];
+  return { name: ragged ? `B=4 ragged ${lengths.join('/')}` : `L=${L}`, B: lengths.length, lengths, Hq: HQ, Hkv: HKV, E: DIM };
+}
+
+/** Deterministic uniform floats in [-1, 1) (mulberry32). */
+function randomFloats(n, seed) {
+  let a = seed >>> 0;
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = Math.imul(a ^ (a >>> 15), a | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    out[i] = ((t ^ (t >>> 14)) >>> 0) / 2147483648 - 1;
+  }
+  return out;
+}
+
+/** Keys/values [B, Hkv, Lmax, E] (zeros past each sequence's length) and one query [B, Hq, 1, E]. */
+function makeInputs({ B, lengths, Hq, Hkv, E }) {
+  const L = Math.max(...lengths);
+  const key = randomFloats(B * Hkv * L * E, 1), value = randomFloats(B * Hkv * L * E, 2);
+  for (let b = 0; b < B; b++) {
+    for (let h = 0; h < Hkv; h++) {
+      const head = (b * Hkv + h) * L * E;
+      key.fill(0, head + lengths[b] * E, head + L * E);
+      value.fill(0, head + lengths[b] * E, head + L * E);
+    }
+  }
+  return { L, key: { data: key, shape: [B, Hkv, L, E] }, value: { data: value, shape: [B, Hkv, L, E] }, query: { data: randomFloats(B * Hq * E, 3), shape: [B, Hq, 1, E] } };
+}
+
+/** The query heads of KV heads `kvHeads` (and those KV heads) of every batch, for the check against float64. */
+function slice(c, inputs, kvHeads) {
+  const { B, Hq, Hkv, E } = c, group = Hq / Hkv, L = inputs.L;
+  const q = new Float32Array(B * kvHeads.length * group * E), k = new Float32Array(B * kvHeads.length * L * E), v = new Float32Array(k.length);
+  let qi = 0, ki = 0;
+  for (let b = 0; b < B; b++) {
+    for (const h of kvHeads) {
+      const from = (b * Hkv + h) * L * E;
+      k.set(inputs.key.data.subarray(from, from + L * E), ki);
+      v.set(inputs.value.data.subarray(from, from + L * E), ki);
+      ki += L * E;
+      q.set(inputs.query.data.subarray((b * Hq + h * group) * E, (b * Hq + (h + 1) * group) * E), qi);
+      qi += group * E;
+    }
+  }
+  const shape = (n, l) => [B, n, l, E];
+  return { q: { data: q, shape: shape(kvHeads.length * group, 1) }, k: { data: k, shape: shape(kvHeads.length, L) }, v: { data: v, shape: shape(kvHeads.length, L) } };
+}
+
+/** The float64 reference of the first and last KV-head groups, and the rule's bound. */
+function oracle(scalar, c, inputs) {
+  const kvHeads = [0, c.Hkv - 1];
+  const { q, k, v } = slice(c, inputs, kvHeads);
+  const options = { enableGqa: true, isCausal: 'bottom-right', ...(c.B > 1 ? { keyLengths: Int32Array.from(c.lengths) } : {}) };
+  const reference = scalar.referenceAttention(q, k, v, options).output.data;
+  const eRef = maxAbsDiff(scalar.scaledDotProductAttentionSync(q, k, v, options).output.data, reference);
+  const bound = toleranceBound(eRef, 2, v.data);
+  /** Checks an output [B, Hq, 1, E] (the same layout as [B, 1, Hq·E]); throws when wrong. */
+  return (name, output) => {
+    const group = c.Hq / c.Hkv, picked = new Float32Array(reference.length);
+    let i = 0;
+    for (let b = 0; b < c.B; b++) {
+      for (const h of kvHeads) {
+        const from = (b * c.Hq + h * group) * c.E;
+        picked.set(output.subarray(from, from + group * c.E), i);
+        i += group * c.E;
+      }
+    }
+    const error = maxAbsDiff(picked, reference);
+    if (!(error <= bound)) throw new Error(`${name} ${c.name}: wrong result, error ${error} > bound ${bound}`);
+    return error;
+  };
+}
+
+/** A step of sdpa-web on its cache: the call on one new query row (the append is timed apart). */
+async function sdpaEngine(name, attn, c, inputs) {
+  const cache = attn.createKvCache({ batch: c.B, kvHeads: c.Hkv, maxLength: inputs.L + 32, headDim: c.E });
+  cache.append(inputs.key, inputs.value, c.B > 1 ? { lengths: c.lengths } : undefined);
+  const out = new Float32Array(c.B * c.Hq * c.E);
+  const options = { enableGqa: true, isCausal: true, out };
+  return {
+    name,
+    run: () => attn.scaledDotProductAttentionSync(inputs.query, cache, options).output.data,
+    /** 32 steps, each appending a token and attending: the heap bytes after each. */
+    heapOver32Steps: () => {
+      const token = { data: inputs.key.data.subarray(0, c.B * c.Hkv * c.E), shape: [c.B, c.Hkv, 1, c.E] };
+      const heap = [];
+      for (let step = 0; step < 32; step++) {
+        cache.append(token, token);
+        attn.scaledDotProductAttentionSync(inputs.query, cache, options);
+        heap.push(attn.memoryStats().heapBytesInUse);
+      }
+      return heap;
+    },
+    dispose: () => cache.dispose(),
+  };
+}
+
+/**
+ * onnxruntime-web's GroupQueryAttention on one step: the past K/V (a buffer of L positions, each
+ * sequence's first lengths[b] − 1 valid) in, the present out, the last token as the new key/value.
+ */
+async function ortEngine(name, ort, c, inputs) {
+  const { B, Hq, Hkv, E } = c, L = inputs.L;
+  const session = await ort.InferenceSession.create(groupQueryAttentionModel({ B, Hq, Hkv, L, E }), { executionProviders: ['wasm'], graphOptimizationLevel: 'all' });
+  const lastOf = (t) => {
+    const data = new Float32Array(B * Hkv * E);
+    for (let b = 0; b < B; b++) {
+      for (let h = 0; h < Hkv; h++) {
+        const row = ((b * Hkv + h) * L + c.lengths[b] - 1) * E;
+        data.set(t.data.subarray(row, row + E), (b * Hkv + h) * E);
+      }
+    }
+    return new ort.Tensor('float32', data, [B, 1, Hkv * E]);
+  };
+  const feeds = {
+    query: new ort.Tensor('float32', inputs.query.data, [B, 1, Hq * E]),
+    key: lastOf(inputs.key),
+    value: lastOf(inputs.value),
+    past_key: new ort.Tensor('float32', inputs.key.data, [B, Hkv, L, E]),
+    past_value: new ort.Tensor('float32', inputs.value.data, [B, Hkv, L, E]),
+    seqlens_k: new ort.Tensor('int32', Int32Array.from(c.lengths.map((n) => n - 1)), [B]),
+    total_sequence_length: new ort.Tensor('int32', Int32Array.of(L), []),
+  };
+  return {
+    name,
+    run: async () => {
+      const results = await session.run(feeds);
+      const data = results.output.data;
+      for (const t of Object.values(results)) t.dispose();
+      return data;
+    },
+    dispose: () => session.release(),
+  };
+}
+
+/** The streaming-read probe: a hand-assembled wasm SIMD loop summing `bytes` with 4 f32x4 accumulators. */
+function probeModule(pages) {
+  const uleb = (n) => {
+    const out = [];
+    do {
+      let b = n & 0x7f;
+      n >>>= 7;
+      if (n) b |= 0x80;
+      out.push(b);
+    } while (n);
+    return out;
+  };
+  const section = (id, body) => [id, ...uleb(body.length), ...body];
+  const simd = (op) => [0xfd, ...uleb(op)];
+  const load = (offset) => [...simd(0x00), 4, ...uleb(offset)]; // v128.load align=16
+  const add = simd(0xe4), extract = simd(0x1f);
+  const get = (i) => [0x20, i], set = (i) => [0x21, i];
+  // locals: 0 = bytes (param), 1 = i, 2..5 = accumulators
+  const body = [0x02, 0x40, 0x03, 0x40];
+  for (let a = 0; a < 4; a++) body.push(...get(2 + a), ...get(1), ...load(16 * a), ...add, ...set(2 + a));
+  body.push(...get(1), 0x41, ...[0xc0, 0x00], 0x6a, 0x22, 1, ...get(0), 0x49, 0x0d, 0); // i += 64; br_if (i < bytes)
+  body.push(0x0b, 0x0b);
+  body.push(...get(2), ...get(3), ...add, ...get(4), ...add, ...get(5), ...add, ...extract, 0, 0x0b);
+  const locals = [2, 1, 0x7f, 4, 0x7b];
+  const func = [...uleb(locals.length + body.length), ...locals, ...body];
+  return new Uint8Array([
+    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+    ...section(1, [1, 0x60, 1, 0x7f, 1, 0x7d]), // (i32) -> f32
+    ...section(3, [1, 0]),
+    ...section(5, [1, 0, ...uleb(pages)]),
+    ...section(7, [2, 3, ...new TextEncoder().encode('sum'), 0x00, 0, 6, ...new TextEncoder().encode('memory'), 0x02, 0]),
+    ...section(10, [1, ...func]),
+  ]);
+}
+
+async function streamingProbe() {
+  const { instance } = await WebAssembly.instantiate(probeModule(PROBE_BYTES / 65536 + 1));
+  new Float32Array(instance.exports.memory.buffer).fill(1); // real pages, not the shared zero page
+  const sum = instance.exports.sum;
+  return { name: 'probe', run: () => sum(PROBE_BYTES), bytes: PROBE_BYTES };
+}
+
+const gbPerS = (bytes, ms) => bytes / ms / 1e6;
+
+/** ort-2t: this module run as a child process with onnxruntime-web on 2 threads. */
+function childOrt2(opts) {
+  log('ort-gqa-2t: a child process');
+  const out = execFileSync(process.execPath, [...process.execArgv, fileURLToPath(new URL('./cli.mjs', import.meta.url)), '--mode', 'decode', '--child', '--engines', 'ort-gqa-2t', '--cases', opts.decodeCases.join(','), '--reps', String(opts.reps)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 1 << 26 });
+  return JSON.parse(out);
+}
+
+export async function benchDecode(opts) {
+  const cases = opts.decodeCases.map(parseDecodeCase);
+  const wanted = new Set(opts.engines);
+  const ortThreads = wanted.has('ort-gqa-2t') && opts.child ? 2 : 1;
+  const ort = wanted.has('ort-gqa-1t') || (opts.child && wanted.has('ort-gqa-2t')) ? await import('onnxruntime-web') : undefined;
+  if (ort) {
+    ort.env.wasm.numThreads = ortThreads;
+    ort.env.logLevel = 'error';
+  }
+  const scalar = await createAttention({ backend: 'scalar' });
+  const one = await createAttention({ backend: 'simd', threads: 1 });
+  const many = await createAttention({ backend: 'simd', ...(opts.threads ? { threads: opts.threads } : {}) });
+  const rows = [];
+  for (const c of cases) {
+    const inputs = makeInputs(c);
+    const check = oracle(scalar, c, inputs);
+    const bytes = 4 * c.Hkv * c.lengths.reduce((a, b) => a + b, 0) * 2 * c.E;
+    const engines = [];
+    if (!opts.child) {
+      if (wanted.has('sdpa-simd-1t')) engines.push(await sdpaEngine('sdpa-simd-1t', one, c, inputs));
+      if (wanted.has('sdpa-simd-mt')) engines.push(await sdpaEngine(`sdpa-simd-mt (${many.threads} threads)`, many, c, inputs));
+      if (wanted.has('ort-gqa-1t')) engines.push(await ortEngine('ort-gqa-1t', ort, c, inputs));
+      engines.push(await streamingProbe());
+    } else {
+      engines.push(await ortEngine('ort-gqa-2t', ort, c, inputs));
+    }
+    const errors = {};
+    for (const e of engines) if (e.name !== 'probe') errors[e.name] = check(e.name, await e.run());
+    for (const e of engines) await warmUp(e.run);
+    log(`${c.name}: ${engines.map((e) => e.name).join(', ')} interleaved, ${opts.reps} rounds`);
+    const timed = await interleave(engines.map((e) => ({ run: e.run, reps: opts.reps })));
+    const heap = {};
+    for (const e of engines) if (e.heapOver32Steps) heap[e.name] = e.heapOver32Steps();
+    for (const [i, e] of engines.entries()) {
+      const ms = timed[i].medianMs;
+      const row = { case: c.name, engine: e.name, ms, gbPerS: gbPerS(e.bytes ?? bytes, ms), error: errors[e.name] };
+      if (heap[e.name]) row.heapFlatOver32Steps = new Set(heap[e.name]).size === 1;
+      rows.push(row);
+    }
+    for (const e of engines) e.dispose?.();
+  }
+  scalar.dispose();
+  one.dispose();
+  many.dispose();
+  if (opts.child || !wanted.has('ort-gqa-2t')) return { rows };
+  return { rows: [...rows, ...childOrt2(opts).rows] };
+}
+
+/** The table, with each case's ratios: 1 thread over the probe, threads over 1 thread, ×ort. */
+export function printDecode({ rows }) {
+  const cases = [...new Set(rows.map((r) => r.case))];
+  const summary = [];
+  console.log('\ncase                       engine                        ms/step    GB/s   error      heap flat');
+  for (const name of cases) {
+    const of = (prefix) => rows.find((r) => r.case === name && r.engine.startsWith(prefix));
+    for (const r of rows.filter((x) => x.case === name)) {
+      console.log(`${name.padEnd(26)} ${r.engine.padEnd(29)} ${r.ms.toFixed(3).padStart(8)} ${r.gbPerS.toFixed(2).padStart(7)}   ${r.error === undefined ? '       -' : r.error.toExponential(1).padStart(8)}   ${r.heapFlatOver32Steps === undefined ? '-' : r.heapFlatOver32Steps ? 'yes' : 'NO'}`);
+    }
+    const one = of('sdpa-simd-1t'), many = of('sdpa-simd-mt'), probe = of('probe'), ort1 = of('ort-gqa-1t'), ort2 = of('ort-gqa-2t');
+    const ratios = {
+      case: name,
+      oneThreadOfProbe: one && probe ? one.gbPerS / probe.gbPerS : undefined,
+      threadsOverOne: one && many ? one.ms / many.ms : undefined,
+      overOrt1: one && ort1 ? ort1.ms / one.ms : undefined,
+      threadsOverOrt2: many && ort2 ? ort2.ms / many.ms : undefined,
+    };
+    summary.push(ratios);
+    const fmt = (x, unit) => (x === undefined ? '-' : `${unit === '%' ? (100 * x).toFixed(0) : x.toFixed(2)}${unit}`);
+    console.log(`  1 thread ${fmt(ratios.oneThreadOfProbe, '%')} of the probe; threads ${fmt(ratios.threadsOverOne, '×')} 1 thread; 1 thread ${fmt(ratios.overOrt1, '×')} ort-gqa-1t; threads ${fmt(ratios.threadsOverOrt2, '×')} ort-gqa-2t`);
+  }
+  return { summary };
+}
