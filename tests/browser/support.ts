@@ -67,3 +67,18 @@ export async function start(): Promise<Session> {
     },
   };
 }
+
+/**
+ * Scroll each lazily loaded section of the demo into view, as a reader would, and wait until its code
+ * (and sdpa-web) has loaded and mounted it.
+ */
+export async function openAllSections(page: Page): Promise<void> {
+  const ids = await page.$$eval('main > section', (ss) => ss.filter((s) => s.matches('[data-lazy], :has([data-lazy])') || s.dataset.mounted).map((s) => s.id));
+  for (const id of ids) {
+    if ((await page.getAttribute(`#${id}`, 'data-mounted')) === 'true') continue;
+    // In one step: the section may mount (and its placeholder go) while the test looks for it.
+    await page.evaluate((id) => document.querySelector(`#${id} [data-lazy], #${id}[data-lazy]`)?.scrollIntoView({ block: 'center' }), id);
+    await page.waitForSelector(`#${id}[data-mounted="true"]`, { timeout: 60_000 });
+  }
+  await page.waitForSelector('body[data-library="ready"]');
+}

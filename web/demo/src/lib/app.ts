@@ -10,6 +10,8 @@ export interface App {
   error(where: string, e: unknown): void;
   /** The library's backend list (`attn.availableBackends`), with its reasons. */
   backends: BackendInfo[];
+  /** Load and mount a section by its id (sections load when scrolled to; another may need one first). */
+  open(section: string): Promise<void>;
 }
 
 /**

@@ -225,24 +225,45 @@ export function randn(source: UniformSource, shape: number[], seed: number): Ten
   return { data: d, shape };
 }
 
-export async function scoreStatsFor(attn: Attention, dk: number, samples: number, seed: number): Promise<StatsRow> {
+/** Score elements (queries × keys × d_k) per chunk of the statistics run: a few tens of milliseconds of work. */
+const CHUNK_WORK = 2 ** 22;
+
+/**
+ * The statistics for one d_k, computed in chunks of query rows (each row's scores and softmax do not
+ * depend on the other rows, so the result is the same as one call); `between(done)` runs after each
+ * chunk with the fraction done, so a page can update its progress and stay responsive.
+ */
+export async function scoreStatsFor(attn: Attention, dk: number, samples: number, seed: number, between?: (done: number) => Promise<void>): Promise<StatsRow> {
   const q = randn(attn, [samples, dk], seed * 7919 + dk);
   const k = randn(attn, [samples, dk], seed * 104729 + dk);
   const v = tensor(new Float32Array(samples), [samples, 1]);
-  const st = await attn.explain(q, k, v);
-  const unscaledW = attn.softmax(st.scores);
-  const wRows = rowsOf(st.weights);
-  const uRows = rowsOf(unscaledW);
+  const scores = new Float32Array(samples * samples);
+  const scaled = new Float32Array(samples * samples);
+  const maxU: number[] = [], maxS: number[] = [], entU: number[] = [], entS: number[] = [];
+  const rowsPerChunk = Math.max(1, Math.floor(CHUNK_WORK / (samples * dk)));
+  for (let r0 = 0; r0 < samples; r0 += rowsPerChunk) {
+    const r1 = Math.min(samples, r0 + rowsPerChunk);
+    const st = await attn.explain({ data: q.data.subarray(r0 * dk, r1 * dk), shape: [r1 - r0, dk] }, k, v);
+    scores.set(st.scores.data, r0 * samples);
+    scaled.set(st.scaledScores.data, r0 * samples);
+    const wRows = rowsOf(st.weights);
+    const uRows = rowsOf(attn.softmax(st.scores));
+    maxU.push(...uRows.map(maxOf));
+    maxS.push(...wRows.map(maxOf));
+    entU.push(...uRows.map(entropy));
+    entS.push(...wRows.map(entropy));
+    if (between) await between(r1 / samples);
+  }
   return {
     dk,
-    unscaledStd: stdOf(st.scores.data),
-    scaledStd: stdOf(st.scaledScores.data),
-    maxWeightUnscaled: mean(uRows.map(maxOf)),
-    maxWeightScaled: mean(wRows.map(maxOf)),
-    entropyUnscaled: mean(uRows.map(entropy)),
-    entropyScaled: mean(wRows.map(entropy)),
-    sampleScores: st.scores.data.slice(0, 4096),
-    sampleScaled: st.scaledScores.data.slice(0, 4096),
+    unscaledStd: stdOf(scores),
+    scaledStd: stdOf(scaled),
+    maxWeightUnscaled: mean(maxU),
+    maxWeightScaled: mean(maxS),
+    entropyUnscaled: mean(entU),
+    entropyScaled: mean(entS),
+    sampleScores: scores.slice(0, 4096),
+    sampleScaled: scaled.slice(0, 4096),
   };
 }
 
