@@ -447,6 +447,49 @@ describe('demo page layout, URL state and themes (1280 px and 390 px)', () => {
     expect(s.problems.join('\n')).toBe('');
   });
 
+  it('labels: stage tabs read as words, the custom mask names its queries and keys, the cost fields reject 0 and empty; every view in the URL', async () => {
+    const page = s.page;
+    await page.setViewportSize({ width: 1280, height: 900 });
+    await open('?ex=ex-masks&var=1');
+    await page.waitForSelector('#stage-panel[data-ready="ex-masks"]');
+    expect(await page.inputValue('#variant-select')).toBe('1');
+    // A screen reader hears each stage tab's label, never TeX source.
+    const tabs = await page.locator('#stepper .steps').ariaSnapshot();
+    expect(tabs).toContain('tab "Step 1:');
+    expect(tabs).not.toMatch(/\\|\^\{|_\{/);
+    // The custom-mask grid: key labels above the cells, query labels beside them.
+    await page.selectOption('#pg-mode', 'qkv');
+    await page.fill('#pg-tokq', 'the, cat');
+    await page.fill('#pg-q', '1 0\n0 1');
+    await page.fill('#pg-k', '1 0\n0 1\n1 1');
+    await page.fill('#pg-v', '1\n2\n3');
+    await page.fill('#pg-tokk', 'a, b, c');
+    await page.selectOption('#pg-mask', 'custom');
+    await expect.poll(() => page.$$eval('.mask-grid .mask-key', (ks) => ks.map((k) => k.textContent))).toEqual(['a', 'b', 'c']);
+    expect(await page.$$eval('.mask-grid .mask-query', (qs) => qs.map((q) => q.textContent))).toEqual(['the', 'cat']);
+    expect(await page.getAttribute('.mask-grid [data-cell="1,2"]', 'aria-label')).toBe('query cat → key c: may attend');
+    // Cost: 0 and empty are refused with a message naming the field; a valid value goes into the URL.
+    await page.fill('#cost-n', '0');
+    expect(await page.textContent('#cost-error')).toContain('sequence length n must be a whole number of at least 1 (got “0”)');
+    expect(await page.getAttribute('#cost-n', 'aria-invalid')).toBe('true');
+    await page.fill('#cost-heads', '');
+    expect(await page.textContent('#cost-error')).toContain('heads must be a whole number of at least 1 (got nothing)');
+    await page.fill('#cost-n', '1024');
+    await page.fill('#cost-heads', '12');
+    expect(await page.textContent('#cost-error')).toBe('');
+    expect(await page.getAttribute('#cost-n', 'aria-invalid')).toBeNull();
+    expect(new URL(page.url()).searchParams.get('cn')).toBe('1024');
+    expect(new URL(page.url()).searchParams.get('ch')).toBeNull();
+    // The whole view comes back from the URL.
+    const url = page.url();
+    await page.goto(url);
+    await ready();
+    expect(await page.inputValue('#cost-n')).toBe('1024');
+    expect(await page.inputValue('#pg-mask')).toBe('custom');
+    expect(await page.inputValue('#variant-select')).toBe('1');
+    expect(s.problems.join('\n')).toBe('');
+  });
+
   it('shows gradients that agree with their finite differences to every digit shown', async () => {
     const page = s.page;
     await open('?ex=ex-gradients');

@@ -226,7 +226,7 @@ export function randn(source: UniformSource, shape: number[], seed: number): Ten
 }
 
 /** Score elements (queries × keys × d_k) per chunk of the statistics run: a few tens of milliseconds of work. */
-const CHUNK_WORK = 2 ** 22;
+export const CHUNK_WORK = 2 ** 22;
 
 /**
  * The statistics for one d_k, computed in chunks of query rows (each row's scores and softmax do not

@@ -145,7 +145,7 @@ export function mountExamples(app: App): { rerun(): void } {
       stepperSource.replaceChildren(el('p', { class: 'summary', text: ex.summary }), sourceLine(ex), ex.constructionNote ? el('details', { class: 'constructed' }, el('summary', { text: 'Constructed example: how' }), el('p', { text: ex.constructionNote })) : '');
       stepNav.replaceChildren(
         ...r.stages.map((s, i) => {
-          const b = el('button', { type: 'button', role: 'tab', 'aria-controls': 'stage-panel', 'data-stage': s.id, 'aria-label': `Step ${i + 1}: ${s.title}` }, el('span', { class: 'step-n', text: String(i + 1) }), tex(s.tab ?? s.tex.split(',')[0].split('\\quad')[0]));
+          const b = el('button', { type: 'button', role: 'tab', 'aria-controls': 'stage-panel', 'data-stage': s.id, 'aria-label': `Step ${i + 1}: ${s.title}` }, el('span', { class: 'step-n', text: String(i + 1) }), hideFromReaders(tex(s.tab ?? s.tex.split(',')[0].split('\\quad')[0])));
           b.addEventListener('click', () => showStage(i));
           return b;
         }),
@@ -257,6 +257,12 @@ function playgroundLoad(ex: WorkedExample, variant: number, source: UniformSourc
     mask: !mask ? 'none' : mask.kind === 'causal' ? (mask.align === 'top-left' ? 'causal-tl' : 'causal-br') : mask.kind === 'padding' ? 'padding' : 'none',
     validKeys: mask?.kind === 'padding' ? mask.validKeys : undefined,
   };
+}
+
+/** The tab's label says it in words (aria-label): its typeset formula is for the eye only. */
+function hideFromReaders<T extends HTMLElement>(e: T): T {
+  e.setAttribute('aria-hidden', 'true');
+  return e;
 }
 
 function rowStatsTable(w: NumTensor, labels: string[]): HTMLElement {

@@ -4,7 +4,7 @@
 import * as Plot from '@observablehq/plot';
 import type { Attention, Tensor } from 'sdpa-web';
 import { getParam, setParams, type App } from '../lib/app';
-import { randn, scoreStatsFor, type StatsRow } from '../lib/compute';
+import { CHUNK_WORK, randn, scoreStatsFor, type StatsRow } from '../lib/compute';
 import { heatmap, linePlot } from '../lib/plots';
 import { el, entropy, maxOf, stdOf, nextFrame, rowsOf, seqLabels, tensor } from '../lib/tensors';
 
@@ -13,8 +13,8 @@ const SAMPLES = [32, 64, 128, 256, 1000];
 const SEED = 7;
 const DEFAULTS = { samples: '64', dk: '512', temp: '0' };
 
-/** Query rows of an n × n call per chunk: about 2²² score elements of work. */
-const rowsPerChunk = (n: number, dk: number) => Math.max(1, Math.floor(2 ** 22 / (n * dk)));
+/** Query rows of an n × n call per chunk (as the statistics run takes them). */
+const rowsPerChunk = (n: number, dk: number) => Math.max(1, Math.floor(CHUNK_WORK / (n * dk)));
 
 /**
  * Mean max weight and mean entropy of softmax(QKᵀ·scale) rows, and the first `m` rows' first `m`
