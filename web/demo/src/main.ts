@@ -36,7 +36,7 @@ function loadLibrary(): Promise<App> {
     // The engine line is a quiet detail at the foot of the page; its summary names the backend only.
     document.getElementById('engine-name')!.textContent = `${attn.backend}${attn.backend === 'webgpu' ? '' : ' (WebAssembly)'}`;
     document.body.dataset.library = 'ready';
-    return { attn, create: (backend) => createAttention({ backend }), error: showError, backends, open: openSection };
+    return { attn, create: (backend) => createAttention({ backend }), createWith: (options) => createAttention(options), error: showError, backends, open: openSection };
   })();
   library.catch((e: unknown) => {
     status.textContent = 'sdpa-web failed to load.';
@@ -50,6 +50,9 @@ const MODULES: Record<string, () => Promise<(app: App) => unknown>> = {
   examples: () => import('./sections/examples').then((m) => m.mountExamples),
   playground: () => import('./sections/playground').then((m) => m.mountPlayground),
   scaling: () => import('./sections/scaling-lab').then((m) => m.mountScalingLab),
+  variance: () => import('./sections/variance-lab').then((m) => m.mountVarianceLab),
+  gradients: () => import('./sections/gradients').then((m) => m.mountGradients),
+  precision: () => import('./sections/precision-lab').then((m) => m.mountPrecisionLab),
   multihead: () => import('./sections/multihead').then((m) => m.mountMultihead),
   cost: () => import('./sections/cost').then((m) => m.mountCost),
 };

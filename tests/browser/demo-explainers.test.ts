@@ -1,0 +1,101 @@
+// The demo's explainers (variance lab, gradient view, precision lab) end at exactly the library's
+// own output: each number they show is checked against sdpa-web run here in Node on the same inputs.
+import { createAttention, type Attention } from 'sdpa-web';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { gradientView, precisionInputs, varianceAt, worstError } from '../../web/demo/src/lib/explainers';
+import { buildDemo, openAllSections, start, type Session } from './support';
+
+let s: Session;
+let attn: Attention;
+
+beforeAll(async () => {
+  buildDemo();
+  attn = await createAttention({ backend: 'auto' });
+  s = await start();
+});
+
+afterAll(async () => {
+  attn?.dispose();
+  await s?.close();
+});
+
+const relClose = (a: number, b: number, rel: number) => Math.abs(a - b) <= rel * Math.max(1, Math.abs(b));
+
+describe('demo explainers', () => {
+  for (const width of [1280, 390]) {
+    it(`${width} px: the variance lab's variances and weights are the library's; the d_k is in the URL`, async () => {
+      const page = s.page;
+      await page.setViewportSize({ width, height: width > 600 ? 900 : 844 });
+      await page.goto(`${s.url}?vdk=256`);
+      await page.waitForSelector('body[data-ready="true"]');
+      await openAllSections(page);
+      await page.waitForSelector('#variance[data-shown="256"]');
+      const want = await varianceAt(attn, 256);
+      expect(relClose(Number(await page.getAttribute('[data-testid="var-unscaled"]', 'data-v')), want.varUnscaled, 1e-9)).toBe(true);
+      expect(relClose(Number(await page.getAttribute('[data-testid="var-scaled"]', 'data-v')), want.varScaled, 1e-9)).toBe(true);
+      // Var(q·k) ≈ d_k and ≈ 1 after the scaling (16,384 samples: within 10 %).
+      expect(Math.abs(want.varUnscaled / 256 - 1)).toBeLessThan(0.1);
+      expect(Math.abs(want.varScaled - 1)).toBeLessThan(0.1);
+      const shownWeights = JSON.parse((await page.getAttribute('[data-testid="var-weights-scaled"] [data-weights]', 'data-weights'))!) as number[];
+      shownWeights.forEach((w, j) => expect(relClose(w, want.weightsScaled[j], 1e-6), `weight ${j}`).toBe(true));
+      // The slider moves d_k; the default is not written.
+      await page.locator('#var-dk').fill('6');
+      await page.waitForSelector('#variance[data-shown="64"]');
+      expect(new URL(page.url()).searchParams.get('vdk')).toBeNull();
+      await page.waitForSelector('#variance[data-done="true"]', { timeout: 60_000 });
+      expect(await page.locator('[data-testid="var-plot"] svg').count()).toBeGreaterThan(0);
+      expect(await page.evaluate(() => document.scrollingElement!.scrollWidth - window.innerWidth)).toBeLessThanOrEqual(0);
+      expect(s.problems.join('\n')).toBe('');
+    });
+  }
+
+  it('the gradient view’s Jacobian chain ends at the library’s ∂L/∂Q, and every gradient agrees with finite differences', async () => {
+    const page = s.page;
+    await page.setViewportSize({ width: 1280, height: 900 });
+    await page.goto(`${s.url}?grow=2`);
+    await page.waitForSelector('body[data-ready="true"]');
+    await openAllSections(page);
+    await page.waitForSelector('#gradients[data-row="1"]');
+    const want = gradientView(attn, 1);
+    const chain = await page.$$eval('#grad-chain tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => Number((td as HTMLElement).dataset.v))));
+    const e = want.dQrowChain.length;
+    const lib64 = Array.from(want.reference64.dQuery.data).slice(e, 2 * e);
+    const lib32 = Array.from(want.library.dQuery.data).slice(e, 2 * e);
+    chain[0].forEach((x, j) => expect(relClose(x, lib64[j], 1e-12), `chain d${j + 1}`).toBe(true));
+    chain[1].forEach((x, j) => expect(relClose(x, lib64[j], 1e-12), `float64 d${j + 1}`).toBe(true));
+    chain[2].forEach((x, j) => expect(relClose(x, lib32[j], 1e-5), `float32 d${j + 1}`).toBe(true));
+    // The page's finite differences agree with the library's float64 backward to every digit shown.
+    const rows = await page.$$eval('#grad-all tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent ?? '')));
+    for (const r of rows) expect(r[2]).toBe(r[1]);
+    for (const [name, r] of (['dQuery', 'dKey', 'dValue'] as const).map((n, i) => [n, rows[i]] as const)) {
+      const fd = want.finite[name];
+      expect(Math.max(...fd.map((x, j) => Math.abs(x - want.reference64[name].data[j])))).toBeLessThan(1e-6);
+      expect(r[0].split(', ').length).toBe(fd.length);
+    }
+    expect(new URL(page.url()).searchParams.get('grow')).toBe('2');
+    expect(s.problems.join('\n')).toBe('');
+  });
+
+  it('the precision lab’s errors for scalar and SIMD128 are the library’s; every backend is within the tests’ rule', async () => {
+    const page = s.page;
+    await page.setViewportSize({ width: 1280, height: 900 });
+    await page.goto(`${s.url}?prl=128&prs=8`);
+    await page.waitForSelector('body[data-ready="true"]');
+    await openAllSections(page);
+    await page.waitForSelector('#precision[data-done="true"]', { timeout: 120_000 });
+    const inputs = precisionInputs(attn, 128, 8);
+    const o64 = attn.referenceAttention(inputs.q, inputs.k, inputs.v, inputs.options).output.data;
+    for (const [engine, options] of [['scalar', { backend: 'scalar' }], ['simd128', { backend: 'simd', relaxedSimd: false }]] as const) {
+      const inst = await createAttention(options);
+      const want = worstError((await inst.scaledDotProductAttention(inputs.q, inputs.k, inputs.v, inputs.options)).output.data, o64, 64).error;
+      inst.dispose();
+      const shown = Number(await page.getAttribute(`#prec-table tr[data-engine="${engine}"] td[data-v]`, 'data-v'));
+      expect(relClose(shown, want, 1e-6), `${engine}: page ${shown}, library ${want}`).toBe(true);
+    }
+    // Chromium runs all four here (relaxed SIMD, and WebGPU on its software adapter).
+    const verdicts = await page.$$eval('#prec-table tbody tr', (trs) => trs.map((tr) => [(tr as HTMLElement).dataset.engine, tr.querySelector('td.ok, td.slip, td.note')?.className]));
+    expect(verdicts).toEqual([['scalar', 'ok'], ['simd128', 'ok'], ['relaxed', 'ok'], ['webgpu', 'ok']]);
+    expect(await page.locator('#prec-sweeps svg').count()).toBeGreaterThanOrEqual(2);
+    expect(s.problems.join('\n')).toBe('');
+  });
+});
