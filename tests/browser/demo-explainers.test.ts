@@ -3,6 +3,7 @@
 import { createAttention, type Attention } from 'sdpa-web';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gradientView, precisionInputs, varianceAt, worstError } from '../../web/demo/src/lib/explainers';
+import { pytorchAttention, TORCH_VARIANTS } from '../../web/demo/src/lib/pytorch';
 import { buildDemo, openAllSections, start, type Session } from './support';
 
 let s: Session;
@@ -97,5 +98,30 @@ describe('demo explainers', () => {
     expect(verdicts).toEqual([['scalar', 'ok'], ['simd128', 'ok'], ['relaxed', 'ok'], ['webgpu', 'ok']]);
     expect(await page.locator('#prec-sweeps svg').count()).toBeGreaterThanOrEqual(2);
     expect(s.problems.join('\n')).toBe('');
+  });
+
+  it('Copy as PyTorch names the PyTorch it needs, and gives the FlexAttention form for the variants SDPA has no option for', async () => {
+    const q = { data: [1, 0, 0, 1, 1, 1], shape: [3, 2] }, k = { data: [1, 0, 0, 1, 1, 1, 0.5, 0.5], shape: [4, 2] };
+    const plain = pytorchAttention(q, k, k, { title: 'plain', options: { isCausal: true } });
+    expect(plain).toContain('# Needs PyTorch >= 2.1');
+    expect(plain).toContain('F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale)');
+    expect(plain).not.toContain('flex_attention');
+    const variants = pytorchAttention(q, k, k, { title: 'variants', options: { isCausal: { offset: 1 }, softcap: 5, window: { left: 1 }, alibi: true } });
+    expect(variants).toContain('the FlexAttention form needs PyTorch >= 2.5');
+    expect(variants).toContain('def score_mod(score, b, h, q_idx, kv_idx):');
+    expect(variants).toContain('    s = 5 * torch.tanh(s / 5)  # softcap');
+    expect(variants).toContain('    return (j <= p) & (j >= p - 1)');
+    expect(variants).toContain('p = i_q + 1');
+    // The softcap has no SDPA form: only FlexAttention is compared.
+    expect(variants).not.toContain('F.scaled_dot_product_attention(');
+    // Every variant the generator knows is one entry, and each is an option of the package.
+    expect(TORCH_VARIANTS.map((v) => v.name)).toEqual(['softcap', 'ALiBi', 'attn_mask', 'causal', 'sliding window', 'documents', 'key lengths', 'attention sink']);
+    const page = s.page;
+    await page.goto(s.url);
+    await page.waitForSelector('body[data-ready="true"]');
+    await openAllSections(page);
+    await page.waitForSelector('#stage-panel[data-ready]');
+    expect(await page.textContent('#pytorch')).toContain('PyTorch (≥ 2.1');
+    expect(await page.textContent('#pytorch code')).toContain('# Needs PyTorch >= 2.1');
   });
 });

@@ -3,6 +3,7 @@
 import type { Attention, AttentionOptions, AttentionStages, Tensor } from 'sdpa-web';
 import type { MaskSpec, PrintedValue, Target, UniformSource, WorkedExample } from '../../../examples/worked-examples';
 import { normalSampler, uniformStream } from '../../../examples/worked-examples';
+import { pyList, pytorchAttention } from './pytorch';
 import { entropy, eye, fmt, stdOf, isFullyMasked, maxOf, rowsOf, seqLabels, size, slice0, tensor, toTensor, transpose, type NumTensor } from './tensors';
 
 /** One labelled matrix shown in a stage. */
@@ -162,45 +163,6 @@ function rowStats(w: NumTensor, f: (r: number[]) => number): NumTensor {
   return { data: rows.map(f), shape: [rows.length] };
 }
 
-const pyList = (t: NumTensor): string => {
-  const fmtN = (x: number) => (Number.isInteger(x) ? `${x}.` : `${+x.toPrecision(7)}`);  // 7 significant digits: float32 noise (0.80000001) disappears
-  const rec = (off: number, shape: readonly number[]): string => {
-    if (shape.length === 0) return fmtN(t.data[off]);
-    const inner = size(shape.slice(1));
-    return `[${Array.from({ length: shape[0] }, (_, i) => rec(off + i * inner, shape.slice(1))).join(', ')}]`;
-  };
-  return rec(0, t.shape);
-};
-
-/** PyTorch snippet for full attention. */
-export function pytorchAttention(q: NumTensor, k: NumTensor, v: NumTensor, o: { scale?: number | null; mask?: AttentionOptions; title: string; extraLines?: string[]; projections?: { x: NumTensor; wq: NumTensor; wk: NumTensor; wv: NumTensor } }): string {
-  const lines = [`# ${o.title}`, 'import math, torch', 'import torch.nn.functional as F', 'torch.set_printoptions(precision=4, sci_mode=False)', ''];
-  const p = o.projections;
-  if (p)
-    lines.push(`X = torch.tensor(${pyList(p.x)}, dtype=torch.float64)`, `W_Q = torch.tensor(${pyList(p.wq)}, dtype=torch.float64)`, `W_K = torch.tensor(${pyList(p.wk)}, dtype=torch.float64)`, `W_V = torch.tensor(${pyList(p.wv)}, dtype=torch.float64)`, 'q, k, v = X @ W_Q, X @ W_K, X @ W_V', 'print("Q =", q, "K =", k, "V =", v, sep="\\n")');
-  else lines.push(`q = torch.tensor(${pyList(q)}, dtype=torch.float64)`, `k = torch.tensor(${pyList(k)}, dtype=torch.float64)`, `v = torch.tensor(${pyList(v)}, dtype=torch.float64)`);
-  const scale = o.scale ?? 1 / Math.sqrt(q.shape[q.shape.length - 1]);
-  lines.push(`scale = ${o.scale == null ? `1 / math.sqrt(q.shape[-1])  # ${+scale.toPrecision(6)}` : +scale.toPrecision(9)}`);
-  const lq = q.shape[q.shape.length - 2];
-  const lk = k.shape[k.shape.length - 2];
-  let maskArg = '';
-  if (o.mask?.isCausal) {
-    const diag = o.mask.isCausal === 'bottom-right' ? lk - lq : 0;
-    lines.push(`mask = torch.ones(${lq}, ${lk}, dtype=torch.bool).tril(diagonal=${diag})  # causal, ${o.mask.isCausal === 'bottom-right' ? 'bottom-right' : 'top-left'}`);
-    maskArg = ', attn_mask=mask';
-  } else if (o.mask?.attnMask) {
-    lines.push(`mask = torch.tensor(${pyList({ data: Array.from(o.mask.attnMask.data), shape: o.mask.attnMask.shape })}).bool()  # True = may attend`);
-    maskArg = ', attn_mask=mask';
-  }
-  lines.push('', 'scores = q @ k.transpose(-2, -1)', 'scaled = scores * scale');
-  lines.push(maskArg ? "masked = scaled.masked_fill(~mask, float('-inf'))" : 'masked = scaled');
-  lines.push('weights = torch.softmax(masked, dim=-1).nan_to_num(0.0)  # fully masked rows -> 0', 'output = weights @ v', `ref = F.scaled_dot_product_attention(q, k, v${maskArg}, scale=scale)`);
-  lines.push('print("QK^T =", scores, "scaled =", scaled, "weights =", weights, "output =", output, sep="\\n")');
-  lines.push('print("max |output - F.sdpa| =", (output - ref).nan_to_num(0.0).abs().max().item())');
-  if (o.extraLines) lines.push(...o.extraLines);
-  return lines.join('\n');
-}
-
 /** Run the score-statistics experiment (random q, k ~ N(0,1)) for each d_k. */
 export interface StatsRow {
   dk: number;
@@ -299,7 +261,7 @@ export async function runExample(attn: Attention, ex: WorkedExample, opts: { mas
     const scale = inp.scale ?? 1 / Math.sqrt(dk);
     stages.push(...attentionStages(st, { qLabels: qLabels(lq), kLabels: kLabels(lk), vDims: v.shape[v.shape.length - 1], scale, dk, maskLabel: m.label, maskTex: m.tex, v }));
     Object.assign(values, { scores: st.scores, scaledScores: st.scaledScores, weights: st.weights, output: st.output });
-    pytorch = pytorchAttention(q, k, v, { scale: inp.scale, mask: m.opts, title: `${ex.id}: ${ex.title}`, projections });
+    pytorch = pytorchAttention(q, k, v, { options: o, title: `${ex.id}: ${ex.title}`, projections });
     return st;
   };
 

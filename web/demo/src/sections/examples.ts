@@ -164,7 +164,7 @@ export function mountExamples(app: App): { rerun(): void } {
       }
       renderDetail(r);
       code.textContent = r.pytorch;
-      pyTitle.replaceChildren('Current example: ', el('strong', { text: ex.title }), ` (${ex.id}). Paste into Python with PyTorch to check the numbers above; it prints the same stages.`);
+      pyTitle.replaceChildren('Current example: ', el('strong', { text: ex.title }), ` (${ex.id}). Paste into Python with PyTorch (≥ 2.1; the FlexAttention form, where the call has one, ≥ 2.5) to check the numbers above: it prints the same stages and compares them with PyTorch’s own kernels.`);
       stagePanel.dataset.ready = id;
     } catch (e) {
       app.error(`example ${id}`, e);

@@ -3,7 +3,8 @@
 import type { Attention, AttentionOptions, BackendName, Tensor } from 'sdpa-web';
 import { normalSampler, uniformStream } from '../../../examples/worked-examples';
 import { getParam, selectable, setParams, type App } from '../lib/app';
-import { attentionStages, pytorchAttention } from '../lib/compute';
+import { attentionStages } from '../lib/compute';
+import { pytorchAttention } from '../lib/pytorch';
 import { fitMath, tex } from '../lib/katex';
 import { heatmap, matrixTable } from '../lib/plots';
 import { el, entropy, fmt, isFullyMasked, maxOf, rowsOf, seqLabels } from '../lib/tensors';
@@ -243,7 +244,7 @@ export function mountPlayground(app: App): void {
           el('div', { class: 'view', id: 'pg-stats' }, el('figcaption', { text: 'Per row: max weight and entropy' }), stats),
           el('div', { class: 'view', id: 'pg-output' }, heatmap(output), el('details', { class: 'numbers', open: true }, el('summary', { text: 'Numbers of the output' }), matrixTable(output))),
         ),
-        el('details', {}, el('summary', { text: 'Copy this view as PyTorch' }), el('pre', { class: 'snippet', id: 'pg-pytorch' }, el('code', { text: pytorchAttention(q, k, v, { scale: opts.scale, mask: opts, title: 'sdpa-web playground' }) }))),
+        el('details', {}, el('summary', { text: 'Copy this view as PyTorch' }), el('pre', { class: 'snippet', id: 'pg-pytorch' }, el('code', { text: pytorchAttention(q, k, v, { options: opts, title: 'sdpa-web playground' }) }))),
       );
       results.dataset.version = String(my);
       results.dataset.backend = inst.backend;
