@@ -3,6 +3,7 @@
 import { createAttention, type Attention } from 'sdpa-web';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gradientView, precisionInputs, varianceAt, worstError } from '../../web/demo/src/lib/explainers';
+import { planCall, WEBGPU_DEFAULT_LIMITS } from '../../web/demo/src/lib/planner';
 import { pytorchAttention, TORCH_VARIANTS } from '../../web/demo/src/lib/pytorch';
 import { buildDemo, openAllSections, start, type Session } from './support';
 
@@ -123,5 +124,30 @@ describe('demo explainers', () => {
     await page.waitForSelector('#stage-panel[data-ready]');
     expect(await page.textContent('#pytorch')).toContain('PyTorch (≥ 2.1');
     expect(await page.textContent('#pytorch code')).toContain('# Needs PyTorch >= 2.1');
+  });
+
+  it('the device-limits planner: the library compiles the kernel it predicts, runs the longest call that fits and refuses one key more', async () => {
+    const page = s.page;
+    await page.setViewportSize({ width: 1280, height: 900 });
+    await page.goto(`${s.url}?dl=small&dn=300`);
+    await page.waitForSelector('body[data-ready="true"]');
+    await openAllSections(page);
+    await page.waitForSelector('#limits[data-checked="true"]', { timeout: 120_000 });
+    const small = { ...WEBGPU_DEFAULT_LIMITS, maxStorageBufferBindingSize: 131072, maxBufferSize: 131072 };
+    expect(await page.textContent('[data-testid="lim-max-length"]')).toBe('512');
+    expect(await page.textContent('#lim-pipeline')).toContain(planCall(small, { batch: 1, heads: 1, length: 256, headDim: 64 }).pipelineKey);
+    expect(await page.textContent('#lim-check')).toContain('the kernel and key tile the planner above predicts');
+    expect(Number(await page.getAttribute('#lim-fits', 'data-error'))).toBeLessThan(1e-4);
+    expect(await page.textContent('#lim-refused')).toMatch(/L = 513: .*RangeError: one head's key\/value \(Lk = 513, E = 64, Ev = 64\) needs 131328 bytes in one buffer/);
+    // WebGPU's defaults: 12 heads of 4096 × 64 fit one piece.
+    await page.selectOption('#lim-device', 'default');
+    await page.fill('#lim-length', '4096');
+    await expect.poll(() => page.textContent('[data-testid="lim-split"]')).toContain('1 piece of up to 12 heads, 1 dispatch');
+    await page.fill('#lim-length', '65536');
+    await expect.poll(() => page.textContent('[data-testid="lim-split"]')).toContain('2 pieces of up to 8 heads');
+    await page.fill('#lim-length', '4096');
+    expect(new URL(page.url()).searchParams.get('dl')).toBe('default');
+    await expect.poll(() => new URL(page.url()).searchParams.get('dn')).toBeNull();
+    expect(s.problems.join('\n')).toBe('');
   });
 });

@@ -55,6 +55,7 @@ const MODULES: Record<string, () => Promise<(app: App) => unknown>> = {
   precision: () => import('./sections/precision-lab').then((m) => m.mountPrecisionLab),
   multihead: () => import('./sections/multihead').then((m) => m.mountMultihead),
   cost: () => import('./sections/cost').then((m) => m.mountCost),
+  limits: () => import('./sections/limits').then((m) => m.mountLimits),
 };
 
 const mounted = new Map<string, Promise<void>>();
