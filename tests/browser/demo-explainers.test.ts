@@ -120,8 +120,8 @@ describe('demo explainers', () => {
     const page = s.page;
     await page.goto(s.url);
     await page.waitForSelector('body[data-ready="true"]');
-    await openAllSections(page);
-    await page.waitForSelector('#stage-panel[data-ready]');
+    await page.locator('#pytorch').scrollIntoViewIfNeeded();
+    await page.waitForSelector('#stage-panel[data-ready]', { state: 'attached' });
     expect(await page.textContent('#pytorch')).toContain('PyTorch (≥ 2.1');
     expect(await page.textContent('#pytorch code')).toContain('# Needs PyTorch >= 2.1');
   });

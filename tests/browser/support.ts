@@ -54,7 +54,10 @@ export async function start(): Promise<Session> {
   const context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS, viewport: { width: 1280, height: 900 } });
   const page = context.pages()[0] ?? (await context.newPage());
   const problems = collectProblems(page);
-  page.on('requestfailed', (r) => problems.push(`requestfailed: ${r.url()} ${r.failure()?.errorText}`));
+  // A navigation cancels the previous page's requests still in flight (net::ERR_ABORTED): not a fault of the page.
+  page.on('requestfailed', (r) => {
+    if (r.failure()?.errorText !== 'net::ERR_ABORTED') problems.push(`requestfailed: ${r.url()} ${r.failure()?.errorText}`);
+  });
   return {
     url,
     context,

@@ -180,15 +180,34 @@ export interface StatsRow {
 
 const mean = (a: number[]) => a.reduce((x, y) => x + y, 0) / a.length;
 
+/** N(0, 1) samples of the library's stream `seed` (the stream's values do not depend on the batch size). */
 export function randn(source: UniformSource, shape: number[], seed: number): Tensor {
-  const normal = normalSampler(uniformStream(source, seed));
+  const normal = normalSampler(uniformStream(source, seed, 4096));
   const d = new Float32Array(size(shape));
   for (let i = 0; i < d.length; i++) d[i] = normal();
   return { data: d, shape };
 }
 
-/** Score elements (queries × keys × d_k) per chunk of the statistics run: a few tens of milliseconds of work. */
-export const CHUNK_WORK = 2 ** 22;
+/** {@link randn} in pieces of 2¹⁶ numbers with `between()` after each: the same numbers, and the page stays responsive. */
+export async function randnInPieces(source: UniformSource, shape: number[], seed: number, between: () => Promise<void>): Promise<Tensor> {
+  const normal = normalSampler(uniformStream(source, seed, 4096));
+  const d = new Float32Array(size(shape));
+  for (let i = 0; i < d.length; i++) {
+    d[i] = normal();
+    if ((i & 0xffff) === 0xffff) await between();
+  }
+  return { data: d, shape };
+}
+
+/**
+ * Work per chunk of the statistics run, in multiply-adds plus a per-score cost (the softmax, entropy
+ * and copies of each score count as SCORE_COST): a few tens of milliseconds.
+ */
+const CHUNK_WORK = 2 ** 21;
+const SCORE_COST = 64;
+
+/** Query rows of an n-key call of dimension d_k per chunk. */
+export const rowsPerChunk = (n: number, dk: number): number => Math.max(1, Math.floor(CHUNK_WORK / (n * (dk + SCORE_COST))));
 
 /**
  * The statistics for one d_k, computed in chunks of query rows (each row's scores and softmax do not
@@ -196,15 +215,16 @@ export const CHUNK_WORK = 2 ** 22;
  * chunk with the fraction done, so a page can update its progress and stay responsive.
  */
 export async function scoreStatsFor(attn: Attention, dk: number, samples: number, seed: number, between?: (done: number) => Promise<void>): Promise<StatsRow> {
-  const q = randn(attn, [samples, dk], seed * 7919 + dk);
-  const k = randn(attn, [samples, dk], seed * 104729 + dk);
+  const draw = (seedOf: number) => (between ? randnInPieces(attn, [samples, dk], seedOf, () => between(0)) : Promise.resolve(randn(attn, [samples, dk], seedOf)));
+  const q = await draw(seed * 7919 + dk);
+  const k = await draw(seed * 104729 + dk);
   const v = tensor(new Float32Array(samples), [samples, 1]);
   const scores = new Float32Array(samples * samples);
   const scaled = new Float32Array(samples * samples);
   const maxU: number[] = [], maxS: number[] = [], entU: number[] = [], entS: number[] = [];
-  const rowsPerChunk = Math.max(1, Math.floor(CHUNK_WORK / (samples * dk)));
-  for (let r0 = 0; r0 < samples; r0 += rowsPerChunk) {
-    const r1 = Math.min(samples, r0 + rowsPerChunk);
+  const step = rowsPerChunk(samples, dk);
+  for (let r0 = 0; r0 < samples; r0 += step) {
+    const r1 = Math.min(samples, r0 + step);
     const st = await attn.explain({ data: q.data.subarray(r0 * dk, r1 * dk), shape: [r1 - r0, dk] }, k, v);
     scores.set(st.scores.data, r0 * samples);
     scaled.set(st.scaledScores.data, r0 * samples);

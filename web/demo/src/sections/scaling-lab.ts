@@ -4,7 +4,7 @@
 import * as Plot from '@observablehq/plot';
 import type { Attention, Tensor } from 'sdpa-web';
 import { getParam, setParams, type App } from '../lib/app';
-import { CHUNK_WORK, randn, scoreStatsFor, type StatsRow } from '../lib/compute';
+import { randnInPieces, rowsPerChunk, scoreStatsFor, type StatsRow } from '../lib/compute';
 import { heatmap, linePlot } from '../lib/plots';
 import { el, entropy, maxOf, stdOf, nextFrame, rowsOf, seqLabels, tensor } from '../lib/tensors';
 
@@ -13,8 +13,6 @@ const SAMPLES = [32, 64, 128, 256, 1000];
 const SEED = 7;
 const DEFAULTS = { samples: '64', dk: '512', temp: '0' };
 
-/** Query rows of an n × n call per chunk (as the statistics run takes them). */
-const rowsPerChunk = (n: number, dk: number) => Math.max(1, Math.floor(CHUNK_WORK / (n * dk)));
 
 /**
  * Mean max weight and mean entropy of softmax(QKᵀ·scale) rows, and the first `m` rows' first `m`
@@ -144,8 +142,9 @@ export function mountScalingLab(app: App): void {
     const T = 10 ** Number(temp.value);
     tempOut.textContent = `T = ${T.toFixed(2)}`;
     const n = Number(samples.value);
-    const q = randn(app.attn, [n, dk], SEED * 7919 + dk);
-    const k = randn(app.attn, [n, dk], SEED * 104729 + dk);
+    const q = await randnInPieces(app.attn, [n, dk], SEED * 7919 + dk, nextFrame);
+    const k = await randnInPieces(app.attn, [n, dk], SEED * 104729 + dk, nextFrame);
+    if (my !== tempToken) return;
     const m = Math.min(10, n);
     const stats = await weightStats(app.attn, q, k, 1 / (Math.sqrt(dk) * T), m, () => my !== tempToken);
     if (!stats) return;
