@@ -78,10 +78,14 @@ export async function start(): Promise<Session> {
 export async function openAllSections(page: Page): Promise<void> {
   const ids = await page.$$eval('main > section', (ss) => ss.filter((s) => s.matches('[data-lazy], :has([data-lazy])') || s.dataset.mounted).map((s) => s.id));
   for (const id of ids) {
-    if ((await page.getAttribute(`#${id}`, 'data-mounted')) === 'true') continue;
-    // In one step: the section may mount (and its placeholder go) while the test looks for it.
-    await page.evaluate((id) => document.querySelector(`#${id} [data-lazy], #${id}[data-lazy]`)?.scrollIntoView({ block: 'center' }), id);
-    await page.waitForSelector(`#${id}[data-mounted="true"]`, { timeout: 60_000 });
+    // Scrolled to (in one step: the section may mount, and its placeholder go, while the test looks
+    // for it), again until it mounts: a section above may grow and push it out of view meanwhile.
+    const deadline = Date.now() + 60_000;
+    while ((await page.getAttribute(`#${id}`, 'data-mounted')) !== 'true') {
+      if (Date.now() > deadline) throw new Error(`section #${id} did not load within 60 s of being scrolled to`);
+      await page.evaluate((id) => document.querySelector(`#${id} [data-lazy], #${id}[data-lazy]`)?.scrollIntoView({ block: 'center' }), id);
+      await page.waitForSelector(`#${id}[data-mounted="true"]`, { timeout: 1000, state: 'attached' }).catch(() => undefined);
+    }
   }
   await page.waitForSelector('body[data-library="ready"]');
 }

@@ -81,7 +81,8 @@ export function mountCost(app: App): void {
 
   // ── Live benchmark ──
   const maxN = el('select', { id: 'bench-max' }, ...[256, 512, 1024, 2048].map((x) => el('option', { value: String(x), text: `up to n = ${x}` })));
-  maxN.value = '1024';
+  maxN.value = ['256', '512', '2048'].includes(getParam('cbench') ?? '') ? getParam('cbench')! : '1024';
+  maxN.addEventListener('change', () => setParams({ cbench: maxN.value === '1024' ? null : maxN.value }));
   const runBtn = el('button', { type: 'button', class: 'primary', id: 'bench-run', text: 'Run benchmark' });
   const progress = el('progress', { id: 'bench-progress', value: 0, max: 1 });
   const status = el('span', { id: 'bench-status', role: 'status', text: 'Not run yet. It times single-head attention [n × 64] on every available backend.' });
