@@ -46,6 +46,16 @@ describe('demo explainers', () => {
       expect(new URL(page.url()).searchParams.get('vdk')).toBeNull();
       await page.waitForSelector('#variance[data-done="true"]', { timeout: 60_000 });
       expect(await page.locator('[data-testid="var-plot"] svg').count()).toBeGreaterThan(0);
+      // Every explainer's formula is whole inside its box (scaled to fit on a phone, never cut).
+      const fits = await page.$$eval('#variance .math.display, #gradients .math.display, #precision .math.display', (boxes) =>
+        boxes.map((b) => {
+          const box = b.getBoundingClientRect();
+          const k = b.querySelector('.katex-display > .katex')!.getBoundingClientRect();
+          const d = b.querySelector('.katex-display') as HTMLElement;
+          return k.left >= box.left - 0.5 && k.right <= box.right + 0.5 && d.scrollWidth <= d.clientWidth + 1;
+        }),
+      );
+      expect(fits).toEqual([true, true, true]);
       expect(await page.evaluate(() => document.scrollingElement!.scrollWidth - window.innerWidth)).toBeLessThanOrEqual(0);
       expect(s.problems.join('\n')).toBe('');
     });
@@ -67,12 +77,16 @@ describe('demo explainers', () => {
     chain[1].forEach((x, j) => expect(relClose(x, lib64[j], 1e-12), `float64 d${j + 1}`).toBe(true));
     chain[2].forEach((x, j) => expect(relClose(x, lib32[j], 1e-5), `float32 d${j + 1}`).toBe(true));
     // The page's finite differences agree with the library's float64 backward to every digit shown.
-    const rows = await page.$$eval('#grad-all tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent ?? '')));
-    for (const r of rows) expect(r[2]).toBe(r[1]);
-    for (const [name, r] of (['dQuery', 'dKey', 'dValue'] as const).map((n, i) => [n, rows[i]] as const)) {
-      const fd = want.finite[name];
-      expect(Math.max(...fd.map((x, j) => Math.abs(x - want.reference64[name].data[j])))).toBeLessThan(1e-6);
-      expect(r[0].split(', ').length).toBe(fd.length);
+    const tables = await page.$$eval('#gradients table.grad-numbers', (ts) => ts.map((t) => [...t.querySelectorAll('tbody tr')].map((tr) => [...tr.querySelectorAll('td')].map((td) => ({ text: td.textContent ?? '', v: Number((td as HTMLElement).dataset.v) })))));
+    expect(tables.length).toBe(3);
+    for (const [name, rows] of (['dQuery', 'dKey', 'dValue'] as const).map((n, i) => [n, tables[i]] as const)) {
+      // The library's float32 and float64 gradients, and the finite differences, as the page shows them.
+      rows[0].forEach((c, j) => expect(relClose(c.v, want.library[name].data[j], 1e-5), `${name} float32 [${j}]`).toBe(true));
+      rows[1].forEach((c, j) => expect(relClose(c.v, want.reference64[name].data[j], 1e-12), `${name} float64 [${j}]`).toBe(true));
+      rows[2].forEach((c, j) => expect(relClose(c.v, want.finite[name][j], 1e-9), `${name} finite difference [${j}]`).toBe(true));
+      // The finite differences agree with the library's float64 backward to every digit shown.
+      expect(rows[2].map((c) => c.text)).toEqual(rows[1].map((c) => c.text));
+      expect(Math.max(...want.finite[name].map((x, j) => Math.abs(x - want.reference64[name].data[j])))).toBeLessThan(1e-6);
     }
     expect(new URL(page.url()).searchParams.get('grow')).toBe('2');
     expect(s.problems.join('\n')).toBe('');

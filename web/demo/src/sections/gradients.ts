@@ -4,7 +4,7 @@
 // gradient of the library (float32 backward and float64 reference) beside float64 finite differences.
 import { getParam, setParams, type App } from '../lib/app';
 import { gradientView } from '../lib/explainers';
-import { tex } from '../lib/katex';
+import { fitMath, tex } from '../lib/katex';
 import { heatmap, matrixTable } from '../lib/plots';
 import { el, fmt, seqLabels } from '../lib/tensors';
 
@@ -17,7 +17,7 @@ export function mountGradients(app: App): void {
   const out = el('div', { id: 'grad-out' });
   sec.append(
     el('p', { text: 'Seeded Q [3 × 4], K [5 × 4], V [5 × 3] and an upstream gradient ∂L/∂O [3 × 3] (the loss L = Σ O ⊙ ∂L/∂O). The softmax couples a row’s weights: nudging one score moves every weight of the row, as its Jacobian says.' }),
-    tex('J_{jl} = \\frac{\\partial a_j}{\\partial s_l} = a_j(\\delta_{jl} - a_l), \\qquad \\frac{\\partial L}{\\partial S_i} = J\\,\\frac{\\partial L}{\\partial A_i}, \\qquad \\frac{\\partial L}{\\partial Q_i} = \\frac{\\partial L}{\\partial S_i}\\,\\frac{K}{\\sqrt{d_k}}', true),
+    fitMath(tex('J_{jl} = \\frac{\\partial a_j}{\\partial s_l} = a_j(\\delta_{jl} - a_l), \\qquad \\frac{\\partial L}{\\partial S_i} = J\\,\\frac{\\partial L}{\\partial A_i}, \\qquad \\frac{\\partial L}{\\partial Q_i} = \\frac{\\partial L}{\\partial S_i}\\,\\frac{K}{\\sqrt{d_k}}', true)),
     el('div', { class: 'controls' }, el('label', {}, 'Row', rowSel)),
     out,
   );
@@ -55,9 +55,13 @@ export function mountGradients(app: App): void {
         el('div', { class: 'table-scroll' }, chainTable),
         el('h3', { text: 'Every gradient: the library beside float64 finite differences' }),
         el('div', { class: 'table-scroll' }, el('table', { class: 'data', id: 'grad-all' },
-          el('thead', {}, el('tr', {}, ...['gradient', 'sdpa-web float32 backward', 'sdpa-web float64 reference', 'finite difference (float64, h = 2⁻¹⁰)', 'max |reference − finite diff.|', 'max |float32 − float64|'].map((c) => el('th', { scope: 'col', text: c })))),
-          el('tbody', {}, ...gradRows.map(([n, lib, ref, fd, dFd, d32]) => el('tr', { 'data-grad': n }, el('th', { scope: 'row', text: n }), el('td', { class: 'num-list', 'data-values': JSON.stringify(lib), text: lib.map((x) => fmt(x, 4)).join(', ') }), el('td', { class: 'num-list', text: ref.map((x) => fmt(x, 4)).join(', ') }), el('td', { class: 'num-list', text: fd.map((x) => fmt(x, 4)).join(', ') }), el('td', { text: dFd.toExponential(1) }), el('td', { text: d32.toExponential(1) })))),
+          el('thead', {}, el('tr', {}, ...['gradient', 'max |float64 reference − finite difference|', 'max |float32 − float64|'].map((c) => el('th', { scope: 'col', text: c })))),
+          el('tbody', {}, ...gradRows.map(([n, , , , dFd, d32]) => el('tr', { 'data-grad': n }, el('th', { scope: 'row', text: n }), el('td', { text: dFd.toExponential(1) }), el('td', { text: d32.toExponential(1) })))),
         )),
+        ...gradRows.map(([n, lib, ref, fd]) => el('details', { class: 'numbers', 'data-grad': n }, el('summary', { text: `Numbers of ${n}` }), el('div', { class: 'table-scroll' }, el('table', { class: 'data grad-numbers' },
+          el('thead', {}, el('tr', {}, el('th', { scope: 'col', text: 'element' }), ...lib.map((_, j) => el('th', { scope: 'col', text: String(j + 1) })))),
+          el('tbody', {}, ...([['sdpa-web float32 backward', lib], ['sdpa-web float64 reference', ref], ['finite difference (float64, h = 2⁻¹⁰)', fd]] as [string, readonly number[]][]).map(([label, xs]) => el('tr', {}, el('th', { scope: 'row', text: label }), ...xs.map((x) => el('td', { 'data-v': String(x), text: fmt(x, 4) }))))),
+        )))),
         el('p', { class: 'note', text: 'The finite differences perturb each input by ±2⁻¹⁰ and run the library’s float64 forward pass (referenceAttention); they agree with its float64 backward to about 1e−8, and the float32 backward differs from both by float32 rounding.' }),
       );
       sec.dataset.row = String(i);

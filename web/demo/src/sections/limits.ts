@@ -45,7 +45,9 @@ export function mountLimits(app: App): void {
   const check = el('div', { id: 'lim-check', class: 'view', 'aria-live': 'polite' });
   sec.append(
     el('p', { text: 'A GPU buffer has a size limit, and a workgroup a memory limit. The WebGPU backend cuts a call into pieces whose buffers fit (as many whole heads per piece as fit), picks a kernel whose key tiles fit the workgroup memory, and never builds the n × n weights: the flash kernel keeps two numbers per query row instead.' }),
-    el('div', { class: 'controls' }, el('label', {}, 'Device', device), ...LIMIT_NAMES.map((n) => el('label', {}, n, limitInputs[n]))),
+    el('div', { class: 'controls' }, el('label', {}, 'Device', device)),
+    // The five limits: open beside the device on a wide screen, one tap away on a phone.
+    el('details', { class: 'lim-fields', open: innerWidth >= 600 }, el('summary', { text: 'The device’s limits (bytes and counts; edit any)' }), el('div', { class: 'controls' }, ...LIMIT_NAMES.map((n) => el('label', {}, n, limitInputs[n])))),
     el('div', { class: 'controls' }, el('label', {}, 'batch B', B), el('label', {}, 'heads H', H), el('label', {}, 'length L (Lq = Lk)', L), el('label', {}, 'head dim E = Ev', E)),
     error,
     el('div', { class: 'cost-grid lim-grid' }, result, plot),

@@ -6,7 +6,7 @@ import * as Plot from '@observablehq/plot';
 import type { Attention, BackendChoice } from 'sdpa-web';
 import { getParam, setParams, webgpuLabel, type App } from '../lib/app';
 import { precisionInputs, precisionOf, worstError, type PrecisionResult } from '../lib/explainers';
-import { tex } from '../lib/katex';
+import { fitMath, tex } from '../lib/katex';
 import { el, nextFrame } from '../lib/tensors';
 
 const LENGTHS = [32, 64, 128, 256, 512, 1024];
@@ -15,7 +15,9 @@ const DEFAULTS = { length: 256, scale: 1 };
 
 interface Engine {
   name: string;
-  label: string;
+  /** Its name in the table, and how it computes (a second, smaller line). */
+  short: string;
+  how: string;
   gpu: boolean;
   attn?: Attention;
   /** Why it cannot run here (the library's words). */
@@ -24,24 +26,25 @@ interface Engine {
 
 /** The engines to compare: each loaded once, or the library's reason it cannot run here. */
 async function loadEngines(app: App): Promise<Engine[]> {
-  const make = async (name: string, label: string, options: { backend: BackendChoice; relaxedSimd?: boolean }, gpu = false): Promise<Engine> => {
+  const make = async (name: string, short: string, how: string, options: { backend: BackendChoice; relaxedSimd?: boolean }, gpu = false): Promise<Engine> => {
+    const base = { name, short, how, gpu };
     try {
       const attn = await app.createWith(options);
       if (options.relaxedSimd && !attn.relaxedSimd) {
         const reason = attn.fallbackReason ?? 'relaxed SIMD is not available here';
         attn.dispose();
-        return { name, label, gpu, reason };
+        return { ...base, reason };
       }
-      return { name, label, gpu, attn };
+      return { ...base, attn };
     } catch (e) {
-      return { name, label, gpu, reason: e instanceof Error ? e.message : String(e) };
+      return { ...base, reason: e instanceof Error ? e.message : String(e) };
     }
   };
   return Promise.all([
-    make('scalar', 'scalar (plain float32 loops)', { backend: 'scalar' }),
-    make('simd128', 'SIMD128 (multiply, then add)', { backend: 'simd', relaxedSimd: false }),
-    make('relaxed', 'relaxed SIMD (fused multiply-add)', { backend: 'simd', relaxedSimd: true }),
-    make('webgpu', webgpuLabel(app.attn), { backend: 'webgpu' }, true),
+    make('scalar', 'scalar', 'plain float32 loops', { backend: 'scalar' }),
+    make('simd128', 'SIMD128', 'multiply, then add', { backend: 'simd', relaxedSimd: false }),
+    make('relaxed', 'relaxed SIMD', 'fused multiply-add', { backend: 'simd', relaxedSimd: true }),
+    make('webgpu', 'WebGPU', webgpuLabel(app.attn).replace(/^webgpu( — )?/, '') || 'GPU kernels', { backend: 'webgpu' }, true),
   ]);
 }
 
@@ -57,7 +60,7 @@ export function mountPrecisionLab(app: App): void {
   sec.append(
     el('p', { text: 'Every backend computes in float32, and float32 rounds. How much, and where? The same seeded Q, K, V [L × 64] go to each backend this browser can run; sdpa-web’s float64 reference (the oracle of its tests) gives the exact answer. A larger logit scale (the scores multiplied, as with a small temperature) makes the softmax sharper and its exponentials larger: rounding grows with it.' }),
     el('p', { text: 'The tests hold every backend to this rule, where e_ref is the plain float32 (scalar) backend’s own error on the same inputs, f = 2 on the CPU and 4 on WebGPU:' }),
-    tex('\\max\\lvert o - o_{64}\\rvert \\;\\le\\; f\\cdot e_{\\text{ref}} + 10^{-5}\\cdot\\max(1, \\lvert V\\rvert_{\\max})', true),
+    fitMath(tex('\\max\\lvert o - o_{64}\\rvert \\;\\le\\; f\\cdot e_{\\text{ref}} + 10^{-5}\\cdot\\max(1, \\lvert V\\rvert_{\\max})', true)),
     el('div', { class: 'controls' }, el('label', {}, 'Length Lq = Lk', lengthSel), el('label', {}, 'Logit scale (scores × s)', scaleSel)),
     status,
     table,
@@ -87,11 +90,11 @@ export function mountPrecisionLab(app: App): void {
       const rows = await measure(length, scale);
       if (my !== token) return;
       table.replaceChildren(el('table', { class: 'data', 'data-testid': 'precision' },
-        el('thead', {}, el('tr', {}, ...['backend', 'max |o − o₆₄|', 'where (query row, column)', 'bound of the rule', 'within'].map((c) => el('th', { scope: 'col', text: c })))),
+        el('thead', {}, el('tr', {}, ...['backend', 'max |o − o₆₄|', 'where', 'the rule’s bound', 'within'].map((c) => el('th', { scope: 'col', text: c })))),
         el('tbody', {}, ...rows.map(({ engine, result }) => el('tr', { 'data-engine': engine.name },
-          el('th', { scope: 'row', text: engine.label }),
+          el('th', { scope: 'row' }, engine.short, el('small', { class: 'engine-how', text: engine.how })),
           ...(result
-            ? [el('td', { 'data-v': String(result.error), text: result.error.toExponential(2) }), el('td', { text: `q${result.at[0] + 1}, v${result.at[1] + 1}` }), el('td', { text: `${result.bound.toExponential(2)} (f = ${result.factor})` }), el('td', { class: result.error <= result.bound ? 'ok' : 'slip', text: result.error <= result.bound ? '✓ yes' : '✗ no' })]
+            ? [el('td', { 'data-v': String(result.error), text: result.error.toExponential(2) }), el('td', { title: 'query row, value column', text: `q${result.at[0] + 1}, v${result.at[1] + 1}` }), el('td', { text: `${result.bound.toExponential(2)} (f = ${result.factor})` }), el('td', { class: result.error <= result.bound ? 'ok' : 'slip', text: result.error <= result.bound ? '✓ yes' : '✗ no' })]
             : [el('td', { colspan: 4, class: 'note', text: `not here: ${engine.reason}` })]),
         ))),
       ));

@@ -5,7 +5,7 @@
 import * as Plot from '@observablehq/plot';
 import { getParam, setParams, type App } from '../lib/app';
 import { rowSummary, VARIANCE_DKS, VARIANCE_KEYS, VARIANCE_SAMPLES, varianceAt, type VariancePoint } from '../lib/explainers';
-import { tex } from '../lib/katex';
+import { fitMath, tex } from '../lib/katex';
 import { el, fmt, nextFrame, seqLabels } from '../lib/tensors';
 
 const DEFAULT_DK = 64;
@@ -21,7 +21,7 @@ export function mountVarianceLab(app: App): void {
   const bars = el('div', { id: 'var-bars', class: 'lab-pair' });
   sec.append(
     el('p', { text: `Take a query q and a key k whose ${'d_k'} entries are independent, with mean 0 and variance 1. Their dot product is a sum of d_k products, each with mean 0 and variance 1, so the variances add up:` }),
-    tex('\\operatorname{Var}(q\\cdot k) = \\sum_{i=1}^{d_k} \\operatorname{Var}(q_i k_i) = \\sum_{i=1}^{d_k} \\mathbb{E}[q_i^2]\\,\\mathbb{E}[k_i^2] = d_k, \\qquad \\operatorname{Var}\\!\\Big(\\frac{q\\cdot k}{\\sqrt{d_k}}\\Big) = 1', true),
+    fitMath(tex('\\operatorname{Var}(q\\cdot k) = \\sum_{i=1}^{d_k} \\operatorname{Var}(q_i k_i) = \\sum_{i=1}^{d_k} \\mathbb{E}[q_i^2]\\,\\mathbb{E}[k_i^2] = d_k, \\qquad \\operatorname{Var}\\!\\Big(\\frac{q\\cdot k}{\\sqrt{d_k}}\\Big) = 1', true)),
     el('p', { text: `Move d_k: the page draws ${VARIANCE_SAMPLES} queries and ${VARIANCE_SAMPLES} keys with N(0, 1) entries, sdpa-web computes the ${VARIANCE_SAMPLES}² scores, and the page measures their variance. Below, one query attends over ${VARIANCE_KEYS} keys: without the ÷√d_k its softmax turns one-hot as d_k grows.` }),
     el('div', { class: 'controls' }, el('label', {}, 'Key dimension d_k', slider), dkOut),
     numbers,
