@@ -150,7 +150,7 @@ export function mountScalingLab(app: App): void {
     if (!stats) return;
     tempPanel.replaceChildren(el('div', { class: 'view' },
       el('p', { id: 'lab-temp-stats', text: `d_k = ${dk}, T = ${T.toFixed(2)}: mean max weight ${stats.meanMax.toFixed(3)}, mean entropy ${stats.meanEntropy.toFixed(3)} nats (uniform: ${Math.log(n).toFixed(2)}).` }),
-      heatmap({ name: `weights, first ${m} queries × ${m} of ${n} keys`, tensor: tensor(stats.corner, [m, m]), rowLabels: seqLabels('q', m), colLabels: seqLabels('k', m), rowAxis: 'query', colAxis: 'key', kind: 'weights' }, { decimals: 2 }),
+      heatmap({ name: `weights, first ${m} queries × ${m} of ${n} keys`, tensor: tensor(stats.corner, [m, m]), rowLabels: seqLabels('q', m), colLabels: seqLabels('k', m), rowAxis: 'query', colAxis: 'key', kind: 'weights' }, { decimals: 2, numbers: tempPanel.clientWidth >= 480 }),
     ));
   }
 
