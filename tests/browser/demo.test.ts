@@ -375,6 +375,8 @@ describe('demo page layout, URL state and themes (1280 px and 390 px)', () => {
       const introCells = await page.$$eval('#intro-figure td[data-v]', (tds) => tds.map((td) => ({ v: Number((td as HTMLElement).dataset.v), text: td.textContent ?? '' })));
       expect(introCells.map((c) => c.v)).toEqual(Array.from(introWeights.data));
       introCells.forEach((c, i) => expect(shownMatches(c.text, introWeights.data[i])).toBe(true));
+      // Once the library has loaded in the browser, it computes the same weights again and says so.
+      expect(await page.getAttribute('#intro-figure', 'data-checked')).toBe('same');
       // The page opens on a gentle example; its ·V stage shows the weights, the values and the output.
       expect(await page.inputValue('#example-select')).toBe('ex-abc-geometry');
       await page.locator('#stepper .steps button[data-stage="output"]').click();

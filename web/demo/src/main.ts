@@ -36,7 +36,10 @@ function loadLibrary(): Promise<App> {
     // The engine line is a quiet detail at the foot of the page; its summary names the backend only.
     document.getElementById('engine-name')!.textContent = `${attn.backend}${attn.backend === 'webgpu' ? '' : ' (WebAssembly)'}`;
     document.body.dataset.library = 'ready';
-    return { attn, create: (backend) => createAttention({ backend }), createWith: (options) => createAttention(options), error: showError, backends, open: openSection };
+    const app: App = { attn, create: (backend) => createAttention({ backend }), createWith: (options) => createAttention(options), error: showError, backends, open: openSection };
+    // The introduction's build-time weights, computed again here.
+    void import('./sections/intro').then((m) => m.checkIntro(app)).catch((e: unknown) => showError('introduction', e));
+    return app;
   })();
   library.catch((e: unknown) => {
     status.textContent = 'sdpa-web failed to load.';
