@@ -1,6 +1,6 @@
 // The demo page as `npm start` serves it: Vite's dev server (web/demo/vite.config.ts, COOP/COEP
-// headers on) in headless Debian Chromium. The first heatmap comes soon after the server is ready,
-// computed on every core, with no console error.
+// headers on) in headless Debian Chromium. The first heatmap (the stepper's, once it is scrolled to)
+// comes soon after the server is ready, computed on every core, with no console error.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,6 +24,7 @@ describe('npm start (the Vite dev server of web/demo)', () => {
       const page = context.pages()[0] ?? (await context.newPage());
       const problems = collectProblems(page);
       await page.goto(server.resolvedUrls!.local[0]!);
+      await page.locator('#stepper-slot').scrollIntoViewIfNeeded();
       await page.waitForSelector('figure[data-testid="heatmap"]', { timeout: 60_000 });
       const ms = performance.now() - ready;
       const status = (await page.textContent('#backend-status')) ?? '';

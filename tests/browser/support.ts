@@ -54,7 +54,10 @@ export async function start(): Promise<Session> {
   const context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS, viewport: { width: 1280, height: 900 } });
   const page = context.pages()[0] ?? (await context.newPage());
   const problems = collectProblems(page);
-  page.on('requestfailed', (r) => problems.push(`requestfailed: ${r.url()} ${r.failure()?.errorText}`));
+  // A navigation cancels the previous page's requests still in flight (net::ERR_ABORTED): not a fault of the page.
+  page.on('requestfailed', (r) => {
+    if (r.failure()?.errorText !== 'net::ERR_ABORTED') problems.push(`requestfailed: ${r.url()} ${r.failure()?.errorText}`);
+  });
   return {
     url,
     context,
@@ -66,4 +69,23 @@ export async function start(): Promise<Session> {
       rmSync(profile, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Scroll each lazily loaded section of the demo into view, as a reader would, and wait until its code
+ * (and sdpa-web) has loaded and mounted it.
+ */
+export async function openAllSections(page: Page): Promise<void> {
+  const ids = await page.$$eval('main > section', (ss) => ss.filter((s) => s.matches('[data-lazy], :has([data-lazy])') || s.dataset.mounted).map((s) => s.id));
+  for (const id of ids) {
+    // Scrolled to (in one step: the section may mount, and its placeholder go, while the test looks
+    // for it), again until it mounts: a section above may grow and push it out of view meanwhile.
+    const deadline = Date.now() + 60_000;
+    while ((await page.getAttribute(`#${id}`, 'data-mounted')) !== 'true') {
+      if (Date.now() > deadline) throw new Error(`section #${id} did not load within 60 s of being scrolled to`);
+      await page.evaluate((id) => document.querySelector(`#${id} [data-lazy], #${id}[data-lazy]`)?.scrollIntoView({ block: 'center' }), id);
+      await page.waitForSelector(`#${id}[data-mounted="true"]`, { timeout: 1000, state: 'attached' }).catch(() => undefined);
+    }
+  }
+  await page.waitForSelector('body[data-library="ready"]');
 }

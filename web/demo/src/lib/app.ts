@@ -1,15 +1,19 @@
 // Shared page state: the library instance, the current worked example, and state kept in the URL.
-import type { Attention, BackendChoice, BackendInfo } from 'sdpa-web';
+import type { Attention, BackendChoice, BackendInfo, CreateAttentionOptions } from 'sdpa-web';
 
 export interface App {
   /** The page-wide instance (backend 'auto'). */
   attn: Attention;
   /** Create another instance (playground backend switch, benchmark); the caller disposes it. */
   create(backend: BackendChoice): Promise<Attention>;
+  /** Create an instance with more options (a build: relaxedSimd); the caller disposes it. */
+  createWith(options: CreateAttentionOptions): Promise<Attention>;
   /** Report an error visibly (never only to the console). */
   error(where: string, e: unknown): void;
   /** The library's backend list (`attn.availableBackends`), with its reasons. */
   backends: BackendInfo[];
+  /** Load and mount a section by its id (sections load when scrolled to; another may need one first). */
+  open(section: string): Promise<void>;
 }
 
 /**

@@ -3,6 +3,7 @@
 import type { Attention, AttentionOptions, AttentionStages, Tensor } from 'sdpa-web';
 import type { MaskSpec, PrintedValue, Target, UniformSource, WorkedExample } from '../../../examples/worked-examples';
 import { normalSampler, uniformStream } from '../../../examples/worked-examples';
+import { pyList, pytorchAttention } from './pytorch';
 import { entropy, eye, fmt, stdOf, isFullyMasked, maxOf, rowsOf, seqLabels, size, slice0, tensor, toTensor, transpose, type NumTensor } from './tensors';
 
 /** One labelled matrix shown in a stage. */
@@ -162,72 +163,6 @@ function rowStats(w: NumTensor, f: (r: number[]) => number): NumTensor {
   return { data: rows.map(f), shape: [rows.length] };
 }
 
-const pyList = (t: NumTensor): string => {
-  const fmtN = (x: number) => (Number.isInteger(x) ? `${x}.` : `${+x.toPrecision(7)}`);  // 7 significant digits: float32 noise (0.80000001) disappears
-  const rec = (off: number, shape: readonly number[]): string => {
-    if (shape.length === 0) return fmtN(t.data[off]);
-    const inner = size(shape.slice(1));
-    return `[${Array.from({ length: shape[0] }, (_, i) => rec(off + i * inner, shape.slice(1))).join(', ')}]`;
-  };
-  return rec(0, t.shape);
-};
-
-/** PyTorch snippet for full attention. */
-export function pytorchAttention(q: NumTensor, k: NumTensor, v: NumTensor, o: { scale?: number | null; mask?: AttentionOptions; title: string; extraLines?: string[]; projections?: { x: NumTensor; wq: NumTensor; wk: NumTensor; wv: NumTensor } }): string {
-  const lines = [`# ${o.title}`, 'import math, torch', 'import torch.nn.functional as F', 'torch.set_printoptions(precision=4, sci_mode=False)', ''];
-  const p = o.projections;
-  if (p)
-    lines.push(`X = torch.tensor(${pyList(p.x)}, dtype=torch.float64)`, `W_Q = torch.tensor(${pyList(p.wq)}, dtype=torch.float64)`, `W_K = torch.tensor(${pyList(p.wk)}, dtype=torch.float64)`, `W_V = torch.tensor(${pyList(p.wv)}, dtype=torch.float64)`, 'q, k, v = X @ W_Q, X @ W_K, X @ W_V', 'print("Q =", q, "K =", k, "V =", v, sep="\\n")');
-  else lines.push(`q = torch.tensor(${pyList(q)}, dtype=torch.float64)`, `k = torch.tensor(${pyList(k)}, dtype=torch.float64)`, `v = torch.tensor(${pyList(v)}, dtype=torch.float64)`);
-  const scale = o.scale ?? 1 / Math.sqrt(q.shape[q.shape.length - 1]);
-  lines.push(`scale = ${o.scale == null ? `1 / math.sqrt(q.shape[-1])  # ${+scale.toPrecision(6)}` : +scale.toPrecision(9)}`);
-  const lq = q.shape[q.shape.length - 2];
-  const lk = k.shape[k.shape.length - 2];
-  let maskArg = '';
-  if (o.mask?.isCausal) {
-    const diag = o.mask.isCausal === 'bottom-right' ? lk - lq : 0;
-    lines.push(`mask = torch.ones(${lq}, ${lk}, dtype=torch.bool).tril(diagonal=${diag})  # causal, ${o.mask.isCausal === 'bottom-right' ? 'bottom-right' : 'top-left'}`);
-    maskArg = ', attn_mask=mask';
-  } else if (o.mask?.attnMask) {
-    lines.push(`mask = torch.tensor(${pyList({ data: Array.from(o.mask.attnMask.data), shape: o.mask.attnMask.shape })}).bool()  # True = may attend`);
-    maskArg = ', attn_mask=mask';
-  }
-  lines.push('', 'scores = q @ k.transpose(-2, -1)', 'scaled = scores * scale');
-  // The variants PyTorch's SDPA lacks, written out (FlexAttention's score_mod / mask_mod in words).
-  const m = o.mask ?? {};
-  const variant = m.softcap || m.window || m.alibiSlopes || m.sinks || m.queryDocuments;
-  if (variant) {
-    const offset = m.isCausal === 'top-left' || m.isCausal === true ? 0 : lk - lq;
-    lines.push(`pos_q = torch.arange(${lq}) + ${offset}  # query positions; keys sit at 0 … ${lk - 1}`, `pos_k = torch.arange(${lk})`);
-    if (!maskArg) lines.push(`mask = torch.ones(${lq}, ${lk}, dtype=torch.bool)`);
-    maskArg = ', attn_mask=mask';
-    if (m.softcap) lines.push(`scaled = ${m.softcap} * torch.tanh(scaled / ${m.softcap})  # softcap (score_mod)`);
-    if (m.alibiSlopes) lines.push(`scaled = scaled - ${m.alibiSlopes[0]} * (pos_q[:, None] - pos_k[None, :]).abs()  # ALiBi (score_mod)`);
-    if (m.window?.left !== undefined) lines.push(`mask &= pos_k[None, :] >= pos_q[:, None] - ${m.window.left}  # window (mask_mod)`);
-    if (m.window?.right !== undefined) lines.push(`mask &= pos_k[None, :] <= pos_q[:, None] + ${m.window.right}`);
-    if (m.queryDocuments && m.keyDocuments) {
-      lines.push(`doc_q = torch.tensor(${pyList({ data: Array.from(m.queryDocuments.data), shape: [lq] })})`, `doc_k = torch.tensor(${pyList({ data: Array.from(m.keyDocuments.data), shape: [lk] })})`, 'mask &= doc_q[:, None] == doc_k[None, :]  # documents (mask_mod)');
-    }
-  }
-  lines.push(maskArg ? "masked = scaled.masked_fill(~mask, float('-inf'))" : 'masked = scaled');
-  if (m.sinks) {
-    lines.push(`sink = torch.full((${lq}, 1), ${m.sinks[0]}, dtype=torch.float64)  # one more logit per row, with no value (gpt-oss)`, 'weights = torch.softmax(torch.cat([masked, sink], dim=-1), dim=-1)[:, :-1]');
-    lines.push("weights = weights.masked_fill(masked == float('-inf'), 0.0)  # rows that see nothing -> 0");
-  } else {
-    lines.push('weights = torch.softmax(masked, dim=-1).nan_to_num(0.0)  # fully masked rows -> 0');
-  }
-  lines.push('output = weights @ v');
-  lines.push('print("QK^T =", scores, "scaled =", scaled, "weights =", weights, "output =", output, sep="\\n")');
-  if (variant) {
-    lines.push('# F.scaled_dot_product_attention has no softcap, window, ALiBi, sink or documents: the lines above', '# are what torch.nn.attention.flex_attention computes from the same score_mod / mask_mod (PyTorch >= 2.5).');
-  } else {
-    lines.push(`ref = F.scaled_dot_product_attention(q, k, v${maskArg}, scale=scale)  # the scale argument: PyTorch >= 2.1`);
-    lines.push('print("max |output - F.sdpa| =", (output - ref).nan_to_num(0.0).abs().max().item())');
-  }
-  if (o.extraLines) lines.push(...o.extraLines);
-  return lines.join('\n');
-}
-
 /** Run the score-statistics experiment (random q, k ~ N(0,1)) for each d_k. */
 export interface StatsRow {
   dk: number;
@@ -245,31 +180,72 @@ export interface StatsRow {
 
 const mean = (a: number[]) => a.reduce((x, y) => x + y, 0) / a.length;
 
+/** N(0, 1) samples of the library's stream `seed` (the stream's values do not depend on the batch size). */
 export function randn(source: UniformSource, shape: number[], seed: number): Tensor {
-  const normal = normalSampler(uniformStream(source, seed));
+  const normal = normalSampler(uniformStream(source, seed, 4096));
   const d = new Float32Array(size(shape));
   for (let i = 0; i < d.length; i++) d[i] = normal();
   return { data: d, shape };
 }
 
-export async function scoreStatsFor(attn: Attention, dk: number, samples: number, seed: number): Promise<StatsRow> {
-  const q = randn(attn, [samples, dk], seed * 7919 + dk);
-  const k = randn(attn, [samples, dk], seed * 104729 + dk);
+/** {@link randn} in pieces of 2¹⁶ numbers with `between()` after each: the same numbers, and the page stays responsive. */
+export async function randnInPieces(source: UniformSource, shape: number[], seed: number, between: () => Promise<void>): Promise<Tensor> {
+  const normal = normalSampler(uniformStream(source, seed, 4096));
+  const d = new Float32Array(size(shape));
+  for (let i = 0; i < d.length; i++) {
+    d[i] = normal();
+    if ((i & 0xffff) === 0xffff) await between();
+  }
+  return { data: d, shape };
+}
+
+/**
+ * Work per chunk of the statistics run, in multiply-adds plus a per-score cost (the softmax, entropy
+ * and copies of each score count as SCORE_COST): a few tens of milliseconds.
+ */
+const CHUNK_WORK = 2 ** 21;
+const SCORE_COST = 64;
+
+/** Query rows of an n-key call of dimension d_k per chunk. */
+export const rowsPerChunk = (n: number, dk: number): number => Math.max(1, Math.floor(CHUNK_WORK / (n * (dk + SCORE_COST))));
+
+/**
+ * The statistics for one d_k, computed in chunks of query rows (each row's scores and softmax do not
+ * depend on the other rows, so the result is the same as one call); `between(done)` runs after each
+ * chunk with the fraction done, so a page can update its progress and stay responsive.
+ */
+export async function scoreStatsFor(attn: Attention, dk: number, samples: number, seed: number, between?: (done: number) => Promise<void>): Promise<StatsRow> {
+  const draw = (seedOf: number) => (between ? randnInPieces(attn, [samples, dk], seedOf, () => between(0)) : Promise.resolve(randn(attn, [samples, dk], seedOf)));
+  const q = await draw(seed * 7919 + dk);
+  const k = await draw(seed * 104729 + dk);
   const v = tensor(new Float32Array(samples), [samples, 1]);
-  const st = await attn.explain(q, k, v);
-  const unscaledW = attn.softmax(st.scores);
-  const wRows = rowsOf(st.weights);
-  const uRows = rowsOf(unscaledW);
+  const scores = new Float32Array(samples * samples);
+  const scaled = new Float32Array(samples * samples);
+  const maxU: number[] = [], maxS: number[] = [], entU: number[] = [], entS: number[] = [];
+  const step = rowsPerChunk(samples, dk);
+  for (let r0 = 0; r0 < samples; r0 += step) {
+    const r1 = Math.min(samples, r0 + step);
+    const st = await attn.explain({ data: q.data.subarray(r0 * dk, r1 * dk), shape: [r1 - r0, dk] }, k, v);
+    scores.set(st.scores.data, r0 * samples);
+    scaled.set(st.scaledScores.data, r0 * samples);
+    const wRows = rowsOf(st.weights);
+    const uRows = rowsOf(attn.softmax(st.scores));
+    maxU.push(...uRows.map(maxOf));
+    maxS.push(...wRows.map(maxOf));
+    entU.push(...uRows.map(entropy));
+    entS.push(...wRows.map(entropy));
+    if (between) await between(r1 / samples);
+  }
   return {
     dk,
-    unscaledStd: stdOf(st.scores.data),
-    scaledStd: stdOf(st.scaledScores.data),
-    maxWeightUnscaled: mean(uRows.map(maxOf)),
-    maxWeightScaled: mean(wRows.map(maxOf)),
-    entropyUnscaled: mean(uRows.map(entropy)),
-    entropyScaled: mean(wRows.map(entropy)),
-    sampleScores: st.scores.data.slice(0, 4096),
-    sampleScaled: st.scaledScores.data.slice(0, 4096),
+    unscaledStd: stdOf(scores),
+    scaledStd: stdOf(scaled),
+    maxWeightUnscaled: mean(maxU),
+    maxWeightScaled: mean(maxS),
+    entropyUnscaled: mean(entU),
+    entropyScaled: mean(entS),
+    sampleScores: scores.slice(0, 4096),
+    sampleScaled: scaled.slice(0, 4096),
   };
 }
 
@@ -305,7 +281,7 @@ export async function runExample(attn: Attention, ex: WorkedExample, opts: { mas
     const scale = inp.scale ?? 1 / Math.sqrt(dk);
     stages.push(...attentionStages(st, { qLabels: qLabels(lq), kLabels: kLabels(lk), vDims: v.shape[v.shape.length - 1], scale, dk, maskLabel: m.label, maskTex: m.tex, v }));
     Object.assign(values, { scores: st.scores, scaledScores: st.scaledScores, weights: st.weights, output: st.output });
-    pytorch = pytorchAttention(q, k, v, { scale: inp.scale, mask: m.opts, title: `${ex.id}: ${ex.title}`, projections });
+    pytorch = pytorchAttention(q, k, v, { options: o, title: `${ex.id}: ${ex.title}`, projections });
     return st;
   };
 

@@ -13,7 +13,7 @@ function textFill(kind: MatrixView['kind'], v: number, maxAbs: number): string {
 }
 
 /** A labelled heatmap of a 2-D matrix (rows = queries, columns = keys). −∞ cells are hatched grey. */
-export function heatmap(view: MatrixView, opts: { decimals?: number; title?: string; cell?: number } = {}): HTMLElement {
+export function heatmap(view: MatrixView, opts: { decimals?: number; title?: string; cell?: number; numbers?: boolean; legend?: boolean } = {}): HTMLElement {
   const cell = opts.cell ?? CELL;
   const t = view.tensor;
   const rows = t.shape.length === 1 ? [Array.from(t.data)] : rowsOf(t);
@@ -24,17 +24,17 @@ export function heatmap(view: MatrixView, opts: { decimals?: number; title?: str
   const finite = cells.filter((c) => Number.isFinite(c.v));
   const maxAbs = Math.max(1e-12, ...finite.map((c) => Math.abs(c.v)));
   const decimals = opts.decimals ?? (nc > 8 ? 2 : 3);
-  const showText = nc <= 12 && nr <= 16;
+  const showText = opts.numbers !== false && nc <= 12 && nr <= 16;
   const rowLabel = (i: number) => `${view.rowLabels[i] ?? i + 1}${masked.has(i) ? ' (fully masked)' : ''}`;
   const longest = Math.max(...Array.from({ length: nr }, (_, i) => rowLabel(i).length));
   const marginLeft = Math.min(260, 16 + longest * 7);
   const colLongest = Math.max(...view.colLabels.map((s) => s.length));
-  const rotate = colLongest * 7 > cell;
+  const rotate = colLongest * 7 > cell * (opts.numbers === false ? 0.8 : 1);
   const marginBottom = rotate ? Math.min(160, 28 + colLongest * 5) : 40;
   const color =
     view.kind === 'weights'
-      ? { type: 'linear' as const, scheme: 'viridis' as const, domain: [0, 1], label: 'weight', legend: true }
-      : { type: 'linear' as const, scheme: 'rdbu' as const, domain: [-maxAbs, maxAbs], reverse: true, label: 'value', legend: true };
+      ? { type: 'linear' as const, scheme: 'viridis' as const, domain: [0, 1], label: 'weight', legend: opts.legend !== false }
+      : { type: 'linear' as const, scheme: 'rdbu' as const, domain: [-maxAbs, maxAbs], reverse: true, label: 'value', legend: opts.legend !== false };
   const plot = Plot.plot({
     title: opts.title,
     width: marginLeft + 20 + Math.max(nc, 2) * cell,
@@ -88,10 +88,11 @@ export function renderExtra(x: Extra): HTMLElement {
   return el('figure', { class: 'extra', 'data-testid': 'line-plot' }, el('figcaption', { text: x.title }), linePlot(x));
 }
 
-export function linePlot(x: Extract<Extra, { kind: 'lines' }>, extraMarks: Plot.Markish[] = []): Element {
+/** A line plot of `x`'s series (dashed: series named "reference …"), `width` px wide (it scales down with its box). */
+export function linePlot(x: Extract<Extra, { kind: 'lines' }>, extraMarks: Plot.Markish[] = [], width = 640): Element {
   return Plot.plot({
-    width: 640,
-    height: 320,
+    width,
+    height: Math.round(Math.min(340, Math.max(240, width * 0.5))),
     marginLeft: 56,
     style: { background: 'transparent', fontSize: '12px' },
     x: { type: x.xLog ? 'log' : 'linear', label: x.xLabel, grid: true },

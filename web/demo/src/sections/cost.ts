@@ -2,7 +2,7 @@
 // and a live benchmark of sdpa-web's backends in this browser.
 import * as Plot from '@observablehq/plot';
 import type { Attention } from 'sdpa-web';
-import { selectable, webgpuLabel, type App } from '../lib/app';
+import { getParam, selectable, setParams, webgpuLabel, type App } from '../lib/app';
 import { randn } from '../lib/compute';
 import { el, nextFrame } from '../lib/tensors';
 
@@ -12,26 +12,47 @@ const fmtFlops = (f: number) => (f >= 1e12 ? `${(f / 1e12).toFixed(2)} TFLOP` : 
 
 export function mountCost(app: App): void {
   const sec = document.getElementById('cost')!;
-  const num = (id: string, label: string, value: number, min = 1) => {
-    const i = el('input', { type: 'number', id, value, min });
-    return [i, el('label', {}, label, i)] as const;
+  // Each field's URL parameter and default; only what differs from the default goes into the URL.
+  const num = (id: string, param: string, label: string, value: number) => {
+    const fromUrl = Number(getParam(param));
+    const i = el('input', { type: 'number', id, value: Number.isInteger(fromUrl) && fromUrl >= 1 ? fromUrl : value, min: 1, step: 1, required: true, inputmode: 'numeric', 'aria-describedby': 'cost-error' });
+    return { input: i, label: el('label', {}, label, i), param, name: label, fallback: value };
   };
-  const [n, nL] = num('cost-n', 'sequence length n', 512);
-  const [d, dL] = num('cost-d', 'head dimension d', 64);
-  const [h, hL] = num('cost-heads', 'heads', 12);
-  const [l, lL] = num('cost-layers', 'layers', 12);
-  const [b, bL] = num('cost-batch', 'batch', 1);
+  const fields = [num('cost-n', 'cn', 'sequence length n', 512), num('cost-d', 'cd', 'head dimension d', 64), num('cost-heads', 'ch', 'heads', 12), num('cost-layers', 'cl', 'layers', 12), num('cost-batch', 'cb', 'batch', 1)];
+  const [n, d, h, l, b] = fields.map((f) => f.input);
   const bytes = el('select', { id: 'cost-bytes' }, el('option', { value: '4', text: 'float32 (4 B)' }), el('option', { value: '2', text: 'float16 (2 B)' }));
+  if (getParam('cbytes') === '2') bytes.value = '2';
+  const error = el('p', { id: 'cost-error', class: 'error-text', role: 'alert' });
   const result = el('div', { id: 'cost-result', 'aria-live': 'polite' });
   const growth = el('div', { id: 'cost-growth' });
   sec.append(
     el('p', { text: 'Per head and layer, QKᵀ costs 2·n²·d floating-point operations and A·V another 2·n²·d; the softmax is O(n²). The weights A are an n × n matrix per head and layer. The defaults are the text’s example: n = 512, float32, 12 layers × 12 heads.' }),
-    el('div', { class: 'controls' }, nL, dL, hL, lL, bL, el('label', {}, 'element type', bytes)),
+    el('div', { class: 'controls' }, ...fields.map((f) => f.label), el('label', {}, 'element type', bytes)),
+    error,
     el('div', { class: 'cost-grid' }, result, growth),
   );
 
+  /** The fields' values, or a message naming each field that is not a whole number ≥ 1. */
+  function read(): number[] | string {
+    const bad: string[] = [];
+    for (const f of fields) {
+      const ok = /^\s*\d+\s*$/.test(f.input.value) && Number(f.input.value) >= 1;
+      if (ok) f.input.removeAttribute('aria-invalid');
+      else f.input.setAttribute('aria-invalid', 'true');
+      if (!ok) bad.push(`${f.name} must be a whole number of at least 1 (got ${f.input.value.trim() ? `“${f.input.value}”` : 'nothing'})`);
+    }
+    return bad.length ? `${bad.join('; ')}.` : fields.map((f) => Number(f.input.value));
+  }
+
   function calc(): void {
-    const N = Number(n.value), D = Number(d.value), H = Number(h.value), L = Number(l.value), B = Number(b.value), by = Number(bytes.value);
+    const values = read();
+    error.textContent = typeof values === 'string' ? values : '';
+    result.classList.toggle('stale', typeof values === 'string');
+    growth.classList.toggle('stale', typeof values === 'string');
+    if (typeof values === 'string') return;
+    setParams({ ...Object.fromEntries(fields.map((f, i) => [f.param, values[i] === f.fallback ? null : String(values[i])])), cbytes: bytes.value === '4' ? null : bytes.value });
+    const [N, D, H, L, B] = values;
+    const by = Number(bytes.value);
     const flopsHead = 4 * N * N * D;
     const per = N * N * by;
     const total = per * H * L * B;
@@ -47,7 +68,7 @@ export function mountCost(app: App): void {
     const ns = [128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768];
     const pts = ns.flatMap((x) => [{ n: x, y: (x * x * by * H * L * B) / MiB, what: 'weights memory (MiB)' }, { n: x, y: (4 * x * x * D * H * L * B) / 1e9, what: 'compute (GFLOP)' }]);
     growth.replaceChildren(el('figure', {}, el('figcaption', { text: 'Both grow with n²: doubling n quadruples them' }), Plot.plot({
-      width: 520, height: 300, marginLeft: 60,
+      width: Math.min(560, Math.max(300, growth.clientWidth || 520)), height: 300, marginLeft: 60,
       style: { background: 'transparent', fontSize: '12px' },
       x: { type: 'log', label: 'sequence length n (log scale)', grid: true },
       y: { type: 'log', label: 'MiB or GFLOP (log scale)', grid: true },
@@ -60,7 +81,8 @@ export function mountCost(app: App): void {
 
   // ── Live benchmark ──
   const maxN = el('select', { id: 'bench-max' }, ...[256, 512, 1024, 2048].map((x) => el('option', { value: String(x), text: `up to n = ${x}` })));
-  maxN.value = '1024';
+  maxN.value = ['256', '512', '2048'].includes(getParam('cbench') ?? '') ? getParam('cbench')! : '1024';
+  maxN.addEventListener('change', () => setParams({ cbench: maxN.value === '1024' ? null : maxN.value }));
   const runBtn = el('button', { type: 'button', class: 'primary', id: 'bench-run', text: 'Run benchmark' });
   const progress = el('progress', { id: 'bench-progress', value: 0, max: 1 });
   const status = el('span', { id: 'bench-status', role: 'status', text: 'Not run yet. It times single-head attention [n × 64] on every available backend.' });

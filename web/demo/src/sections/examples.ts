@@ -13,39 +13,20 @@ const STAGE_OF: Partial<Record<string, Stage['id']>> = { Q: 'projections', K: 'p
 
 export const DEFAULT_EXAMPLE = 'ex-abc-geometry';
 
-const FORMULA = '\\operatorname{Attention}(Q, K, V) = \\operatorname{softmax}\\!\\left(\\frac{QK^{\\top}}{\\sqrt{d_k}} + M\\right) V';
-
-/** The stages of the general formula, for the overview strip. */
-const OVERVIEW: [string, string][] = [
-  ['QK^{\\top}', 'compare every query with every key'],
-  ['\\div\\sqrt{d_k}', 'keep the variance near 1'],
-  ['+\\,M', 'mask: −∞ where not allowed'],
-  ['\\operatorname{softmax}', 'rows become distributions'],
-  ['\\cdot\\, V', 'weighted average of values'],
-];
-
 function sourceLine(ex: WorkedExample): HTMLElement {
-  return el('p', { class: 'source' }, 'Source: ', el('cite', { text: ex.source.text }), ` — ${ex.source.section} `, el('span', { class: 'seed', text: `(${ex.source.seed})` }));
+  return el('p', { class: 'source' }, 'Source: ', el('cite', { text: ex.source.text }), ` — ${ex.source.section}`);
 }
 
 export function mountExamples(app: App): { rerun(): void } {
-  const formula = document.getElementById('formula')!;
   const examples = document.getElementById('examples')!;
   const pytorch = document.getElementById('pytorch')!;
 
-  // ── Section 1: formula + stepper ──
-  const formulaBox = el('div', { class: 'formula-box', 'data-testid': 'formula-box' }, tex(FORMULA, true));
-  fitMath(formulaBox);
-  formula.append(
-    el('p', { class: 'section-lede', text: 'One line of algebra, five steps. Pick an example and step through it: each step shows what goes in and what comes out.' }),
-    formulaBox,
-    el('ol', { class: 'overview' }, ...OVERVIEW.map(([t, d]) => el('li', {}, tex(t), el('span', { text: d })))),
-  );
+  // ── Section 1: the stepper (the formula above it is part of the first view) ──
   const select = el('select', { id: 'example-select', 'aria-label': 'Worked example' });
   const bySeed = new Map<string, WorkedExample[]>();
   for (const ex of workedExamples) bySeed.set(ex.source.seed, [...(bySeed.get(ex.source.seed) ?? []), ex]);
   for (const [seed, list] of bySeed) {
-    const g = el('optgroup', { label: `${list[0].source.text.split(' (')[0]} — ${seed}` });
+    const g = el('optgroup', { label: list[0].source.text.split(' (')[0] });
     for (const ex of list) g.append(el('option', { value: ex.id, text: `${ex.title}${ex.origin === 'constructed' ? ' (constructed)' : ''}` }));
     select.append(g);
   }
@@ -57,7 +38,7 @@ export function mountExamples(app: App): { rerun(): void } {
   const stepperHead = el('div', { class: 'stepper-head' }, el('label', { for: 'example-select', text: 'Worked example ' }), select, variantSelect);
   const stepperSource = el('div', { class: 'stepper-source' });
   // The stage tabs with Previous/Next stay in view (sticky) while the stage below them is read.
-  formula.append(el('div', { class: 'stepper', id: 'stepper' }, stepperHead, stepperSource, el('div', { class: 'steps-row' }, prev, stepNav, next), stagePanel));
+  document.getElementById('stepper-slot')!.replaceWith(el('div', { class: 'stepper', id: 'stepper' }, stepperHead, stepperSource, el('div', { class: 'steps-row' }, prev, stepNav, next), stagePanel));
 
   // ── Section 2: catalogue and comparisons ──
   const catalogue = el('div', { class: 'catalogue', role: 'list', 'aria-label': 'All worked examples' });
@@ -71,7 +52,7 @@ export function mountExamples(app: App): { rerun(): void } {
   for (const ex of workedExamples) {
     const badge = el('span', { class: 'badge', text: ex.printed.length ? '…' : 'no printed numbers' });
     badges.set(ex.id, badge);
-    const b = el('button', { type: 'button', class: 'example-card', 'data-example': ex.id, role: 'listitem' }, el('strong', { text: ex.title }), el('span', { class: 'card-source', title: ex.source.seed, text: `${ex.source.text.split(' (')[0]}${ex.origin === 'constructed' ? ' · constructed' : ''}` }), badge);
+    const b = el('button', { type: 'button', class: 'example-card', 'data-example': ex.id, role: 'listitem' }, el('strong', { text: ex.title }), el('span', { class: 'card-source', title: ex.source.text, text: `${ex.source.text.split(' (')[0]}${ex.origin === 'constructed' ? ' · constructed' : ''}` }), badge);
     b.addEventListener('click', () => {
       currentExample.set(ex.id);
       document.getElementById('stepper')!.scrollIntoView({ behavior: 'smooth', block: 'start' });
@@ -144,12 +125,17 @@ export function mountExamples(app: App): { rerun(): void } {
     select.value = id;
     [...catalogue.children].forEach((c) => c.setAttribute('aria-current', String((c as HTMLElement).dataset.example === id)));
     variantSelect.hidden = !ex.inputs.maskVariants;
+    // The mask variant in the URL applies to the example the page opened with.
+    const wanted = restoreVariant;
+    restoreVariant = undefined;
     if (ex.inputs.maskVariants) {
-      const keep = variantSelect.dataset.for === id ? variantSelect.value : '0';
+      const keep = variantSelect.dataset.for === id ? variantSelect.value : (wanted ?? '0');
       variantSelect.replaceChildren(...ex.inputs.maskVariants.map((v, i) => el('option', { value: String(i), text: `mask: ${v.label}` })));
       variantSelect.value = keep;
+      if (variantSelect.selectedIndex < 0) variantSelect.value = '0';
       variantSelect.dataset.for = id;
     }
+    setParams({ var: ex.inputs.maskVariants && variantSelect.value !== '0' ? variantSelect.value : null });
     stagePanel.replaceChildren(el('p', { class: 'progress-text', text: `Computing ${ex.id} with sdpa-web…` }));
     try {
       const r = await runExample(app.attn, ex, { maskVariant: Number(variantSelect.value || 0) });
@@ -159,7 +145,7 @@ export function mountExamples(app: App): { rerun(): void } {
       stepperSource.replaceChildren(el('p', { class: 'summary', text: ex.summary }), sourceLine(ex), ex.constructionNote ? el('details', { class: 'constructed' }, el('summary', { text: 'Constructed example: how' }), el('p', { text: ex.constructionNote })) : '');
       stepNav.replaceChildren(
         ...r.stages.map((s, i) => {
-          const b = el('button', { type: 'button', role: 'tab', 'aria-controls': 'stage-panel', 'data-stage': s.id, 'aria-label': `Step ${i + 1}: ${s.title}` }, el('span', { class: 'step-n', text: String(i + 1) }), tex(s.tab ?? s.tex.split(',')[0].split('\\quad')[0]));
+          const b = el('button', { type: 'button', role: 'tab', 'aria-controls': 'stage-panel', 'data-stage': s.id, 'aria-label': `Step ${i + 1}: ${s.title}` }, el('span', { class: 'step-n', text: String(i + 1) }), hideFromReaders(tex(s.tab ?? s.tex.split(',')[0].split('\\quad')[0])));
           b.addEventListener('click', () => showStage(i));
           return b;
         }),
@@ -178,7 +164,7 @@ export function mountExamples(app: App): { rerun(): void } {
       }
       renderDetail(r);
       code.textContent = r.pytorch;
-      pyTitle.replaceChildren('Current example: ', el('strong', { text: ex.title }), ` (${ex.id}). Paste into Python with PyTorch to check the numbers above; it prints the same stages.`);
+      pyTitle.replaceChildren('Current example: ', el('strong', { text: ex.title }), ` (${ex.id}). Paste into Python with PyTorch (≥ 2.1; the FlexAttention form, where the call has one, ≥ 2.5) to check the numbers above: it prints the same stages and compares them with PyTorch’s own kernels.`);
       stagePanel.dataset.ready = id;
     } catch (e) {
       app.error(`example ${id}`, e);
@@ -192,7 +178,10 @@ export function mountExamples(app: App): { rerun(): void } {
     if (ex.constructionNote) out.append(el('p', { class: 'constructed', text: `Constructed: ${ex.constructionNote}` }));
     if (ex.compute === 'attention' || ex.compute === 'projection-attention') {
       const b = el('button', { type: 'button', id: 'open-in-playground', text: 'Edit this example in the playground' });
-      b.addEventListener('click', () => document.dispatchEvent(new CustomEvent('sdpa:playground-load', { detail: playgroundLoad(ex, Number(variantSelect.value || 0), app.attn) })));
+      b.addEventListener('click', async () => {
+        await app.open('playground');
+        document.dispatchEvent(new CustomEvent('sdpa:playground-load', { detail: playgroundLoad(ex, Number(variantSelect.value || 0), app.attn) }));
+      });
       out.append(el('p', {}, b));
     }
     if (r.comparisons.length) out.append(comparisonTable(r.comparisons));
@@ -214,7 +203,10 @@ export function mountExamples(app: App): { rerun(): void } {
   }
 
   select.addEventListener('change', () => currentExample.set(select.value));
-  variantSelect.addEventListener('change', () => void load(currentExample.id));
+  variantSelect.addEventListener('change', () => {
+    setParams({ var: variantSelect.value === '0' ? null : variantSelect.value });
+    void load(currentExample.id);
+  });
   prev.addEventListener('click', () => showStage(stageIndex - 1));
   next.addEventListener('click', () => showStage(stageIndex + 1));
   stepNav.addEventListener('keydown', (e) => {
@@ -231,6 +223,7 @@ export function mountExamples(app: App): { rerun(): void } {
   // A gentle default: three tokens with Q, K, V given, every stage of the formula, no slips.
   const first = start && workedExamples.some((e) => e.id === start) ? start : DEFAULT_EXAMPLE;
   let restoreStep: number | undefined = Number(getParam('step') ?? 0);
+  let restoreVariant: string | undefined = getParam('var') ?? undefined;
   currentExample.init(first);
   void load(first).then(() => void badgeAll());
 
@@ -264,6 +257,12 @@ function playgroundLoad(ex: WorkedExample, variant: number, source: UniformSourc
     mask: !mask ? 'none' : mask.kind === 'causal' ? (mask.align === 'top-left' ? 'causal-tl' : 'causal-br') : mask.kind === 'padding' ? 'padding' : 'none',
     validKeys: mask?.kind === 'padding' ? mask.validKeys : undefined,
   };
+}
+
+/** The tab's label says it in words (aria-label): its typeset formula is for the eye only. */
+function hideFromReaders<T extends HTMLElement>(e: T): T {
+  e.setAttribute('aria-hidden', 'true');
+  return e;
 }
 
 function rowStatsTable(w: NumTensor, labels: string[]): HTMLElement {

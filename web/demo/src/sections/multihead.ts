@@ -123,17 +123,36 @@ export function mountMultihead(app: App): void {
       const opts: AttentionOptions = { enableGqa: hkv !== h, ...(causal.checked ? { isCausal: 'top-left' as const } : {}) };
       const st: AttentionStages = await app.attn.explain(q, k, v, opts);
       const w0 = slice0(st.weights, 0);
+      const kvOf = (i: number) => Math.floor(i / (h / hkv));
+      const headTitle = (i: number) => `Head ${i + 1}${hkv !== h ? ` → KV ${kvOf(i) + 1}` : ''}`;
+      // Every head as a small heatmap in a grid (a button: it opens that head below), then the chosen head in full.
+      const chosen = Math.min(h, Math.max(1, Number(getParam('mhsel') ?? 1) || 1)) - 1;
       const cards = Array.from({ length: h }, (_, i) => {
-        const wi = slice0(w0, i);
-        const kvOf = Math.floor(i / (h / hkv));
-        return el('div', { class: 'view', 'data-head': String(i + 1) },
-          headView(wi, tokens, HEAD_COLORS[i % 8], `Head ${i + 1}${hkv !== h ? ` → KV ${kvOf + 1}` : ''}`),
-          heatmap({ name: `head ${i + 1} weights`, tensor: wi, rowLabels: tokens, colLabels: tokens, rowAxis: 'query', colAxis: 'key', kind: 'weights' }, { decimals: 2 }));
+        const card = el('button', { type: 'button', class: 'head-card', 'data-head': String(i + 1), 'aria-pressed': String(i === chosen), 'aria-label': `${headTitle(i)}: show this head in full` },
+          el('span', { class: 'head-title', style: `--head: ${HEAD_COLORS[i % 8]}`, text: headTitle(i) }),
+          heatmap({ name: `head ${i + 1}`, tensor: slice0(w0, i), rowLabels: tokens, colLabels: tokens, rowAxis: 'query', colAxis: 'key', kind: 'weights' }, { numbers: false, legend: false, cell: 22 }));
+        card.addEventListener('click', () => {
+          setParams({ mhsel: i === 0 ? null : String(i + 1) });
+          for (const c of grid.children) c.setAttribute('aria-pressed', String(c === card));
+          showHead(i);
+        });
+        return card;
       });
+      const grid = el('div', { class: 'head-grid', 'data-testid': 'head-view' }, ...cards);
+      const detail = el('div', { class: 'views', id: 'mh-detail' });
+      const showHead = (i: number) => {
+        const wi = slice0(w0, i);
+        detail.replaceChildren(
+          el('div', { class: 'view', 'data-detail-head': String(i + 1) }, headView(wi, tokens, HEAD_COLORS[i % 8], headTitle(i))),
+          el('div', { class: 'view' }, heatmap({ name: `head ${i + 1} weights`, tensor: wi, rowLabels: tokens, colLabels: tokens, rowAxis: 'query', colAxis: 'key', kind: 'weights' }, { decimals: 2 })),
+        );
+      };
+      showHead(chosen);
       out.replaceChildren(
-        el('p', { class: 'note', text: `X [${tokens.length} × ${D_MODEL}] → Q [1, ${h}, ${tokens.length}, ${dh}], K and V [1, ${hkv}, ${tokens.length}, ${dh}]; ${hkv === h ? 'standard multi-head attention' : `grouped-query attention: each K/V head serves ${h / hkv} query heads`}. Head view: queries on the left, keys on the right; line opacity and width = attention weight.` }),
+        el('p', { class: 'note', text: `X [${tokens.length} × ${D_MODEL}] → Q [1, ${h}, ${tokens.length}, ${dh}], K and V [1, ${hkv}, ${tokens.length}, ${dh}]; ${hkv === h ? 'standard multi-head attention' : `grouped-query attention: each K/V head serves ${h / hkv} query heads`}. Each small map is one head’s weights (rows: queries, columns: keys); pick one to see it in full. Head view: queries on the left, keys on the right; line opacity and width = attention weight.` }),
         el('figure', { class: 'gqa-map' }, el('figcaption', { text: 'Head → K/V head mapping' }), gqaMap(h, hkv)),
-        el('div', { class: 'small-multiples', 'data-testid': 'head-view' }, ...cards),
+        grid,
+        detail,
       );
       // Causal overlays for Lq ≠ Lk, on head 1's projections.
       const lk = tokens.length;

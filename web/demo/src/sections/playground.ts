@@ -3,7 +3,8 @@
 import type { Attention, AttentionOptions, BackendName, Tensor } from 'sdpa-web';
 import { normalSampler, uniformStream } from '../../../examples/worked-examples';
 import { getParam, selectable, setParams, type App } from '../lib/app';
-import { attentionStages, pytorchAttention } from '../lib/compute';
+import { attentionStages } from '../lib/compute';
+import { pytorchAttention } from '../lib/pytorch';
 import { fitMath, tex } from '../lib/katex';
 import { heatmap, matrixTable } from '../lib/plots';
 import { el, entropy, fmt, isFullyMasked, maxOf, rowsOf, seqLabels } from '../lib/tensors';
@@ -148,19 +149,28 @@ export function mountPlayground(app: App): void {
     maskGrid.hidden = !show;
     if (!show) return;
     if (customCells.length !== lq * lk) customCells = '1'.repeat(lq * lk);
-    maskGrid.style.gridTemplateColumns = `repeat(${lk}, 30px)`;
-    maskGrid.replaceChildren(...Array.from({ length: lq * lk }, (_, idx) => {
+    const ql = tokLabels(tokQ.value, 'q', lq);
+    const kl = mode.value === 'x' ? ql : tokLabels(tokK.value, 'k', lk);
+    // A header row of key labels and a column of query labels around the cells (rows: queries).
+    maskGrid.style.gridTemplateColumns = `auto repeat(${lk}, 30px)`;
+    const label = (text: string, cls: string) => el('span', { class: cls, title: text, text, 'aria-hidden': 'true' });
+    const cells = Array.from({ length: lq * lk }, (_, idx) => {
       const i = Math.floor(idx / lk), j = idx % lk;
       const on = customCells[idx] === '1';
-      const b = el('button', { type: 'button', 'aria-pressed': String(on), 'aria-label': `query ${i + 1} → key ${j + 1}: ${on ? 'may attend' : 'masked'}`, text: on ? '✓' : '−∞', 'data-cell': `${i},${j}` });
+      const b = el('button', { type: 'button', 'aria-pressed': String(on), 'aria-label': `query ${ql[i]} → key ${kl[j]}: ${on ? 'may attend' : 'masked'}`, text: on ? '✓' : '−∞', 'data-cell': `${i},${j}` });
       b.addEventListener('click', () => {
         customCells = customCells.slice(0, idx) + (on ? '0' : '1') + customCells.slice(idx + 1);
         renderMaskGrid();
-        (maskGrid.children[idx] as HTMLElement).focus();
+        (maskGrid.querySelector(`[data-cell="${i},${j}"]`) as HTMLElement).focus();
         void recompute();
       });
       return b;
-    }));
+    });
+    maskGrid.replaceChildren(
+      el('span', { class: 'mask-corner', text: 'query ↓ key →', 'aria-hidden': 'true' }),
+      ...kl.map((k) => label(k, 'mask-key')),
+      ...ql.flatMap((q, i) => [label(q, 'mask-query'), ...cells.slice(i * lk, (i + 1) * lk)]),
+    );
   }
 
   /**
@@ -327,7 +337,7 @@ export function mountPlayground(app: App): void {
           el('div', { class: 'view', id: 'pg-output' }, heatmap(output), el('details', { class: 'numbers', open: true }, el('summary', { text: 'Numbers of the output' }), matrixTable(output))),
           tileMapView(inst, opts),
         ),
-        el('details', {}, el('summary', { text: 'Copy this view as PyTorch' }), el('pre', { class: 'snippet', id: 'pg-pytorch' }, el('code', { text: pytorchAttention(q, k, v, { scale: opts.scale, mask: opts, title: 'sdpa-web playground' }) }))),
+        el('details', {}, el('summary', { text: 'Copy this view as PyTorch' }), el('pre', { class: 'snippet', id: 'pg-pytorch' }, el('code', { text: pytorchAttention(q, k, v, { options: opts, title: 'sdpa-web playground' }) }))),
       );
       results.dataset.version = String(my);
       results.dataset.backend = inst.backend;
