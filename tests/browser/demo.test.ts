@@ -277,7 +277,7 @@ describe('demo page', () => {
     const shown = await weights();
     shown.flat().forEach((x, i) => expect(x).toBeCloseTo(want.weights!.data[i]!, 5));
     shown.forEach((r) => expect(r.reduce((a, b) => a + b, 0)).toBeLessThan(1));
-    expect(await page.textContent('#pg-pytorch')).toContain('torch.cat([masked, sink]');
+    expect(await page.textContent('#pg-pytorch')).toContain('torch.cat([masked, torch.full(');
     for (const field of ['#pg-win-left', '#pg-win-right', '#pg-sink', '#pg-docs']) await page.fill(field, '');
     await expect.poll(() => page.url()).not.toContain('psink');
     expect(await page.textContent('#pg-error')).toBe('');

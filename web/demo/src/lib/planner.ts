@@ -95,6 +95,6 @@ export function planCall(limits: DeviceLimits, call: { batch: number; heads: num
     chunks,
     dispatches,
     kernel,
-    pipelineKey: `${kernel.tiled ? 'flash-tiled' : 'flash'}:e${ePad}:ev${ePad}:bk${kernel.blockKeys}:mask=none:causal=0:stats=0`,
+    pipelineKey: `${kernel.tiled ? 'flash-tiled' : 'flash'}:e${ePad}:ev${ePad}:bk${kernel.blockKeys}:mask=none:causal=0:stats=0:ranges=0:alibi=0:sinks=0:docs=0`,
   };
 }
