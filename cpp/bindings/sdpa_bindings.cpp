@@ -278,7 +278,7 @@ val run_planned(Status (*make)(const val&, Plan*), const val& request, const val
   return error_to_js(s);
 }
 
-// -> { error, outputShape, weightsShape, workspaceBytes: { scalar, simd, reference64 } }
+// -> { error, outputShape, weightsShape, workspaceBytes: { scalar, simd, trace, reference64 } }
 val plan_attention_js(val request) {
   AttentionPlan plan;
   const Status s = plan_from_js(request, &plan);
@@ -292,6 +292,7 @@ val plan_attention_js(val request) {
   workspace.set(js("scalar"), static_cast<double>(workspace_bytes(Backend::kScalar, plan)));
   workspace.set(js("simd"), static_cast<double>(workspace_bytes(Backend::kSimd128, plan,
                                                             threads_of(request, Backend::kSimd128, plan))));
+  workspace.set(js("trace"), static_cast<double>(trace_workspace_bytes(plan)));
   workspace.set(js("reference64"), static_cast<double>(reference_workspace_bytes<double>(plan)));
   out.set(js("workspaceBytes"), workspace);
   return out;

@@ -68,7 +68,7 @@ export interface AttentionPlanInfo {
   outputShape: number[];
   weightsShape: number[];
   maskElements: number;
-  workspaceBytes: { scalar: number; simd: number; reference64: number };
+  workspaceBytes: { scalar: number; simd: number; trace: number; reference64: number };
 }
 /**
  * Heap byte addresses by name (a pointer bag). Each binding reads a fixed set of names, some

@@ -84,6 +84,8 @@ void run_attention(Backend backend, const AttentionPlan& plan, const AttentionIn
   }
 }
 
+uint64_t trace_workspace_bytes(const AttentionPlan& plan) { return simd128_workspace_bytes(plan, 1); }
+
 void trace_online_softmax(const AttentionPlan& plan, const AttentionInputs& in, float* output,
                           void* workspace, SoftmaxTrace* trace) {
   AttentionPlan forward = plan;

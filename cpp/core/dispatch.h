@@ -60,8 +60,10 @@ void run_attention(Backend backend, const AttentionPlan& plan, const AttentionIn
                    float* output, float* weights, void* workspace, int threads = 1,
                    float* lse = nullptr, float* scores = nullptr);
 
-// The SIMD forward on one thread with its online-softmax trace of one row (the explainer's
-// "traced from the real kernel"); the workspace is workspace_bytes(kSimd128, plan, 1).
+// The SIMD tile kernel on one thread with its online-softmax trace of one row (the explainer's
+// "traced from the real kernel"), whichever kernel dispatch would pick for a plain call; its
+// workspace is trace_workspace_bytes(plan).
+uint64_t trace_workspace_bytes(const AttentionPlan& plan);
 void trace_online_softmax(const AttentionPlan& plan, const AttentionInputs& in, float* output,
                           void* workspace, SoftmaxTrace* trace);
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "attention_test_support.h"
+#include "cpu/attention_f32_simd128.h"
 #include "cpu/simd128.h"
 #include "cpu/thread_pool.h"
 
@@ -245,6 +246,50 @@ TEST(SimdTanh, WithinFewUlpsOfStdTanh) {
   EXPECT_EQ(out[2], 0.0f);
   EXPECT_FALSE(std::signbit(out[2]));
   EXPECT_TRUE(std::signbit(out[3]));
+}
+
+// The trace hook (traceOnlineSoftmax) records one row's (m, l, O) after each key tile, writes
+// nothing past its buffers and ends at its output: O/l. That output is a plain call's, bit for
+// bit, where a plain call runs the same tile kernel (32 query rows); with 8 rows a plain call
+// runs the decode kernel, and the trace still runs (and fits the workspace of) the tile kernel.
+TEST(SoftmaxTraceTest, RecordsEachTileAndEndsAtTheOutputRow) {
+  for (int64_t rows : {8, 32}) {
+    for (uint32_t seed : {1u, 2u}) {
+      for (int64_t keys : {64, 128, 320}) {
+        Problem problem = make_problem({rows, 16}, {keys, 16}, {keys, 4}, seed);
+        std::mt19937 rng(seed);
+        std::normal_distribution<float> normal;
+        for (auto* v : {&problem.query, &problem.key, &problem.value}) for (float& x : *v) x = normal(rng);
+        const AttentionPlan plan = plan_or_die(problem.request);
+        const bool same_kernel = !uses_decode_kernel(plan);
+        EXPECT_EQ(same_kernel, rows == 32 || keys < kDecodeMinKeys);
+        const Result plain = run_backend(Backend::kSimd128, problem);
+        const int64_t tiles = (keys + kSimd128TileKeys - 1) / kSimd128TileKeys;
+        for (int64_t row = 0; row < rows; row += 7) {
+          std::vector<float> output = with_canaries(plan.output_elements());
+          std::vector<float> steps = with_canaries(tiles * (3 + 4));
+          std::vector<float> workspace = with_canaries((trace_workspace_bytes(plan) + 3) / 4);
+          std::vector<uint8_t> visited(tiles + 64, 0);
+          SoftmaxTrace trace{0, 0, row, steps.data() + kCanaryFloats, 0, visited.data()};
+          trace_online_softmax(plan, problem.inputs(), output.data() + kCanaryFloats, workspace.data() + kCanaryFloats, &trace);
+          check_canaries(output, "output");
+          check_canaries(steps, "trace steps");
+          check_canaries(workspace, "workspace");
+          for (int64_t t = 0; t < tiles; ++t) EXPECT_EQ(visited[t], 1);
+          for (size_t t = tiles; t < visited.size(); ++t) ASSERT_EQ(visited[t], 0) << "visited map written past its end";
+          ASSERT_EQ(trace.steps_written, tiles) << "rows " << rows << ", keys " << keys << ", row " << row;
+          const std::vector<float> out = strip_canaries(output);
+          for (size_t i = 0; i < out.size(); ++i) {
+            if (same_kernel) ASSERT_EQ(out[i], plain.output[i]) << i;
+            else ASSERT_NEAR(out[i], plain.output[i], 1e-6f) << i;
+          }
+          const float* last = steps.data() + kCanaryFloats + (tiles - 1) * 7;
+          EXPECT_EQ(last[0], static_cast<float>((tiles - 1) * kSimd128TileKeys));
+          for (int c = 0; c < 4; ++c) EXPECT_NEAR(last[3 + c] / last[2], out[row * 4 + c], 1e-6f * std::max(1.0f, std::fabs(out[row * 4 + c])));
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -55,6 +55,19 @@ describe('traceOnlineSoftmax', () => {
     });
   }
 
+  it('shapes a plain call sends to the decode kernel (8 query rows) are traced in the tile kernel, in its own workspace', () => {
+    const q8 = randomTensor([8, 16], 4), k8 = randomTensor([320, 16], 5), v8 = randomTensor([320, 4], 6);
+    const before = simd.memoryStats().heapBytesInUse;
+    for (const row of [0, 7]) {
+      const trace = simd.traceOnlineSoftmax(q8, k8, v8, { row });
+      expect(trace.steps.map((st) => st.firstKey)).toEqual([0, 64, 128, 192, 256]);
+      const o64 = simd.referenceAttention(q8, k8, v8).output.data;
+      const last = trace.steps[4]!;
+      last.accumulator.forEach((a, c) => expect(Math.abs(a / last.sum - o64[row * 4 + c]!)).toBeLessThan(1e-5));
+    }
+    expect(simd.memoryStats().heapBytesInUse).toBe(before);
+  });
+
   it('the tile map: a block reads exactly the key tiles its rows may see (causal window; packed documents)', () => {
     const [L, window] = [300, 64];
     const x = randomTensor([1, 1, L, 8], 5), y = randomTensor([1, 1, L, 8], 6), z = randomTensor([1, 1, L, 4], 7);

@@ -284,13 +284,13 @@ export class Attention {
     const maxSteps = Math.ceil(Lk / TRACE_TILE_KEYS);
     const Lq = plan.weightsShape[plan.weightsShape.length - 2]!;
     const mapShape: [number, number] = [Math.ceil(Lq / TRACE_BLOCK_ROWS), maxSteps];
-    HeapScope.checkTotal(inputBytes(query, key, value, attentionOptions) + 4 * (outputElements + maxSteps * stepFloats) + mapShape[0] * mapShape[1] + plan.workspaceBytes.simd, 'traceOnlineSoftmax');
+    HeapScope.checkTotal(inputBytes(query, key, value, attentionOptions) + 4 * (outputElements + maxSteps * stepFloats) + mapShape[0] * mapShape[1] + plan.workspaceBytes.trace, 'traceOnlineSoftmax');
     return withHeap(this.module, (heap) => {
       const pointers = this.copyInputs(heap, query, key, value, attentionOptions);
       pointers.output = heap.alloc(4 * outputElements, 'output');
       pointers.steps = heap.alloc(4 * Math.max(1, maxSteps * stepFloats), 'the trace');
       pointers.visited = heap.copyIn(new Uint8Array(Math.max(1, mapShape[0] * mapShape[1])), 'the tile map');
-      pointers.workspace = heap.alloc(plan.workspaceBytes.simd, 'the simd workspace');
+      pointers.workspace = heap.alloc(plan.workspaceBytes.trace, 'the trace workspace');
       const traced = this.module.traceOnlineSoftmax(request, pointers, batch, head, row);
       throwIfError(traced.error);
       const data = heap.readFloat32(pointers.steps, traced.steps * stepFloats);
