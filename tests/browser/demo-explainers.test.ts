@@ -1,8 +1,8 @@
-// The demo's explainers (variance lab, gradient view, precision lab) end at exactly the library's
+// The demo's explainers (variance lab, online softmax, gradient view, precision lab) end at exactly the library's
 // own output: each number they show is checked against sdpa-web run here in Node on the same inputs.
 import { createAttention, type Attention } from 'sdpa-web';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { gradientView, precisionInputs, varianceAt, worstError } from '../../web/demo/src/lib/explainers';
+import { gradientView, onlineTrace, precisionInputs, varianceAt, worstError } from '../../web/demo/src/lib/explainers';
 import { planCall, WEBGPU_DEFAULT_LIMITS } from '../../web/demo/src/lib/planner';
 import { pytorchAttention, TORCH_VARIANTS } from '../../web/demo/src/lib/pytorch';
 import { buildDemo, openAllSections, start, type Session } from './support';
@@ -57,6 +57,46 @@ describe('demo explainers', () => {
       );
       expect(fits).toEqual([true, true, true]);
       expect(await page.evaluate(() => document.scrollingElement!.scrollWidth - window.innerWidth)).toBeLessThanOrEqual(0);
+      expect(s.problems.join('\n')).toBe('');
+    });
+  }
+
+  for (const width of [1280, 390]) {
+    it(`${width} px: the online softmax's tiles are the SIMD kernel's trace and end at the library's output row; the view is in the URL`, async () => {
+      const page = s.page;
+      await page.setViewportSize({ width, height: width > 600 ? 900 : 844 });
+      await page.goto(`${s.url}?okeys=256&orow=2&ospike=150`);
+      await page.waitForSelector('body[data-ready="true"]');
+      await openAllSections(page);
+      await page.waitForSelector('#online[data-shown="256:2:150"]');
+      const want = await onlineTrace(attn, 256, 2, 150);
+      expect(want.steps.map((st) => st.firstKey)).toEqual([0, 64, 128, 192]);
+      // The strong key (k151) raises the running max in its tile, the third.
+      expect(want.steps.map((st) => st.rescale < 1)).toEqual([false, false, true, false]);
+      const rows = await page.$$eval('[data-testid="online-steps"] tbody tr', (trs) => trs.map((tr) => JSON.parse((tr.querySelector('td[data-partial]') as HTMLElement).dataset.partial!) as number[]));
+      expect(rows.length).toBe(want.steps.length);
+      rows.forEach((partial, n) => partial.forEach((x, c) => expect(relClose(x, want.steps[n].partial[c], 1e-5), `tile ${n + 1} column ${c}`).toBe(true)));
+      const final = JSON.parse((await page.getAttribute('[data-testid="online-final"]', 'data-v'))!) as number[];
+      const output = JSON.parse((await page.getAttribute('[data-testid="online-output"]', 'data-v'))!) as number[];
+      // The last tile's a/ℓ is the output row, in the page and here, and both are the float64 reference's within float32 rounding.
+      output.forEach((x, c) => {
+        expect(relClose(final[c], x, 1e-6), `a/ℓ column ${c}`).toBe(true);
+        expect(relClose(x, want.callOutput[c], 1e-5), `output column ${c}`).toBe(true);
+        expect(Math.abs(x - want.reference[c])).toBeLessThan(1e-5);
+      });
+      want.output.forEach((x, c) => expect(x).toBe(want.callOutput[c]));
+      // The update rule is whole inside its box at both widths.
+      const fits = await page.$eval('#online .math.display', (b) => {
+        const box = b.getBoundingClientRect();
+        const k = b.querySelector('.katex-display > .katex')!.getBoundingClientRect();
+        const d = b.querySelector('.katex-display') as HTMLElement;
+        return k.left >= box.left - 0.5 && k.right <= box.right + 0.5 && d.scrollWidth <= d.clientWidth + 1;
+      });
+      expect(fits).toBe(true);
+      expect(await page.evaluate(() => document.scrollingElement!.scrollWidth - window.innerWidth)).toBeLessThanOrEqual(0);
+      await page.locator('#online-row').selectOption('0');
+      await page.waitForSelector('#online[data-shown="256:0:150"]');
+      expect(new URL(page.url()).searchParams.get('orow')).toBeNull();
       expect(s.problems.join('\n')).toBe('');
     });
   }

@@ -54,6 +54,7 @@ const MODULES: Record<string, () => Promise<(app: App) => unknown>> = {
   playground: () => import('./sections/playground').then((m) => m.mountPlayground),
   scaling: () => import('./sections/scaling-lab').then((m) => m.mountScalingLab),
   variance: () => import('./sections/variance-lab').then((m) => m.mountVarianceLab),
+  online: () => import('./sections/online-softmax').then((m) => m.mountOnlineSoftmax),
   gradients: () => import('./sections/gradients').then((m) => m.mountGradients),
   precision: () => import('./sections/precision-lab').then((m) => m.mountPrecisionLab),
   multihead: () => import('./sections/multihead').then((m) => m.mountMultihead),

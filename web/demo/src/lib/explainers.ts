@@ -153,3 +153,71 @@ export function precisionOf(output: ArrayLike<number>, o64: ArrayLike<number>, i
   const factor = gpu ? 4 : 2;
   return { error, at, factor, bound: toleranceBound(eRef, factor, inputs.v.data) };
 }
+
+// ── Online softmax ──
+
+/** The online-softmax explainer's inputs: 32 query rows (one block of the SIMD kernel: a plain call runs the same kernel), E = 16, Ev = 4, 64 … 512 keys. */
+export const ONLINE_ROWS = 32;
+export const ONLINE_KEY_COUNTS = [64, 128, 192, 256, 320, 384, 448, 512];
+const ONLINE_E = 16;
+const ONLINE_EV = 4;
+
+/** One key tile as the kernel leaves it: the running max m, denominator ℓ and accumulator a after it. */
+export interface OnlineStep {
+  firstKey: number;
+  lastKey: number;
+  max: number;
+  sum: number;
+  /** e^(m_before − m_after): how much this tile shrank what came before (1: the max held). */
+  rescale: number;
+  accumulator: number[];
+  /** a/ℓ: the output this row would have if the keys stopped here. */
+  partial: number[];
+}
+
+export interface OnlineTrace {
+  tileKeys: number;
+  steps: OnlineStep[];
+  /** The traced row of the same kernel run's output, and of a plain call (the same kernel), and the float64 reference's. */
+  output: number[];
+  callOutput: number[];
+  reference: number[];
+  /** The traced row's weights (float64 reference): what a non-fused kernel would store, Lk floats per row. */
+  weights: number[];
+}
+
+/**
+ * Seeded Q [32 × 16], K [keys × 16], V [keys × 4]; `spike` ≥ 0 plants a key that matches query
+ * `row` strongly (k_spike = 3·q_row), so the running max jumps in that key's tile.
+ */
+export function onlineInputs(attn: Attention, keys: number, row: number, spike: number): { q: Tensor; k: Tensor; v: Tensor } {
+  const q = randn(attn, [ONLINE_ROWS, ONLINE_E], 701);
+  const k = randn(attn, [keys, ONLINE_E], 702 + keys);
+  const v = randn(attn, [keys, ONLINE_EV], 703 + keys);
+  if (spike >= 0 && spike < keys) for (let e = 0; e < ONLINE_E; e++) k.data[spike * ONLINE_E + e] = 3 * q.data[row * ONLINE_E + e];
+  return { q, k, v };
+}
+
+/** The SIMD kernel's trace of one query row (attn.traceOnlineSoftmax), beside the call's output and the float64 reference. */
+export async function onlineTrace(attn: Attention, keys: number, row: number, spike: number): Promise<OnlineTrace> {
+  const { q, k, v } = onlineInputs(attn, keys, row, spike);
+  const trace = attn.traceOnlineSoftmax(q, k, v, { row });
+  const call = await attn.scaledDotProductAttention(q, k, v);
+  const ref = attn.referenceAttention(q, k, v);
+  const rowOf = (data: ArrayLike<number>, width: number) => Array.from({ length: width }, (_, c) => Number(data[row * width + c]));
+  let before = Number.NaN;
+  const steps = trace.steps.map((s) => {
+    const rescale = Number.isNaN(before) ? 1 : Math.exp(before - s.max);
+    before = s.max;
+    const accumulator = Array.from(s.accumulator);
+    return { firstKey: s.firstKey, lastKey: Math.min(keys, s.firstKey + trace.tileKeys) - 1, max: s.max, sum: s.sum, rescale, accumulator, partial: accumulator.map((a) => a / s.sum) };
+  });
+  return {
+    tileKeys: trace.tileKeys,
+    steps,
+    output: rowOf(trace.output.data, ONLINE_EV),
+    callOutput: rowOf(call.output.data, ONLINE_EV),
+    reference: rowOf(ref.output.data, ONLINE_EV),
+    weights: rowOf(ref.weights.data, keys),
+  };
+}
