@@ -316,6 +316,20 @@ val run_attention_js(val request, std::string backend, val pointers) {
 // The SIMD kernel's online softmax of query row `row` of head (batch, head), traced.
 // pointers: inputs + { output, steps ([tiles, 3 + Ev] floats), visited? ([blocks, tiles] zeroed
 // bytes), workspace (the simd workspace on 1 thread) } -> { error, steps: the number written }.
+// The traced row's batch, head and row: each an integer in range, else a RangeError naming it.
+Status check_traced_row(const AttentionPlan& plan, double batch, double head, double row) {
+  for (auto [name, value, size] : {std::tuple<const char*, double, int64_t>{"batch", batch, plan.B},
+                                   {"head", head, plan.Hq},
+                                   {"row", row, plan.Lq}}) {
+    if (!(value >= 0 && value < static_cast<double>(size)) || value != std::floor(value)) {
+      char got[32];
+      std::snprintf(got, sizeof got, "%.17g", value);
+      return Status::RangeError(std::string(name) + " must be an integer in [0, " + std::to_string(size) + "); got " + got);
+    }
+  }
+  return Status::Ok();
+}
+
 val trace_online_softmax_js(val request, val pointers, double batch, double head, double row) {
   val out = val::object();
   int64_t written = 0;
@@ -325,16 +339,8 @@ val trace_online_softmax_js(val request, val pointers, double batch, double head
     float* steps = bag.required<float>("steps");
     auto* visited = bag.optional<uint8_t>("visited");
     void* workspace = bag.required("workspace");
-    for (auto [name, value, size] : {std::tuple<const char*, double, int64_t>{"batch", batch, plan.B},
-                                     {"head", head, plan.Hq},
-                                     {"row", row, plan.Lq}}) {
-      if (!(value >= 0 && value < static_cast<double>(size)) || value != std::floor(value)) {
-        char got[32];
-        std::snprintf(got, sizeof got, "%.17g", value);
-        return Status::RangeError(std::string(name) + " must be an integer in [0, " + std::to_string(size) +
-                                  "); got " + got);
-      }
-    }
+    const Status checked = check_traced_row(plan, batch, head, row);
+    if (!checked.ok()) return checked;
     SoftmaxTrace trace{static_cast<int64_t>(batch), static_cast<int64_t>(head), static_cast<int64_t>(row), steps, 0, visited};
     return bag.then([&] {
       trace_online_softmax(plan, in, output, workspace, &trace);
@@ -405,22 +411,30 @@ val softmax_js(val shape, double temperature, val pointers) {
 // The WebGPU backend (cpp/webgpu/device.h): plans like runAttention, then submits.
 // pointers: { query, key, value, mask?, queryDocuments?, keyDocuments?, output, weights?, scores? }
 //   -> { error } | { error: null, promise, job }
-val webgpu_run_js(WebGpuAttention& gpu, val request, val pointers) {
+// A WebGPU call; with `trace_row` ((b·Hq + h)·Lq + i, from traceOnlineSoftmax) that row's
+// online-softmax state goes to pointers.trace.
+val webgpu_call(WebGpuAttention& gpu, val request, val pointers, uint32_t trace_row) {
   AttentionPlan plan;
   Status s = plan_from_js(request, &plan);
   if (s.ok() && !plan.dense_key_value()) {
     s = Status::TypeError("sdpa-web internal error: the WebGPU backend takes dense key/value tensors");
   }
+  const bool tracing = trace_row != FlashVariant::kNoTrace;
+  if (s.ok() && tracing && (plan.return_weights || plan.return_scores != ScoreStage::kNone)) {
+    s = Status::TypeError("sdpa-web internal error: a WebGPU trace returns no weights or scores");
+  }
   AttentionInputs in;
   float* output = nullptr;
   float* weights = nullptr;
   float* scores = nullptr;
+  float* trace = nullptr;
   if (s.ok()) {
     PointerBag bag(pointers);
     in = inputs_from(bag, plan);
     output = bag.required<float>("output");
     weights = bag.required_if<float>(plan.return_weights, "weights");
     scores = bag.required_if<float>(plan.return_scores != ScoreStage::kNone, "scores");
+    trace = bag.required_if<float>(tracing, "trace");
     s = bag.check();
   }
   if (!s.ok()) {
@@ -428,7 +442,41 @@ val webgpu_run_js(WebGpuAttention& gpu, val request, val pointers) {
     out.set(js("error"), error_to_js(s));
     return out;
   }
-  return gpu.run(plan, in, output, weights, scores);
+  return gpu.run(plan, in, output, weights, scores, trace_row, trace);
+}
+
+val webgpu_run_js(WebGpuAttention& gpu, val request, val pointers) {
+  return webgpu_call(gpu, request, pointers, FlashVariant::kNoTrace);
+}
+
+val webgpu_trace_js(WebGpuAttention& gpu, val request, val pointers, double batch, double head, double row) {
+  AttentionPlan plan;
+  Status s = plan_from_js(request, &plan);
+  if (s.ok()) s = check_traced_row(plan, batch, head, row);
+  if (!s.ok()) {
+    val out = val::object();
+    out.set(js("error"), error_to_js(s));
+    return out;
+  }
+  const double index = (batch * static_cast<double>(plan.Hq) + head) * static_cast<double>(plan.Lq) + row;
+  if (index >= static_cast<double>(FlashVariant::kNoTrace)) {
+    val out = val::object();
+    out.set(js("error"), error_to_js(Status::RangeError("traceOnlineSoftmax on 'webgpu' takes at most 2^32 − 1 query rows")));
+    return out;
+  }
+  return webgpu_call(gpu, request, pointers, static_cast<uint32_t>(index));
+}
+
+// { error } or { floats, tileKeys, lanes, stride, kernel }: the trace of `request` on this device.
+val webgpu_trace_layout_js(WebGpuAttention& gpu, val request) {
+  AttentionPlan plan;
+  const Status s = plan_from_js(request, &plan);
+  if (!s.ok()) {
+    val out = val::object();
+    out.set(js("error"), error_to_js(s));
+    return out;
+  }
+  return gpu.trace_layout(plan);
 }
 
 // Bytes malloc has handed out and not yet taken back: the leak tests' baseline.
@@ -724,6 +772,8 @@ EMSCRIPTEN_BINDINGS(sdpa) {
   emscripten::class_<sdpa::WebGpuAttention>("WebGpuAttention")
       .constructor<val, val>()
       .function("run", &sdpa::webgpu_run_js)
+      .function("trace", &sdpa::webgpu_trace_js)
+      .function("traceLayout", &sdpa::webgpu_trace_layout_js)
       .function("finish", &sdpa::WebGpuAttention::finish)
       .function("release", &sdpa::WebGpuAttention::release)
       .function("abandon", &sdpa::WebGpuAttention::abandon)

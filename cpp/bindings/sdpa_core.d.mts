@@ -83,6 +83,16 @@ export interface WebGpuAttention {
     request: AttentionRequest,
     pointers: Addresses,
   ): { error: CoreError } | { error: null; promise: Promise<unknown[]>; job: number };
+  /** run() that also records query row (batch, head, row)'s online softmax into pointers.trace. */
+  trace(
+    request: AttentionRequest,
+    pointers: Addresses,
+    batch: number,
+    head: number,
+    row: number,
+  ): { error: CoreError } | { error: null; promise: Promise<unknown[]>; job: number };
+  /** The trace's size and layout for `request` on this device: tileKeys keys a tile, stride floats a tile, lanes parts of ℓ. */
+  traceLayout(request: AttentionRequest): { error: CoreError } | { error: null; floats: number; tileKeys: number; lanes: number; stride: number; kernel: string };
   /** After the promise resolved: copies the readbacks into the heap; a fault, or null. */
   finish(job: number, results: unknown[]): { kind: 'validation' | 'out-of-memory' | 'internal'; message: string } | null;
   release(job: number): void;

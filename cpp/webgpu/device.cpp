@@ -143,13 +143,36 @@ val WebGpuAttention::upload(val job, const void* data, uint64_t bytes, uint32_t 
   return b;
 }
 
+val WebGpuAttention::trace_layout(const AttentionPlan& plan) const {
+  val out = val::object();
+  FlashVariant flash;
+  const Status s = webgpu_flash_variant(plan, limits_, &flash);
+  if (!s.ok()) {
+    out.set("error", error_object("RangeError", s.message));
+    return out;
+  }
+  const uint64_t tiles = (static_cast<uint64_t>(plan.Lk) + flash.block_keys - 1) / flash.block_keys;
+  out.set("error", val::null());
+  out.set("floats", static_cast<double>(tiles * flash.trace_stride()));
+  out.set("tileKeys", flash.block_keys);
+  out.set("lanes", flash.tiled ? kWebGpuTiledLanes : 1);
+  out.set("stride", flash.trace_stride());
+  out.set("kernel", flash.key());
+  return out;
+}
+
 val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, float* output,
-                         float* weights, float* scores) {
+                         float* weights, float* scores, uint32_t trace_row, float* trace) {
   val result = val::object();
   FlashVariant flash;
   Status s = webgpu_flash_variant(plan, limits_, &flash);
   std::vector<WebGpuChunk> chunks;
   if (s.ok()) s = plan_webgpu_chunks(plan, limits_, &chunks);
+  if (s.ok() && trace && chunks.size() != 1) {
+    s = Status::RangeError("traceOnlineSoftmax on 'webgpu' takes a call the backend runs in one piece; this one needs " +
+                           std::to_string(chunks.size()));
+  }
+  if (trace) flash.trace_row = trace_row;
   if (!s.ok()) {
     result.set("error", error_object("RangeError", s.message));
     return result;
@@ -226,6 +249,8 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
     const val out = buffer(job, bytes.output, kStorage | kCopySrc);
     val stats = dummy_write;
     val w = val::undefined();
+    const uint64_t trace_bytes = trace ? 4ull * ((plan.Lk + flash.block_keys - 1) / flash.block_keys) * flash.trace_stride() : 0;
+    if (trace) stats = buffer(job, trace_bytes, kStorage | kCopySrc);  // zeroed: unvisited tiles read 0
     if (plan.return_weights) {
       stats = buffer(job, bytes.stats, kStorage);
       w = buffer(job, bytes.weights, kStorage | kCopySrc);
@@ -265,6 +290,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
     }
     pass.call<void>("end");
     read_back(out, bytes.output, output + webgpu_row_offset(plan, c.bh0, c.row0, plan.Ev));
+    if (trace) read_back(stats, trace_bytes, trace);
     if (plan.return_weights) {
       read_back(w, bytes.weights, weights + webgpu_row_offset(plan, c.bh0, c.row0, plan.Lk));
     }

@@ -34,8 +34,14 @@ class WebGpuAttention {
   // -> { error: null, promise, job } once submitted, or { error: { name, message } } when the
   // call cannot be planned for this device (RangeError).
   // `scores` ([B, Hq, Lq, Lk]) is written when plan.return_scores asks for a stage.
+  // With a `trace` (traceOnlineSoftmax), query row `trace_row` ((b·Hq + h)·Lq + i) records its
+  // online-softmax state after each key tile there (trace_floats(plan) floats; the layout is in
+  // attention_flash_common.wgsl.inc); the call must run in one piece.
   emscripten::val run(const AttentionPlan& plan, const AttentionInputs& in, float* output,
-                      float* weights, float* scores);
+                      float* weights, float* scores, uint32_t trace_row = FlashVariant::kNoTrace,
+                      float* trace = nullptr);
+  // { floats, tileKeys, lanes, stride } of a trace of `plan` on this device, or { error }.
+  emscripten::val trace_layout(const AttentionPlan& plan) const;
   // results: what the call's promise resolved to. Copies the readbacks into the wasm heap and
   // returns null, or returns { kind: 'validation'|'out-of-memory'|'internal', message }.
   emscripten::val finish(int job, emscripten::val results);

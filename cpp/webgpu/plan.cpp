@@ -114,14 +114,18 @@ uint32_t FlashVariant::workgroup_bytes() const {
 std::string FlashVariant::key() const {
   return std::string(tiled ? "flash-tiled" : "flash") + ":e" + std::to_string(e_pad) + ":ev" + std::to_string(ev_pad) + ":bk" +
          std::to_string(block_keys) + ":mask=" + mask_name(mask) + ":causal=" + (causal ? "1" : "0") +
-         ":stats=" + (write_stats ? "1" : "0") + variants.key();
+         ":stats=" + (write_stats ? "1" : "0") + variants.key() +
+         (trace_row == kNoTrace ? "" : ":trace=" + std::to_string(trace_row));
 }
+
+uint32_t FlashVariant::trace_stride() const { return 2 + (tiled ? kWebGpuTiledLanes : 1) + ev_pad; }
 
 std::string FlashVariant::wgsl_constants() const {
   return u32_const("ROWS", kWebGpuFlashRows) + (tiled ? u32_const("LANES", kWebGpuTiledLanes) : "") +
          u32_const("E_PAD", e_pad) + u32_const("EV_PAD", ev_pad) + u32_const("BLOCK_KEYS", block_keys) +
          u32_const("MASK_KIND", mask_code(mask)) + bool_const("CAUSAL", causal) +
-         bool_const("WRITE_STATS", write_stats) + variants.wgsl_constants();
+         bool_const("WRITE_STATS", write_stats) + variants.wgsl_constants() + u32_const("TRACE_ROW", trace_row) +
+         u32_const("TRACE_LANES", tiled ? kWebGpuTiledLanes : 1);
 }
 
 // The STAGE constant of attention_weights.wgsl: 0 weights, 1 scaled, 2 softcapped, 3 masked scores.

@@ -72,8 +72,15 @@ struct FlashVariant {
   bool causal = false;  // its offset is a uniform (kUfCausalOffset), so one pipeline serves every offset
   bool write_stats = false;  // also write each row's (max, denominator) for the weights pass
   WebGpuVariantFlags variants;
+  // The query row (b·Hq + h)·Lq + i whose online-softmax state after each key tile goes to the
+  // stats binding (traceOnlineSoftmax), or kNoTrace.
+  static constexpr uint32_t kNoTrace = 0xffffffffu;
+  uint32_t trace_row = kNoTrace;
+  // Floats of the trace: trace_stride() per key tile of the call.
+  uint32_t trace_stride() const;
   // The pipeline-cache key, e.g.
-  // "flash-tiled:e64:ev32:bk32:mask=bool:causal=1:stats=0:ranges=0:alibi=0:sinks=0:docs=0".
+  // "flash-tiled:e64:ev32:bk32:mask=bool:causal=1:stats=0:ranges=0:alibi=0:sinks=0:docs=0"
+  // (":trace=<row>" appended for a trace).
   std::string key() const;
   // The WGSL constants the glue puts before the kernel: the variant's and the tile constants.
   std::string wgsl_constants() const;

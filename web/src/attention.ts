@@ -49,6 +49,7 @@ import type {
   SoftmaxOptions,
   Tensor,
   TraceOptions,
+  WebGpuSoftmaxTrace,
   WebGpuInfo,
 } from './types.js';
 import { cacheOptions, cacheRequest, KvCache } from './kv-cache.js';
@@ -309,6 +310,40 @@ export class Attention {
   }
 
   /**
+   * One query row's online softmax, traced from the WebGPU flash kernel ('webgpu' instances):
+   * after each key tile of the kernel's size on this device, the running max, sum and
+   * unnormalized accumulator, and the output of the same run. Takes the options of
+   * {@link Attention.traceOnlineSoftmax}; the call must run in one dispatch (RangeError otherwise).
+   */
+  async traceWebGpuOnlineSoftmax(query: Tensor, key: Tensor, value: Tensor, options: TraceOptions): Promise<WebGpuSoftmaxTrace> {
+    this.checkUsable();
+    if (this.currentBackend !== 'webgpu') {
+      throw new TypeError(`sdpa-web: traceWebGpuOnlineSoftmax runs on 'webgpu' instances; this one uses '${this.currentBackend}' (traceOnlineSoftmax traces the SIMD kernel)`);
+    }
+    if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object with a row; got ${describe(options)}`);
+    checkOptionNames('traceWebGpuOnlineSoftmax', options, TRACE_OPTION_NAMES);
+    const { batch = 0, head = 0, row, ...attentionOptions } = options;
+    for (const [name, n] of [['batch', batch], ['head', head], ['row', row]] as const) checkNumber(name, n);
+    const request = attentionRequest('traceWebGpuOnlineSoftmax', query, key, value, attentionOptions);
+    throwIfError(this.module.planAttention(request).error);
+    const gpu = await this.liveGpu();
+    if (!gpu) throw new WebGPUError('unavailable', `no WebGPU device to trace on: ${this.currentFallbackReason ?? 'it fell back to SIMD'}`);
+    const layout = gpu.context.traceLayout(request);
+    throwIfError(layout.error);
+    if (!('floats' in layout)) throw new Error('unreachable');
+    const { output, trace } = await this.runWebGpu(query, key, value, attentionOptions, { batch, head, row, floats: layout.floats });
+    const Ev = output.shape[output.shape.length - 1]!;
+    const steps: WebGpuSoftmaxTrace['steps'] = [];
+    for (let at = 0; at < trace!.length; at += layout.stride) {
+      if (trace![at] === 0) continue; // a tile the row's workgroup skipped or where it saw no key
+      let sum = 0;
+      for (let lane = 0; lane < layout.lanes; lane++) sum += trace![at + 2 + lane]!;
+      steps.push({ firstKey: trace![at]! - 1, max: trace![at + 1]!, sum: Math.fround(sum), accumulator: trace!.slice(at + 2 + layout.lanes, at + 2 + layout.lanes + Ev) });
+    }
+    return { tileKeys: layout.tileKeys, kernel: layout.kernel, steps, output };
+  }
+
+  /**
    * The float64 reference (the oracle every backend is tested against): same arguments and
    * semantics as {@link Attention.scaledDotProductAttention}, computed in double precision from
    * the float32 inputs. Always returns the weights.
@@ -505,18 +540,27 @@ export class Attention {
   }
 
   /** One call on the WebGPU backend: inputs go through the wasm heap, the C++ core submits. */
-  private async runWebGpu(query: Tensor, key: Tensor, value: Tensor, options?: AttentionOptions): Promise<AttentionResult> {
+  private async runWebGpu(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    options?: AttentionOptions,
+    trace?: { batch: number; head: number; row: number; floats: number },
+  ): Promise<AttentionResult & { trace?: Float32Array }> {
     this.checkUsable();
-    const request = attentionRequest('scaledDotProductAttention', query, key, value, options);
+    const request = attentionRequest(trace ? 'traceWebGpuOnlineSoftmax' : 'scaledDotProductAttention', query, key, value, options);
     const plan = this.module.planAttention(request);
     throwIfError(plan.error);
     const outputElements = product(plan.outputShape);
     const out = checkOut(options?.out, outputElements, plan.outputShape);
     const weightsElements = request.returnWeights ? product(plan.weightsShape) : 0;
     const scoresElements = request.returnScores !== 'none' ? product(plan.weightsShape) : 0;
-    HeapScope.checkTotal(inputBytes(query, key, value, options) + 4 * (outputElements + weightsElements + scoresElements), 'this attention call');
+    HeapScope.checkTotal(inputBytes(query, key, value, options) + 4 * (outputElements + weightsElements + scoresElements + (trace?.floats ?? 0)), 'this attention call');
     const gpu = await this.liveGpu();
-    if (!gpu) return this.runCpu('scaledDotProductAttention', query, key, value, options); // fell back
+    if (!gpu) {
+      if (trace) throw new WebGPUError('unavailable', `no WebGPU device to trace on: ${this.currentFallbackReason ?? 'it fell back to SIMD'}`);
+      return this.runCpu('scaledDotProductAttention', query, key, value, options); // fell back
+    }
     const heap = new HeapScope(this.module);
     let job = 0;
     try {
@@ -524,9 +568,10 @@ export class Attention {
       pointers.output = heap.alloc(4 * outputElements, 'output');
       if (request.returnWeights) pointers.weights = heap.alloc(4 * weightsElements, 'weights');
       if (scoresElements) pointers.scores = heap.alloc(4 * scoresElements, 'scores');
+      if (trace) pointers.trace = heap.copyIn(new Float32Array(trace.floats), 'the trace');
       let started: ReturnType<typeof gpu.context.run>;
       try {
-        started = gpu.context.run(request, pointers);
+        started = trace ? gpu.context.trace(request, pointers, trace.batch, trace.head, trace.row) : gpu.context.run(request, pointers);
       } catch (cause) {
         // The device threw part-way through submitting (Chromium throws a RangeError from
         // createBuffer for an allocation it cannot make): undo the partial call, type the error.
@@ -552,9 +597,10 @@ export class Attention {
       if (gpu.isLost) throw new WebGPUError('device-lost', 'the GPU device was lost during the call');
       const fault = gpu.context.finish(job, results);
       if (fault) throw new WebGPUError(fault.kind, fault.message);
-      const result: AttentionResult = {
+      const result: AttentionResult & { trace?: Float32Array } = {
         output: { data: heap.readFloat32(pointers.output, outputElements, out), shape: plan.outputShape },
       };
+      if (trace) result.trace = heap.readFloat32(pointers.trace!, trace.floats);
       if (request.returnWeights) {
         result.weights = { data: heap.readFloat32(pointers.weights!, weightsElements), shape: plan.weightsShape };
       }

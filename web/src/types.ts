@@ -227,6 +227,22 @@ export interface OnlineSoftmaxTrace {
   output: Tensor;
 }
 
+/**
+ * One query row's online softmax as the WebGPU flash kernel runs it
+ * ({@link Attention.traceWebGpuOnlineSoftmax}): the same steps as {@link OnlineSoftmaxTrace},
+ * one per key tile of the kernel's own size; a sink joins after the last tile (the SIMD kernel
+ * starts from it).
+ */
+export interface WebGpuSoftmaxTrace {
+  /** Keys per tile (the kernel's BLOCK_KEYS on this device). */
+  tileKeys: number;
+  /** The kernel's pipeline key (which kernel, padded head dims, key tile). */
+  kernel: string;
+  steps: { firstKey: number; max: number; sum: number; accumulator: Float32Array }[];
+  /** The call's whole output `[..., Lq, Ev]`, from the same run. */
+  output: Tensor;
+}
+
 /** Whether a backend can run here, and if not, why. */
 export interface BackendInfo {
   name: BackendName;

@@ -33,6 +33,7 @@
 //   const ROWS: u32; const E_PAD: u32; const EV_PAD: u32; const BLOCK_KEYS: u32;
 //   const MASK_KIND: u32 (0 none, 1 bool bytes packed in u32 words, 2 additive f32);
 //   const CAUSAL: bool; const WRITE_STATS: bool; const RANGES, ALIBI, SINKS, DOCUMENTS: bool;
+//   const TRACE_ROW: u32; const TRACE_LANES: u32 (= 1) (the trace, attention_flash_common.wgsl.inc);
 // Buffers hold one chunk (cpp/webgpu/plan.h, WebGpuChunk): query/output/stats rows
 // [chunk heads × rows], key/value heads [kv0, kv0 + nkv), mask elements from mask_base.
 
@@ -125,6 +126,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         }
         m = m_new;
         seen = true;
+        if (TRACE_ROW != NO_TRACE && is_traced(row)) {
+          let at = trace_state(j0, 0u, m, l);
+          for (var c4 = 0u; c4 < EV4; c4++) {
+            for (var d = 0u; d < 4u; d++) { stats[at + 4u * c4 + d] = acc[c4][d]; }
+          }
+        }
       }
     }
     workgroupBarrier();

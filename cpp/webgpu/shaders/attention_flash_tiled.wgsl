@@ -26,6 +26,7 @@
 //   const ROWS: u32; const LANES: u32; const E_PAD: u32; const EV_PAD: u32; const BLOCK_KEYS: u32 (16, 32 or 64);
 //   const MASK_KIND: u32; const CAUSAL: bool; const WRITE_STATS: bool;
 //   const RANGES, ALIBI, SINKS, DOCUMENTS: bool (the variants, as in attention_flash.wgsl);
+//   const TRACE_ROW: u32; const TRACE_LANES: u32 (= LANES) (the trace, attention_flash_common.wgsl.inc).
 
 //! include attention_common.wgsl.inc
 //! include attention_flash_common.wgsl.inc
@@ -169,6 +170,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
           if (w_bits == HIDDEN_BITS) { continue; }
           for (var c = 0u; c < COLS_PER_LANE; c++) { acc[c] += bitcast<f32>(w_bits) * kv_tile[jj * KV_STRIDE + lane + LANES * c]; }
         }
+      }
+    }
+    if (TRACE_ROW != NO_TRACE && row_has && is_traced(row)) {
+      let at = trace_state(j0, lane, m, l);
+      for (var c = 0u; c < COLS_PER_LANE; c++) {
+        for (var d = 0u; d < 4u; d++) { stats[at + 4u * (lane + LANES * c) + d] = acc[c][d]; }
       }
     }
     workgroupBarrier();
