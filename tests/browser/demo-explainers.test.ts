@@ -93,6 +93,15 @@ describe('demo explainers', () => {
         return k.left >= box.left - 0.5 && k.right <= box.right + 0.5 && d.scrollWidth <= d.clientWidth + 1;
       });
       expect(fits).toBe(true);
+      // The same row traced inside the WebGPU kernel (SwiftShader here): its own tiles, the same output row.
+      await page.waitForSelector('#online[data-gpu-shown="256:2:150"]', { timeout: 120_000 });
+      const gpuFinal = JSON.parse((await page.getAttribute('[data-testid="online-webgpu-final"]', 'data-v'))!) as number[];
+      const gpuOutput = JSON.parse((await page.getAttribute('[data-testid="online-webgpu-output"]', 'data-v'))!) as number[];
+      gpuOutput.forEach((x, c) => {
+        expect(relClose(gpuFinal[c], x, 1e-6), `WebGPU a/ℓ column ${c}`).toBe(true);
+        expect(Math.abs(x - want.reference[c])).toBeLessThan(1e-5);
+      });
+      expect(await page.locator('[data-testid="online-webgpu-steps"] tbody tr').count()).toBeGreaterThan(0);
       expect(await page.evaluate(() => document.scrollingElement!.scrollWidth - window.innerWidth)).toBeLessThanOrEqual(0);
       await page.locator('#online-row').selectOption('0');
       await page.waitForSelector('#online[data-shown="256:0:150"]');

@@ -198,6 +198,26 @@ export function onlineInputs(attn: Attention, keys: number, row: number, spike: 
   return { q, k, v };
 }
 
+type KernelStep = { firstKey: number; max: number; sum: number; accumulator: Float32Array };
+
+/** A kernel's steps with the rescale factor and the output so far. */
+function onlineSteps(steps: KernelStep[], tileKeys: number, keys: number): OnlineStep[] {
+  let before = Number.NaN;
+  return steps.map((s) => {
+    const rescale = Number.isNaN(before) ? 1 : Math.exp(before - s.max);
+    before = s.max;
+    const accumulator = Array.from(s.accumulator);
+    return { firstKey: s.firstKey, lastKey: Math.min(keys, s.firstKey + tileKeys) - 1, max: s.max, sum: s.sum, rescale, accumulator, partial: accumulator.map((a) => a / s.sum) };
+  });
+}
+
+/** The same row traced from the WebGPU flash kernel (a 'webgpu' instance): its own tile size and kernel. */
+export async function webgpuOnlineTrace(gpuAttn: Attention, keys: number, row: number, spike: number): Promise<{ tileKeys: number; kernel: string; steps: OnlineStep[]; output: number[] }> {
+  const { q, k, v } = onlineInputs(gpuAttn, keys, row, spike);
+  const trace = await gpuAttn.traceWebGpuOnlineSoftmax(q, k, v, { row });
+  return { tileKeys: trace.tileKeys, kernel: trace.kernel, steps: onlineSteps(trace.steps, trace.tileKeys, keys), output: Array.from(trace.output.data.subarray(row * ONLINE_EV, (row + 1) * ONLINE_EV)) };
+}
+
 /** The SIMD kernel's trace of one query row (attn.traceOnlineSoftmax), beside the call's output and the float64 reference. */
 export async function onlineTrace(attn: Attention, keys: number, row: number, spike: number): Promise<OnlineTrace> {
   const { q, k, v } = onlineInputs(attn, keys, row, spike);
@@ -205,16 +225,9 @@ export async function onlineTrace(attn: Attention, keys: number, row: number, sp
   const call = await attn.scaledDotProductAttention(q, k, v);
   const ref = attn.referenceAttention(q, k, v);
   const rowOf = (data: ArrayLike<number>, width: number) => Array.from({ length: width }, (_, c) => Number(data[row * width + c]));
-  let before = Number.NaN;
-  const steps = trace.steps.map((s) => {
-    const rescale = Number.isNaN(before) ? 1 : Math.exp(before - s.max);
-    before = s.max;
-    const accumulator = Array.from(s.accumulator);
-    return { firstKey: s.firstKey, lastKey: Math.min(keys, s.firstKey + trace.tileKeys) - 1, max: s.max, sum: s.sum, rescale, accumulator, partial: accumulator.map((a) => a / s.sum) };
-  });
   return {
     tileKeys: trace.tileKeys,
-    steps,
+    steps: onlineSteps(trace.steps, trace.tileKeys, keys),
     output: rowOf(trace.output.data, ONLINE_EV),
     callOutput: rowOf(call.output.data, ONLINE_EV),
     reference: rowOf(ref.output.data, ONLINE_EV),

@@ -86,7 +86,7 @@ export function mountLimits(app: App): void {
       width, height: 280, marginLeft: 64, marginRight: 24,
       style: { background: 'transparent', fontSize: '12px' },
       x: { type: 'log', base: 2, label: 'length L (log scale)', grid: true, ticks: [64, 1024, 16384, 262144], tickFormat: (n: number) => (n >= 1024 ? `${n / 1024}K` : String(n)) },
-      y: { type: 'log', label: 'bytes (log scale)', grid: true, ticks: [2 ** 10, 2 ** 20, 2 ** 30, 2 ** 40], tickFormat: (b: number) => ['1 KiB', '1 MiB', '1 GiB', '1 TiB'][Math.round(Math.log2(b) / 10) - 1] },
+      y: { type: 'log', label: 'bytes (log scale)', grid: true, ticks: [2 ** 20, 2 ** 30, 2 ** 40], tickFormat: (b: number) => ['1 MiB', '1 GiB', '1 TiB'][Math.round(Math.log2(b) / 10) - 2] },
       color: { legend: true, scheme: 'observable10' },
       marks: [Plot.line(pts, { x: 'n', y: 'bytes', stroke: 'what', strokeWidth: 2 }), Plot.ruleY([p.cap], { stroke: 'currentColor', strokeDasharray: '4,3' }), Plot.text([p.cap], { y: (c: number) => c, frameAnchor: 'left', dy: -8, dx: 6, text: () => 'buffer limit' }), Plot.ruleX([call.length], { strokeOpacity: 0.4 })],
     })));

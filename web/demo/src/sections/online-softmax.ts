@@ -3,8 +3,9 @@
 // numbers shown after each tile are the kernel's own (attn.traceOnlineSoftmax, a trace hook in the
 // C++ kernel), and the last tile's a/ℓ is the library's output row.
 import * as Plot from '@observablehq/plot';
-import { getParam, setParams, type App } from '../lib/app';
-import { ONLINE_KEY_COUNTS, ONLINE_ROWS, onlineTrace, type OnlineTrace } from '../lib/explainers';
+import type { Attention } from 'sdpa-web';
+import { getParam, selectable, setParams, type App } from '../lib/app';
+import { ONLINE_KEY_COUNTS, ONLINE_ROWS, onlineTrace, webgpuOnlineTrace, type OnlineStep, type OnlineTrace } from '../lib/explainers';
 import { fitMath, tex } from '../lib/katex';
 import { el, fmt } from '../lib/tensors';
 
@@ -41,8 +42,11 @@ export function mountOnlineSoftmax(app: App): void {
   const spikeSlider = el('input', { type: 'range', id: 'online-spike', min: -1, max: keys - 1, step: 1, value: spike, 'aria-label': 'strong key' });
   const spikeOut = el('output', { for: 'online-spike', id: 'online-spike-out' });
   const plots = el('div', { id: 'online-plots', class: 'lab-pair' });
-  const table = el('div', { id: 'online-table', class: 'view wide' });
+  const table = el('div', { id: 'online-table', class: 'view wide trace-steps' });
   const verdict = el('div', { id: 'online-verdict', class: 'var-numbers', 'aria-live': 'polite' });
+  const gpuPanel = el('div', { id: 'online-webgpu', class: 'view wide trace-steps' });
+  const canGpu = app.backends.some((b) => b.name === 'webgpu' && selectable(b));
+  let gpuAttn: Promise<Attention> | undefined;
 
   sec.append(
     el('p', { text: 'The formula asks for a whole row of scores before the softmax can start: the row’s maximum and its sum of exponentials. A fused kernel never holds that row. It reads the keys a tile at a time and keeps three things per query: the largest score so far m, the sum so far ℓ of e^(s − m), and the accumulator a, the same weighted sum of value rows. When a tile brings a larger score, everything kept so far is rescaled by e^(m_old − m_new):' }),
@@ -57,6 +61,9 @@ export function mountOnlineSoftmax(app: App): void {
     plots,
     table,
     verdict,
+    el('h3', { text: 'The same row on the WebGPU kernel' }),
+    el('p', { text: 'sdpa-web’s WebGPU flash kernel does the same on the GPU, with a key tile chosen from the device’s workgroup memory (64, 32 or 16 keys; on small devices its per-row kernel takes what fits). Here it records the same row from inside the shader: where its tiles differ from the SIMD kernel’s the steps differ, but the last a/ℓ agrees to float32 rounding.' }),
+    gpuPanel,
   );
 
   let token = 0;
@@ -71,8 +78,33 @@ export function mountOnlineSoftmax(app: App): void {
       drawTable(t);
       drawVerdict(t);
       sec.dataset.shown = `${keys}:${row}:${spike}`;
+      await showGpu(my, t);
     } catch (e) {
       app.error('online softmax', e);
+    }
+  }
+
+  async function showGpu(my: number, t: OnlineTrace): Promise<void> {
+    if (!canGpu) {
+      gpuPanel.replaceChildren(el('p', { class: 'note', text: `WebGPU is not available in this browser (${app.backends.find((b) => b.name === 'webgpu')?.reason ?? 'no navigator.gpu'}).` }));
+      return;
+    }
+    gpuPanel.replaceChildren(el('p', { class: 'progress-text', text: 'Tracing on WebGPU…' }));
+    try {
+      gpuAttn ??= app.create('webgpu');
+      const g = await webgpuOnlineTrace(await gpuAttn, keys, row, spike);
+      if (my !== token) return;
+      const diff = Math.max(...g.output.map((x, c) => Math.abs(x - t.output[c]!)));
+      const last = g.steps[g.steps.length - 1]!;
+      gpuPanel.replaceChildren(
+        stepTable(g.steps, `Query q${row + 1} on WebGPU: tiles of ${g.tileKeys} keys (${g.kernel.split(':')[0]} kernel)`, 'online-webgpu-steps'),
+        el('p', {}, el('span', { class: 'stat' }, 'After its last tile, a/ℓ = ', el('strong', { 'data-testid': 'online-webgpu-final', 'data-v': JSON.stringify(last.partial), text: vec(last.partial, 6) }))),
+        el('p', { class: 'note', 'data-testid': 'online-webgpu-output', 'data-v': JSON.stringify(g.output), text: `WebGPU output row ${vec(g.output, 6)}: ${diff === 0 ? 'the same as the SIMD kernel’s, bit for bit' : `${diff.toExponential(1)} from the SIMD kernel’s`}.` }),
+      );
+      sec.dataset.gpuShown = `${keys}:${row}:${spike}`;
+    } catch (e) {
+      gpuAttn = undefined;
+      gpuPanel.replaceChildren(el('p', { class: 'note', text: `WebGPU could not run here: ${e instanceof Error ? e.message : String(e)}` }));
     }
   }
 
@@ -94,11 +126,15 @@ export function mountOnlineSoftmax(app: App): void {
   }
 
   function drawTable(t: OnlineTrace): void {
+    table.replaceChildren(stepTable(t.steps, `Query q${row + 1}, tiles of ${t.tileKeys} keys, as the SIMD kernel computed them: m the running max, ℓ the denominator, a the accumulator`, 'online-steps'));
+  }
+
+  function stepTable(steps: OnlineStep[], caption: string, testid: string): HTMLElement {
     const head: [string, string][] = [['tile', 'tile'], ['keys', 'keys'], ['m', 'the running max'], ['rescale', 'e^(m_old − m): the factor on ℓ and a'], ['ℓ', 'the running denominator'], ['a', 'the accumulator'], ['a/ℓ', 'the output so far']];
-    table.replaceChildren(el('table', { class: 'data', 'data-testid': 'online-steps' },
-      el('caption', { text: `Query q${row + 1}, tiles of ${t.tileKeys} keys, as the SIMD kernel computed them: m the running max, ℓ the denominator, a the accumulator` }),
+    return el('table', { class: 'data', 'data-testid': testid },
+      el('caption', { text: caption }),
       el('thead', {}, el('tr', {}, ...head.map(([h, title], c) => el('th', { scope: 'col', title, class: c === 5 ? 'acc' : c === 1 ? 'keys' : '', text: h })))),
-      el('tbody', {}, ...t.steps.map((s, n) => el('tr', { class: s.rescale < 1 ? 'jump' : '' },
+      el('tbody', {}, ...steps.map((s, n) => el('tr', { class: s.rescale < 1 ? 'jump' : '' },
         el('td', { text: String(n + 1) }),
         el('td', { class: 'vec keys', text: `k${s.firstKey + 1}–k${s.lastKey + 1}` }),
         el('td', { text: fmt(s.max, 3) }),
@@ -107,7 +143,7 @@ export function mountOnlineSoftmax(app: App): void {
         el('td', { class: 'vec acc', text: vec(s.accumulator, 3) }),
         el('td', { class: 'vec partial', 'data-partial': JSON.stringify(s.partial) }, ...halves(s.partial)),
       ))),
-    ));
+    );
   }
 
   function drawVerdict(t: OnlineTrace): void {
