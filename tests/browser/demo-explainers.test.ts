@@ -118,7 +118,9 @@ describe('demo explainers', () => {
     await openAllSections(page);
     await page.waitForSelector('#gradients[data-row="1"]');
     const want = gradientView(attn, 1);
-    const chain = await page.$$eval('#grad-chain tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => Number((td as HTMLElement).dataset.v))));
+    // #grad-chain: a row per column d_j; its cells are the page's chain, the float64 and the float32 backward.
+    const byColumn = await page.$$eval('#grad-chain tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => Number((td as HTMLElement).dataset.v))));
+    const chain = [0, 1, 2].map((way) => byColumn.map((cells) => cells[way]!));
     const e = want.dQrowChain.length;
     const lib64 = Array.from(want.reference64.dQuery.data).slice(e, 2 * e);
     const lib32 = Array.from(want.library.dQuery.data).slice(e, 2 * e);

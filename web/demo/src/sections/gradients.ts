@@ -32,13 +32,16 @@ export function mountGradients(app: App): void {
       const e = g.dQrowChain.length;
       const dQ32 = Array.from(g.library.dQuery.data).slice(i * e, (i + 1) * e);
       const dQ64 = Array.from(g.reference64.dQuery.data).slice(i * e, (i + 1) * e);
+      // One row per column of ∂L/∂Q (narrow enough for a phone); the columns are the three ways to it.
+      const columns: [string, string, number[]][] = [
+        ['J·∂L/∂A_i·K/√d_k', 'this page’s chain, float64', g.dQrowChain],
+        ['float64 backward', 'sdpa-web referenceAttentionBackward', dQ64],
+        ['float32 backward', 'sdpa-web scaledDotProductAttentionBackward', dQ32],
+      ];
       const chainTable = el('table', { class: 'data', id: 'grad-chain' },
-        el('thead', {}, el('tr', {}, el('th', { scope: 'col', text: `∂L/∂Q, row q${i + 1}` }), ...seqLabels('d', e).map((d) => el('th', { scope: 'col', text: d })))),
-        el('tbody', {}, ...([
-          ['J·∂L/∂A_i ·K/√d_k (this page, float64)', g.dQrowChain],
-          ['sdpa-web referenceAttentionBackward (float64)', dQ64],
-          ['sdpa-web scaledDotProductAttentionBackward (float32)', dQ32],
-        ] as [string, number[]][]).map(([n, r]) => el('tr', {}, el('th', { scope: 'row', text: n }), ...r.map((x) => el('td', { 'data-v': String(x), text: fmt(x, 6) }))))),
+        el('caption', { text: `∂L/∂Q of row q${i + 1}, column by column: the page’s chain, the library’s float64 reference backward and its float32 backward` }),
+        el('thead', {}, el('tr', {}, el('th', { scope: 'col', text: 'column' }), ...columns.map(([h, title]) => el('th', { scope: 'col', title, text: h })))),
+        el('tbody', {}, ...seqLabels('d', e).map((d, j) => el('tr', {}, el('th', { scope: 'row', text: d }), ...columns.map(([, , r]) => el('td', { 'data-v': String(r[j]), text: fmt(r[j]!, 6) }))))),
       );
       const gradRows = (['dQuery', 'dKey', 'dValue'] as const).map((name) => {
         const lib = Array.from(g.library[name].data), ref = Array.from(g.reference64[name].data), fd = g.finite[name];
