@@ -10,6 +10,7 @@ import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { createAttention, maxAbsDiff, toleranceBound } from '../../dist/index.js';
 import { groupQueryAttentionModel } from './onnx.mjs';
+import { section, uleb } from './peak.mjs';
 import { log } from './run.mjs';
 import { interleave, warmUp } from './timing.mjs';
 
@@ -161,17 +162,6 @@ async function ortEngine(name, ort, c, inputs) {
 
 /** The streaming-read probe: a hand-assembled wasm SIMD loop summing `bytes` with 4 f32x4 accumulators. */
 function probeModule(pages) {
-  const uleb = (n) => {
-    const out = [];
-    do {
-      let b = n & 0x7f;
-      n >>>= 7;
-      if (n) b |= 0x80;
-      out.push(b);
-    } while (n);
-    return out;
-  };
-  const section = (id, body) => [id, ...uleb(body.length), ...body];
   const simd = (op) => [0xfd, ...uleb(op)];
   const load = (offset) => [...simd(0x00), 4, ...uleb(offset)]; // v128.load align=16
   const add = simd(0xe4), extract = simd(0x1f);

@@ -7,7 +7,8 @@ import { median, timeSync } from './timing.mjs';
 
 const CHAINS = 12;
 
-function uleb(n) {
+/** LEB128, unsigned, as wasm's binary format writes sizes and indices. */
+export function uleb(n) {
   const out = [];
   do {
     let b = n & 0x7f;
@@ -18,7 +19,8 @@ function uleb(n) {
   return out;
 }
 
-function section(id, body) {
+/** A wasm module section: its id, its size, its body. */
+export function section(id, body) {
   return [id, ...uleb(body.length), ...body];
 }
 
