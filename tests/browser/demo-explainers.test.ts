@@ -102,6 +102,9 @@ describe('demo explainers', () => {
         expect(Math.abs(x - want.reference[c])).toBeLessThan(1e-5);
       });
       expect(await page.locator('[data-testid="online-webgpu-steps"] tbody tr').count()).toBeGreaterThan(0);
+      // Both tables fit their boxes (on a phone they drop two columns and wrap a/ℓ).
+      const overflow = await page.$$eval('#online .trace-steps', (boxes) => boxes.map((b) => b.scrollWidth - b.clientWidth));
+      expect(overflow).toEqual([0, 0]);
       expect(await page.evaluate(() => document.scrollingElement!.scrollWidth - window.innerWidth)).toBeLessThanOrEqual(0);
       await page.locator('#online-row').selectOption('0');
       await page.waitForSelector('#online[data-shown="256:0:150"]');
