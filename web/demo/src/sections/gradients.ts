@@ -58,7 +58,7 @@ export function mountGradients(app: App): void {
         el('div', { class: 'table-scroll' }, chainTable),
         el('h3', { text: 'Every gradient: the library beside float64 finite differences' }),
         el('div', { class: 'table-scroll' }, el('table', { class: 'data', id: 'grad-all' },
-          el('thead', {}, el('tr', {}, ...['gradient', 'max |float64 reference − finite difference|', 'max |float32 − float64|'].map((c) => el('th', { scope: 'col', text: c })))),
+          el('thead', {}, el('tr', {}, ...([['gradient', 'gradient'], ['float64 vs finite diff.', 'max |float64 reference backward − float64 finite difference|'], ['float32 vs float64', 'max |float32 backward − float64 reference backward|']] as const).map(([c, title]) => el('th', { scope: 'col', title, text: c })))),
           el('tbody', {}, ...gradRows.map(([n, , , , dFd, d32]) => el('tr', { 'data-grad': n }, el('th', { scope: 'row', text: n }), el('td', { text: dFd.toExponential(1) }), el('td', { text: d32.toExponential(1) })))),
         )),
         ...gradRows.map(([n, lib, ref, fd]) => el('details', { class: 'numbers', 'data-grad': n }, el('summary', { text: `Numbers of ${n}` }), el('div', { class: 'table-scroll' }, el('table', { class: 'data grad-numbers' },

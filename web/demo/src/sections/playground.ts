@@ -322,7 +322,7 @@ export function mountPlayground(app: App): void {
       const masked = stages.find((s) => s.id === 'masked')!.views[0];
       const output = stages.find((s) => s.id === 'output')!.views[0];
       const w = rowsOf(st.weights);
-      const stats = el('table', { class: 'data', id: 'pg-row-stats' }, el('thead', {}, el('tr', {}, ...['query', 'max weight', 'entropy (nats)', 'of max ln Lk', 'status'].map((h) => el('th', { scope: 'col', text: h })))), el('tbody', {}, ...w.map((r, i) => {
+      const stats = el('table', { class: 'data', id: 'pg-row-stats' }, el('thead', {}, el('tr', {}, ...([['query', 'query row'], ['max weight', 'the row’s largest weight'], ['entropy', 'entropy of the row’s weights, in nats'], ['of ln Lk', 'the entropy as a share of its largest possible value, ln Lk (uniform weights)'], ['status', 'status']] as const).map(([h, title]) => el('th', { scope: 'col', title, text: h })))), el('tbody', {}, ...w.map((r, i) => {
         const fm = isFullyMasked(r);
         return el('tr', fm ? { class: 'fully-masked' } : {}, el('th', { scope: 'row', text: ql[i] }), el('td', { text: fm ? '—' : fmt(maxOf(r), 3) }), el('td', { text: fm ? '—' : fmt(entropy(r), 3) }), el('td', { text: fm ? '—' : `${((100 * entropy(r)) / Math.log(lk || 1) || 0).toFixed(0)}%` }), el('td', { text: fm ? 'fully masked: every key is masked, all weights 0' : 'ok' }));
       })));
