@@ -212,8 +212,9 @@ WebGpuChunkBytes webgpu_chunk_bytes(const AttentionPlan& p, const WebGpuChunk& c
   const uint64_t rows = static_cast<uint64_t>(c.query_rows());
   b.query = 4 * rows * p.E;
   b.output = 4 * rows * p.Ev;
-  b.key = 4ull * c.nkv * p.Lk * p.E;
-  b.value = 4ull * c.nkv * p.Lk * p.Ev;
+  // Heads kv0…kv0 + nkv − 1 at the plan's head strides (a KV cache's maxLength·E), the last one Lk rows.
+  b.key = c.nkv == 0 ? 0 : 4ull * ((c.nkv - 1) * p.key_head_stride + p.Lk * p.E);
+  b.value = c.nkv == 0 ? 0 : 4ull * ((c.nkv - 1) * p.value_head_stride + p.Lk * p.Ev);
   if (p.mask_kind != MaskKind::kNone) {
     b.mask = static_cast<uint64_t>(c.mask_hi - c.mask_lo) * mask_element_bytes(p) + kMaskAlignSlack;
   }
@@ -365,6 +366,8 @@ WebGpuUniforms webgpu_uniforms(const AttentionPlan& p, const WebGpuChunk& c, int
   u[kUfNanBits] = 0x7fc00000u;  // quiet NaN, handed in at run time (WGSL has no NaN constants)
   u[kUfB] = u32(p.B);
   u[kUfNegInfBits] = 0xff800000u;  // -inf, also handed in at run time
+  u[kUfKeyStride] = u32(p.key_head_stride);
+  u[kUfValueStride] = u32(p.value_head_stride);
   return u;
 }
 

@@ -151,7 +151,8 @@ using WebGpuUniforms = std::array<uint32_t, 32>;
 enum WebGpuUniformField : uint32_t {
   kUfLq, kUfLk, kUfE, kUfEv, kUfHq, kUfHkv, kUfGroup, kUfBh0, kUfNbh, kUfRow0, kUfRows, kUfKv0,
   kUfMaskBase, kUfMaskSb, kUfMaskSh, kUfMaskSq, kUfMaskSk, kUfScaleBits, kUfCausalOffset,
-  kUfXBase, kUfYBase, kUfNanBits, kUfSoftcapBits, kUfSoftcapOn, kUfB, kUfNegInfBits, kUfFieldCount
+  kUfXBase, kUfYBase, kUfNanBits, kUfSoftcapBits, kUfSoftcapOn, kUfB, kUfNegInfBits,
+  kUfKeyStride, kUfValueStride, kUfFieldCount
 };
 // `mask_base`: the element offset the chunk's mask buffer starts at (bool masks: a multiple of 4).
 WebGpuUniforms webgpu_uniforms(const AttentionPlan& plan, const WebGpuChunk& chunk,

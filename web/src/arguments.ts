@@ -57,6 +57,7 @@ function optionNames<T extends object>() {
 export const ATTENTION_OPTION_NAMES = optionNames<AttentionOptions>()([
   'attnMask', 'isCausal', 'scale', 'softcap', 'keyLengths', 'window', 'alibi', 'alibiSlopes', 'sinks',
   'queryDocuments', 'keyDocuments', 'enableGqa', 'returnScores', 'returnWeights', 'returnLogSumExp', 'out',
+  'outputLocation',
 ]);
 export const BACKWARD_OPTION_NAMES = optionNames<BackwardOptions>()([
   'attnMask', 'isCausal', 'scale', 'softcap', 'keyLengths', 'window', 'alibi', 'alibiSlopes', 'sinks',
