@@ -245,8 +245,24 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
   device_.call<void>("pushErrorScope", std::string("validation"));
   open_job_ = id;  // until run() returns: abandon() undoes a run that a JS exception cut short
 
-  const val flash_pipeline =
-      pipeline(flash.key(), flash.wgsl_constants() + (flash.tiled ? kAttentionFlashTiledWgsl : kAttentionFlashWgsl), false, job);
+  // Flash-decoding when the plan chooses it (webgpu_decode_splits) and each chunk's partials fit
+  // one binding; a trace follows the flash kernels' key tiles.
+  uint32_t splits = trace ? 0 : webgpu_decode_splits(plan);
+  const uint64_t record_bytes = 4ull * (kWebGpuDecodeRecordHeader + flash.ev_pad);
+  for (const WebGpuChunk& c : chunks) {
+    if (static_cast<uint64_t>(c.query_rows()) * splits * record_bytes > limits_.max_storage_binding_bytes) splits = 0;
+  }
+  val flash_pipeline = val::undefined(), partial_pipeline = val::undefined(), merge_pipeline = val::undefined();
+  if (splits) {
+    FlashVariant decode = flash;
+    decode.tiled = false;
+    decode.decode = 1;
+    partial_pipeline = pipeline(decode.key(), decode.wgsl_constants() + kAttentionDecodePartialWgsl, false, job);
+    decode.decode = 2;
+    merge_pipeline = pipeline(decode.key(), decode.wgsl_constants() + kAttentionDecodeMergeWgsl, false, job);
+  } else {
+    flash_pipeline = pipeline(flash.key(), flash.wgsl_constants() + (flash.tiled ? kAttentionFlashTiledWgsl : kAttentionFlashWgsl), false, job);
+  }
   val weights_pipeline = val::undefined();
   if (plan.return_weights) {
     const WeightsVariant wv = webgpu_weights_variant(plan);
@@ -336,9 +352,22 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       pass.call<void>("setBindGroup", 0, device_.call<val>("createBindGroup", desc));
       pass.call<void>("dispatchWorkgroups", part.x, part.y);
     };
-    const uint64_t row_tiles = (static_cast<uint64_t>(c.rows) + kWebGpuFlashRows - 1) / kWebGpuFlashRows;
-    for (const GridPart& part : split_grid(row_tiles, c.nbh, limits_.max_workgroups_per_dim)) {
-      dispatch(flash_pipeline, flash_bgl_, part, {q, k, v, mask, out_resource, whole(stats), whole(variants)});
+    if (splits) {
+      // Partials (one record per row and split) in the stats binding, then the merge.
+      const uint64_t rows = static_cast<uint64_t>(c.query_rows());
+      const val partials = buffer(job, rows * splits * record_bytes, kStorage);
+      const uint64_t per = kWebGpuDecodeInvocations;
+      for (const GridPart& part : split_grid((rows * splits + per - 1) / per, 1, limits_.max_workgroups_per_dim)) {
+        dispatch(partial_pipeline, flash_bgl_, part, {q, k, v, mask, out_resource, whole(partials), whole(variants)});
+      }
+      for (const GridPart& part : split_grid((rows + per - 1) / per, 1, limits_.max_workgroups_per_dim)) {
+        dispatch(merge_pipeline, flash_bgl_, part, {q, k, v, mask, out_resource, whole(partials), whole(variants)});
+      }
+    } else {
+      const uint64_t row_tiles = (static_cast<uint64_t>(c.rows) + kWebGpuFlashRows - 1) / kWebGpuFlashRows;
+      for (const GridPart& part : split_grid(row_tiles, c.nbh, limits_.max_workgroups_per_dim)) {
+        dispatch(flash_pipeline, flash_bgl_, part, {q, k, v, mask, out_resource, whole(stats), whole(variants)});
+      }
     }
     const uint64_t key_tiles = (static_cast<uint64_t>(plan.Lk) + kWebGpuWeightsKeys - 1) / kWebGpuWeightsKeys;
     if (plan.return_weights) {

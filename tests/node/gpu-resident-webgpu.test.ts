@@ -26,7 +26,7 @@ afterAll(() => {
 /** `t` uploaded to a new STORAGE buffer at byte `offset` (the test's own upload, on the real device). */
 function toGpu(t: Tensor, offset = 0, usage = STORAGE | COPY_SRC | COPY_DST): GpuTensor {
   const buffer = device.createBuffer({ size: offset + Math.max(4, t.data.byteLength), usage });
-  if (t.data.length) device.queue.writeBuffer(buffer, offset, t.data);
+  if (t.data.length) device.queue.writeBuffer(buffer, offset, t.data as Float32Array<ArrayBuffer>);
   return { buffer, shape: t.shape, offset };
 }
 
@@ -54,7 +54,7 @@ function countingDevice(real: GPUDevice) {
         return (buffer: GPUBuffer, offset: number, data: ArrayBufferView, dataOffset = 0, size?: number) => {
           const element = 'BYTES_PER_ELEMENT' in data ? (data as Float32Array).BYTES_PER_ELEMENT : 1;
           counts.writes.push(size !== undefined ? size * element : data.byteLength - dataOffset * element);
-          target.writeBuffer(buffer, offset, data, dataOffset, size);
+          target.writeBuffer(buffer, offset, data as ArrayBufferView<ArrayBuffer>, dataOffset, size);
         };
       }
       const value = Reflect.get(target, name, target) as unknown;
@@ -203,6 +203,49 @@ describe('GPU-resident tensors on webgpu', () => {
   });
 });
 
+describe('flash-decoding on webgpu (split-K partials merged by log-sum-exp)', () => {
+  let attn: Attention;
+  beforeAll(async () => {
+    attn = await createAttention({ backend: 'webgpu', gpuDevice: device });
+  });
+  afterAll(() => attn.dispose());
+
+  // Split boundaries: 128 keys a split, chosen from 256 keys (cpp/webgpu/plan.h).
+  const variants: [string, (B: number, Hq: number, Lq: number, Lk: number) => AttentionOptions][] = [
+    ['no options', () => ({})],
+    ['causal bottom-right, GQA, softcap', () => ({ isCausal: 'bottom-right', enableGqa: true, softcap: 4 })],
+    ['bool mask, ALiBi, sinks', (B, Hq, Lq, Lk) => ({
+      attnMask: { data: Uint8Array.from({ length: Lq * Lk }, (_, i) => (i * 7919) % 5 !== 0 ? 1 : 0), shape: [Lq, Lk] },
+      alibi: true,
+      sinks: Float32Array.from({ length: Hq }, (_, h) => h - 1),
+    })],
+    ['additive mask, window, keyLengths (one batch sees one key, one none)', (B, Hq, Lq, Lk) => ({
+      attnMask: { data: Float32Array.from({ length: Lk }, (_, j) => (j % 11 === 0 ? -Infinity : Math.sin(j))), shape: [Lk] },
+      window: { left: 200, right: 0 },
+      isCausal: 'bottom-right',
+      keyLengths: Int32Array.from({ length: B }, (_, b) => [Lk, 1, 0][b % 3]!),
+    })],
+  ];
+  for (const Lk of [255, 256, 257, 383, 384, 385, 700]) {
+    it(`Lk = ${Lk}: Lq = 1, 3 and 9 (the flash kernel) against the reference, every variant`, async () => {
+      const B = 3, Hq = 4, Hkv = 2, E = 24, Ev = 20;
+      for (const Lq of [1, 3, 9]) {
+        const q = randomTensor([B, Hq, Lq, E], Lk + Lq), k = randomTensor([B, Hq, Lk, E], 2 * Lk), v = randomTensor([B, Hq, Lk, Ev], 3 * Lk);
+        for (const [what, make] of variants) {
+          const options = make(B, Hq, Lq, Lk);
+          const gqa = options.enableGqa;
+          const kk = gqa ? { data: k.data.subarray(0, B * Hkv * Lk * E), shape: [B, Hkv, Lk, E] } : k;
+          const vv = gqa ? { data: v.data.subarray(0, B * Hkv * Lk * Ev), shape: [B, Hkv, Lk, Ev] } : v;
+          const got = await attn.scaledDotProductAttention(q, kk, vv, options);
+          expectResultMatchesReference(got, oracle, q, kk, vv, options, 4, `Lk ${Lk} Lq ${Lq} ${what}`);
+        }
+      }
+      const kernels = attn.webgpuInfo()!.pipelines.join(' ');
+      expect(kernels).toMatch(Lk >= 256 ? /decode-partial:.*decode-merge:|decode-merge:.*decode-partial:/ : /flash/);
+    });
+  }
+});
+
 describe('a decode loop on a wrapped device', () => {
   it('GPU tensors and a GPU cache: no tensor bytes through writeBuffer, nothing mapped, live buffers flat over 32 steps', async () => {
     const real = await swiftShaderDevice();
@@ -212,7 +255,7 @@ describe('a decode loop on a wrapped device', () => {
     // Inputs made outside the library (the model's activations).
     const upload = (t: Tensor): GpuTensor => {
       const buffer = real.createBuffer({ size: t.data.byteLength, usage: STORAGE | COPY_SRC | COPY_DST });
-      real.queue.writeBuffer(buffer, 0, t.data);
+      real.queue.writeBuffer(buffer, 0, t.data as Float32Array<ArrayBuffer>);
       return { buffer, shape: t.shape };
     };
     const cache = attn.createKvCache({ batch: B, kvHeads: Hkv, maxLength: 64, headDim: E, valueDim: Ev });
@@ -221,8 +264,10 @@ describe('a decode loop on a wrapped device', () => {
     cache.append(pk, pv);
     const out = real.createBuffer({ size: 4 * B * Hq * prompt * Ev, usage: STORAGE | COPY_SRC | COPY_DST });
     await attn.scaledDotProductAttention(pq, cache, { enableGqa: true, isCausal: true, outputLocation: 'gpu', out });
-    // A chain: the prefill's output feeds the next call as its query.
-    await attn.scaledDotProductAttention({ buffer: out, shape: [B, Hq, prompt, E] }, cache, { enableGqa: true, outputLocation: 'gpu', out });
+    // A chain: the prefill's output feeds the next call as its query (an output may not be an input's buffer).
+    await expect(attn.scaledDotProductAttention({ buffer: out, shape: [B, Hq, prompt, E] }, cache, { enableGqa: true, outputLocation: 'gpu', out })).rejects.toThrow(/out is also the query's buffer/);
+    const chained = await attn.scaledDotProductAttention({ buffer: out, shape: [B, Hq, prompt, E] }, cache, { enableGqa: true, outputLocation: 'gpu' });
+    chained.output.buffer.destroy();
     const stepK = upload(randomTensor([B, Hkv, 1, E], 4)), stepV = upload(randomTensor([B, Hkv, 1, Ev], 5));
     const stepQ = upload(randomTensor([B, Hq, 1, E], 6));
     const stepOut = real.createBuffer({ size: 4 * B * Hq * Ev, usage: STORAGE | COPY_SRC | COPY_DST });

@@ -67,6 +67,7 @@ import {
   GPU_USAGE,
   gpuSource,
   inputSource,
+  isGpuTensor,
   releaseGpu,
   requestDevice,
   settlesWithin,
@@ -145,6 +146,17 @@ export class Attention {
   }
 
   /**
+   * Backend `'webgpu'`: inputs may be GPU-resident tensors `{ buffer, shape, offset? }`, read in
+   * place; with `outputLocation: 'gpu'` the output stays in a GPUBuffer (see the option).
+   */
+  async scaledDotProductAttention(
+    query: TensorInput,
+    key: TensorInput,
+    value: TensorInput,
+    options: AttentionOptions & { outputLocation: 'gpu' },
+  ): Promise<GpuAttentionResult>;
+  async scaledDotProductAttention(query: TensorInput, cache: KvCache, options: AttentionOptions & { outputLocation: 'gpu' }): Promise<GpuAttentionResult>;
+  /**
    * Scaled dot-product attention with PyTorch's `scaled_dot_product_attention` semantics.
    *
    * - A query row that may attend to no key (all masked, or hidden by a causal alignment)
@@ -162,16 +174,6 @@ export class Attention {
    * positions); ragged sequences hide their missing keys (as `keyLengths`).
    */
   async scaledDotProductAttention(query: Tensor, cache: KvCache, options?: AttentionOptions): Promise<AttentionResult>;
-  /**
-   * Backend `'webgpu'`: inputs may be GPU-resident tensors `{ buffer, shape, offset? }`, read in
-   * place; with `outputLocation: 'gpu'` the output stays in a GPUBuffer (see the option).
-   */
-  async scaledDotProductAttention(
-    query: TensorInput,
-    key: TensorInput | KvCache,
-    value: TensorInput | AttentionOptions | undefined,
-    options: AttentionOptions & { outputLocation: 'gpu' },
-  ): Promise<GpuAttentionResult>;
   async scaledDotProductAttention(query: TensorInput, key: TensorInput, value: TensorInput, options?: AttentionOptions): Promise<AttentionResult>;
   async scaledDotProductAttention(query: TensorInput, cache: KvCache, options?: AttentionOptions): Promise<AttentionResult>;
   async scaledDotProductAttention(
@@ -613,6 +615,11 @@ export class Attention {
     const outBuffer = onGpu && options?.out ? checkGpuBuffer('out', options.out, GPU_USAGE.STORAGE | GPU_USAGE.COPY_DST) : undefined;
     if (outBuffer && outBuffer.size < 4 * outputElements) {
       throw new RangeError(`out is a ${outBuffer.size}-byte GPUBuffer but the output [${plan.outputShape.join(', ')}] needs ${4 * outputElements} bytes`);
+    }
+    for (const [name, input] of [['query', query], ['key', key], ['value', value]] as const) {
+      if (outBuffer && isGpuTensor(input) && input.buffer === outBuffer) {
+        throw new TypeError(`out is also the ${name}'s buffer: WebGPU cannot read and write one buffer in a dispatch; write to another buffer`);
+      }
     }
     const out = onGpu ? undefined : checkOut(options?.out, outputElements, plan.outputShape);
     const weightsElements = request.returnWeights ? product(plan.weightsShape) : 0;
