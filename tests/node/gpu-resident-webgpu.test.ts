@@ -186,6 +186,8 @@ describe('GPU-resident tensors on webgpu', () => {
     const cpu = await createAttention({ backend: 'simd', threads: 1 });
     await expect(cpu.scaledDotProductAttention(q, g, q)).rejects.toThrow(/key is a GPU-resident tensor .* this instance uses 'simd'/);
     expect(() => cpu.scaledDotProductAttentionSync(q, q, q, { outputLocation: 'gpu' })).toThrow(/outputLocation 'gpu' needs backend 'webgpu'; this instance uses 'simd'/);
+    await expect(attn.explain(q, q, q, { outputLocation: 'gpu' })).rejects.toThrow(/explain returns CPU arrays/);
+    expect(() => cpu.referenceAttention(q, q, q, { outputLocation: 'gpu' })).toThrow(/referenceAttention returns CPU arrays/);
     const cpuCache = cpu.createKvCache({ batch: 1, kvHeads: 2, maxLength: 8, headDim: 8 });
     expect(() => cpuCache.append(g, g)).toThrow(/this KvCache is in wasm memory/);
     await expect(attn.scaledDotProductAttention(q, cpuCache)).rejects.toThrow(/this KvCache is in wasm memory/);

@@ -263,6 +263,10 @@ export function attentionRequest(
   checkTensor('query', query);
   checkTensor('key', key);
   checkTensor('value', value);
+  const location: unknown = options?.outputLocation;
+  if (location !== undefined && location !== null && location !== 'cpu') {
+    throw new TypeError(`${where} returns CPU arrays: outputLocation must be 'cpu' (or absent); 'gpu' is for scaledDotProductAttention on backend 'webgpu'; got ${describe(location)}`);
+  }
   return requestForShapes(where, query, key.shape, value.shape, options);
 }
 
