@@ -411,14 +411,14 @@ val softmax_js(val shape, double temperature, val pointers) {
 // The WebGPU backend (cpp/webgpu/device.h): plans like runAttention, then submits.
 // pointers: { query, key, value, mask?, queryDocuments?, keyDocuments?, output, weights?, scores? }
 //   -> { error } | { error: null, promise, job }
+// sources (or undefined): { query?, key?, value?, output? } held outside the heap (device.h
+// WebGpuAttention::run); their addresses are then left out of `pointers`.
 // A WebGPU call; with `trace_row` ((b·Hq + h)·Lq + i, from traceOnlineSoftmax) that row's
 // online-softmax state goes to pointers.trace.
-val webgpu_call(WebGpuAttention& gpu, val request, val pointers, uint32_t trace_row) {
+val webgpu_call(WebGpuAttention& gpu, val request, val pointers, uint32_t trace_row, val sources) {
   AttentionPlan plan;
   Status s = plan_from_js(request, &plan);
-  if (s.ok() && !plan.dense_key_value()) {
-    s = Status::TypeError("sdpa-web internal error: the WebGPU backend takes dense key/value tensors");
-  }
+  const auto in_heap = [&](const char* name) { return sources.isUndefined() || sources[name].isUndefined(); };
   const bool tracing = trace_row != FlashVariant::kNoTrace;
   if (s.ok() && tracing && (plan.return_weights || plan.return_scores != ScoreStage::kNone)) {
     s = Status::TypeError("sdpa-web internal error: a WebGPU trace returns no weights or scores");
@@ -430,8 +430,13 @@ val webgpu_call(WebGpuAttention& gpu, val request, val pointers, uint32_t trace_
   float* trace = nullptr;
   if (s.ok()) {
     PointerBag bag(pointers);
-    in = inputs_from(bag, plan);
-    output = bag.required<float>("output");
+    in.query = bag.required_if<const float>(in_heap("query"), "query");
+    in.key = bag.required_if<const float>(in_heap("key"), "key");
+    in.value = bag.required_if<const float>(in_heap("value"), "value");
+    in.mask = bag.required_if<const void>(plan.mask_kind != MaskKind::kNone, "mask");
+    in.query_documents = bag.required_if<const int32_t>(plan.documents, "queryDocuments");
+    in.key_documents = bag.required_if<const int32_t>(plan.documents, "keyDocuments");
+    output = bag.required_if<float>(in_heap("output"), "output");
     weights = bag.required_if<float>(plan.return_weights, "weights");
     scores = bag.required_if<float>(plan.return_scores != ScoreStage::kNone, "scores");
     trace = bag.required_if<float>(tracing, "trace");
@@ -442,14 +447,14 @@ val webgpu_call(WebGpuAttention& gpu, val request, val pointers, uint32_t trace_
     out.set(js("error"), error_to_js(s));
     return out;
   }
-  return gpu.run(plan, in, output, weights, scores, trace_row, trace);
+  return gpu.run(plan, in, output, weights, scores, trace_row, trace, sources);
 }
 
-val webgpu_run_js(WebGpuAttention& gpu, val request, val pointers) {
-  return webgpu_call(gpu, request, pointers, FlashVariant::kNoTrace);
+val webgpu_run_js(WebGpuAttention& gpu, val request, val pointers, val sources) {
+  return webgpu_call(gpu, request, pointers, FlashVariant::kNoTrace, sources);
 }
 
-val webgpu_trace_js(WebGpuAttention& gpu, val request, val pointers, double batch, double head, double row) {
+val webgpu_trace_js(WebGpuAttention& gpu, val request, val pointers, double batch, double head, double row, val sources) {
   AttentionPlan plan;
   Status s = plan_from_js(request, &plan);
   if (s.ok()) s = check_traced_row(plan, batch, head, row);
@@ -464,7 +469,7 @@ val webgpu_trace_js(WebGpuAttention& gpu, val request, val pointers, double batc
     out.set(js("error"), error_to_js(Status::RangeError("traceOnlineSoftmax on 'webgpu' takes at most 2^32 − 1 query rows")));
     return out;
   }
-  return webgpu_call(gpu, request, pointers, static_cast<uint32_t>(index));
+  return webgpu_call(gpu, request, pointers, static_cast<uint32_t>(index), sources);
 }
 
 // { error } or { floats, tileKeys, lanes, stride, kernel }: the trace of `request` on this device.

@@ -77,11 +77,22 @@ export interface AttentionPlanInfo {
  */
 export type Addresses = Record<string, number>;
 
+/** Where a tensor of a WebGPU call lives instead of the heap: a caller's Float32Array, or a caller's GPUBuffer at a byte offset. */
+export type WebGpuSource = { array: Float32Array } | { buffer: object; offset: number };
+/** The tensors of a WebGPU call held outside the heap (their addresses are then left out). */
+export interface WebGpuSources {
+  query?: WebGpuSource;
+  key?: WebGpuSource;
+  value?: WebGpuSource;
+  output?: WebGpuSource;
+}
+
 /** cpp/webgpu/device.h: one GPUDevice's pipelines and in-flight calls. */
 export interface WebGpuAttention {
   run(
     request: AttentionRequest,
     pointers: Addresses,
+    sources: WebGpuSources | undefined,
   ): { error: CoreError } | { error: null; promise: Promise<unknown[]>; job: number };
   /** run() that also records query row (batch, head, row)'s online softmax into pointers.trace. */
   trace(
@@ -90,6 +101,7 @@ export interface WebGpuAttention {
     batch: number,
     head: number,
     row: number,
+    sources: WebGpuSources | undefined,
   ): { error: CoreError } | { error: null; promise: Promise<unknown[]>; job: number };
   /** The trace's size and layout for `request` on this device: tileKeys keys a tile, stride floats a tile, lanes parts of ℓ. */
   traceLayout(request: AttentionRequest): { error: CoreError } | { error: null; floats: number; tileKeys: number; lanes: number; stride: number; kernel: string };

@@ -41,9 +41,14 @@ val layout_entry(int binding, const char* type) {
   return e;
 }
 
-val bind_entry(int binding, const val& buffer) {
+// A binding resource { buffer } for the whole of `buffer`.
+val whole(const val& buffer) {
   val resource = val::object();
   resource.set("buffer", buffer);
+  return resource;
+}
+
+val bind_entry(int binding, const val& resource) {
   val e = val::object();
   e.set("binding", binding);
   e.set("resource", resource);
@@ -82,6 +87,8 @@ WebGpuAttention::WebGpuAttention(val device, val caps)
       static_cast<uint32_t>(limit(limits, caps, "maxComputeWorkgroupStorageSize", 16384));
   limits_.max_invocations_per_workgroup =
       static_cast<uint32_t>(limit(limits, caps, "maxComputeInvocationsPerWorkgroup", 256));
+  const val alignment = limits["minStorageBufferOffsetAlignment"];
+  if (!alignment.isUndefined()) min_storage_offset_alignment_ = alignment.as<uint32_t>();
 
   auto make_layout = [&](std::initializer_list<const char*> types, val* bgl, val* layout) {
     val entries = val::array();
@@ -143,6 +150,32 @@ val WebGpuAttention::upload(val job, const void* data, uint64_t bytes, uint32_t 
   return b;
 }
 
+val WebGpuAttention::input(val job, val encoder, const val& source, const void* heap,
+                            uint64_t byte_offset, uint64_t bytes) {
+  if (source.isUndefined()) return whole(upload(job, static_cast<const uint8_t*>(heap) + byte_offset, bytes, kStorage));
+  if (source["buffer"].isUndefined()) {
+    // A caller's Float32Array: writeBuffer straight from it (offsets and sizes in elements).
+    val b = buffer(job, bytes, kStorage | kCopyDst);
+    if (bytes > 0) {
+      queue_.call<void>("writeBuffer", b, 0, source["array"], static_cast<double>(byte_offset / 4),
+                        static_cast<double>(bytes / 4));
+    }
+    return whole(b);
+  }
+  // A caller's GPUBuffer: bound in place where a binding may start, else copied on the GPU.
+  const uint64_t at = static_cast<uint64_t>(source["offset"].as<double>()) + byte_offset;
+  val resource = val::object();
+  if (at % min_storage_offset_alignment_ == 0) {
+    resource.set("buffer", source["buffer"]);
+    resource.set("offset", static_cast<double>(at));
+    resource.set("size", static_cast<double>(std::max<uint64_t>(4, bytes)));
+    return resource;
+  }
+  val b = buffer(job, bytes, kStorage | kCopyDst);
+  encoder.call<void>("copyBufferToBuffer", source["buffer"], static_cast<double>(at), b, 0, static_cast<double>(bytes));
+  return whole(b);
+}
+
 val WebGpuAttention::trace_layout(const AttentionPlan& plan) const {
   val out = val::object();
   FlashVariant flash;
@@ -162,7 +195,9 @@ val WebGpuAttention::trace_layout(const AttentionPlan& plan) const {
 }
 
 val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, float* output,
-                         float* weights, float* scores, uint32_t trace_row, float* trace) {
+                         float* weights, float* scores, uint32_t trace_row, float* trace, val sources) {
+  const auto source = [&](const char* name) { return sources.isUndefined() ? val::undefined() : sources[name]; };
+  const val output_source = source("output");
   val result = val::object();
   FlashVariant flash;
   Status s = webgpu_flash_variant(plan, limits_, &flash);
@@ -180,7 +215,18 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
   result.set("error", val::null());
   if (chunks.empty()) {
     // No query rows (nothing to write) or no keys (every row sees nothing: zeros).
-    std::memset(output, 0, static_cast<size_t>(plan.output_elements()) * sizeof(float));
+    const uint64_t output_bytes = 4ull * static_cast<uint64_t>(plan.output_elements());
+    if (output_source.isUndefined()) {
+      std::memset(output, 0, output_bytes);
+    } else if (output_source["buffer"].isUndefined()) {
+      output_source["array"].call<void>("fill", 0);
+    } else if (output_bytes > 0) {
+      val encoder = device_.call<val>("createCommandEncoder");
+      encoder.call<void>("clearBuffer", output_source["buffer"], output_source["offset"], static_cast<double>(output_bytes));
+      val commands = val::array();
+      commands.call<void>("push", encoder.call<val>("finish"));
+      queue_.call<void>("submit", commands);
+    }
     // Lk = 0: no scores; no query rows: nothing to write (the weights are zeros or empty too).
     result.set("promise", val::global("Promise").call<val>("resolve", val::array()));
     result.set("job", 0);
@@ -199,8 +245,24 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
   device_.call<void>("pushErrorScope", std::string("validation"));
   open_job_ = id;  // until run() returns: abandon() undoes a run that a JS exception cut short
 
-  const val flash_pipeline =
-      pipeline(flash.key(), flash.wgsl_constants() + (flash.tiled ? kAttentionFlashTiledWgsl : kAttentionFlashWgsl), false, job);
+  // Flash-decoding when the plan chooses it (webgpu_decode_splits) and each chunk's partials fit
+  // one binding; a trace follows the flash kernels' key tiles.
+  uint32_t splits = trace ? 0 : webgpu_decode_splits(plan);
+  const uint64_t record_bytes = 4ull * (kWebGpuDecodeRecordHeader + flash.ev_pad);
+  for (const WebGpuChunk& c : chunks) {
+    if (static_cast<uint64_t>(c.query_rows()) * splits * record_bytes > limits_.max_storage_binding_bytes) splits = 0;
+  }
+  val flash_pipeline = val::undefined(), partial_pipeline = val::undefined(), merge_pipeline = val::undefined();
+  if (splits) {
+    FlashVariant decode = flash;
+    decode.tiled = false;
+    decode.decode = 1;
+    partial_pipeline = pipeline(decode.key(), decode.wgsl_constants() + kAttentionDecodePartialWgsl, false, job);
+    decode.decode = 2;
+    merge_pipeline = pipeline(decode.key(), decode.wgsl_constants() + kAttentionDecodeMergeWgsl, false, job);
+  } else {
+    flash_pipeline = pipeline(flash.key(), flash.wgsl_constants() + (flash.tiled ? kAttentionFlashTiledWgsl : kAttentionFlashWgsl), false, job);
+  }
   val weights_pipeline = val::undefined();
   if (plan.return_weights) {
     const WeightsVariant wv = webgpu_weights_variant(plan);
@@ -221,22 +283,27 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
   const uint64_t mask_el = plan.mask_kind == MaskKind::kBool ? 1 : 4;
   val encoder = device_.call<val>("createCommandEncoder");
   val readbacks = job["readbacks"];
-  auto read_back = [&](const val& src, uint64_t bytes, const float* dst) {
+  // `target`: a caller's Float32Array to read into at element `at` (else the heap at `dst`).
+  auto read_back = [&](const val& src, uint64_t bytes, const float* dst, const val& target = val::undefined(),
+                       uint64_t at = 0) {
     val staging = buffer(job, bytes, kMapRead | kCopyDst);
     encoder.call<void>("copyBufferToBuffer", src, 0, staging, 0, static_cast<double>(round_up4(bytes)));
     val r = val::object();
     r.set("buffer", staging);
     r.set("dst", static_cast<double>(reinterpret_cast<uintptr_t>(dst)));
     r.set("bytes", static_cast<double>(bytes));
+    r.set("target", target);
+    r.set("at", static_cast<double>(at));
     readbacks.call<void>("push", r);
   };
+  const bool output_on_gpu = !output_source.isUndefined() && !output_source["buffer"].isUndefined();
 
   for (const WebGpuChunk& c : chunks) {
     const WebGpuChunkBytes bytes = webgpu_chunk_bytes(plan, c);
-    const val q = upload(job, in.query + webgpu_row_offset(plan, c.bh0, c.row0, plan.E), bytes.query, kStorage);
-    const val k = upload(job, in.key + c.kv0 * plan.Lk * plan.E, bytes.key, kStorage);
-    const val v = upload(job, in.value + c.kv0 * plan.Lk * plan.Ev, bytes.value, kStorage);
-    val mask = dummy_read;
+    const val q = input(job, encoder, source("query"), in.query, 4ull * webgpu_row_offset(plan, c.bh0, c.row0, plan.E), bytes.query);
+    const val k = input(job, encoder, source("key"), in.key, 4ull * c.kv0 * plan.key_head_stride, bytes.key);
+    const val v = input(job, encoder, source("value"), in.value, 4ull * c.kv0 * plan.value_head_stride, bytes.value);
+    val mask = whole(dummy_read);
     int64_t mask_base = 0;
     if (plan.mask_kind != MaskKind::kNone) {
       // Bool masks are bytes read as u32 words: start the slice on a word boundary. The tail
@@ -244,9 +311,23 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       const uint64_t lo = static_cast<uint64_t>(c.mask_lo) * mask_el & ~uint64_t{3};
       const uint64_t hi = static_cast<uint64_t>(c.mask_hi) * mask_el;
       mask_base = static_cast<int64_t>(lo / mask_el);
-      mask = upload(job, static_cast<const uint8_t*>(in.mask) + lo, hi - lo, kStorage);
+      mask = whole(upload(job, static_cast<const uint8_t*>(in.mask) + lo, hi - lo, kStorage));
     }
-    const val out = buffer(job, bytes.output, kStorage | kCopySrc);
+    // A GPU output in one piece at a binding-aligned offset is written in place; else the chunk
+    // is written to a call buffer and copied there (or read back).
+    const uint64_t out_at = 4ull * webgpu_row_offset(plan, c.bh0, c.row0, plan.Ev);
+    const uint64_t out_gpu_at = output_on_gpu ? static_cast<uint64_t>(output_source["offset"].as<double>()) + out_at : 0;
+    const bool out_in_place = output_on_gpu && out_gpu_at % min_storage_offset_alignment_ == 0;
+    val out = val::undefined();
+    val out_resource = val::object();
+    if (out_in_place) {
+      out_resource.set("buffer", output_source["buffer"]);
+      out_resource.set("offset", static_cast<double>(out_gpu_at));
+      out_resource.set("size", static_cast<double>(bytes.output));
+    } else {
+      out = buffer(job, bytes.output, kStorage | kCopySrc);
+      out_resource = whole(out);
+    }
     val stats = dummy_write;
     val w = val::undefined();
     const uint64_t trace_bytes = trace ? 4ull * ((plan.Lk + flash.block_keys - 1) / flash.block_keys) * flash.trace_stride() : 0;
@@ -261,7 +342,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
                         std::initializer_list<val> buffers) {
       const WebGpuUniforms u = webgpu_uniforms(plan, c, mask_base, part);
       val entries = val::array();
-      entries.call<void>("push", bind_entry(0, upload(job, u.data(), sizeof(u), kUniform)));
+      entries.call<void>("push", bind_entry(0, whole(upload(job, u.data(), sizeof(u), kUniform))));
       int binding = 1;
       for (const val& b : buffers) entries.call<void>("push", bind_entry(binding++, b));
       val desc = val::object();
@@ -271,25 +352,47 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       pass.call<void>("setBindGroup", 0, device_.call<val>("createBindGroup", desc));
       pass.call<void>("dispatchWorkgroups", part.x, part.y);
     };
-    const uint64_t row_tiles = (static_cast<uint64_t>(c.rows) + kWebGpuFlashRows - 1) / kWebGpuFlashRows;
-    for (const GridPart& part : split_grid(row_tiles, c.nbh, limits_.max_workgroups_per_dim)) {
-      dispatch(flash_pipeline, flash_bgl_, part, {q, k, v, mask, out, stats, variants});
+    if (splits) {
+      // Partials (one record per row and split) in the stats binding, then the merge.
+      const uint64_t rows = static_cast<uint64_t>(c.query_rows());
+      const val partials = buffer(job, rows * splits * record_bytes, kStorage);
+      const uint64_t per = kWebGpuDecodeInvocations;
+      for (const GridPart& part : split_grid((rows * splits + per - 1) / per, 1, limits_.max_workgroups_per_dim)) {
+        dispatch(partial_pipeline, flash_bgl_, part, {q, k, v, mask, out_resource, whole(partials), whole(variants)});
+      }
+      for (const GridPart& part : split_grid((rows + per - 1) / per, 1, limits_.max_workgroups_per_dim)) {
+        dispatch(merge_pipeline, flash_bgl_, part, {q, k, v, mask, out_resource, whole(partials), whole(variants)});
+      }
+    } else {
+      const uint64_t row_tiles = (static_cast<uint64_t>(c.rows) + kWebGpuFlashRows - 1) / kWebGpuFlashRows;
+      for (const GridPart& part : split_grid(row_tiles, c.nbh, limits_.max_workgroups_per_dim)) {
+        dispatch(flash_pipeline, flash_bgl_, part, {q, k, v, mask, out_resource, whole(stats), whole(variants)});
+      }
     }
     const uint64_t key_tiles = (static_cast<uint64_t>(plan.Lk) + kWebGpuWeightsKeys - 1) / kWebGpuWeightsKeys;
     if (plan.return_weights) {
       for (const GridPart& part : split_grid(key_tiles, c.query_rows(), limits_.max_workgroups_per_dim)) {
-        dispatch(weights_pipeline, weights_bgl_, part, {q, k, mask, stats, w, variants});
+        dispatch(weights_pipeline, weights_bgl_, part, {q, k, mask, whole(stats), whole(w), whole(variants)});
       }
     }
     val score_buffer = val::undefined();
     if (plan.return_scores != ScoreStage::kNone) {
       score_buffer = buffer(job, bytes.scores, kStorage | kCopySrc);
       for (const GridPart& part : split_grid(key_tiles, c.query_rows(), limits_.max_workgroups_per_dim)) {
-        dispatch(scores_pipeline, weights_bgl_, part, {q, k, mask, dummy_read, score_buffer, variants});
+        dispatch(scores_pipeline, weights_bgl_, part, {q, k, mask, whole(dummy_read), whole(score_buffer), whole(variants)});
       }
     }
     pass.call<void>("end");
-    read_back(out, bytes.output, output + webgpu_row_offset(plan, c.bh0, c.row0, plan.Ev));
+    if (output_on_gpu) {
+      if (!out_in_place) {
+        encoder.call<void>("copyBufferToBuffer", out, 0, output_source["buffer"], static_cast<double>(out_gpu_at),
+                           static_cast<double>(bytes.output));
+      }
+    } else if (!output_source.isUndefined()) {
+      read_back(out, bytes.output, nullptr, output_source["array"], out_at / 4);
+    } else {
+      read_back(out, bytes.output, output + out_at / 4);
+    }
     if (trace) read_back(stats, trace_bytes, trace);
     if (plan.return_weights) {
       read_back(w, bytes.weights, weights + webgpu_row_offset(plan, c.bh0, c.row0, plan.Lk));
@@ -354,8 +457,14 @@ val WebGpuAttention::finish(int id, val results) {
     const val r = readbacks[n];
     const auto bytes = static_cast<uint64_t>(r["bytes"].as<double>());
     auto* dst = reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(r["dst"].as<double>()));
-    const val mapped = uint8.new_(r["buffer"].call<val>("getMappedRange"), 0, static_cast<double>(bytes));
-    heap_view(dst, bytes).call<void>("set", mapped);
+    const val target = r["target"];
+    if (target.isUndefined()) {
+      const val mapped = uint8.new_(r["buffer"].call<val>("getMappedRange"), 0, static_cast<double>(bytes));
+      heap_view(dst, bytes).call<void>("set", mapped);
+    } else {
+      const val mapped = val::global("Float32Array").new_(r["buffer"].call<val>("getMappedRange"), 0, static_cast<double>(bytes / 4));
+      target.call<void>("set", mapped, r["at"]);
+    }
     r["buffer"].call<void>("unmap");
   }
   return val::null();

@@ -37,9 +37,13 @@ class WebGpuAttention {
   // With a `trace` (traceOnlineSoftmax), query row `trace_row` ((b·Hq + h)·Lq + i) records its
   // online-softmax state after each key tile there (trace_floats(plan) floats; the layout is in
   // attention_flash_common.wgsl.inc); the call must run in one piece.
+  // `sources` (or undefined): per tensor (query, key, value, output), where it lives instead of
+  // the wasm heap: { array } a caller's Float32Array (written with writeBuffer straight from it;
+  // the output read back straight into it), or { buffer, offset } a caller's GPUBuffer (inputs
+  // bound in place at binding-aligned offsets, else copied on the GPU; the output written there).
   emscripten::val run(const AttentionPlan& plan, const AttentionInputs& in, float* output,
                       float* weights, float* scores, uint32_t trace_row = FlashVariant::kNoTrace,
-                      float* trace = nullptr);
+                      float* trace = nullptr, emscripten::val sources = emscripten::val::undefined());
   // { floats, tileKeys, lanes, stride } of a trace of `plan` on this device, or { error }.
   emscripten::val trace_layout(const AttentionPlan& plan) const;
   // results: what the call's promise resolved to. Copies the readbacks into the wasm heap and
@@ -60,6 +64,10 @@ class WebGpuAttention {
                            emscripten::val job);
   emscripten::val buffer(emscripten::val job, uint64_t bytes, uint32_t usage);
   emscripten::val upload(emscripten::val job, const void* data, uint64_t bytes, uint32_t usage);
+  // A binding resource { buffer, offset?, size? } for `bytes` of an input from `byte_offset`:
+  // from `source` ({ array } or { buffer, offset }) or, when undefined, the heap at `heap`.
+  emscripten::val input(emscripten::val job, emscripten::val encoder, const emscripten::val& source,
+                        const void* heap, uint64_t byte_offset, uint64_t bytes);
 
   emscripten::val device_;
   emscripten::val queue_;
@@ -68,6 +76,7 @@ class WebGpuAttention {
   emscripten::val flash_layout_, weights_layout_;
   emscripten::val flash_bgl_, weights_bgl_;
   WebGpuLimits limits_;
+  uint32_t min_storage_offset_alignment_ = 256;  // minStorageBufferOffsetAlignment
   int next_job_ = 1;
   int open_job_ = 0;  // the run() between pushing its error scopes and returning, else 0
 };

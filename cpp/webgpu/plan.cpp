@@ -112,7 +112,8 @@ uint32_t FlashVariant::workgroup_bytes() const {
 }
 
 std::string FlashVariant::key() const {
-  return std::string(tiled ? "flash-tiled" : "flash") + ":e" + std::to_string(e_pad) + ":ev" + std::to_string(ev_pad) + ":bk" +
+  static const char* const kNames[] = {"flash", "decode-partial", "decode-merge"};
+  return std::string(tiled ? "flash-tiled" : kNames[decode]) + ":e" + std::to_string(e_pad) + ":ev" + std::to_string(ev_pad) + ":bk" +
          std::to_string(block_keys) + ":mask=" + mask_name(mask) + ":causal=" + (causal ? "1" : "0") +
          ":stats=" + (write_stats ? "1" : "0") + variants.key() +
          (trace_row == kNoTrace ? "" : ":trace=" + std::to_string(trace_row));
@@ -125,7 +126,14 @@ std::string FlashVariant::wgsl_constants() const {
          u32_const("E_PAD", e_pad) + u32_const("EV_PAD", ev_pad) + u32_const("BLOCK_KEYS", block_keys) +
          u32_const("MASK_KIND", mask_code(mask)) + bool_const("CAUSAL", causal) +
          bool_const("WRITE_STATS", write_stats) + variants.wgsl_constants() + u32_const("TRACE_ROW", trace_row) +
-         u32_const("TRACE_LANES", tiled ? kWebGpuTiledLanes : 1);
+         u32_const("TRACE_LANES", tiled ? kWebGpuTiledLanes : 1) +
+         (decode ? u32_const("DECODE_INVOCATIONS", kWebGpuDecodeInvocations) : "");
+}
+
+uint32_t webgpu_decode_splits(const AttentionPlan& p) {
+  if (p.Lq > kWebGpuDecodeMaxRows || p.Lk < 2 * static_cast<int64_t>(kWebGpuDecodeSplitKeys)) return 0;
+  if (p.return_weights || p.return_scores != ScoreStage::kNone) return 0;
+  return static_cast<uint32_t>((p.Lk + kWebGpuDecodeSplitKeys - 1) / kWebGpuDecodeSplitKeys);
 }
 
 // The STAGE constant of attention_weights.wgsl: 0 weights, 1 scaled, 2 softcapped, 3 masked scores.
@@ -212,8 +220,9 @@ WebGpuChunkBytes webgpu_chunk_bytes(const AttentionPlan& p, const WebGpuChunk& c
   const uint64_t rows = static_cast<uint64_t>(c.query_rows());
   b.query = 4 * rows * p.E;
   b.output = 4 * rows * p.Ev;
-  b.key = 4ull * c.nkv * p.Lk * p.E;
-  b.value = 4ull * c.nkv * p.Lk * p.Ev;
+  // Heads kv0…kv0 + nkv − 1 at the plan's head strides (a KV cache's maxLength·E), the last one Lk rows.
+  b.key = c.nkv == 0 ? 0 : 4ull * ((c.nkv - 1) * p.key_head_stride + p.Lk * p.E);
+  b.value = c.nkv == 0 ? 0 : 4ull * ((c.nkv - 1) * p.value_head_stride + p.Lk * p.Ev);
   if (p.mask_kind != MaskKind::kNone) {
     b.mask = static_cast<uint64_t>(c.mask_hi - c.mask_lo) * mask_element_bytes(p) + kMaskAlignSlack;
   }
@@ -365,6 +374,10 @@ WebGpuUniforms webgpu_uniforms(const AttentionPlan& p, const WebGpuChunk& c, int
   u[kUfNanBits] = 0x7fc00000u;  // quiet NaN, handed in at run time (WGSL has no NaN constants)
   u[kUfB] = u32(p.B);
   u[kUfNegInfBits] = 0xff800000u;  // -inf, also handed in at run time
+  u[kUfKeyStride] = u32(p.key_head_stride);
+  u[kUfValueStride] = u32(p.value_head_stride);
+  u[kUfSplits] = webgpu_decode_splits(p);
+  u[kUfSplitKeys] = kWebGpuDecodeSplitKeys;
   return u;
 }
 

@@ -40,6 +40,24 @@ constexpr uint32_t kWebGpuTiledMinBlockKeys = 16;
 constexpr uint32_t kWebGpuTiledLanes = 4;
 constexpr uint32_t kWebGpuTiledInvocations = kWebGpuFlashRows * kWebGpuTiledLanes;  // its workgroup size
 
+// Flash-decoding (attention_decode_partial.wgsl, then attention_decode_merge.wgsl): the keys
+// are cut into splits of kWebGpuDecodeSplitKeys, one invocation per (query row, split) computes
+// the split's softmax state and one per row merges them by log-sum-exp. Both kernels run
+// workgroups of kWebGpuDecodeInvocations.
+constexpr uint32_t kWebGpuDecodeSplitKeys = 128;
+constexpr uint32_t kWebGpuDecodeMaxRows = 8;
+constexpr uint32_t kWebGpuDecodeInvocations = 64;
+// Floats of one split's record in the partials buffer: m, l, count, last key, NaN flag, o [ev_pad].
+constexpr uint32_t kWebGpuDecodeRecordHeader = 5;
+
+// The one place flash-decoding is chosen: the number of key splits for `plan`, or 0 when the
+// flash kernels run. Chosen when each head has few query rows (Lq ≤ kWebGpuDecodeMaxRows: a
+// decode step, or a few speculative tokens) and its keys fill at least two splits
+// (Lk ≥ 2·kWebGpuDecodeSplitKeys), and the call returns no weights or scores (those passes read
+// the flash kernel's per-row statistics). The flash kernels then run one workgroup per head;
+// the splits give the GPU Lk / kWebGpuDecodeSplitKeys times more parallel work.
+uint32_t webgpu_decode_splits(const AttentionPlan& plan);
+
 // Which of the attention variants a pipeline computes (each a WGSL constant; their data is in
 // the variants buffer, webgpu_variant_data): per-batch visible ranges (a window or key lengths),
 // ALiBi, sinks, document ids.
@@ -71,6 +89,9 @@ struct FlashVariant {
   MaskKind mask = MaskKind::kNone;
   bool causal = false;  // its offset is a uniform (kUfCausalOffset), so one pipeline serves every offset
   bool write_stats = false;  // also write each row's (max, denominator) for the weights pass
+  // 0: a flash kernel; 1: attention_decode_partial.wgsl; 2: attention_decode_merge.wgsl (with
+  // the flash kernel's constants, tiled = false).
+  uint32_t decode = 0;
   WebGpuVariantFlags variants;
   // The query row (b·Hq + h)·Lq + i whose online-softmax state after each key tile goes to the
   // stats binding (traceOnlineSoftmax), or kNoTrace.
@@ -151,7 +172,8 @@ using WebGpuUniforms = std::array<uint32_t, 32>;
 enum WebGpuUniformField : uint32_t {
   kUfLq, kUfLk, kUfE, kUfEv, kUfHq, kUfHkv, kUfGroup, kUfBh0, kUfNbh, kUfRow0, kUfRows, kUfKv0,
   kUfMaskBase, kUfMaskSb, kUfMaskSh, kUfMaskSq, kUfMaskSk, kUfScaleBits, kUfCausalOffset,
-  kUfXBase, kUfYBase, kUfNanBits, kUfSoftcapBits, kUfSoftcapOn, kUfB, kUfNegInfBits, kUfFieldCount
+  kUfXBase, kUfYBase, kUfNanBits, kUfSoftcapBits, kUfSoftcapOn, kUfB, kUfNegInfBits,
+  kUfKeyStride, kUfValueStride, kUfSplits, kUfSplitKeys, kUfFieldCount
 };
 // `mask_base`: the element offset the chunk's mask buffer starts at (bool masks: a multiple of 4).
 WebGpuUniforms webgpu_uniforms(const AttentionPlan& plan, const WebGpuChunk& chunk,

@@ -33,7 +33,9 @@ const HELP = `npm run bench -- [options]: sdpa-web's speed in Node, against its 
                     on a KV cache of each length, and B = 4 ragged, beside a 64 MiB wasm SIMD
                     streaming read (the memory ceiling) and onnxruntime-web's GroupQueryAttention
                     (past KV in, present out; ort-gqa-2t in a child process); ms per step, GB/s
-                    of K/V read, and whether the heap stays flat over 32 steps
+                    of K/V read, and whether the heap stays flat over 32 steps. webgpu also runs
+                    prefill on GPU tensors (--cases) and decode steps on a GPU KV cache
+                    (--decode-cases), beside onnxruntime-web's WebGPU EP (gpu-buffer in and out)
   --cases LIST      comma-separated cases: HxLxE (B = 1, Lq = Lk = L, Ev = E), BxHxLxE, or
                     BxHxLqxLkxExEv (B batch, H heads, Lq/Lk query/key length, E query/key dim,
                     Ev value dim). Defaults:
@@ -42,6 +44,7 @@ const HELP = `npm run bench -- [options]: sdpa-web's speed in Node, against its 
                       webgpu   ${MODES.webgpu.cases}
                       diagnose ${MODES.diagnose.cases}
                       decode   ${MODES.decode.cases} (L: B = 1; ragged:L: B = 4, L, L/2, L/4, L/8)
+  --decode-cases L  webgpu: the decode cases of its GPU-cache part (default the decode mode's)
   --engines LIST    forward default ${MODES.forward.engines}
                     backward default ${MODES.backward.engines}
                     webgpu default ${MODES.webgpu.engines}
@@ -87,6 +90,7 @@ const OPTIONS = {
   causal: { type: 'boolean', default: false },
   baseline: { type: 'string' },
   probes: { type: 'string' },
+  'decode-cases': { type: 'string' },
   json: { type: 'string' },
   child: { type: 'boolean', default: false }, // internal: print the rows as JSON on stdout
   help: { type: 'boolean', default: false },
@@ -129,6 +133,7 @@ async function options(argv) {
     budgetMs: positive('budget-ms', values['budget-ms']),
     threads: values.threads === undefined ? undefined : positive('threads', values.threads),
     backward: values.mode === 'backward',
+    decodeCases: values.mode === 'webgpu' ? list(values['decode-cases'] ?? MODES.decode.cases) : undefined,
     json: values.json ?? join(ROOT, 'bench-output', `${values.mode}.json`),
   };
 }
@@ -197,6 +202,13 @@ async function main() {
     const { printResults } = await import('./run.mjs');
     console.log(`\nsdpa-web bench, ${opts.mode}${opts.causal ? ', causal' : ''}: ${startedAt}, ${machine.cpu}, ${machine.cores} cores, node ${machine.node}`);
     Object.assign(report, result, printResults(result, opts));
+    if (opts.mode === 'webgpu') {
+      const { benchWebGpuResident, printWebGpuResident } = await import('./webgpu-resident.mjs');
+      const { webgpuEntry } = await import('./engines.mjs');
+      const resident = await benchWebGpuResident(opts, await webgpuEntry());
+      printWebGpuResident(resident);
+      report.resident = resident.rows;
+    }
   }
   mkdirSync(dirname(opts.json), { recursive: true });
   writeFileSync(opts.json, JSON.stringify(report, null, 2));

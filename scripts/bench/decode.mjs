@@ -41,7 +41,7 @@ function randomFloats(n, seed) {
 }
 
 /** Keys/values [B, Hkv, Lmax, E] (zeros past each sequence's length) and one query [B, Hq, 1, E]. */
-function makeInputs({ B, lengths, Hq, Hkv, E }) {
+export function makeInputs({ B, lengths, Hq, Hkv, E }) {
   const L = Math.max(...lengths);
   const key = randomFloats(B * Hkv * L * E, 1), value = randomFloats(B * Hkv * L * E, 2);
   for (let b = 0; b < B; b++) {
@@ -74,7 +74,7 @@ function slice(c, inputs, kvHeads) {
 }
 
 /** The float64 reference of the first and last KV-head groups, and the rule's bound. */
-function oracle(scalar, c, inputs) {
+export function oracle(scalar, c, inputs) {
   const kvHeads = [0, c.Hkv - 1];
   const { q, k, v } = slice(c, inputs, kvHeads);
   const options = { enableGqa: true, isCausal: 'bottom-right', ...(c.B > 1 ? { keyLengths: Int32Array.from(c.lengths) } : {}) };

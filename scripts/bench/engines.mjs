@@ -11,6 +11,10 @@ const require = createRequire(import.meta.url);
 
 /** navigator.gpu where the runtime has it, else dawn.node (npm `webgpu`), kept for the whole run. */
 let gpuEntry;
+export async function webgpuEntry() {
+  return gpu();
+}
+
 async function gpu() {
   if (globalThis.navigator?.gpu) return navigator.gpu;
   if (!gpuEntry) {

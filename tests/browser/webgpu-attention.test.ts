@@ -1,9 +1,10 @@
 /// <reference types="@webgpu/types" />
 // The WebGPU backend in headless Chromium (navigator.gpu, SwiftShader): a representative subset of
 // the shared test body (tests/node/support/attention-suite.ts, run in full on dawn.node), the same
-// tolerance rule (4·e_ref + 1e-5·max(1, |V|max)) against the float64 reference, and a fault.
+// tolerance rule (4·e_ref + 1e-5·max(1, |V|max)) against the float64 reference, GPU-resident
+// tensors and a GPU KV cache (flash-decoding), and a fault.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAttention, WebGPUError, type Attention, type AttentionOptions, type Tensor } from 'sdpa-web';
+import { createAttention, maxAbsDiff, toleranceBound, WebGPUError, type Attention, type AttentionOptions, type Tensor } from 'sdpa-web';
 import { randomMasks, randomTensor } from '../node/support/tensors.js';
 import { expectMatchesReference } from '../node/support/tolerance.js';
 
@@ -79,6 +80,42 @@ describe('WebGPU backend in Chromium', () => {
     const q100 = { data: new Float32Array(20).fill(100), shape: [20, 1] };
     const big = { data: new Float32Array(50).map((_, j) => 100 - j / 10), shape: [50, 1] };
     await check(q100, big, randomTensor([50, 3], 60), { scale: 1 }, 'logits 1e4');
+  });
+
+  it('GPU tensors in, the output left on the GPU, and flash-decoding on a GPU KV cache', async () => {
+    const device = await (await navigator.gpu.requestAdapter())!.requestDevice();
+    const gpuAttn = await createAttention({ backend: 'webgpu', gpuDevice: device });
+    const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
+    const toGpu = (t: Tensor) => {
+      const buffer = device.createBuffer({ size: t.data.byteLength, usage });
+      device.queue.writeBuffer(buffer, 0, t.data as Float32Array<ArrayBuffer>);
+      return { buffer, shape: t.shape };
+    };
+    const read = async (buffer: GPUBuffer, floats: number) => {
+      const staging = device.createBuffer({ size: 4 * floats, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+      const encoder = device.createCommandEncoder();
+      encoder.copyBufferToBuffer(buffer, 0, staging, 0, 4 * floats);
+      device.queue.submit([encoder.finish()]);
+      await staging.mapAsync(GPUMapMode.READ);
+      const data = new Float32Array(staging.getMappedRange().slice(0));
+      staging.destroy();
+      return data;
+    };
+    const q = randomTensor([1, 4, 1, 32], 1), k = randomTensor([1, 2, 300, 32], 2), v = randomTensor([1, 2, 300, 16], 3);
+    const options: AttentionOptions = { enableGqa: true, isCausal: 'bottom-right' };
+    const ref = oracle.referenceAttention(q, k, v, options).output.data;
+    const cache = gpuAttn.createKvCache({ batch: 1, kvHeads: 2, maxLength: 320, headDim: 32, valueDim: 16 });
+    cache.append(toGpu(k), toGpu(v));
+    const onCache = await gpuAttn.scaledDotProductAttention(toGpu(q), cache, { enableGqa: true, isCausal: true, outputLocation: 'gpu' });
+    const onTensors = await gpuAttn.scaledDotProductAttention(toGpu(q), toGpu(k), toGpu(v), { ...options, outputLocation: 'gpu' });
+    const bound = toleranceBound(maxAbsDiff(oracle.scaledDotProductAttentionSync(q, k, v, options).output.data, ref), 4, v.data);
+    for (const got of [await read(onCache.output.buffer as GPUBuffer, ref.length), await read(onTensors.output.buffer as GPUBuffer, ref.length)]) {
+      expect(maxAbsDiff(got, ref)).toBeLessThanOrEqual(bound);
+    }
+    expect(gpuAttn.webgpuInfo()!.pipelines.join(' ')).toMatch(/decode-partial/);
+    cache.dispose();
+    gpuAttn.dispose();
+    device.destroy();
   });
 
   it('calls in flight together all resolve; work split under lowered limits; device.destroy() rejects with device-lost', async () => {

@@ -193,6 +193,51 @@ TEST(WebGpuPlan, EmptyWorkHasNoChunks) {
   EXPECT_TRUE(chunks.empty());
 }
 
+TEST(WebGpuPlan, FlashDecodingForFewQueryRowsOverManyKeys) {
+  const int64_t split = kWebGpuDecodeSplitKeys;
+  // Lk = 2 splits is the first length that splits; a partial last split counts.
+  EXPECT_EQ(webgpu_decode_splits(make_plan({1, 32, 1, 128}, {1, 8, 2 * split - 1, 128}, {1, 8, 2 * split - 1, 128}, MaskKind::kNone, {}, false, true)), 0u);
+  EXPECT_EQ(webgpu_decode_splits(make_plan({1, 32, 1, 128}, {1, 8, 2 * split, 128}, {1, 8, 2 * split, 128}, MaskKind::kNone, {}, false, true)), 2u);
+  EXPECT_EQ(webgpu_decode_splits(make_plan({1, 32, 1, 128}, {1, 8, 2 * split + 1, 128}, {1, 8, 2 * split + 1, 128}, MaskKind::kNone, {}, false, true)), 3u);
+  EXPECT_EQ(webgpu_decode_splits(make_plan({2, kWebGpuDecodeMaxRows, 64}, {2, 8192, 64}, {2, 8192, 64})), 64u);
+  // More query rows, or weights: the flash kernels.
+  EXPECT_EQ(webgpu_decode_splits(make_plan({2, kWebGpuDecodeMaxRows + 1, 64}, {2, 8192, 64}, {2, 8192, 64})), 0u);
+  EXPECT_EQ(webgpu_decode_splits(make_plan({1, 64}, {8192, 64}, {8192, 64}, MaskKind::kNone, {}, true)), 0u);
+  // The decode kernels' pipeline keys differ from the flash kernel's.
+  FlashVariant v;
+  ASSERT_TRUE(webgpu_flash_variant(make_plan({1, 64}, {512, 64}, {512, 64}), WebGpuLimits{}, &v).ok());
+  v.tiled = false;
+  std::set<std::string> keys;
+  for (uint32_t d = 0; d < 3; ++d) {
+    v.decode = d;
+    keys.insert(v.key());
+    EXPECT_EQ(v.wgsl_constants().find("DECODE_INVOCATIONS") != std::string::npos, d != 0);
+  }
+  EXPECT_EQ(keys.size(), 3u);
+}
+
+TEST(WebGpuPlan, ChunksOfAStridedCacheReachItsLastHeadsRows) {
+  // A KV cache: 3 KV heads of maxLength = 100 rows, 40 held.
+  AttentionRequest r;
+  r.query_shape = {1, 3, 1, 8};
+  r.key_shape = {1, 3, 40, 8};
+  r.value_shape = {1, 3, 40, 4};
+  r.key_head_stride = 100 * 8;
+  r.value_head_stride = 100 * 4;
+  AttentionPlan p;
+  ASSERT_TRUE(plan_attention(r, &p).ok());
+  WebGpuChunk whole;
+  whole.nbh = 3;
+  whole.rows = 1;
+  whole.nkv = 3;
+  const WebGpuChunkBytes b = webgpu_chunk_bytes(p, whole);
+  EXPECT_EQ(b.key, 4u * (2 * 100 * 8 + 40 * 8));
+  EXPECT_EQ(b.value, 4u * (2 * 100 * 4 + 40 * 4));
+  const WebGpuUniforms u = webgpu_uniforms(p, whole, 0, GridPart{});
+  EXPECT_EQ(u[kUfKeyStride], 800u);
+  EXPECT_EQ(u[kUfValueStride], 400u);
+}
+
 TEST(WebGpuPlan, SplitGridCoversEveryWorkgroupOnce) {
   const auto parts = split_grid(7, 5, 3);
   std::vector<int> seen(35, 0);
@@ -247,7 +292,7 @@ TEST(WebGpuPlan, PacksUniforms) {
     ASSERT_TRUE(plan_attention(r, &with_offset).ok());
     EXPECT_EQ(static_cast<int32_t>(webgpu_uniforms(with_offset, c, 0, g)[kUfCausalOffset]), expected) << offset;
   }
-  EXPECT_LE(static_cast<uint32_t>(kUfFieldCount), 28u);  // the WGSL Params struct has 28 scalars + 1 vec4
+  EXPECT_LE(static_cast<uint32_t>(kUfFieldCount), 32u);  // the WGSL Params struct has 32 scalars
 }
 
 // The variants buffer: per batch (first base, last base, key length, position offset), then

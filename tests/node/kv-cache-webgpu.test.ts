@@ -1,5 +1,6 @@
 // The shared KV-cache test body (support/kv-cache-suite.ts) on the 'webgpu' backend (dawn.node on
-// SwiftShader), which reads a cache through one dense copy of its tokens per call.
+// SwiftShader), whose cache is two GPUBuffers read in place through the kernels' head strides
+// (GPU-specific cache tests: gpu-resident-webgpu.test.ts).
 import { createAttention } from 'sdpa-web';
 import { defineKvCacheSuite } from './support/kv-cache-suite.js';
 import { gpu } from './support/webgpu.js';

@@ -57,6 +57,7 @@ function optionNames<T extends object>() {
 export const ATTENTION_OPTION_NAMES = optionNames<AttentionOptions>()([
   'attnMask', 'isCausal', 'scale', 'softcap', 'keyLengths', 'window', 'alibi', 'alibiSlopes', 'sinks',
   'queryDocuments', 'keyDocuments', 'enableGqa', 'returnScores', 'returnWeights', 'returnLogSumExp', 'out',
+  'outputLocation',
 ]);
 export const BACKWARD_OPTION_NAMES = optionNames<BackwardOptions>()([
   'attnMask', 'isCausal', 'scale', 'softcap', 'keyLengths', 'window', 'alibi', 'alibiSlopes', 'sinks',
@@ -262,6 +263,10 @@ export function attentionRequest(
   checkTensor('query', query);
   checkTensor('key', key);
   checkTensor('value', value);
+  const location: unknown = options?.outputLocation;
+  if (location !== undefined && location !== null && location !== 'cpu') {
+    throw new TypeError(`${where} returns CPU arrays: outputLocation must be 'cpu' (or absent); 'gpu' is for scaledDotProductAttention on backend 'webgpu'; got ${describe(location)}`);
+  }
   return requestForShapes(where, query, key.shape, value.shape, options);
 }
 

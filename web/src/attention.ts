@@ -1,6 +1,6 @@
 // The Attention class (one engine bound to a backend and a wasm build) and createAttention,
 // which picks the backend and the build and loads it.
-import type { AttentionPlanInfo, AttentionRequest, SdpaModule } from './wasm/sdpa_core.mjs';
+import type { AttentionPlanInfo, AttentionRequest, SdpaModule, WebGpuSources } from './wasm/sdpa_core.mjs';
 import {
   attentionRequest,
   checkBoolean,
@@ -12,6 +12,7 @@ import {
   describe,
   GPU_LIMIT_NAMES,
   product,
+  requestForShapes,
   SOFTMAX_OPTION_NAMES,
   throwIfError,
   TRACE_OPTION_NAMES,
@@ -43,18 +44,36 @@ import type {
   BackendName,
   CpuBackendName,
   CreateAttentionOptions,
+  GpuAttentionResult,
+  GpuBufferLike,
   KvCacheOptions,
   MemoryStats,
   OnlineSoftmaxTrace,
   SoftmaxOptions,
   Tensor,
+  TensorInput,
   TraceOptions,
   WebGpuSoftmaxTrace,
   WebGpuInfo,
 } from './types.js';
-import { cacheOptions, cacheRequest, KvCache } from './kv-cache.js';
+import { cacheRequest, KvCache } from './kv-cache.js';
 import { loadCoreModule } from './wasm.js';
-import { acquireGpu, gpuSource, releaseGpu, requestDevice, settlesWithin, WebGPUError, type GpuState } from './webgpu.js';
+import {
+  acquireGpu,
+  checkCpuLocation,
+  checkGpuBuffer,
+  checkInput,
+  checkOutputLocation,
+  GPU_USAGE,
+  gpuSource,
+  inputSource,
+  isGpuTensor,
+  releaseGpu,
+  requestDevice,
+  settlesWithin,
+  WebGPUError,
+  type GpuState,
+} from './webgpu.js';
 
 /** One attention engine bound to a backend. Create with {@link createAttention}. */
 export class Attention {
@@ -127,6 +146,17 @@ export class Attention {
   }
 
   /**
+   * Backend `'webgpu'`: inputs may be GPU-resident tensors `{ buffer, shape, offset? }`, read in
+   * place; with `outputLocation: 'gpu'` the output stays in a GPUBuffer (see the option).
+   */
+  async scaledDotProductAttention(
+    query: TensorInput,
+    key: TensorInput,
+    value: TensorInput,
+    options: AttentionOptions & { outputLocation: 'gpu' },
+  ): Promise<GpuAttentionResult>;
+  async scaledDotProductAttention(query: TensorInput, cache: KvCache, options: AttentionOptions & { outputLocation: 'gpu' }): Promise<GpuAttentionResult>;
+  /**
    * Scaled dot-product attention with PyTorch's `scaled_dot_product_attention` semantics.
    *
    * - A query row that may attend to no key (all masked, or hidden by a causal alignment)
@@ -144,23 +174,21 @@ export class Attention {
    * positions); ragged sequences hide their missing keys (as `keyLengths`).
    */
   async scaledDotProductAttention(query: Tensor, cache: KvCache, options?: AttentionOptions): Promise<AttentionResult>;
+  async scaledDotProductAttention(query: TensorInput, key: TensorInput, value: TensorInput, options?: AttentionOptions): Promise<AttentionResult>;
+  async scaledDotProductAttention(query: TensorInput, cache: KvCache, options?: AttentionOptions): Promise<AttentionResult>;
   async scaledDotProductAttention(
-    query: Tensor,
-    key: Tensor | KvCache,
-    value?: Tensor | AttentionOptions,
+    query: TensorInput,
+    key: TensorInput | KvCache,
+    value?: TensorInput | AttentionOptions,
     options?: AttentionOptions,
-  ): Promise<AttentionResult> {
+  ): Promise<AttentionResult | GpuAttentionResult> {
     if (key instanceof KvCache) {
       const cacheCallOptions = value as AttentionOptions | undefined;
-      if (this.currentBackend !== 'webgpu') return this.runCpu('scaledDotProductAttention', query, key, undefined, cacheCallOptions);
-      // The WebGPU backend reads the cache through one dense copy of its tokens.
-      this.checkUsable();
-      const mapped = cacheOptions(key, query, cacheCallOptions);
-      const dense = key.denseTensors();
-      return this.runWebGpu(query, dense.key, dense.value, mapped);
+      if (this.currentBackend === 'webgpu') return this.runWebGpu(query, key, undefined, cacheCallOptions);
+      return this.runCpu('scaledDotProductAttention', query, key, undefined, cacheCallOptions);
     }
-    if (this.currentBackend === 'webgpu') return this.runWebGpu(query, key, value as Tensor, options);
-    return this.runCpu('scaledDotProductAttention', query, key, value as Tensor, options);
+    if (this.currentBackend === 'webgpu') return this.runWebGpu(query, key, value as TensorInput, options);
+    return this.runCpu('scaledDotProductAttention', query, key, value as TensorInput, options);
   }
 
   /**
@@ -189,12 +217,18 @@ export class Attention {
    */
   createKvCache(options: KvCacheOptions): KvCache {
     this.checkUsable();
-    return new KvCache(this.module, options);
+    if (this.currentBackend !== 'webgpu') return new KvCache(this.module, options);
+    if (!this.gpu || this.gpu.isLost) {
+      throw new WebGPUError('device-lost', 'the GPU device was lost: make an attention call first (it re-initializes the device), then create the cache');
+    }
+    return new KvCache(this.module, options, this.gpu);
   }
 
   /** One call on the CPU backends (on tensors, or on a cache read in place); `where` names the public method in errors. */
-  private runCpu(where: string, query: Tensor, key: Tensor | KvCache, value: Tensor | undefined, options?: AttentionOptions): AttentionResult {
+  private runCpu(where: string, queryInput: TensorInput, key: TensorInput | KvCache, valueInput: TensorInput | undefined, options?: AttentionOptions): AttentionResult {
     this.checkUsable();
+    checkCpuLocation(this.currentBackend, { query: queryInput, key, value: valueInput }, options?.outputLocation);
+    const query = queryInput as Tensor, value = valueInput as Tensor | undefined;
     const cache = key instanceof KvCache ? this.ownCache(key) : undefined;
     const request = cache ? cacheRequest(where, query, cache, options) : attentionRequest(where, query, key as Tensor, value!, options);
     request.threads = this.requestedThreads;
@@ -539,39 +573,94 @@ export class Attention {
     }
   }
 
-  /** One call on the WebGPU backend: inputs go through the wasm heap, the C++ core submits. */
+  /**
+   * One call on the WebGPU backend, the C++ core submitting: query/key/value written to the GPU
+   * straight from the caller's arrays (or read in place: GPU-resident tensors, a GPU KV cache),
+   * the output read back straight into the result array (or left on the GPU); masks and document
+   * ids go through the wasm heap.
+   */
   private async runWebGpu(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
+    query: TensorInput,
+    key: TensorInput | KvCache,
+    value: TensorInput | undefined,
     options?: AttentionOptions,
     trace?: { batch: number; head: number; row: number; floats: number },
-  ): Promise<AttentionResult & { trace?: Float32Array }> {
+  ): Promise<AttentionResult & { trace?: Float32Array }>;
+  private async runWebGpu(
+    query: TensorInput,
+    key: TensorInput | KvCache,
+    value: TensorInput | undefined,
+    options?: AttentionOptions,
+    trace?: { batch: number; head: number; row: number; floats: number },
+  ): Promise<(AttentionResult & { trace?: Float32Array }) | GpuAttentionResult> {
     this.checkUsable();
-    const request = attentionRequest(trace ? 'traceWebGpuOnlineSoftmax' : 'scaledDotProductAttention', query, key, value, options);
+    const where = trace ? 'traceWebGpuOnlineSoftmax' : 'scaledDotProductAttention';
+    const cache = key instanceof KvCache ? this.ownCache(key, true) : undefined;
+    let request: AttentionRequest;
+    if (cache) {
+      request = cacheRequest(where, query, cache, options);
+    } else {
+      checkInput('query', query);
+      checkInput('key', key as TensorInput);
+      checkInput('value', value!);
+      request = requestForShapes(where, query as Tensor, (key as TensorInput).shape, value!.shape, options);
+    }
     const plan = this.module.planAttention(request);
     throwIfError(plan.error);
     const outputElements = product(plan.outputShape);
-    const out = checkOut(options?.out, outputElements, plan.outputShape);
+    const onGpu = checkOutputLocation(options?.outputLocation) === 'gpu';
+    if (onGpu && (request.returnWeights || request.returnScores !== 'none' || options?.returnLogSumExp || trace)) {
+      throw new TypeError("outputLocation 'gpu' returns the output only: returnWeights, returnScores and returnLogSumExp need outputLocation 'cpu'");
+    }
+    const outBuffer = onGpu && options?.out ? checkGpuBuffer('out', options.out, GPU_USAGE.STORAGE | GPU_USAGE.COPY_DST) : undefined;
+    if (outBuffer && outBuffer.size < 4 * outputElements) {
+      throw new RangeError(`out is a ${outBuffer.size}-byte GPUBuffer but the output [${plan.outputShape.join(', ')}] needs ${4 * outputElements} bytes`);
+    }
+    for (const [name, input] of [['query', query], ['key', key], ['value', value]] as const) {
+      if (outBuffer && isGpuTensor(input) && input.buffer === outBuffer) {
+        throw new TypeError(`out is also the ${name}'s buffer: WebGPU cannot read and write one buffer in a dispatch; write to another buffer`);
+      }
+    }
+    const out = onGpu ? undefined : checkOut(options?.out, outputElements, plan.outputShape);
     const weightsElements = request.returnWeights ? product(plan.weightsShape) : 0;
     const scoresElements = request.returnScores !== 'none' ? product(plan.weightsShape) : 0;
-    HeapScope.checkTotal(inputBytes(query, key, value, options) + 4 * (outputElements + weightsElements + scoresElements + (trace?.floats ?? 0)), 'this attention call');
+    HeapScope.checkTotal(inputBytes(undefined, undefined, undefined, options) + 4 * (weightsElements + scoresElements + (trace?.floats ?? 0)), 'this attention call');
     const gpu = await this.liveGpu();
     if (!gpu) {
       if (trace) throw new WebGPUError('unavailable', `no WebGPU device to trace on: ${this.currentFallbackReason ?? 'it fell back to SIMD'}`);
       return this.runCpu('scaledDotProductAttention', query, key, value, options); // fell back
     }
+    if (cache && cache.gpu !== gpu) cache.checkUsable(); // the device was lost and replaced: the cache went with it
     const heap = new HeapScope(this.module);
     let job = 0;
+    let created: GpuBufferLike | undefined;
     try {
-      const pointers = this.copyInputs(heap, query, key, value, options);
-      pointers.output = heap.alloc(4 * outputElements, 'output');
+      const sources: WebGpuSources = {
+        query: inputSource(query),
+        key: cache ? { buffer: cache.keyBuffer!, offset: 0 } : inputSource(key as TensorInput),
+        value: cache ? { buffer: cache.valueBuffer!, offset: 0 } : inputSource(value!),
+      };
+      const pointers: Record<string, number> = {};
+      if (options?.attnMask) pointers.mask = heap.copyIn(options.attnMask.data, 'attnMask');
+      if (options?.queryDocuments) pointers.queryDocuments = heap.copyIn(options.queryDocuments.data, 'queryDocuments');
+      if (options?.keyDocuments) pointers.keyDocuments = heap.copyIn(options.keyDocuments.data, 'keyDocuments');
+      let output: Float32Array | undefined;
+      if (onGpu) {
+        const target = outBuffer ?? (created = (gpu.device as unknown as GpuDeviceApi).createBuffer({
+          size: Math.max(4, 4 * outputElements),
+          usage: GPU_USAGE.STORAGE | GPU_USAGE.COPY_SRC | GPU_USAGE.COPY_DST,
+        }));
+        sources.output = { buffer: target, offset: 0 };
+      } else {
+        output = out ?? new Float32Array(outputElements);
+        sources.output = { array: output };
+      }
       if (request.returnWeights) pointers.weights = heap.alloc(4 * weightsElements, 'weights');
       if (scoresElements) pointers.scores = heap.alloc(4 * scoresElements, 'scores');
       if (trace) pointers.trace = heap.copyIn(new Float32Array(trace.floats), 'the trace');
       let started: ReturnType<typeof gpu.context.run>;
       try {
-        started = trace ? gpu.context.trace(request, pointers, trace.batch, trace.head, trace.row) : gpu.context.run(request, pointers);
+        started = trace ? gpu.context.trace(request, pointers, trace.batch, trace.head, trace.row, sources) : gpu.context.run(request, pointers, sources);
       } catch (cause) {
         // The device threw part-way through submitting (Chromium throws a RangeError from
         // createBuffer for an allocation it cannot make): undo the partial call, type the error.
@@ -597,9 +686,12 @@ export class Attention {
       if (gpu.isLost) throw new WebGPUError('device-lost', 'the GPU device was lost during the call');
       const fault = gpu.context.finish(job, results);
       if (fault) throw new WebGPUError(fault.kind, fault.message);
-      const result: AttentionResult & { trace?: Float32Array } = {
-        output: { data: heap.readFloat32(pointers.output, outputElements, out), shape: plan.outputShape },
-      };
+      if (onGpu) {
+        const buffer = outBuffer ?? created!;
+        created = undefined; // the caller's now
+        return { output: { buffer, shape: plan.outputShape } };
+      }
+      const result: AttentionResult & { trace?: Float32Array } = { output: { data: output!, shape: plan.outputShape } };
       if (trace) result.trace = heap.readFloat32(pointers.trace!, trace.floats);
       if (request.returnWeights) {
         result.weights = { data: heap.readFloat32(pointers.weights!, weightsElements), shape: plan.weightsShape };
@@ -607,6 +699,7 @@ export class Attention {
       if (scoresElements) result.scores = { data: heap.readFloat32(pointers.scores!, scoresElements), shape: plan.weightsShape };
       return result;
     } finally {
+      created?.destroy();
       if (job && !gpu.deleted) gpu.context.release(job);
       heap.release();
     }
@@ -634,8 +727,15 @@ export class Attention {
   }
 
   /** `cache`, checked usable and made by this instance's module (whose heap holds it). */
-  private ownCache(cache: KvCache): KvCache {
-    cache.checkUsable();
+  private ownCache(cache: KvCache, onGpu = false): KvCache {
+    if (!cache.gpu) cache.checkUsable(); // a GPU cache of a lost device is checked once the device is live
+    if (onGpu !== Boolean(cache.gpu)) {
+      throw new TypeError(
+        onGpu
+          ? "sdpa-web: this KvCache is in wasm memory (a CPU backend's); backend 'webgpu' reads a cache made by its own createKvCache"
+          : `sdpa-web: this KvCache is in GPU memory (backend 'webgpu'); this instance uses '${this.currentBackend}': create the cache with its createKvCache`,
+      );
+    }
     if (cache.module !== this.module) {
       throw new TypeError('sdpa-web: this KvCache belongs to another wasm module (an Attention instance with another build): create it with this instance\'s createKvCache');
     }
@@ -656,12 +756,17 @@ export class Attention {
   }
 }
 
+/** The GPUDevice call the WebGPU branch makes itself (an output buffer the caller will own). */
+interface GpuDeviceApi {
+  createBuffer(descriptor: { size: number; usage: number }): GpuBufferLike;
+}
+
 /** Keys per tile and query rows per block of the SIMD kernel (cpp/cpu/attention_f32_simd128.h). */
 const TRACE_TILE_KEYS = 64;
 const TRACE_BLOCK_ROWS = 32;
 
 /** Bytes of a call's inputs in the heap: tensors, the mask, document ids. */
-export function inputBytes(query: Tensor, key: Tensor | undefined, value: Tensor | undefined, options?: AttentionOptions): number {
+export function inputBytes(query: Tensor | undefined, key: Tensor | undefined, value: Tensor | undefined, options?: AttentionOptions): number {
   return tensorBytes([query, key, value, options?.attnMask, options?.queryDocuments, options?.keyDocuments]);
 }
 

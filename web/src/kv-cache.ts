@@ -1,10 +1,19 @@
 // The KV cache: keys [B, Hkv, maxLength, E] and values [B, Hkv, maxLength, Ev] allocated once in
-// the wasm heap; `append` writes new rows in place and attention calls read them in place (the
-// core takes the per-head strides maxLength·E and maxLength·Ev).
+// the wasm heap (CPU backends) or in two GPUBuffers (backend 'webgpu'); `append` writes new rows
+// in place and attention calls read them in place (the core and the WebGPU kernels take the
+// per-head strides maxLength·E and maxLength·Ev).
 import type { AttentionRequest, SdpaModule } from './wasm/sdpa_core.mjs';
-import { checkOptionNames, checkTensor, describe, KV_CACHE_APPEND_OPTION_NAMES, KV_CACHE_OPTION_NAMES, requestForShapes } from './arguments.js';
+import { checkOptionNames, describe, KV_CACHE_APPEND_OPTION_NAMES, KV_CACHE_OPTION_NAMES, requestForShapes } from './arguments.js';
 import { formatBytes, HeapScope } from './heap.js';
-import type { AttentionOptions, KvCacheAppendOptions, KvCacheOptions, Tensor } from './types.js';
+import type { AttentionOptions, GpuBufferLike, KvCacheAppendOptions, KvCacheOptions, Tensor, TensorInput } from './types.js';
+import { checkGpuTensor, checkInput, GPU_USAGE, isGpuTensor, WebGPUError, type GpuState } from './webgpu.js';
+
+/** The WebGPU calls the cache makes (the standard GPUDevice/GPUQueue API). */
+interface GpuDeviceApi {
+  createBuffer(descriptor: { size: number; usage: number }): GpuBufferLike;
+  createCommandEncoder(): { copyBufferToBuffer(...args: unknown[]): void; finish(): unknown };
+  queue: { writeBuffer(...args: unknown[]): void; submit(commands: unknown[]): void };
+}
 
 /** Largest element count of one tensor (cpp/core/problem.h kMaxTensorElements). */
 const MAX_TENSOR_ELEMENTS = 2 ** 30;
@@ -23,14 +32,18 @@ export class KvCache {
   readonly valueDim: number;
   /** @internal the module whose heap holds the cache */
   readonly module: SdpaModule;
-  /** @internal heap byte addresses of the keys and the values */
-  readonly keyAddress: number;
-  readonly valueAddress: number;
+  /** @internal heap byte addresses of the keys and the values (0 on the GPU) */
+  readonly keyAddress: number = 0;
+  readonly valueAddress: number = 0;
+  /** @internal on backend 'webgpu': the device's state and the buffers of the keys and the values */
+  readonly gpu: GpuState | undefined;
+  readonly keyBuffer: GpuBufferLike | undefined;
+  readonly valueBuffer: GpuBufferLike | undefined;
   private readonly held: Int32Array;
   private disposed = false;
 
   /** @internal use `attn.createKvCache` */
-  constructor(module: SdpaModule, options: KvCacheOptions) {
+  constructor(module: SdpaModule, options: KvCacheOptions, gpu?: GpuState) {
     if (typeof options !== 'object' || options === null) {
       throw new TypeError(`createKvCache options must be an object { batch, kvHeads, maxLength, headDim, valueDim? }; got ${describe(options)}`);
     }
@@ -52,8 +65,23 @@ export class KvCache {
       }
     }
     const keyBytes = 4 * rows * this.headDim, valueBytes = 4 * rows * this.valueDim;
-    HeapScope.checkTotal(keyBytes + valueBytes, 'this KV cache');
     this.module = module;
+    this.held = new Int32Array(this.batch);
+    if (gpu) {
+      checkGpuUsable(gpu);
+      const maxBufferSize = (gpu.device.limits as { maxBufferSize?: number }).maxBufferSize ?? 256 * 2 ** 20;
+      if (Math.max(keyBytes, valueBytes) > maxBufferSize) {
+        throw new RangeError(`createKvCache: the keys/values need ${formatBytes(Math.max(keyBytes, valueBytes))} in one GPUBuffer, more than this device's maxBufferSize (${formatBytes(maxBufferSize)})`);
+      }
+      // WebGPU zero-initializes new buffers.
+      const device = gpu.device as unknown as GpuDeviceApi;
+      const usage = GPU_USAGE.STORAGE | GPU_USAGE.COPY_DST | GPU_USAGE.COPY_SRC;
+      this.gpu = gpu;
+      this.keyBuffer = device.createBuffer({ size: keyBytes, usage });
+      this.valueBuffer = device.createBuffer({ size: valueBytes, usage });
+      return;
+    }
+    HeapScope.checkTotal(keyBytes + valueBytes, 'this KV cache');
     this.keyAddress = module._malloc(keyBytes) >>> 0;
     this.valueAddress = this.keyAddress === 0 ? 0 : module._malloc(valueBytes) >>> 0;
     if (this.valueAddress === 0) {
@@ -62,7 +90,6 @@ export class KvCache {
     }
     module.HEAPU8.fill(0, this.keyAddress, this.keyAddress + keyBytes);
     module.HEAPU8.fill(0, this.valueAddress, this.valueAddress + valueBytes);
-    this.held = new Int32Array(this.batch);
   }
 
   /** Tokens held: the longest sequence's when the batch is ragged (see {@link KvCache.lengths}). */
@@ -89,11 +116,19 @@ export class KvCache {
    * Appends key `[B, Hkv, n, E]` and value `[B, Hkv, n, Ev]` (n ≥ 1: a prompt, then a token at a
    * time) after each sequence's tokens, written in place. `lengths` (ragged batches): how many of
    * the n rows of each sequence are real. Past `maxLength` it is a RangeError and nothing is written.
+   * On backend 'webgpu' key/value may be GPU-resident tensors (copied on the GPU; their buffers
+   * need `COPY_SRC`); CPU arrays are written straight from the caller's array.
    */
-  append(key: Tensor, value: Tensor, options?: KvCacheAppendOptions): void {
+  append(key: TensorInput, value: TensorInput, options?: KvCacheAppendOptions): void {
     this.checkUsable();
-    checkTensor('key', key);
-    checkTensor('value', value);
+    for (const [name, tensor] of [['key', key], ['value', value]] as const) {
+      if (isGpuTensor(tensor)) {
+        if (!this.gpu) throw new TypeError(`${name} is a GPU-resident tensor { buffer, shape }; this KvCache is in wasm memory (a CPU backend's): pass { data: Float32Array, shape }`);
+        checkGpuTensor(name, tensor, GPU_USAGE.COPY_SRC);
+      } else {
+        checkInput(name, tensor);
+      }
+    }
     const n = key.shape[2];
     const expect = (name: string, shape: readonly number[], dim: number, dimName: string) => {
       if (shape.length !== 4 || shape[0] !== this.batch || shape[1] !== this.kvHeads || shape[2] !== n || shape[3] !== dim) {
@@ -114,12 +149,16 @@ export class KvCache {
         throw new RangeError(`KvCache.append: sequence ${b} holds ${this.held[b]} tokens; ${added} more would pass maxLength = ${this.maxLength} (nothing was written)`);
       }
     }
+    if (this.gpu) {
+      this.appendGpu(key, value, n, lengths);
+      return;
+    }
     const heap = this.module.HEAPF32;
     for (let b = 0; b < this.batch; b++) {
       const added = lengths ? lengths[b]! : n;
       for (let h = 0; h < this.kvHeads; h++) {
         const head = b * this.kvHeads + h;
-        for (const [data, dim, address] of [[key.data, this.headDim, this.keyAddress], [value.data, this.valueDim, this.valueAddress]] as const) {
+        for (const [data, dim, address] of [[(key as Tensor).data, this.headDim, this.keyAddress], [(value as Tensor).data, this.valueDim, this.valueAddress]] as const) {
           const from = head * n * dim;
           heap.set(data.subarray(from, from + added * dim), address / 4 + (head * this.maxLength + this.held[b]!) * dim);
         }
@@ -134,35 +173,46 @@ export class KvCache {
     this.held.fill(0);
   }
 
-  /** Frees the cache's memory. Later use, including a second `dispose()`, throws. */
+  /** Frees the cache's memory (destroys its GPUBuffers). Later use, including a second `dispose()`, throws. */
   dispose(): void {
-    this.checkUsable();
+    if (this.disposed) throw new Error('sdpa-web: this KvCache was disposed');
     this.disposed = true;
+    if (this.gpu) {
+      this.keyBuffer!.destroy();
+      this.valueBuffer!.destroy();
+      return;
+    }
     this.module._free(this.keyAddress);
     this.module._free(this.valueAddress);
   }
 
-  /** @internal Throws when disposed. */
+  /** @internal Throws when disposed, or when its GPU device was lost (its tokens with it). */
   checkUsable(): void {
     if (this.disposed) throw new Error('sdpa-web: this KvCache was disposed');
+    if (this.gpu) checkGpuUsable(this.gpu);
   }
 
-  /** @internal The held keys and values as dense tensors [B, Hkv, length, E|Ev] (copies; rows past a sequence's length are zeros). */
-  denseTensors(): { key: Tensor; value: Tensor } {
-    const length = this.length;
-    const copy = (address: number, dim: number): Tensor => {
-      const data = new Float32Array(this.batch * this.kvHeads * length * dim);
-      const heap = this.module.HEAPF32;
-      for (let b = 0; b < this.batch; b++) {
-        for (let h = 0; h < this.kvHeads; h++) {
-          const head = b * this.kvHeads + h;
-          const from = address / 4 + head * this.maxLength * dim;
-          data.set(heap.subarray(from, from + this.held[b]! * dim), head * length * dim);
+  /**
+   * Each sequence's real rows, head by head, to its next free rows: writeBuffer straight from
+   * CPU arrays, or one copyBufferToBuffer per head from GPU-resident tensors.
+   */
+  private appendGpu(key: TensorInput, value: TensorInput, n: number, lengths: Int32Array | readonly number[] | undefined): void {
+    const device = this.gpu!.device as unknown as GpuDeviceApi;
+    const encoder = [key, value].some(isGpuTensor) ? device.createCommandEncoder() : undefined;
+    for (let b = 0; b < this.batch; b++) {
+      const added = lengths ? lengths[b]! : n;
+      if (added === 0) continue;
+      for (let h = 0; h < this.kvHeads; h++) {
+        const head = b * this.kvHeads + h;
+        for (const [tensor, dim, target] of [[key, this.headDim, this.keyBuffer!], [value, this.valueDim, this.valueBuffer!]] as const) {
+          const from = head * n * dim, at = 4 * (head * this.maxLength + this.held[b]!) * dim;
+          if (isGpuTensor(tensor)) encoder!.copyBufferToBuffer(tensor.buffer, (tensor.offset ?? 0) + 4 * from, target, at, 4 * added * dim);
+          else device.queue.writeBuffer(target, at, tensor.data, from, added * dim);
         }
       }
-      return { data, shape: [this.batch, this.kvHeads, length, dim] };
-    };
-    return { key: copy(this.keyAddress, this.headDim), value: copy(this.valueAddress, this.valueDim) };
+    }
+    if (encoder) device.queue.submit([encoder.finish()]);
+    for (let b = 0; b < this.batch; b++) this.held[b] = this.held[b]! + (lengths ? lengths[b]! : n);
   }
 
   private appendLengths(n: number, lengths: unknown): Int32Array | readonly number[] | undefined {
@@ -187,9 +237,9 @@ export class KvCache {
  * lengths are the sequences' lengths when ragged, or the caller's `keyLengths` (each at most its
  * sequence's length).
  */
-export function cacheOptions(cache: KvCache, query: Tensor, options: AttentionOptions | undefined): AttentionOptions {
+export function cacheOptions(cache: KvCache, query: TensorInput, options: AttentionOptions | undefined): AttentionOptions {
   cache.checkUsable();
-  checkTensor('query', query);
+  checkInput('query', query);
   if (query.shape.length !== 4) {
     throw new RangeError(`query must have shape [B, Hq, Lq, E] with a KV cache; got [${query.shape.join(', ')}]`);
   }
@@ -213,12 +263,20 @@ export function cacheOptions(cache: KvCache, query: Tensor, options: AttentionOp
 }
 
 /** The core's request for a call on `cache` (read in place through its head strides). */
-export function cacheRequest(where: string, query: Tensor, cache: KvCache, options: AttentionOptions | undefined): AttentionRequest {
+export function cacheRequest(where: string, query: TensorInput, cache: KvCache, options: AttentionOptions | undefined): AttentionRequest {
   const mapped = cacheOptions(cache, query, options);
   const { batch, kvHeads, headDim, valueDim, maxLength } = cache;
   const length = cache.length;
-  const request = requestForShapes(where, query, [batch, kvHeads, length, headDim], [batch, kvHeads, length, valueDim], mapped);
+  const request = requestForShapes(where, query as Tensor, [batch, kvHeads, length, headDim], [batch, kvHeads, length, valueDim], mapped);
   request.keyHeadStride = maxLength * headDim;
   request.valueHeadStride = maxLength * valueDim;
   return request;
+}
+
+/** A GPU cache's device must be the live one it was made on. */
+function checkGpuUsable(gpu: GpuState): void {
+  if (gpu.isLost) {
+    throw new WebGPUError('device-lost', 'the GPU device holding this KvCache was lost, and its tokens with it: create a new cache (the next call re-initializes the device) and append the sequence again');
+  }
+  if (gpu.deleted) throw new Error('sdpa-web: the Attention instance that made this KvCache was disposed');
 }

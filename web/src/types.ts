@@ -11,6 +11,29 @@ export interface Tensor {
   shape: readonly number[];
 }
 
+/**
+ * A float32 tensor held in a caller's GPUBuffer (backend `'webgpu'` only), read in place: row-major
+ * from byte `offset` (default 0, a multiple of 4; multiples of the device's
+ * minStorageBufferOffsetAlignment, 256, avoid a copy on the GPU). The buffer needs
+ * `GPUBufferUsage.STORAGE` (and `COPY_SRC` to be appended to a KV cache), must belong to the
+ * instance's device and stays the caller's.
+ */
+export interface GpuTensor {
+  buffer: GpuBufferLike;
+  shape: readonly number[];
+  offset?: number;
+}
+
+/** An attention input: a CPU tensor, or (backend `'webgpu'`) a GPU-resident one. */
+export type TensorInput = Tensor | GpuTensor;
+
+/** The part of a `GPUBuffer` this library relies on (the full WebGPU type fits). */
+export interface GpuBufferLike {
+  readonly size: number;
+  readonly usage: number;
+  destroy(): void;
+}
+
 /** A float64 tensor, as returned by the float64 reference. */
 export interface Tensor64 {
   data: Float64Array;
@@ -122,7 +145,21 @@ export interface AttentionOptions {
    * fresh memory on every call. It may alias an input: inputs are copied before anything is
    * written. On an error it is left untouched.
    */
-  out?: Float32Array | null;
+  out?: Float32Array | GpuBufferLike | null;
+  /**
+   * Backend `'webgpu'`: `'gpu'` leaves the output in a GPUBuffer, returned as
+   * `result.output = { buffer, shape }` (`STORAGE | COPY_SRC | COPY_DST` usage, owned by the
+   * caller: `destroy()` it), or written to `out` when that is a GPUBuffer (`STORAGE | COPY_DST`
+   * usage, at least the output's bytes). Returns the output only (no weights or scores).
+   * Default `'cpu'`.
+   */
+  outputLocation?: 'cpu' | 'gpu' | null;
+}
+
+/** The result of a call with `outputLocation: 'gpu'`. */
+export interface GpuAttentionResult {
+  /** `[..., Lq, Ev]` in a GPUBuffer the caller owns. */
+  output: GpuTensor;
 }
 
 /** What `attn.createKvCache` takes: the cache's fixed shape, allocated once. */
@@ -199,7 +236,7 @@ export interface AttentionStages {
 }
 
 /** Which query row {@link Attention.traceOnlineSoftmax} traces (besides the attention options). */
-export interface TraceOptions extends Omit<AttentionOptions, 'returnWeights' | 'returnLogSumExp' | 'returnScores' | 'out'> {
+export interface TraceOptions extends Omit<AttentionOptions, 'returnWeights' | 'returnLogSumExp' | 'returnScores' | 'out' | 'outputLocation'> {
   /** Batch index (default 0). */
   batch?: number;
   /** Query head index (default 0). */

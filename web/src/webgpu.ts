@@ -1,7 +1,11 @@
 // WebGPU devices: acquiring one (navigator.gpu or a given `gpu`), sharing a device's C++ context
 // between instances, and the typed error of the WebGPU backend.
-import type { SdpaModule, WebGpuAttention } from './wasm/sdpa_core.mjs';
-import type { CreateAttentionOptions, GpuDeviceLike, GpuLike, WebGPUErrorKind } from './types.js';
+import type { SdpaModule, WebGpuAttention, WebGpuSource } from './wasm/sdpa_core.mjs';
+import { checkShape, checkTensor, describe } from './arguments.js';
+import type { CreateAttentionOptions, GpuBufferLike, GpuDeviceLike, GpuLike, GpuTensor, TensorInput, WebGPUErrorKind } from './types.js';
+
+/** GPUBufferUsage flags (fixed by the WebGPU spec). */
+export const GPU_USAGE = { MAP_READ: 0x1, COPY_SRC: 0x4, COPY_DST: 0x8, STORAGE: 0x80 } as const;
 
 /**
  * A fault of the WebGPU backend: no device could be had (`'unavailable'`), the device was lost
@@ -129,4 +133,76 @@ export function settlesWithin(promise: Promise<unknown>, ms: number): Promise<bo
     timer = setTimeout(() => resolve(false), ms);
   });
   return Promise.race([promise.then(() => true, () => true), timeout]).finally(() => clearTimeout(timer));
+}
+
+/** Whether `x` is a GPU-resident tensor `{ buffer, shape, offset? }` (rather than `{ data, shape }`). */
+export function isGpuTensor(x: unknown): x is GpuTensor {
+  return typeof x === 'object' && x !== null && 'buffer' in x && !('data' in x);
+}
+
+function usageNames(usage: number): string {
+  const names = Object.entries(GPU_USAGE).filter(([, bit]) => usage & bit).map(([name]) => name);
+  return names.length ? names.join(' | ') : 'none of MAP_READ, COPY_SRC, COPY_DST, STORAGE';
+}
+
+/** `buffer` is a GPUBuffer with every usage bit of `need`; a TypeError naming `name` otherwise. */
+export function checkGpuBuffer(name: string, buffer: unknown, need: number): GpuBufferLike {
+  const b = buffer as GpuBufferLike | null;
+  if (typeof b !== 'object' || b === null || typeof b.size !== 'number' || typeof b.usage !== 'number' || typeof b.destroy !== 'function') {
+    throw new TypeError(`${name} must be a GPUBuffer; got ${describe(buffer)}`);
+  }
+  if ((b.usage & need) !== need) {
+    throw new TypeError(`${name} needs GPUBufferUsage ${usageNames(need)}; it was created with ${usageNames(b.usage)}`);
+  }
+  return b;
+}
+
+/**
+ * Checks a GPU-resident tensor `{ buffer, shape, offset? }`: a STORAGE buffer (plus `usage`)
+ * holding the shape's floats from a 4-byte-aligned offset. Returns its byte offset.
+ */
+export function checkGpuTensor(name: string, tensor: GpuTensor, usage = 0): number {
+  checkGpuBuffer(`${name}.buffer`, tensor.buffer, GPU_USAGE.STORAGE | usage);
+  const elements = checkShape(name, tensor.shape);
+  const offset = tensor.offset ?? 0;
+  if (typeof offset !== 'number' || !Number.isSafeInteger(offset) || offset < 0 || offset % 4 !== 0) {
+    throw new RangeError(`${name}.offset must be a byte offset ≥ 0 and a multiple of 4; got ${String(offset)}`);
+  }
+  if (offset + 4 * elements > tensor.buffer.size) {
+    throw new RangeError(
+      `${name}: shape [${tensor.shape.join(', ')}] needs ${4 * elements} bytes from offset ${offset}, past the end of its ${tensor.buffer.size}-byte buffer`,
+    );
+  }
+  return offset;
+}
+
+/** Checks a call's input: a CPU tensor, or a GPU-resident one. */
+export function checkInput(name: string, tensor: TensorInput): void {
+  if (isGpuTensor(tensor)) checkGpuTensor(name, tensor);
+  else checkTensor(name, tensor);
+}
+
+/** Where the WebGPU glue finds a checked input: straight from the caller's array, or its buffer in place. */
+export function inputSource(tensor: TensorInput): WebGpuSource {
+  return isGpuTensor(tensor) ? { buffer: tensor.buffer, offset: tensor.offset ?? 0 } : { array: tensor.data };
+}
+
+/** On a CPU backend: a GPU-resident input or `outputLocation: 'gpu'` is a TypeError naming the backend. */
+export function checkCpuLocation(backend: string, inputs: Record<string, unknown>, outputLocation: unknown): void {
+  for (const [name, tensor] of Object.entries(inputs)) {
+    if (isGpuTensor(tensor)) {
+      throw new TypeError(`${name} is a GPU-resident tensor { buffer, shape }, which only backend 'webgpu' reads; this instance uses '${backend}': pass { data: Float32Array, shape }`);
+    }
+  }
+  checkOutputLocation(outputLocation);
+  if (outputLocation === 'gpu') {
+    throw new TypeError(`outputLocation 'gpu' needs backend 'webgpu'; this instance uses '${backend}'`);
+  }
+}
+
+/** `outputLocation`: 'cpu' (default) or 'gpu'. */
+export function checkOutputLocation(location: unknown): 'cpu' | 'gpu' {
+  if (location === undefined || location === null) return 'cpu';
+  if (location !== 'cpu' && location !== 'gpu') throw new TypeError(`outputLocation must be 'cpu' or 'gpu'; got ${describe(location)}`);
+  return location;
 }

@@ -73,13 +73,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     for (var x = t; x < BLOCK_KEYS * E4; x += ROWS) {
       let jj = x / E4;
       var k4 = vec4<f32>(0.0);
-      if (jj < nk) { k4 = key4((row.kv * p.Lk + j0 + jj) * p.E, 4u * (x % E4), p.E); }
+      if (jj < nk) { k4 = key4(row.kv * p.key_stride + (j0 + jj) * p.E, 4u * (x % E4), p.E); }
       k_tile[x] = k4;
     }
     for (var x = t; x < BLOCK_KEYS * EV4; x += ROWS) {
       let jj = x / EV4;
       var v4 = vec4<f32>(0.0);
-      if (jj < nk) { v4 = value4((row.kv * p.Lk + j0 + jj) * p.Ev, 4u * (x % EV4), p.Ev); }
+      if (jj < nk) { v4 = value4(row.kv * p.value_stride + (j0 + jj) * p.Ev, 4u * (x % EV4), p.Ev); }
       v_tile[x] = v4;
     }
     workgroupBarrier();

@@ -46,7 +46,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   let out = r * p.Lk + j;
   let mask_idx = b * p.mask_sb + h * p.mask_sh + i * p.mask_sq + j * p.mask_sk;
   let q0 = r * p.E;
-  let k0 = (kv * p.Lk + j) * p.E;
+  let k0 = kv * p.key_stride + j * p.E;
 
   // The scaled (and softcapped) scores of every key, hidden or not.
   if (STAGE == 1u || STAGE == 2u) {

@@ -1,0 +1,198 @@
+// Mode `webgpu`'s GPU-resident part, after the table of calls on CPU arrays: prefill with the
+// tensors in GPUBuffers (uploaded once, the output written to an `out` GPUBuffer) and decode
+// steps on a GPU KV cache (the issue's shapes: B = 1, Hq = 32, Hkv = 8, E = Ev = 128, one query;
+// B = 4 ragged), each step timed to queue.onSubmittedWorkDone(). Beside them, onnxruntime-web's
+// WebGPU execution provider on the same device with gpu-buffer inputs and outputs: the
+// MatMul/Softmax graph (prefill) and com.microsoft GroupQueryAttention (decode). Outputs are
+// checked against the float64 reference before timing. With no GPU (dawn.node on SwiftShader)
+// the numbers prove only that everything runs and is right, never speed.
+import { createAttention } from '../../dist/index.js';
+import { flops, makeCheck, makeInputs as prefillInputs } from './cases.mjs';
+import { makeInputs as decodeInputs, oracle, parseDecodeCase } from './decode.mjs';
+import { attentionGraphModel, groupQueryAttentionModel } from './onnx.mjs';
+import { log } from './run.mjs';
+import { interleave, warmUp } from './timing.mjs';
+
+const STORAGE = 0x80, COPY_SRC = 0x4, COPY_DST = 0x8, MAP_READ = 0x1;
+const message = (e) => String(e?.message ?? e).split('\n')[0].slice(0, 200);
+
+/** onnxruntime-web with its WebGPU EP on dawn.node's navigator.gpu; its device is shared with sdpa-web. */
+async function ortWebGpu(gpu) {
+  globalThis.navigator ?? Object.defineProperty(globalThis, 'navigator', { value: {}, configurable: true });
+  if (!globalThis.navigator.gpu) Object.defineProperty(globalThis.navigator, 'gpu', { value: gpu, configurable: true });
+  const ort = await import('onnxruntime-web/webgpu');
+  ort.env.logLevel = 'error';
+  // A first session makes ort's device (ort.env.webgpu.device); it is kept open for the whole
+  // run (releasing ort's last session may release its device).
+  const first = await ort.InferenceSession.create(attentionGraphModel({ B: 1, H: 1, Lq: 4, Lk: 4, E: 4, Ev: 4 }), { executionProviders: ['webgpu'] });
+  return { ort, first, device: await ort.env.webgpu.device };
+}
+
+function upload(device, data) {
+  const buffer = device.createBuffer({ size: Math.max(16, data.byteLength), usage: STORAGE | COPY_SRC | COPY_DST });
+  device.queue.writeBuffer(buffer, 0, data);
+  return buffer;
+}
+
+async function readBack(device, buffer, floats) {
+  const staging = device.createBuffer({ size: 4 * floats, usage: MAP_READ | COPY_DST });
+  const encoder = device.createCommandEncoder();
+  encoder.copyBufferToBuffer(buffer, 0, staging, 0, 4 * floats);
+  device.queue.submit([encoder.finish()]);
+  await staging.mapAsync(MAP_READ);
+  const data = new Float32Array(staging.getMappedRange().slice(0));
+  staging.destroy();
+  return data;
+}
+
+/** Each engine: { name, run() (timed: until the GPU is done), result() (the output, read back), dispose() }. */
+async function prefillEngines(c, inputs, attn, device, ortEnv) {
+  const engines = [];
+  const buffers = [inputs.q, inputs.k, inputs.v].map((t) => upload(device, t.data));
+  const [q, k, v] = buffers.map((buffer, i) => ({ buffer, shape: [inputs.q, inputs.k, inputs.v][i].shape }));
+  const outFloats = c.B * c.H * c.Lq * c.Ev;
+  const out = device.createBuffer({ size: 4 * outFloats, usage: STORAGE | COPY_SRC | COPY_DST });
+  const sdpaRun = async () => {
+    await attn.scaledDotProductAttention(q, k, v, { outputLocation: 'gpu', out });
+    await device.queue.onSubmittedWorkDone();
+  };
+  engines.push({ name: 'sdpa-webgpu (GPU tensors)', run: sdpaRun, result: async () => (await sdpaRun(), readBack(device, out, outFloats)), dispose: () => [...buffers, out].forEach((b) => b.destroy()) });
+  if (ortEnv.ort) {
+    const { ort } = ortEnv;
+    try {
+      const session = await ort.InferenceSession.create(attentionGraphModel(c), { executionProviders: ['webgpu'], preferredOutputLocation: 'gpu-buffer' });
+      const flat = (t) => [c.B * c.H, ...t.shape.slice(2)];
+      const feeds = { q: ort.Tensor.fromGpuBuffer(q.buffer, { dataType: 'float32', dims: flat(inputs.q) }), k: ort.Tensor.fromGpuBuffer(k.buffer, { dataType: 'float32', dims: flat(inputs.k) }), v: ort.Tensor.fromGpuBuffer(v.buffer, { dataType: 'float32', dims: flat(inputs.v) }) };
+      const run = async () => {
+        const { o } = await session.run(feeds);
+        await device.queue.onSubmittedWorkDone();
+        return o;
+      };
+      engines.push({ name: 'ort-webgpu graph (gpu-buffer)', run: async () => (await run()).dispose(), result: async () => { const o = await run(); const data = await o.getData(true); return data; }, dispose: () => session.release() });
+    } catch (e) {
+      engines.push({ name: 'ort-webgpu graph (gpu-buffer)', error: message(e) });
+    }
+  }
+  return engines;
+}
+
+async function decodeEngines(c, inputs, attn, device, ortEnv) {
+  const engines = [];
+  const { B, Hq, Hkv, E } = c, L = inputs.L;
+  const cache = attn.createKvCache({ batch: B, kvHeads: Hkv, maxLength: L + 32, headDim: E });
+  cache.append(inputs.key, inputs.value, B > 1 ? { lengths: c.lengths } : undefined);
+  const query = { buffer: upload(device, inputs.query.data), shape: inputs.query.shape };
+  const out = device.createBuffer({ size: 4 * B * Hq * E, usage: STORAGE | COPY_SRC | COPY_DST });
+  const step = async () => {
+    await attn.scaledDotProductAttention(query, cache, { enableGqa: true, isCausal: true, outputLocation: 'gpu', out });
+    await device.queue.onSubmittedWorkDone();
+  };
+  engines.push({ name: 'sdpa-webgpu (GPU cache)', run: step, result: async () => (await step(), readBack(device, out, B * Hq * E)), dispose: () => { cache.dispose(); query.buffer.destroy(); out.destroy(); } });
+  if (ortEnv.ort) {
+    const { ort } = ortEnv;
+    try {
+      const session = await ort.InferenceSession.create(groupQueryAttentionModel({ B, Hq, Hkv, L, E }), { executionProviders: ['webgpu'], preferredOutputLocation: 'gpu-buffer' });
+      const lastOf = (t) => {
+        const data = new Float32Array(B * Hkv * E);
+        for (let b = 0; b < B; b++) for (let h = 0; h < Hkv; h++) data.set(t.data.subarray(((b * Hkv + h) * L + c.lengths[b] - 1) * E, ((b * Hkv + h) * L + c.lengths[b]) * E), (b * Hkv + h) * E);
+        return data;
+      };
+      const gpuTensor = (data, dims) => ort.Tensor.fromGpuBuffer(upload(device, data), { dataType: 'float32', dims });
+      const feeds = {
+        query: gpuTensor(inputs.query.data, [B, 1, Hq * E]),
+        key: gpuTensor(lastOf(inputs.key), [B, 1, Hkv * E]),
+        value: gpuTensor(lastOf(inputs.value), [B, 1, Hkv * E]),
+        past_key: gpuTensor(inputs.key.data, [B, Hkv, L, E]),
+        past_value: gpuTensor(inputs.value.data, [B, Hkv, L, E]),
+        seqlens_k: new ort.Tensor('int32', Int32Array.from(c.lengths.map((n) => n - 1)), [B]),
+        total_sequence_length: new ort.Tensor('int32', Int32Array.of(L), []),
+      };
+      const run = async () => {
+        const results = await session.run(feeds);
+        await device.queue.onSubmittedWorkDone();
+        return results;
+      };
+      const release = (results) => Object.values(results).forEach((t) => t.dispose());
+      engines.push({
+        name: 'ort-webgpu GQA (gpu-buffer)',
+        run: async () => release(await run()),
+        result: async () => { const r = await run(); const data = await r.output.getData(true); return data; },
+        dispose: () => session.release(),
+      });
+    } catch (e) {
+      engines.push({ name: 'ort-webgpu GQA (gpu-buffer)', error: message(e) });
+    }
+  }
+  return engines;
+}
+
+/** Checks then times each case's engines; rows { part, case, engine, ms, gflops | gbPerS, error }. */
+export async function benchWebGpuResident(opts, gpu) {
+  let ortEnv = {};
+  try {
+    ortEnv = await ortWebGpu(gpu);
+  } catch (e) {
+    log(`onnxruntime-web WebGPU EP unavailable: ${message(e)}`);
+  }
+  let device = ortEnv.device;
+  if (!device) {
+    const adapter = await gpu.requestAdapter();
+    device = await adapter.requestDevice({ requiredLimits: { maxBufferSize: adapter.limits.maxBufferSize, maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize } });
+  }
+  const attn = await createAttention({ backend: 'webgpu', gpuDevice: device });
+  const scalar = await createAttention({ backend: 'scalar' });
+  const rows = [];
+  const time = async (part, c, engines, check, metric) => {
+    const ok = [];
+    for (const e of engines) {
+      const row = { part, case: c.name, engine: e.name };
+      rows.push(row);
+      if (e.error) { row.failure = e.error; continue; }
+      try {
+        row.maxError = check(await e.result());
+        await warmUp(e.run);
+        ok.push({ e, row });
+      } catch (err) {
+        row.failure = message(err);
+        e.dispose();
+      }
+    }
+    log(`${part} ${c.name}: ${ok.map(({ e }) => e.name).join(', ')} interleaved, ${opts.reps} rounds`);
+    const timed = await interleave(ok.map(({ e }) => ({ run: e.run, reps: opts.reps })));
+    ok.forEach(({ e, row }, i) => {
+      Object.assign(row, { ms: timed[i].medianMs }, metric(timed[i].medianMs));
+      e.dispose();
+    });
+  };
+  for (const c of opts.cases) {
+    const inputs = prefillInputs(scalar, c);
+    const check = makeCheck(scalar, inputs, { causal: false, backward: false });
+    const verdict = (outputs) => {
+      const v = check([outputs], 4);
+      if (!v.ok) throw new Error(`wrong result: max error ${v.error.toExponential(2)} > bound ${v.bound.toExponential(2)}`);
+      return v.error;
+    };
+    await time('prefill', c, await prefillEngines(c, inputs, attn, device, ortEnv), verdict, (ms) => ({ gflops: flops(c, {}) / ms / 1e6 }));
+  }
+  for (const text of opts.decodeCases) {
+    const c = parseDecodeCase(text);
+    const inputs = decodeInputs(c);
+    const check = oracle(scalar, c, inputs);
+    const bytes = 4 * c.Hkv * c.lengths.reduce((a, b) => a + b, 0) * 2 * c.E;
+    await time('decode', c, await decodeEngines(c, inputs, attn, device, ortEnv), (output) => check('webgpu', output), (ms) => ({ gbPerS: bytes / ms / 1e6 }));
+  }
+  attn.dispose();
+  scalar.dispose();
+  await ortEnv.first?.release();
+  return { rows };
+}
+
+export function printWebGpuResident({ rows }) {
+  console.log('\nGPU-resident: prefill (GPU tensors in, out GPUBuffer) and decode (GPU KV cache), to onSubmittedWorkDone');
+  console.log('part     case                        engine                           ms    GFLOP/s or GB/s   max error');
+  for (const r of rows) {
+    const rate = r.gflops !== undefined ? `${r.gflops.toFixed(1)} GFLOP/s` : r.gbPerS !== undefined ? `${r.gbPerS.toFixed(2)} GB/s` : '';
+    const tail = r.failure ? `error: ${r.failure}` : `${r.ms.toFixed(3).padStart(9)}  ${rate.padStart(16)}   ${r.maxError.toExponential(1)}`;
+    console.log(`${r.part.padEnd(8)} ${r.case.padEnd(27)} ${r.engine.padEnd(31)} ${tail}`);
+  }
+}
