@@ -158,18 +158,17 @@ export function mountKvCache(app: App): void {
       const height = label + total * cell + gap + 2 * (e * cell / 2 + gap + label);
       const width = label + total * cell + 4;
       const root = svg('svg', { viewBox: `0 0 ${width} ${height}`, width, role: 'img', 'aria-label': `Weights of head ${head + 1} in layer ${layer + 1} so far, and the cache of KV head ${kvHead + 1}` });
-      // Column labels: the cached tokens.
-      for (let j = 0; j < total; j++) {
-        const t = svg('text', { x: label + j * cell + cell / 2, y: label - 4, 'text-anchor': 'middle', class: j < s.cacheLength ? 'kv-axis' : 'kv-axis future' });
+      // Column labels: the cached tokens (the space for later ones stays empty).
+      for (let j = 0; j < s.cacheLength; j++) {
+        const t = svg('text', { x: label + j * cell + cell / 2, y: label - 4, 'text-anchor': 'middle', class: 'kv-axis' });
         t.textContent = show(text[j]!);
         root.append(t);
       }
       // One row of weights per query position computed so far; this step's rows outlined.
-      for (let i = 0; i < total; i++) {
-        const rowLabel = svg('text', { x: label - 4, y: label + i * cell + cell - 2, 'text-anchor': 'end', class: i < rowsShown ? 'kv-axis' : 'kv-axis future' });
+      for (let i = 0; i < rowsShown; i++) {
+        const rowLabel = svg('text', { x: label - 4, y: label + i * cell + cell - 2, 'text-anchor': 'end', class: 'kv-axis' });
         rowLabel.textContent = show(text[i]!);
         root.append(rowLabel);
-        if (i >= rowsShown) continue;
         const owner = run.steps.findIndex((st) => i >= st.start && i < st.start + st.rows);
         const ev = run.steps[owner]!.layers[layer]!;
         const row = headRow(ev.weights!, head, i - ev.start);
