@@ -183,6 +183,8 @@ export function mountKvCache(app: App): void {
         });
       }
       root.append(svg('rect', { x: label - 1, y: label + s.start * cell - 1, width: s.cacheLength * cell + 1, height: s.rows * cell + 1, class: 'kv-new' }));
+      // Where the rows of the steps to come will go.
+      if (rowsShown < total) root.append(svg('rect', { x: label, y: label + rowsShown * cell + 2, width: total * cell, height: (total - rowsShown) * cell - 2, class: 'kv-empty' }));
       // The cache: keys and values of the KV head, one column per token, the appended ones outlined.
       const strips: [string, number[][]][] = [['K', keys], ['V', values]];
       strips.forEach(([name, rows], k) => {
