@@ -559,7 +559,7 @@ describe('demo page layout, URL state and themes (1280 px and 390 px)', () => {
           expect(await bg()).not.toBe(before);
         }
         await page.screenshot({ path: join(OUT, `page-${width}-${theme}-top.png`) });
-        for (const id of ['intro', 'formula', 'stepper', 'examples', 'example-detail', 'playground', 'scaling', 'variance', 'online', 'multihead', 'gradients', 'precision', 'cost', 'limits', 'pytorch']) await page.locator(`#${id}`).screenshot({ path: join(OUT, `page-${width}-${theme}-${id}.png`) });
+        for (const id of ['intro', 'formula', 'stepper', 'examples', 'example-detail', 'playground', 'scaling', 'variance', 'online', 'kvcache', 'multihead', 'gradients', 'precision', 'cost', 'limits', 'pytorch']) await page.locator(`#${id}`).screenshot({ path: join(OUT, `page-${width}-${theme}-${id}.png`) });
       }
       // The choice is remembered: a reload stays dark.
       await page.reload();

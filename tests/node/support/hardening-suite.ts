@@ -401,6 +401,132 @@ export function defineHardeningSuite(backend: BackendName, { factor, create }: S
       });
     });
 
+    // The KV cache on the CPU backends, whose keys and values live in the wasm heap (its own suite,
+    // kv-cache-suite.ts, covers the reference at every step, overflow, use after dispose, and the heap
+    // over 32 steps with `out`, 10,000 append/reset cycles and create/dispose).
+    if (backend !== 'webgpu') {
+      describe(`hardening: the KV cache on the '${backend}' backend`, () => {
+        const gqa = { enableGqa: true, isCausal: true } as const;
+        /** `n` rows of [1, 2, n, 8] keys and values, every element `fill` when given. */
+        const rows = (n: number, seed: number, fill?: number) => {
+          const key = randomTensor([1, 2, n, 8], seed), value = randomTensor([1, 2, n, 5], seed + 1);
+          if (fill !== undefined) {
+            key.data.fill(fill);
+            value.data.fill(fill);
+          }
+          return { key, value };
+        };
+
+        it('stale NaN/Inf rows past the held tokens (after a reset, past a ragged sequence) are never read', async () => {
+          const cache = attn.createKvCache({ batch: 2, kvHeads: 2, maxLength: 300, headDim: 8, valueDim: 5 });
+          for (const poison of [Number.NaN, Infinity, -Infinity, 3e38]) {
+            cache.reset();
+            const bad = { key: randomTensor([2, 2, 300, 8], 1).data.fill(poison), value: randomTensor([2, 2, 300, 5], 2).data.fill(poison) };
+            cache.append({ data: bad.key, shape: [2, 2, 300, 8] }, { data: bad.value, shape: [2, 2, 300, 5] });
+            cache.reset();
+            const k = randomTensor([2, 2, 70, 8], 3), v = randomTensor([2, 2, 70, 5], 4);
+            cache.append(k, v, { lengths: [70, 65] });
+            const q = randomTensor([2, 4, 1, 8], 5);
+            const got = await attn.scaledDotProductAttention(q, cache, gqa);
+            expect(got.output.data.every(Number.isFinite), `poison ${poison}`).toBe(true);
+            // The same call on the held tokens as tensors (sequence 1's last 5 rows hidden by its length), against the oracle.
+            const dense = { ...gqa, isCausal: 'bottom-right', keyLengths: new Int32Array([70, 65]) } as const;
+            expect(got.output.data).toEqual((await run(q, k, v, dense)).output.data);
+            await check(q, k, v, dense, `poison ${poison}`);
+          }
+          cache.dispose();
+        });
+
+        it('1,000 failing appends and calls write nothing, allocate nothing and leave the cache as it was', async () => {
+          const cache = attn.createKvCache({ batch: 1, kvHeads: 2, maxLength: 40, headDim: 8, valueDim: 5 });
+          const { key, value } = rows(37, 10);
+          cache.append(key, value);
+          const q = randomTensor([1, 4, 1, 8], 12);
+          const before = (await attn.scaledDotProductAttention(q, cache, gqa)).output.data;
+          const heap = attn.memoryStats().heapBytesInUse;
+          const tooMany = rows(4, 13), wrongDim = { key: randomTensor([1, 2, 1, 7], 15), value: randomTensor([1, 2, 1, 5], 16) };
+          for (let i = 0; i < 1000; i++) {
+            expect(() => cache.append(tooMany.key, tooMany.value)).toThrow(RangeError);
+            expect(() => cache.append(wrongDim.key, wrongDim.value)).toThrow(RangeError);
+            await expect(attn.scaledDotProductAttention(q, cache, { isCausal: true })).rejects.toThrow(/enableGqa/);
+            await expect(attn.scaledDotProductAttention(q, cache, { ...gqa, keyLengths: new Int32Array([38]) })).rejects.toThrow(RangeError);
+            await expect(attn.scaledDotProductAttention(q, cache, { enableGqa: true, isCasual: true } as AttentionOptions)).rejects.toThrow(TypeError);
+          }
+          expect(attn.memoryStats().heapBytesInUse).toBe(heap);
+          expect(cache.length).toBe(37);
+          expect((await attn.scaledDotProductAttention(q, cache, gqa)).output.data).toEqual(before);
+          cache.dispose();
+        });
+
+        it('a cache stays right across wasm memory growth', async () => {
+          const cache = attn.createKvCache({ batch: 1, kvHeads: 2, maxLength: 64, headDim: 8, valueDim: 5 });
+          const first = rows(20, 20), later = rows(30, 22);
+          cache.append(first.key, first.value);
+          const q = randomTensor([1, 4, 3, 8], 24);
+          const before = (await attn.scaledDotProductAttention(q, cache, gqa)).output.data.slice();
+          const memory = attn.memoryStats().memoryBytes;
+          // Weights of 2048 × 2048 (16 MiB) grow the heap; the cache's rows must still be there.
+          const big = randomTensor([2048, 4], 26);
+          await run(big, big, big, { returnWeights: true });
+          expect(attn.memoryStats().memoryBytes).toBeGreaterThanOrEqual(memory);
+          expect((await attn.scaledDotProductAttention(q, cache, gqa)).output.data).toEqual(before);
+          cache.append(later.key, later.value);
+          const cat = (a: Tensor, b: Tensor, e: number): Tensor => {
+            const data = new Float32Array(a.data.length + b.data.length);
+            for (let h = 0; h < 2; h++) {
+              data.set(a.data.subarray(h * 20 * e, (h + 1) * 20 * e), h * 50 * e);
+              data.set(b.data.subarray(h * 30 * e, (h + 1) * 30 * e), (h * 50 + 20) * e);
+            }
+            return { data, shape: [1, 2, 50, e] };
+          };
+          const got = await attn.scaledDotProductAttention(q, cache, gqa);
+          const k = cat(first.key, later.key, 8), v = cat(first.value, later.value, 5);
+          expect(got.output.data).toEqual((await attn.scaledDotProductAttention(q, k, v, { ...gqa, isCausal: 'bottom-right' })).output.data);
+          await check(q, k, v, { ...gqa, isCausal: 'bottom-right' }, 'after growth');
+          cache.dispose();
+        });
+
+        it('a 32-step decode loop allocates nothing per step: results returned as new arrays, weights on every other step', async () => {
+          const cache = attn.createKvCache({ batch: 1, kvHeads: 2, maxLength: 200, headDim: 8, valueDim: 5 });
+          const prompt = rows(60, 30);
+          cache.append(prompt.key, prompt.value);
+          await attn.scaledDotProductAttention(randomTensor([1, 4, 60, 8], 32), cache, gqa);
+          const step = rows(1, 33), q = randomTensor([1, 4, 1, 8], 35);
+          const heap: number[] = [];
+          for (let i = 0; i < 32; i++) {
+            cache.append(step.key, step.value);
+            const r = await attn.scaledDotProductAttention(q, cache, { ...gqa, returnWeights: i % 2 === 1 });
+            expect(r.output.shape).toEqual([1, 4, 1, 5]);
+            if (i % 2) expect(r.weights!.shape).toEqual([1, 4, 1, 61 + i]);
+            heap.push(attn.memoryStats().heapBytesInUse);
+          }
+          expect(new Set(heap).size, `heap bytes per step: ${heap.join(', ')}`).toBe(1);
+          cache.dispose();
+        });
+
+        it('a cache outlives its disposed Attention: calls through it throw, dispose still frees it', async () => {
+          const owner = await make();
+          const probe = await make();
+          const baseline = probe.memoryStats().heapBytesInUse;
+          const cache = owner.createKvCache({ batch: 1, kvHeads: 2, maxLength: 16, headDim: 8, valueDim: 5 });
+          const { key, value } = rows(3, 40);
+          cache.append(key, value);
+          owner.dispose();
+          const q = randomTensor([1, 4, 1, 8], 42);
+          await expect(owner.scaledDotProductAttention(q, cache, gqa)).rejects.toThrow(/this Attention instance was disposed/);
+          expect(() => owner.scaledDotProductAttentionSync(q, cache, gqa)).toThrow(/this Attention instance was disposed/);
+          expect(() => owner.createKvCache({ batch: 1, kvHeads: 1, maxLength: 4, headDim: 4 })).toThrow(/this Attention instance was disposed/);
+          // Another instance of the same build reads it.
+          await check(q, key, value, { ...gqa, isCausal: 'bottom-right' }, 'cache of a disposed instance');
+          const got = await probe.scaledDotProductAttention(q, cache, gqa);
+          expect(got.output.data).toEqual((await probe.scaledDotProductAttention(q, key, value, { ...gqa, isCausal: 'bottom-right' })).output.data);
+          cache.dispose();
+          expect(probe.memoryStats().heapBytesInUse).toBe(baseline);
+          probe.dispose();
+        });
+      });
+    }
+
     // The variants at the kernels' tile edges, and their hidden keys.
     describe(`hardening: variants on the '${backend}' backend`, () => {
       it('windows and key lengths at tile−1, tile and tile+1 for tiles 4…256; documents of those lengths', async () => {

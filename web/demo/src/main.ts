@@ -55,6 +55,7 @@ const MODULES: Record<string, () => Promise<(app: App) => unknown>> = {
   scaling: () => import('./sections/scaling-lab').then((m) => m.mountScalingLab),
   variance: () => import('./sections/variance-lab').then((m) => m.mountVarianceLab),
   online: () => import('./sections/online-softmax').then((m) => m.mountOnlineSoftmax),
+  kvcache: () => import('./sections/kv-cache').then((m) => m.mountKvCache),
   gradients: () => import('./sections/gradients').then((m) => m.mountGradients),
   precision: () => import('./sections/precision-lab').then((m) => m.mountPrecisionLab),
   multihead: () => import('./sections/multihead').then((m) => m.mountMultihead),
