@@ -184,9 +184,8 @@ val WebGpuAttention::trace_layout(const AttentionPlan& plan) const {
     out.set("error", error_object("RangeError", s.message));
     return out;
   }
-  const uint64_t tiles = (static_cast<uint64_t>(plan.Lk) + flash.block_keys - 1) / flash.block_keys;
   out.set("error", val::null());
-  out.set("floats", static_cast<double>(tiles * flash.trace_stride()));
+  out.set("floats", static_cast<double>(flash.trace_floats(plan.Lk)));
   out.set("tileKeys", flash.block_keys);
   out.set("lanes", flash.tiled ? kWebGpuTiledLanes : 1);
   out.set("stride", flash.trace_stride());
@@ -330,7 +329,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
     }
     val stats = dummy_write;
     val w = val::undefined();
-    const uint64_t trace_bytes = trace ? 4ull * ((plan.Lk + flash.block_keys - 1) / flash.block_keys) * flash.trace_stride() : 0;
+    const uint64_t trace_bytes = trace ? 4 * flash.trace_floats(plan.Lk) : 0;
     if (trace) stats = buffer(job, trace_bytes, kStorage | kCopySrc);  // zeroed: unvisited tiles read 0
     if (plan.return_weights) {
       stats = buffer(job, bytes.stats, kStorage);

@@ -121,6 +121,10 @@ std::string FlashVariant::key() const {
 
 uint32_t FlashVariant::trace_stride() const { return 2 + (tiled ? kWebGpuTiledLanes : 1) + ev_pad; }
 
+uint64_t FlashVariant::trace_floats(int64_t Lk) const {
+  return (static_cast<uint64_t>(Lk) + block_keys - 1) / block_keys * trace_stride();
+}
+
 std::string FlashVariant::wgsl_constants() const {
   return u32_const("ROWS", kWebGpuFlashRows) + (tiled ? u32_const("LANES", kWebGpuTiledLanes) : "") +
          u32_const("E_PAD", e_pad) + u32_const("EV_PAD", ev_pad) + u32_const("BLOCK_KEYS", block_keys) +

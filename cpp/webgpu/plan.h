@@ -97,8 +97,9 @@ struct FlashVariant {
   // stats binding (traceOnlineSoftmax), or kNoTrace.
   static constexpr uint32_t kNoTrace = 0xffffffffu;
   uint32_t trace_row = kNoTrace;
-  // Floats of the trace: trace_stride() per key tile of the call.
+  // Floats of the trace: trace_stride() per key tile, trace_floats(Lk) for a call over Lk keys.
   uint32_t trace_stride() const;
+  uint64_t trace_floats(int64_t Lk) const;
   // The pipeline-cache key, e.g.
   // "flash-tiled:e64:ev32:bk32:mask=bool:causal=1:stats=0:ranges=0:alibi=0:sinks=0:docs=0"
   // (":trace=<row>" appended for a trace).

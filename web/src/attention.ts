@@ -365,14 +365,16 @@ export class Attention {
     const layout = gpu.context.traceLayout(request);
     throwIfError(layout.error);
     if (!('floats' in layout)) throw new Error('unreachable');
-    const { output, trace } = await this.runWebGpu(query, key, value, attentionOptions, { batch, head, row, floats: layout.floats });
+    const result = await this.runWebGpu(query, key, value, attentionOptions, { batch, head, row, floats: layout.floats });
+    if (!('trace' in result) || !result.trace) throw new Error('unreachable: a trace call returns its trace');
+    const { output, trace } = result;
     const Ev = output.shape[output.shape.length - 1]!;
     const steps: WebGpuSoftmaxTrace['steps'] = [];
-    for (let at = 0; at < trace!.length; at += layout.stride) {
-      if (trace![at] === 0) continue; // a tile the row's workgroup skipped or where it saw no key
+    for (let at = 0; at < trace.length; at += layout.stride) {
+      if (trace[at] === 0) continue; // a tile the row's workgroup skipped or where it saw no key
       let sum = 0;
-      for (let lane = 0; lane < layout.lanes; lane++) sum += trace![at + 2 + lane]!;
-      steps.push({ firstKey: trace![at]! - 1, max: trace![at + 1]!, sum: Math.fround(sum), accumulator: trace!.slice(at + 2 + layout.lanes, at + 2 + layout.lanes + Ev) });
+      for (let lane = 0; lane < layout.lanes; lane++) sum += trace[at + 2 + lane]!;
+      steps.push({ firstKey: trace[at]! - 1, max: trace[at + 1]!, sum: Math.fround(sum), accumulator: trace.slice(at + 2 + layout.lanes, at + 2 + layout.lanes + Ev) });
     }
     return { tileKeys: layout.tileKeys, kernel: layout.kernel, steps, output };
   }
@@ -579,13 +581,6 @@ export class Attention {
    * the output read back straight into the result array (or left on the GPU); masks and document
    * ids go through the wasm heap.
    */
-  private async runWebGpu(
-    query: TensorInput,
-    key: TensorInput | KvCache,
-    value: TensorInput | undefined,
-    options?: AttentionOptions,
-    trace?: { batch: number; head: number; row: number; floats: number },
-  ): Promise<AttentionResult & { trace?: Float32Array }>;
   private async runWebGpu(
     query: TensorInput,
     key: TensorInput | KvCache,
