@@ -163,6 +163,13 @@ val error_to_js(const Status& s) {
   return e;
 }
 
+// { error }: the result of a call that failed before it started.
+val error_result(const Status& s) {
+  val out = val::object();
+  out.set(js("error"), error_to_js(s));
+  return out;
+}
+
 // Sets *out to the value whose name `string` is; false when it is none of them.
 template <typename Enum>
 bool named(const val& string, std::initializer_list<std::pair<const char*, Enum>> names, Enum* out) {
@@ -413,14 +420,13 @@ val softmax_js(val shape, double temperature, val pointers) {
 //   -> { error } | { error: null, promise, job }
 // sources (or undefined): { query?, key?, value?, output? } held outside the heap (device.h
 // WebGpuAttention::run); their addresses are then left out of `pointers`.
-// A WebGPU call; with `trace_row` ((b·Hq + h)·Lq + i, from traceOnlineSoftmax) that row's
-// online-softmax state goes to pointers.trace.
-val webgpu_call(WebGpuAttention& gpu, val request, val pointers, uint32_t trace_row, val sources) {
-  AttentionPlan plan;
-  Status s = plan_from_js(request, &plan);
+// A WebGPU call on a plan; with `trace_row` ((b·Hq + h)·Lq + i, from traceOnlineSoftmax) that
+// row's online-softmax state goes to pointers.trace.
+val webgpu_call(WebGpuAttention& gpu, const AttentionPlan& plan, val pointers, uint32_t trace_row, val sources) {
+  Status s = Status::Ok();
   const auto in_heap = [&](const char* name) { return sources.isUndefined() || sources[name].isUndefined(); };
   const bool tracing = trace_row != FlashVariant::kNoTrace;
-  if (s.ok() && tracing && (plan.return_weights || plan.return_scores != ScoreStage::kNone)) {
+  if (tracing && (plan.return_weights || plan.return_scores != ScoreStage::kNone)) {
     s = Status::TypeError("sdpa-web internal error: a WebGPU trace returns no weights or scores");
   }
   AttentionInputs in;
@@ -442,45 +448,34 @@ val webgpu_call(WebGpuAttention& gpu, val request, val pointers, uint32_t trace_
     trace = bag.required_if<float>(tracing, "trace");
     s = bag.check();
   }
-  if (!s.ok()) {
-    val out = val::object();
-    out.set(js("error"), error_to_js(s));
-    return out;
-  }
+  if (!s.ok()) return error_result(s);
   return gpu.run(plan, in, output, weights, scores, trace_row, trace, sources);
 }
 
 val webgpu_run_js(WebGpuAttention& gpu, val request, val pointers, val sources) {
-  return webgpu_call(gpu, request, pointers, FlashVariant::kNoTrace, sources);
+  AttentionPlan plan;
+  const Status s = plan_from_js(request, &plan);
+  if (!s.ok()) return error_result(s);
+  return webgpu_call(gpu, plan, pointers, FlashVariant::kNoTrace, sources);
 }
 
 val webgpu_trace_js(WebGpuAttention& gpu, val request, val pointers, double batch, double head, double row, val sources) {
   AttentionPlan plan;
   Status s = plan_from_js(request, &plan);
   if (s.ok()) s = check_traced_row(plan, batch, head, row);
-  if (!s.ok()) {
-    val out = val::object();
-    out.set(js("error"), error_to_js(s));
-    return out;
-  }
   const double index = (batch * static_cast<double>(plan.Hq) + head) * static_cast<double>(plan.Lq) + row;
-  if (index >= static_cast<double>(FlashVariant::kNoTrace)) {
-    val out = val::object();
-    out.set(js("error"), error_to_js(Status::RangeError("traceOnlineSoftmax on 'webgpu' takes at most 2^32 − 1 query rows")));
-    return out;
+  if (s.ok() && index >= static_cast<double>(FlashVariant::kNoTrace)) {
+    s = Status::RangeError("traceOnlineSoftmax on 'webgpu' takes at most 2^32 − 1 query rows");
   }
-  return webgpu_call(gpu, request, pointers, static_cast<uint32_t>(index), sources);
+  if (!s.ok()) return error_result(s);
+  return webgpu_call(gpu, plan, pointers, static_cast<uint32_t>(index), sources);
 }
 
 // { error } or { floats, tileKeys, lanes, stride, kernel }: the trace of `request` on this device.
 val webgpu_trace_layout_js(WebGpuAttention& gpu, val request) {
   AttentionPlan plan;
   const Status s = plan_from_js(request, &plan);
-  if (!s.ok()) {
-    val out = val::object();
-    out.set(js("error"), error_to_js(s));
-    return out;
-  }
+  if (!s.ok()) return error_result(s);
   return gpu.trace_layout(plan);
 }
 
