@@ -42,6 +42,13 @@ export function getParam(name: string): string | null {
   return new URLSearchParams(location.search).get(name);
 }
 
+/** An integer URL parameter that passes `ok`, else `fallback`. */
+export function intParam(name: string, ok: (n: number) => boolean, fallback: number): number {
+  const raw = getParam(name);
+  const n = raw === null ? Number.NaN : Number(raw);
+  return Number.isInteger(n) && ok(n) ? n : fallback;
+}
+
 /** Write parameters into the URL's query string without reloading (null removes one). */
 export function setParams(params: Record<string, string | null>): void {
   const sp = new URLSearchParams(location.search);

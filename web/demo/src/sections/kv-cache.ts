@@ -2,18 +2,12 @@
 // token per step. Each step computes one new query row per head; its key and value are appended to
 // the layer's cache, and the row attends over everything cached (sdpa-web on the cache, in place).
 // The page steps through the run: the weights grow by one row, the cache by one column.
-import { getParam, setParams, type App } from '../lib/app';
+import { intParam, setParams, type App } from '../lib/app';
 import { cachedRows, headRow, KV_PROMPT, KV_TOKENS, kvCacheRun, type KvRun } from '../lib/kv-explainer';
 import { el, fmt } from '../lib/tensors';
 
 const SVG = 'http://www.w3.org/2000/svg';
 const PLAY_MS = 650;
-
-function intParam(name: string, ok: (n: number) => boolean, fallback: number): number {
-  const raw = getParam(name);
-  const n = raw === null ? Number.NaN : Number(raw);
-  return Number.isInteger(n) && ok(n) ? n : fallback;
-}
 
 /** Viridis at t ∈ [0, 1] (the page's colour for weights), from nine stops. */
 const VIRIDIS = ['#440154', '#472d7b', '#3b528b', '#2c728e', '#21918c', '#28ae80', '#5ec962', '#addc30', '#fde725'];

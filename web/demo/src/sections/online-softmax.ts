@@ -4,7 +4,7 @@
 // C++ kernel), and the last tile's a/ℓ is the library's output row.
 import * as Plot from '@observablehq/plot';
 import type { Attention } from 'sdpa-web';
-import { getParam, selectable, setParams, type App } from '../lib/app';
+import { intParam, selectable, setParams, type App } from '../lib/app';
 import { ONLINE_KEY_COUNTS, ONLINE_ROWS, onlineTrace, webgpuOnlineTrace, type OnlineStep, type OnlineTrace } from '../lib/explainers';
 import { fitMath, tex } from '../lib/katex';
 import { el, fmt } from '../lib/tensors';
@@ -12,12 +12,6 @@ import { el, fmt } from '../lib/tensors';
 const DEFAULT_KEYS = 320;
 const DEFAULT_ROW = 0;
 const DEFAULT_SPIKE = 200;
-
-function intParam(name: string, ok: (n: number) => boolean, fallback: number): number {
-  const raw = getParam(name);
-  const n = raw === null ? Number.NaN : Number(raw);
-  return Number.isInteger(n) && ok(n) ? n : fallback;
-}
 
 const vec = (xs: number[], d = 3) => `(${xs.map((x) => fmt(x, d)).join(', ')})`;
 
