@@ -188,7 +188,9 @@ bool named(const val& string, std::initializer_list<std::pair<const char*, Enum>
 //            keyLengths?: number[B], windowLeft?, windowRight?: integers, alibi?: boolean,
 //            alibiSlopes?: number[Hq], sinks?: number[Hq], queryDocumentsShape?, keyDocumentsShape?
 //            (both or neither), returnScores: 'none'|'scaled'|'softcapped'|'masked',
-//            enableGqa, returnWeights, keyHeadStride?, valueHeadStride? (a KV cache's) }
+//            enableGqa, returnWeights, keyHeadStride?, valueHeadStride? (a KV cache's),
+//            queryType?, keyType?, valueType?: 'float32'|'float16' (absent: float32),
+//            keyValueFinite?: boolean (float16 K/V known to hold no Inf/NaN) }
 //            (JS types checked in TypeScript; values in plan_attention)
 Status plan_from_js(const val& request, AttentionPlan* plan) {
   AttentionRequest r;
@@ -245,6 +247,13 @@ Status plan_from_js(const val& request, AttentionPlan* plan) {
   const val key_stride = request[js("keyHeadStride")], value_stride = request[js("valueHeadStride")];
   if (!key_stride.isUndefined()) r.key_head_stride = static_cast<int64_t>(key_stride.as<double>());
   if (!value_stride.isUndefined()) r.value_head_stride = static_cast<int64_t>(value_stride.as<double>());
+  for (auto [name, type] : {std::pair{"queryType", &r.query_type}, {"keyType", &r.key_type}, {"valueType", &r.value_type}}) {
+    const val given = request[js(name)];
+    if (!given.isUndefined() && !named(given, {{"float32", ElementType::kFloat32}, {"float16", ElementType::kFloat16}}, type)) {
+      return Status::TypeError(std::string("sdpa-web internal error: request.") + name + " must be 'float32' or 'float16'");
+    }
+  }
+  r.key_value_finite = request[js("keyValueFinite")].isTrue();
   return plan_attention(r, plan);
 }
 
@@ -262,9 +271,13 @@ int threads_of(const val& request, Backend backend, const AttentionPlan& plan) {
 // query, key, value and, for a masked plan, mask; document ids for a plan with documents.
 AttentionInputs inputs_from(PointerBag& pointers, const AttentionPlan& plan) {
   AttentionInputs in;
-  in.query = pointers.required<const float>("query");
-  in.key = pointers.required<const float>("key");
-  in.value = pointers.required<const float>("value");
+  const auto half = [](ElementType type) { return type == ElementType::kFloat16; };
+  if (half(plan.query_type)) in.query_f16 = pointers.required<const uint16_t>("query");
+  else in.query = pointers.required<const float>("query");
+  if (half(plan.key_type)) in.key_f16 = pointers.required<const uint16_t>("key");
+  else in.key = pointers.required<const float>("key");
+  if (half(plan.value_type)) in.value_f16 = pointers.required<const uint16_t>("value");
+  else in.value = pointers.required<const float>("value");
   in.mask = pointers.required_if<const void>(plan.mask_kind != MaskKind::kNone, "mask");
   in.query_documents = pointers.required_if<const int32_t>(plan.documents, "queryDocuments");
   in.key_documents = pointers.required_if<const int32_t>(plan.documents, "keyDocuments");

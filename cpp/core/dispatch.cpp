@@ -1,6 +1,7 @@
 #include "core/dispatch.h"
 
 #include <algorithm>
+#include <string>
 
 #include "core/reference.h"
 #include "cpu/attention_backward_f32_simd128.h"
@@ -21,32 +22,47 @@ uint64_t simd_forward_bytes(const AttentionPlan& plan) {
          static_cast<uint64_t>(plan.output_elements() + plan.B * plan.Hq * plan.Lq) * sizeof(float);
 }
 
-}  // namespace
+// Bytes of a widened float16 input, rounded up so that what follows stays 16-byte aligned.
+uint64_t widened_bytes(int64_t elements) { return (static_cast<uint64_t>(elements) * sizeof(float) + 15) / 16 * 16; }
 
-int threads_for(Backend backend, Pass pass, const AttentionPlan& plan, int requested, int pool_threads) {
-  if (backend != Backend::kSimd128 || pass != Pass::kForward) return 1;
-  const int allowed = std::max(1, requested <= 0 ? pool_threads : std::min(requested, pool_threads));
-  const int useful = static_cast<int>(std::max(1.0, plan.multiply_adds() / kMultiplyAddsPerThread));
-  return std::min(allowed, useful);
+// Which float16 inputs run_attention widens to float32 before the kernel of `plan` runs.
+struct Widened {
+  bool query = false, key = false, value = false;
+};
+Widened widened_inputs(Backend backend, const AttentionPlan& plan) {
+  const bool in_place = float16_in_place(backend, plan);
+  return {plan.query_type == ElementType::kFloat16, plan.key_type == ElementType::kFloat16 && !in_place,
+          plan.value_type == ElementType::kFloat16 && !in_place};
 }
 
-bool uses_decode_kernel(const AttentionPlan& plan) {
-  return !plan.return_weights && plan.return_scores == ScoreStage::kNone && plan.Hkv > 0 &&
-         plan.heads_per_kv() * plan.Lq <= kDecodeMaxRows && plan.Lk >= kDecodeMinKeys;
+// `plan` as the kernels see it once the widened inputs are dense float32 tensors.
+AttentionPlan widened_plan(const AttentionPlan& plan, const Widened& w) {
+  AttentionPlan p = plan;
+  if (w.query) p.query_type = ElementType::kFloat32;
+  if (w.key) {
+    p.key_type = ElementType::kFloat32;
+    p.key_head_stride = p.Lk * p.E;
+  }
+  if (w.value) {
+    p.value_type = ElementType::kFloat32;
+    p.value_head_stride = p.Lk * p.Ev;
+  }
+  return p;
 }
 
-DecodeSplit decode_split(const AttentionPlan& plan) {
-  const int64_t chunk = kDecodeChunkKeys;
-  const auto round_up = [&](int64_t x) { return std::max<int64_t>(chunk, (x + chunk - 1) / chunk * chunk); };
-  int64_t keys = 0;  // every (batch, KV head)'s keys
-  for (int64_t b = 0; b < plan.B; ++b) keys += plan.Hkv * plan.key_length(b);
-  DecodeSplit split;
-  split.keys_per_split = round_up(std::max(kDecodeMinSplitKeys, (keys + kDecodeTasks - 1) / kDecodeTasks));
-  split.splits_per_head = std::max<int64_t>(1, (plan.Lk + split.keys_per_split - 1) / split.keys_per_split);
-  return split;
+uint64_t widened_total_bytes(const AttentionPlan& plan, const Widened& w) {
+  return (w.query ? widened_bytes(plan.query_elements()) : 0) + (w.key ? widened_bytes(plan.key_elements()) : 0) +
+         (w.value ? widened_bytes(plan.value_elements()) : 0);
 }
 
-uint64_t workspace_bytes(Backend backend, const AttentionPlan& plan, int threads) {
+// Widens the [B, Hkv, Lk, dim] rows of a (possibly strided) float16 key or value into dense floats.
+void widen_heads(const AttentionPlan& plan, const uint16_t* src, int64_t head_stride, int64_t dim, float* dst) {
+  for (int64_t head = 0; head < plan.B * plan.Hkv; ++head) {
+    widen_float16(src + head * head_stride, dst + head * plan.Lk * dim, plan.Lk * dim);
+  }
+}
+
+uint64_t float32_workspace_bytes(Backend backend, const AttentionPlan& plan, int threads) {
   switch (backend) {
     case Backend::kScalar: return reference_workspace_bytes<float>(plan);
     case Backend::kSimd128:
@@ -56,8 +72,8 @@ uint64_t workspace_bytes(Backend backend, const AttentionPlan& plan, int threads
   return 0;
 }
 
-void run_attention(Backend backend, const AttentionPlan& plan, const AttentionInputs& in,
-                   float* output, float* weights, void* workspace, int threads, float* lse, float* scores) {
+void run_float32(Backend backend, const AttentionPlan& plan, const AttentionInputs& in, float* output,
+                 float* weights, void* workspace, int threads, float* lse, float* scores) {
   switch (backend) {
     case Backend::kScalar: {
       ReferenceOutputs<float> out;
@@ -84,6 +100,82 @@ void run_attention(Backend backend, const AttentionPlan& plan, const AttentionIn
   }
 }
 
+}  // namespace
+
+bool float16_in_place(Backend backend, const AttentionPlan& plan) {
+  return backend == Backend::kSimd128 && uses_decode_kernel(plan) && plan.key_type == ElementType::kFloat16 &&
+         plan.value_type == ElementType::kFloat16 && plan.key_value_finite;
+}
+
+Status check_float32_inputs(const AttentionPlan& plan, const char* what) {
+  if (!plan.has_float16()) return Status::Ok();
+  return Status::TypeError(std::string(what) +
+                           " takes float32 query, key and value; float16 inputs are for the forward call "
+                           "(widen them with fromFloat16)");
+}
+
+int threads_for(Backend backend, Pass pass, const AttentionPlan& plan, int requested, int pool_threads) {
+  if (backend != Backend::kSimd128 || pass != Pass::kForward) return 1;
+  const int allowed = std::max(1, requested <= 0 ? pool_threads : std::min(requested, pool_threads));
+  const int useful = static_cast<int>(std::max(1.0, plan.multiply_adds() / kMultiplyAddsPerThread));
+  return std::min(allowed, useful);
+}
+
+bool uses_decode_kernel(const AttentionPlan& plan) {
+  return !plan.return_weights && plan.return_scores == ScoreStage::kNone && plan.Hkv > 0 &&
+         plan.heads_per_kv() * plan.Lq <= kDecodeMaxRows && plan.Lk >= kDecodeMinKeys;
+}
+
+DecodeSplit decode_split(const AttentionPlan& plan) {
+  const int64_t chunk = kDecodeChunkKeys;
+  const auto round_up = [&](int64_t x) { return std::max<int64_t>(chunk, (x + chunk - 1) / chunk * chunk); };
+  int64_t keys = 0;  // every (batch, KV head)'s keys
+  for (int64_t b = 0; b < plan.B; ++b) keys += plan.Hkv * plan.key_length(b);
+  DecodeSplit split;
+  split.keys_per_split = round_up(std::max(kDecodeMinSplitKeys, (keys + kDecodeTasks - 1) / kDecodeTasks));
+  split.splits_per_head = std::max<int64_t>(1, (plan.Lk + split.keys_per_split - 1) / split.keys_per_split);
+  return split;
+}
+
+uint64_t workspace_bytes(Backend backend, const AttentionPlan& plan, int threads) {
+  if (!plan.has_float16()) return float32_workspace_bytes(backend, plan, threads);
+  const Widened w = widened_inputs(backend, plan);
+  return widened_total_bytes(plan, w) + float32_workspace_bytes(backend, widened_plan(plan, w), threads);
+}
+
+void run_attention(Backend backend, const AttentionPlan& plan, const AttentionInputs& in,
+                   float* output, float* weights, void* workspace, int threads, float* lse, float* scores) {
+  if (!plan.has_float16()) {
+    run_float32(backend, plan, in, output, weights, workspace, threads, lse, scores);
+    return;
+  }
+  const Widened w = widened_inputs(backend, plan);
+  AttentionInputs widened = in;
+  char* next = static_cast<char*>(workspace);
+  if (w.query) {
+    float* q = reinterpret_cast<float*>(next);
+    widen_float16(in.query_f16, q, plan.query_elements());
+    widened.query = q;
+    widened.query_f16 = nullptr;
+    next += widened_bytes(plan.query_elements());
+  }
+  if (w.key) {
+    float* k = reinterpret_cast<float*>(next);
+    widen_heads(plan, in.key_f16, plan.key_head_stride, plan.E, k);
+    widened.key = k;
+    widened.key_f16 = nullptr;
+    next += widened_bytes(plan.key_elements());
+  }
+  if (w.value) {
+    float* v = reinterpret_cast<float*>(next);
+    widen_heads(plan, in.value_f16, plan.value_head_stride, plan.Ev, v);
+    widened.value = v;
+    widened.value_f16 = nullptr;
+    next += widened_bytes(plan.value_elements());
+  }
+  run_float32(backend, widened_plan(plan, w), widened, output, weights, next, threads, lse, scores);
+}
+
 uint64_t trace_workspace_bytes(const AttentionPlan& plan) { return simd128_workspace_bytes(plan, 1); }
 
 void trace_online_softmax(const AttentionPlan& plan, const AttentionInputs& in, float* output,
@@ -95,6 +187,7 @@ void trace_online_softmax(const AttentionPlan& plan, const AttentionInputs& in, 
 }
 
 Status check_backward_request(const AttentionPlan& plan, const BackwardRequest& r) {
+  if (Status s = check_float32_inputs(plan, "the backward pass"); !s.ok()) return s;
   if (!plan.dense_key_value()) {
     return Status::TypeError("the backward pass takes key and value tensors, not a KV cache");
   }

@@ -7,6 +7,8 @@
 //   backward  scalar: attention_backward_reference<float> (recomputes P, one [Lq, Lk] head)
 //             simd:   attention_backward_f32_simd128 (FlashAttention-2 style, from the forward's
 //                     output and log-sum-exp; runs the forward itself when they are not passed)
+//   float16   inputs are widened to float32 in the workspace (exactly) before the kernels run,
+//             except the keys and values the decode kernel reads in place (float16_in_place).
 #pragma once
 
 #include <cstdint>
@@ -48,8 +50,12 @@ constexpr int64_t kDecodeTasks = 32;
 constexpr int64_t kDecodeMinSplitKeys = 256;
 DecodeSplit decode_split(const AttentionPlan& plan);
 
-// Scratch bytes the forward on `backend` needs for `plan` on `threads` threads (threads_for);
-// the caller allocates them (kernels never allocate).
+// Whether the forward of `plan` on `backend` reads float16 keys and values in place (the decode
+// kernel, on K/V known to hold no Inf/NaN) rather than widening them to float32 first.
+bool float16_in_place(Backend backend, const AttentionPlan& plan);
+
+// Scratch bytes the forward on `backend` needs for `plan` on `threads` threads (threads_for),
+// float16 inputs' widened copies included; the caller allocates them (kernels never allocate).
 uint64_t workspace_bytes(Backend backend, const AttentionPlan& plan, int threads = 1);
 
 // Runs the forward on `threads` threads (the workspace must be sized for them). `weights` is
@@ -59,6 +65,9 @@ uint64_t workspace_bytes(Backend backend, const AttentionPlan& plan, int threads
 void run_attention(Backend backend, const AttentionPlan& plan, const AttentionInputs& in,
                    float* output, float* weights, void* workspace, int threads = 1,
                    float* lse = nullptr, float* scores = nullptr);
+
+// An error naming `what` when `plan` has a float16 input: the backward and the trace take float32.
+Status check_float32_inputs(const AttentionPlan& plan, const char* what);
 
 // The SIMD tile kernel on one thread with its online-softmax trace of one row (the explainer's
 // "traced from the real kernel"), whichever kernel dispatch would pick for a plain call; its

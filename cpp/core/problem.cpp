@@ -248,6 +248,10 @@ Status plan_attention(const AttentionRequest& r, AttentionPlan* plan) {
     case CausalAlignment::kBottomRight:
     case CausalAlignment::kNone: p.position_offset = p.Lk - p.Lq; break;
   }
+  p.query_type = r.query_type;
+  p.key_type = r.key_type;
+  p.value_type = r.value_type;
+  p.key_value_finite = r.key_value_finite;
   p.key_head_stride = r.key_head_stride == 0 ? p.Lk * p.E : r.key_head_stride;
   p.value_head_stride = r.value_head_stride == 0 ? p.Lk * p.Ev : r.value_head_stride;
   if (p.key_head_stride < p.Lk * p.E || p.value_head_stride < p.Lk * p.Ev) {

@@ -2,7 +2,7 @@
 // reads. Shape letters (used in C++, WGSL, TypeScript and the docs alike, as in PyTorch):
 //   B batch, Hq query heads, Hkv key/value heads, Lq query length, Lk key length,
 //   E query/key dim, Ev value dim.
-// Tensors are dense, row-major float32:
+// Tensors are dense, row-major float32 (query, key and value may also be float16, core/float16.h):
 //   query [B, Hq, Lq, E], key [B, Hkv, Lk, E], value [B, Hkv, Lk, Ev],
 //   output [B, Hq, Lq, Ev], weights [B, Hq, Lq, Lk],
 //   mask broadcast to [B, Hq, Lq, Lk] through per-dimension strides (0 = broadcast).
@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "core/float16.h"
 
 namespace sdpa {
 
@@ -79,6 +81,12 @@ struct AttentionRequest {
   // Elements between consecutive (batch, key/value head) blocks of key and value, e.g. a KV
   // cache's maxLength·E; 0 = dense (Lk·E, Lk·Ev). Forward only.
   int64_t key_head_stride = 0, value_head_stride = 0;
+  // Element types of query, key and value (float16: uint16_t bit patterns). key_value_finite: the
+  // caller knows float16 keys and values hold no Inf or NaN (a KV cache tracks it), which lets the
+  // decode kernel convert them with fewer instructions.
+  ElementType query_type = ElementType::kFloat32, key_type = ElementType::kFloat32,
+              value_type = ElementType::kFloat32;
+  bool key_value_finite = false;
 };
 
 // A validated request, normalized to rank 4.
@@ -112,10 +120,17 @@ struct AttentionPlan {
   // Elements from one (batch, key/value head) block of key/value to the next: Lk·E and Lk·Ev for
   // dense tensors, more for a KV cache read in place ([B, Hkv, maxLength, E]).
   int64_t key_head_stride = 0, value_head_stride = 0;
+  ElementType query_type = ElementType::kFloat32, key_type = ElementType::kFloat32,
+              value_type = ElementType::kFloat32;
+  bool key_value_finite = false;  // float16 K/V known to hold no Inf/NaN (AttentionRequest)
   std::vector<int64_t> output_shape;   // [..., Lq, Ev], the query's leading dims
   std::vector<int64_t> weights_shape;  // [..., Lq, Lk]
 
   int64_t heads_per_kv() const { return Hq / Hkv; }
+  bool has_float16() const {
+    return query_type == ElementType::kFloat16 || key_type == ElementType::kFloat16 ||
+           value_type == ElementType::kFloat16;
+  }
   bool dense_key_value() const { return key_head_stride == Lk * E && value_head_stride == Lk * Ev; }
   int64_t query_elements() const { return B * Hq * Lq * E; }
   int64_t key_elements() const { return B * Hkv * Lk * E; }
@@ -159,6 +174,8 @@ struct AttentionPlan {
 
 // Input pointers for one attention call (layouts at the top of this file). `mask` is a
 // const uint8_t* (1 = may attend) for MaskKind::kBool, a const float* for kAdditive, else null.
+// A float16 input (the plan's *_type) comes in query_f16/key_f16/value_f16 instead of the float
+// pointer; core/dispatch widens it for the kernels that read float32.
 struct AttentionInputs {
   const float* query = nullptr;
   const float* key = nullptr;
@@ -166,6 +183,9 @@ struct AttentionInputs {
   const void* mask = nullptr;
   const int32_t* query_documents = nullptr;  // [B, Lq] when plan.documents
   const int32_t* key_documents = nullptr;    // [B, Lk] when plan.documents
+  const uint16_t* query_f16 = nullptr;
+  const uint16_t* key_f16 = nullptr;
+  const uint16_t* value_f16 = nullptr;
 };
 
 // Largest element count of any one tensor: 2^32 bytes of float32 data is the wasm32 address space.

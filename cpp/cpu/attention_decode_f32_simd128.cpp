@@ -23,6 +23,9 @@
 //    output is not finite are recomputed with normalized weights (the streamed O = l·out can
 //    overflow where out is finite). Fused multiply-adds: a dot product that came out −Inf or NaN
 //    is recomputed unfused (as dot_madd in cpu/simd128.h explains).
+// Keys and values may be float32 or float16 (a float16 KV cache known to hold no Inf/NaN): halves
+// are converted in registers as they are loaded (simd::load_half4_finite: 4 instructions per 4
+// values), so a step reads half the bytes; every sum stays float32.
 // Chosen by core/dispatch.cpp for the 'simd' backend when the query rows per KV head are few and
 // the keys many, with no weights or score output.
 #include "cpu/attention_decode_f32_simd128.h"
@@ -31,7 +34,9 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <utility>
 
+#include "core/float16.h"
 #include "core/masks.h"
 #include "cpu/simd128.h"
 #include "cpu/thread_pool.h"
@@ -59,6 +64,20 @@ struct Decode {
   float* scratch;   // per thread: scores [R][kChunk]
 };
 
+// The key and value pointers of the element type KV.
+template <typename KV>
+std::pair<const KV*, const KV*> inputs(const AttentionInputs& in);
+template <>
+std::pair<const float*, const float*> inputs<float>(const AttentionInputs& in) { return {in.key, in.value}; }
+template <>
+std::pair<const uint16_t*, const uint16_t*> inputs<uint16_t>(const AttentionInputs& in) { return {in.key_f16, in.value_f16}; }
+
+// K/V elements as floats: float32 as they are; float16 (finite: see load_half4_finite) converted.
+inline f32x4 load_kv(const float* p) { return load(p); }
+inline f32x4 load_kv(const uint16_t* p) { return load_half4_finite(p); }
+inline float kv_float(float x) { return x; }
+inline float kv_float(uint16_t h) { return float16_to_float32(h); }
+
 // The query row, head and row index of row r of a KV-head group.
 struct GroupRow {
   idx h, i;
@@ -66,11 +85,11 @@ struct GroupRow {
 inline GroupRow group_row(const Decode& d, idx kv_head, idx r) { return {kv_head * d.group + r / d.Lq, r % d.Lq}; }
 
 // a[r·2 + k] = Σ_e lanes of q_r[e]·k_k[e] over the whole f32x4 part of E, for kRows rows and 2 keys.
-template <int kRows, bool kFused>
-inline void dot_rows(const float* const* q, const float* k0, const float* k1, idx E4, f32x4* a) {
+template <int kRows, bool kFused, typename KV>
+inline void dot_rows(const float* const* q, const KV* k0, const KV* k1, idx E4, f32x4* a) {
   for (int i = 0; i < 2 * kRows; ++i) a[i] = splat(0.0f);
   for (idx e = 0; e < E4; e += 4) {
-    const f32x4 x0 = load(k0 + e), x1 = load(k1 + e);
+    const f32x4 x0 = load_kv(k0 + e), x1 = load_kv(k1 + e);
     for (int r = 0; r < kRows; ++r) {
       const f32x4 qv = load(q[r] + e);
       a[2 * r] = dot_madd<kFused>(qv, x0, a[2 * r]);
@@ -81,13 +100,13 @@ inline void dot_rows(const float* const* q, const float* k0, const float* k1, id
 
 // Scores of kRows rows (query pointers q, score rows s) against keys [0, n) of a chunk (rows of
 // `keys`, E floats each), times the scale.
-template <int kRows>
-void score_rows(const float* const* q, const float* keys, idx n, idx E, float scale, float* const* s) {
+template <int kRows, typename KV>
+void score_rows(const float* const* q, const KV* keys, idx n, idx E, float scale, float* const* s) {
   const idx E4 = E / 4 * 4;
   const f32x4 neg_inf = splat(kNegInf);
   for (idx j = 0; j < n; j += 2) {
-    const float* k0 = keys + j * E;
-    const float* k1 = j + 1 < n ? k0 + E : k0;
+    const KV* k0 = keys + j * E;
+    const KV* k1 = j + 1 < n ? k0 + E : k0;
     f32x4 a[2 * kRows];
     dot_rows<kRows, kFusedMadd>(q, k0, k1, E4, a);
     if (kFusedMadd && may_have_overflowed(a, 2 * kRows, neg_inf)) {
@@ -101,8 +120,8 @@ void score_rows(const float* const* q, const float* keys, idx n, idx E, float sc
     for (int r = 0; r < kRows; ++r) {
       float d0 = horizontal_sum(a[2 * r]), d1 = horizontal_sum(a[2 * r + 1]);
       for (idx e = E4; e < E; ++e) {
-        d0 += q[r][e] * k0[e];
-        d1 += q[r][e] * k1[e];
+        d0 += q[r][e] * kv_float(k0[e]);
+        d1 += q[r][e] * kv_float(k1[e]);
       }
       s[r][j] = d0 * scale;
       if (j + 1 < n) s[r][j + 1] = d1 * scale;
@@ -112,8 +131,8 @@ void score_rows(const float* const* q, const float* keys, idx n, idx E, float sc
 
 // o_r[0, 4·NV) += Σ_j p_r[j]·v[j, 0, 4·NV) for kRows rows over n keys; kDropHidden: lanes of a
 // hidden key (P = −0.0) add nothing even where V holds NaN or Inf.
-template <int kRows, int NV, bool kDropHidden>
-inline void accumulate_pv(const float* const* p, const float* v, idx v_stride, idx n, float* const* o) {
+template <int kRows, int NV, bool kDropHidden, typename KV>
+inline void accumulate_pv(const float* const* p, const KV* v, idx v_stride, idx n, float* const* o) {
   f32x4 a[kRows][NV];
   for (int r = 0; r < kRows; ++r) {
     for (int c = 0; c < NV; ++c) a[r][c] = load(o[r] + 4 * c);
@@ -121,7 +140,7 @@ inline void accumulate_pv(const float* const* p, const float* v, idx v_stride, i
   const f32x4 hidden = from_bits(kNegativeZeroBits);
   for (idx j = 0; j < n; ++j, v += v_stride) {
     f32x4 vc[NV];
-    for (int c = 0; c < NV; ++c) vc[c] = load(v + 4 * c);
+    for (int c = 0; c < NV; ++c) vc[c] = load_kv(v + 4 * c);
     for (int r = 0; r < kRows; ++r) {
       const f32x4 x = splat(p[r][j]);
       const mask32x4 visible = bits_differ(x, hidden);
@@ -133,8 +152,8 @@ inline void accumulate_pv(const float* const* p, const float* v, idx v_stride, i
   }
 }
 
-template <int kRows, bool kDropHidden>
-void accumulate_rows(const float* const* p, const float* v, idx Ev, idx n, float* const* o) {
+template <int kRows, bool kDropHidden, typename KV>
+void accumulate_rows(const float* const* p, const KV* v, idx Ev, idx n, float* const* o) {
   const idx ev_vectors = Ev / 4 * 4;
   idx col = 0;
   for (; col + 16 <= ev_vectors; col += 16) {
@@ -158,21 +177,22 @@ void accumulate_rows(const float* const* p, const float* v, idx Ev, idx n, float
       for (idx j = 0; j < n; ++j) {
         const float x = p[r][j];
         if (kDropHidden && x == 0.0f && std::signbit(x)) continue;
-        sum += x * v[j * Ev + c];
+        sum += x * kv_float(v[j * Ev + c]);
       }
       o[r][c] = sum;
     }
   }
 }
 
-// One split of one (batch, KV head) on one thread.
+// One split of one (batch, KV head) on one thread; KV: float, or uint16_t for float16 K/V.
+template <typename KV>
 class SplitTask {
  public:
   SplitTask(const Decode& d, idx b, idx kv_head, float* scores)
       : d_(d), b_(b), kv_(kv_head), scores_(scores) {
     const AttentionPlan& p = d.p;
-    keys_ = d.in.key + (b * d.Hkv + kv_head) * static_cast<idx>(p.key_head_stride);
-    values_ = d.in.value + (b * d.Hkv + kv_head) * static_cast<idx>(p.value_head_stride);
+    keys_ = inputs<KV>(d.in).first + (b * d.Hkv + kv_head) * static_cast<idx>(p.key_head_stride);
+    values_ = inputs<KV>(d.in).second + (b * d.Hkv + kv_head) * static_cast<idx>(p.value_head_stride);
     // Row i's visible range only grows with i: rows 0 and Lq − 1 bound the group's.
     first_key_ = std::max<int64_t>(0, p.first_visible_key(b, 0));
     end_key_ = std::max<int64_t>(first_key_, p.last_visible_key(b, d.Lq - 1) + 1);
@@ -187,7 +207,7 @@ class SplitTask {
     const AttentionPlan& p = d_.p;
     const float* q[4];
     float* s[4];
-    const float* keys = keys_ + j0 * d_.E;
+    const KV* keys = keys_ + j0 * d_.E;
     idx r = 0;
     auto rows = [&](auto count) {
       constexpr int kRows = decltype(count)::value;
@@ -276,7 +296,7 @@ class SplitTask {
 
   // O += P·V over the chunk's keys [j0, j0 + n).
   void accumulate(idx j0, idx n, bool drop_hidden, float* partial) const {
-    const float* v = values_ + j0 * d_.Ev;
+    const KV* v = values_ + j0 * d_.Ev;
     const float* p[2];
     float* o[2];
     idx r = 0;
@@ -323,8 +343,8 @@ class SplitTask {
       for (idx j = 0; j < n; ++j) {
         if (s[j] == kNegInf) continue;  // hidden: its V (even NaN) is left out
         const float w = std::exp(s[j] - M) / L;
-        const float* v = values_ + (j0 + j) * d_.Ev;
-        for (idx c = 0; c < d_.Ev; ++c) out[c] += w * v[c];
+        const KV* v = values_ + (j0 + j) * d_.Ev;
+        for (idx c = 0; c < d_.Ev; ++c) out[c] += w * kv_float(v[c]);
       }
     }
   }
@@ -333,8 +353,8 @@ class SplitTask {
   const Decode& d_;
   idx b_, kv_;
   float* scores_;
-  const float* keys_;
-  const float* values_;
+  const KV* keys_;
+  const KV* values_;
   int64_t first_key_, end_key_;
 };
 
@@ -346,7 +366,8 @@ bool all_finite(const float* x, idx n) {
 }
 
 // Merges the splits of one (batch, KV head) into its R output rows (and lse).
-void merge_group(const Decode& d, const SplitTask& task, idx b, idx kv_head, float* output, float* lse) {
+template <typename KV>
+void merge_group(const Decode& d, const SplitTask<KV>& task, idx b, idx kv_head, float* output, float* lse) {
   const AttentionPlan& p = d.p;
   const float* parts = d.partials + (b * d.Hkv + kv_head) * d.splits * d.R * d.partial_row;
   for (idx row = 0; row < d.R; ++row) {
@@ -375,6 +396,28 @@ void merge_group(const Decode& d, const SplitTask& task, idx b, idx kv_head, flo
     for (idx c = 0; c < d.Ev; ++c) out[c] *= inv;
     if (lse) lse[out_row] = M + std::log(L);
     if (!all_finite(out, d.Ev) || !std::isfinite(L)) task.recompute_row(row, M, L, out);
+  }
+}
+
+template <typename KV>
+void run_decode(const Decode& d, float* output, int threads, float* lse) {
+  const AttentionPlan& p = d.p;
+  const idx splits = d.splits;
+  const idx heads = static_cast<idx>(p.B * p.Hkv);
+  // One thread's time, roughly (memory-bound: about 2 bytes of K/V per ns): lets the pool leave
+  // sleeping helpers asleep for calls too short to gain from them.
+  const double serial_micros = static_cast<double>(p.B * p.Hkv) * static_cast<double>(p.Lk) *
+                               static_cast<double>(p.E + p.Ev) * 4.0 / 2000.0;
+  parallel_for(threads, static_cast<int64_t>(heads * splits), [&](int64_t task, int worker) {
+    const idx head = static_cast<idx>(task) / splits, s = static_cast<idx>(task) % splits;
+    const SplitTask<KV> split_task(d, head / d.Hkv, head % d.Hkv, d.scratch + worker * d.R * kChunk);
+    const int64_t begin = split_task.first_key() + s * d.keys_per_split;
+    const int64_t end = std::min(split_task.end_key(), begin + d.keys_per_split);
+    split_task.run(begin, std::max(begin, end), d.partials + (head * splits + s) * d.R * d.partial_row);
+  }, serial_micros);
+  for (idx head = 0; head < heads; ++head) {
+    const SplitTask<KV> task(d, head / d.Hkv, head % d.Hkv, d.scratch);
+    merge_group(d, task, head / d.Hkv, head % d.Hkv, output, lse);
   }
 }
 
@@ -410,21 +453,10 @@ void attention_decode_f32_simd128(const AttentionPlan& p, const AttentionInputs&
                  ev4 + 2,
                  workspace,
                  workspace + partial_floats};
-  const idx heads = static_cast<idx>(p.B * p.Hkv);
-  // One thread's time, roughly (memory-bound: about 2 bytes of K/V per ns): lets the pool leave
-  // sleeping helpers asleep for calls too short to gain from them.
-  const double serial_micros = static_cast<double>(p.B * p.Hkv) * static_cast<double>(p.Lk) *
-                               static_cast<double>(p.E + p.Ev) * 4.0 / 2000.0;
-  parallel_for(threads, static_cast<int64_t>(heads * splits), [&](int64_t task, int worker) {
-    const idx head = static_cast<idx>(task) / splits, s = static_cast<idx>(task) % splits;
-    const SplitTask split_task(d, head / d.Hkv, head % d.Hkv, d.scratch + worker * R * kChunk);
-    const int64_t begin = split_task.first_key() + s * d.keys_per_split;
-    const int64_t end = std::min(split_task.end_key(), begin + d.keys_per_split);
-    split_task.run(begin, std::max(begin, end), d.partials + (head * splits + s) * R * d.partial_row);
-  }, serial_micros);
-  for (idx head = 0; head < heads; ++head) {
-    const SplitTask task(d, head / d.Hkv, head % d.Hkv, d.scratch);
-    merge_group(d, task, head / d.Hkv, head % d.Hkv, output, lse);
+  if (p.key_type == ElementType::kFloat16) {
+    run_decode<uint16_t>(d, output, threads, lse);
+  } else {
+    run_decode<float>(d, output, threads, lse);
   }
 }
 

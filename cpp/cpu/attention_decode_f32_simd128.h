@@ -23,7 +23,8 @@ struct DecodeSplit {
 // chunk of scores per thread.
 uint64_t decode_workspace_bytes(const AttentionPlan& plan, const DecodeSplit& split, int threads);
 
-// output [B, Hq, Lq, Ev]; lse [B, Hq, Lq] (may be null). No weights or score output: dispatch
+// output [B, Hq, Lq, Ev]; lse [B, Hq, Lq] (may be null). Keys and values are in.key/in.value, or
+// in.key_f16/in.value_f16 when plan.key_type is float16 (then both float16, with no Inf or NaN). No weights or score output: dispatch
 // sends those calls to attention_f32_simd128. Runs on up to `threads` threads.
 void attention_decode_f32_simd128(const AttentionPlan& plan, const AttentionInputs& in, const DecodeSplit& split,
                                   float* output, float* workspace, int threads, float* lse = nullptr);

@@ -68,6 +68,17 @@ inline f32x4 high_halves(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b, 2, 
 inline f32x4 exp2_from_magic(f32x4 n_plus_magic) {
   return wasm_i32x4_shl(wasm_i32x4_add(n_plus_magic, wasm_i32x4_splat(127 - 0x4B400000)), 23);
 }
+// Four float16 values (bit patterns) as floats, exactly, for finite halves only (Inf and NaN come
+// out as finite numbers ≥ 65536): each half moved to its lane's top 16 bits (one punpcklwd),
+// shifted arithmetically into a float's sign/exponent/mantissa places with the sign's copies
+// cleared from the exponent's top bits (the value·2^-112, exact for subnormal halves too), then
+// scaled by 2^112.
+inline f32x4 load_half4_finite(const uint16_t* p) {
+  const v128_t halves = wasm_v128_load64_zero(p);
+  const v128_t high = wasm_i16x8_shuffle(wasm_i32x4_const_splat(0), halves, 0, 8, 1, 9, 2, 10, 3, 11);
+  const v128_t bits = wasm_v128_and(wasm_i32x4_shr(high, 3), wasm_i32x4_const_splat(static_cast<int32_t>(0x8FFFFFFF)));
+  return wasm_f32x4_mul(bits, wasm_f32x4_const_splat(0x1p112f));
+}
 inline float lane(f32x4 v, int i) {
   switch (i) {
     case 0: return wasm_f32x4_extract_lane(v, 0);
@@ -146,6 +157,12 @@ inline f32x4 exp2_from_magic(f32x4 n_plus_magic) {
   return bit_cast<f32x4>((bit_cast<mask32x4>(n_plus_magic) + (127 - 0x4B400000)) << 23);
 }
 inline float lane(f32x4 v, int i) { return v[i]; }
+inline f32x4 load_half4_finite(const uint16_t* p) {
+  const auto top = [](uint16_t h) { return static_cast<int32_t>(static_cast<uint32_t>(h) << 16); };
+  const mask32x4 high = {top(p[0]), top(p[1]), top(p[2]), top(p[3])};
+  const mask32x4 bits = (high >> 3) & static_cast<int32_t>(0x8FFFFFFF);
+  return bit_cast<f32x4>(bits) * splat(0x1p112f);
+}
 
 #endif
 

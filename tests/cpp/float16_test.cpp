@@ -1,0 +1,159 @@
+// float16 storage (core/float16.h): every half converts exactly to float and back; float → half
+// rounds to nearest even (checked against a brute-force nearest half); the SIMD loader equals the
+// scalar conversion for every finite half; and float16 inputs through dispatch (widened to
+// float32, or read in place by the decode kernel) match the float64 reference of the same values.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "attention_test_support.h"
+#include "core/float16.h"
+#include "cpu/simd128.h"
+#include "cpu/thread_pool.h"
+
+namespace sdpa::testing {
+namespace {
+
+// The value of half `h` from its definition (NaN for every NaN pattern).
+double half_value(uint16_t h) {
+  const int sign = h >> 15, exponent = (h >> 10) & 31, mantissa = h & 1023;
+  if (exponent == 31) return mantissa != 0 ? NAN : (sign ? -INFINITY : INFINITY);
+  const double magnitude = exponent == 0 ? std::ldexp(mantissa, -24) : std::ldexp(1024 + mantissa, exponent - 25);
+  return sign ? -magnitude : magnitude;
+}
+
+TEST(Float16, EveryHalfConvertsExactlyBothWays) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float f = float16_to_float32(static_cast<uint16_t>(h));
+    const double want = half_value(static_cast<uint16_t>(h));
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(f)) << std::hex << h;
+    } else {
+      EXPECT_EQ(static_cast<double>(f), want) << std::hex << h;
+      EXPECT_EQ(std::signbit(f), std::signbit(want)) << std::hex << h;
+    }
+    EXPECT_EQ(float32_to_float16(f), h) << std::hex << h;  // NaN payloads and signs included
+  }
+}
+
+TEST(Float16, FloatsRoundToTheNearestHalfTiesToEven) {
+  // The positive halves in order are the integers 0…0x7C00 (Inf): binary search for the last half
+  // at or below |x|, then the nearer of it and the next one.
+  const auto nearest = [](double a) -> uint16_t {
+    if (a >= 65520.0) return 0x7C00;  // 65504 + half its ulp rounds to even: past the largest half
+    int lo = 0, hi = 0x7BFF;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (half_value(static_cast<uint16_t>(mid)) <= a) lo = mid; else hi = mid - 1;
+    }
+    if (lo == 0x7BFF) return 0x7BFF;
+    const double below = a - half_value(static_cast<uint16_t>(lo)), above = half_value(static_cast<uint16_t>(lo + 1)) - a;
+    return static_cast<uint16_t>(below < above ? lo : above < below ? lo + 1 : (lo & 1 ? lo + 1 : lo));
+  };
+  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 4099) {
+    const float x = float_from_bits(static_cast<uint32_t>(u));
+    if (std::isnan(x)) continue;
+    const uint16_t want = static_cast<uint16_t>(nearest(std::fabs(static_cast<double>(x))) | (std::signbit(x) ? 0x8000 : 0));
+    ASSERT_EQ(float32_to_float16(x), want) << std::hex << u;
+  }
+  EXPECT_EQ(float32_to_float16(65519.996f), 0x7BFF);
+  EXPECT_EQ(float32_to_float16(65520.0f), 0x7C00);
+  EXPECT_EQ(float32_to_float16(-1e30f), 0xFC00);
+  EXPECT_EQ(float32_to_float16(std::ldexp(1.0f, -25)), 0);  // a tie to the even zero
+  EXPECT_EQ(float32_to_float16(std::ldexp(1.5f, -25)), 1);
+}
+
+TEST(Float16, SimdLoaderEqualsTheScalarConversionForEveryFiniteHalf) {
+  std::vector<uint16_t> halves;
+  for (uint32_t h = 0; h < 65536; ++h) {
+    if ((h & 0x7C00) != 0x7C00) halves.push_back(static_cast<uint16_t>(h));
+  }
+  for (size_t i = 0; i + 4 <= halves.size(); i += 4) {
+    const simd::f32x4 v = simd::load_half4_finite(halves.data() + i);
+    for (int lane = 0; lane < 4; ++lane) {
+      const float got = simd::lane(v, lane), want = float16_to_float32(halves[i + lane]);
+      ASSERT_EQ(float_bits(got), float_bits(want)) << std::hex << halves[i + lane];
+    }
+  }
+  EXPECT_TRUE(float16_any_nonfinite(std::vector<uint16_t>{0, 0x7C00}.data(), 2));
+  EXPECT_TRUE(float16_any_nonfinite(std::vector<uint16_t>{0xFE01}.data(), 1));
+  EXPECT_FALSE(float16_any_nonfinite(std::vector<uint16_t>{0x7BFF, 0xFBFF, 0x8001}.data(), 3));
+}
+
+std::vector<uint16_t> to_halves(std::vector<float>& values) {
+  std::vector<uint16_t> halves(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    halves[i] = float32_to_float16(values[i]);
+    values[i] = float16_to_float32(halves[i]);  // the float32 problem holds the same values
+  }
+  return halves;
+}
+
+// `p` with float16 query, key and value (K/V in a cache of max_length rows per head), run on
+// `backend` through dispatch, against the float64 reference of the same values.
+void ExpectFloat16MatchesReference(Problem p, Backend backend, int64_t max_length, bool finite, bool in_place,
+                                   const std::string& what) {
+  std::vector<uint16_t> q16 = to_halves(p.query), k16 = to_halves(p.key), v16 = to_halves(p.value);
+  const AttentionPlan plan32 = plan_or_die(p.request);
+  const int64_t heads = plan32.B * plan32.Hkv, Lk = plan32.Lk, E = plan32.E, Ev = plan32.Ev;
+  std::vector<uint16_t> key_cache(heads * max_length * E, 0x7E00), value_cache(heads * max_length * Ev, 0x7E00);
+  for (int64_t h = 0; h < heads; ++h) {
+    std::copy_n(k16.begin() + h * Lk * E, Lk * E, key_cache.begin() + h * max_length * E);
+    std::copy_n(v16.begin() + h * Lk * Ev, Lk * Ev, value_cache.begin() + h * max_length * Ev);
+  }
+  AttentionRequest request = p.request;
+  request.query_type = request.key_type = request.value_type = ElementType::kFloat16;
+  request.key_value_finite = finite;
+  request.key_head_stride = max_length * E;
+  request.value_head_stride = max_length * Ev;
+  const AttentionPlan plan = plan_or_die(request);
+  EXPECT_EQ(float16_in_place(backend, plan), in_place) << what;
+  AttentionInputs in;
+  in.query_f16 = q16.data();
+  in.key_f16 = key_cache.data();
+  in.value_f16 = value_cache.data();
+  in.mask = p.mask();
+  for (int threads : {1, 3}) {
+    std::vector<float> output = with_canaries(plan.output_elements());
+    std::vector<float> workspace = with_canaries((workspace_bytes(backend, plan, threads) + 3) / 4);
+    run_attention(backend, plan, in, output.data() + kCanaryFloats, nullptr, workspace.data() + kCanaryFloats, threads);
+    check_canaries(output, "output");
+    check_canaries(workspace, "workspace");
+    const Result64 r64 = run_reference64(p);
+    const double e_ref = std::max(max_abs_diff(run_backend(Backend::kScalar, p).output, r64.output),
+                                  max_abs_diff(run_reference32(p, DotRounding::kFused).output, r64.output));
+    EXPECT_LE(max_abs_diff(strip_canaries(output), r64.output), tolerance(p, e_ref)) << what << " threads=" << threads;
+  }
+}
+
+Problem gqa_problem(int64_t Lq, int64_t Lk, int64_t E, uint32_t seed) {
+  Problem p = make_problem({2, 8, Lq, E}, {2, 2, Lk, E}, {2, 2, Lk, E}, seed, 2.0f);
+  p.request.enable_gqa = true;
+  return p;
+}
+
+TEST(Float16, DecodeReadsAFiniteFloat16CacheInPlace) {
+  set_max_threads(4);
+  for (int64_t Lk : {64, 65, 300, 1000}) {
+    for (int64_t E : {7, 16, 64}) {
+      ExpectFloat16MatchesReference(gqa_problem(1, Lk, E, 5 + static_cast<uint32_t>(Lk + E)), Backend::kSimd128, Lk + 37,
+                                    true, true, "decode in place Lk=" + std::to_string(Lk) + " E=" + std::to_string(E));
+    }
+  }
+  Problem causal = gqa_problem(2, 200, 32, 9);
+  causal.request.causal = CausalAlignment::kBottomRight;
+  ExpectFloat16MatchesReference(causal, Backend::kSimd128, 256, true, true, "decode in place, causal");
+}
+
+TEST(Float16, WidenedWhenNotKnownFiniteOrNotDecodeShaped) {
+  set_max_threads(4);
+  ExpectFloat16MatchesReference(gqa_problem(1, 300, 16, 41), Backend::kSimd128, 300, false, false, "decode, widened");
+  ExpectFloat16MatchesReference(gqa_problem(40, 300, 16, 42), Backend::kSimd128, 310, true, false, "tile kernel");
+  ExpectFloat16MatchesReference(gqa_problem(3, 70, 8, 43), Backend::kScalar, 80, true, false, "scalar");
+}
+
+}  // namespace
+}  // namespace sdpa::testing
