@@ -449,9 +449,14 @@ val webgpu_call(WebGpuAttention& gpu, const AttentionPlan& plan, val pointers, u
   float* trace = nullptr;
   if (s.ok()) {
     PointerBag bag(pointers);
-    in.query = bag.required_if<const float>(in_heap("query"), "query");
-    in.key = bag.required_if<const float>(in_heap("key"), "key");
-    in.value = bag.required_if<const float>(in_heap("value"), "value");
+    // A float16 input in the heap is read as its halves (query_f16, ...).
+    const auto input = [&](const char* name, ElementType type, const float** f32, const uint16_t** f16) {
+      if (type == ElementType::kFloat16) *f16 = bag.required_if<const uint16_t>(in_heap(name), name);
+      else *f32 = bag.required_if<const float>(in_heap(name), name);
+    };
+    input("query", plan.query_type, &in.query, &in.query_f16);
+    input("key", plan.key_type, &in.key, &in.key_f16);
+    input("value", plan.value_type, &in.value, &in.value_f16);
     in.mask = bag.required_if<const void>(plan.mask_kind != MaskKind::kNone, "mask");
     in.query_documents = bag.required_if<const int32_t>(plan.documents, "queryDocuments");
     in.key_documents = bag.required_if<const int32_t>(plan.documents, "keyDocuments");
@@ -790,6 +795,7 @@ EMSCRIPTEN_BINDINGS(sdpa) {
       .function("finish", &sdpa::WebGpuAttention::finish)
       .function("release", &sdpa::WebGpuAttention::release)
       .function("abandon", &sdpa::WebGpuAttention::abandon)
+      .function("writeFloat16", &sdpa::WebGpuAttention::write_float16)
       .function("info", &sdpa::WebGpuAttention::info);
   emscripten::function("maxThreads", &sdpa::max_threads);
   emscripten::function("setMaxThreads", &sdpa::set_max_threads);

@@ -77,8 +77,12 @@ export interface AttentionPlanInfo {
  */
 export type Addresses = Record<string, number>;
 
-/** Where a tensor of a WebGPU call lives instead of the heap: a caller's Float32Array, or a caller's GPUBuffer at a byte offset. */
-export type WebGpuSource = { array: Float32Array } | { buffer: object; offset: number };
+/**
+ * Where a tensor of a WebGPU call lives instead of the heap: a caller's Float32Array (a float16
+ * input's: a Uint16Array of its bits), or a caller's GPUBuffer at a byte offset (an output with
+ * `float16: true` receives packed halves).
+ */
+export type WebGpuSource = { array: Float32Array | Uint16Array } | { buffer: object; offset: number; float16?: boolean };
 /** The tensors of a WebGPU call held outside the heap (their addresses are then left out). */
 export interface WebGpuSources {
   query?: WebGpuSource;
@@ -110,6 +114,13 @@ export interface WebGpuAttention {
   release(job: number): void;
   /** After run() threw part-way: pops its error scopes, destroys its buffers. */
   abandon(): void;
+  /**
+   * Writes halves into `destination` (packed float16, STORAGE) and submits: `runs` holds
+   * [destination element, source element, count] triples at any element offsets; the source is
+   * a Uint16Array of halves, or a GPUBuffer of halves (`float32: true`: of floats, rounded to the
+   * nearest half) from byte `offset`.
+   */
+  writeFloat16(destination: object, source: { array: Uint16Array } | { buffer: object; offset: number; float32?: boolean }, runs: number[]): void;
   info(): {
     limits: {
       maxStorageBufferBindingSize: number;
@@ -117,9 +128,11 @@ export interface WebGpuAttention {
       maxComputeWorkgroupsPerDimension: number;
       maxComputeWorkgroupStorageSize: number;
       maxComputeInvocationsPerWorkgroup: number;
+      shaderF16: boolean;
     };
     pipelines: string[];
     jobsInFlight: number;
+    float16: 'shader-f16' | 'unpack2x16float';
   };
   delete(): void;
 }

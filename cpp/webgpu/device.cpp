@@ -17,6 +17,8 @@ namespace {
 constexpr uint32_t kMapRead = 0x1, kCopySrc = 0x4, kCopyDst = 0x8, kUniform = 0x40, kStorage = 0x80;
 constexpr uint32_t kStageCompute = 0x4;
 constexpr uint32_t kMapModeRead = 0x1;
+// Invocations (destination words) per workgroup of write_float16.wgsl.
+constexpr uint32_t kWriteFloat16Words = 64;
 
 uint64_t round_up4(uint64_t n) { return (n + 3) & ~uint64_t{3}; }
 
@@ -75,8 +77,10 @@ WebGpuAttention::WebGpuAttention(val device, val caps)
       jobs_(val::global("Map").new_()),
       flash_layout_(val::undefined()),
       weights_layout_(val::undefined()),
+      write_layout_(val::undefined()),
       flash_bgl_(val::undefined()),
-      weights_bgl_(val::undefined()) {
+      weights_bgl_(val::undefined()),
+      write_bgl_(val::undefined()) {
   const val limits = device["limits"];
   limits_.max_storage_binding_bytes = static_cast<uint64_t>(
       limit(limits, caps, "maxStorageBufferBindingSize", 128.0 * (1 << 20)));
@@ -89,6 +93,9 @@ WebGpuAttention::WebGpuAttention(val device, val caps)
       static_cast<uint32_t>(limit(limits, caps, "maxComputeInvocationsPerWorkgroup", 256));
   const val alignment = limits["minStorageBufferOffsetAlignment"];
   if (!alignment.isUndefined()) min_storage_offset_alignment_ = alignment.as<uint32_t>();
+  const val features = device["features"];
+  limits_.shader_f16 = !features.isUndefined() && features.call<bool>("has", std::string("shader-f16"));
+  if (!caps.isUndefined() && !caps.isNull() && caps["shaderF16"].isFalse()) limits_.shader_f16 = false;
 
   auto make_layout = [&](std::initializer_list<const char*> types, val* bgl, val* layout) {
     val entries = val::array();
@@ -111,9 +118,11 @@ WebGpuAttention::WebGpuAttention(val device, val caps)
   make_layout({"uniform", "read-only-storage", "read-only-storage", "read-only-storage",
                "read-only-storage", "storage", "read-only-storage"},
               &weights_bgl_, &weights_layout_);
+  // write_float16.wgsl: params, segments, source, destination
+  make_layout({"uniform", "read-only-storage", "read-only-storage", "storage"}, &write_bgl_, &write_layout_);
 }
 
-val WebGpuAttention::pipeline(const std::string& key, const std::string& source, bool weights,
+val WebGpuAttention::pipeline(const std::string& key, const std::string& source, Layout layout,
                               val job) {
   const val cached = pipelines_.call<val>("get", key);
   if (!cached.isUndefined()) return cached;
@@ -125,7 +134,7 @@ val WebGpuAttention::pipeline(const std::string& key, const std::string& source,
   compute.set("entryPoint", "main");
   val desc = val::object();
   desc.set("label", key);
-  desc.set("layout", weights ? weights_layout_ : flash_layout_);
+  desc.set("layout", layout == Layout::kFlash ? flash_layout_ : layout == Layout::kWeights ? weights_layout_ : write_layout_);
   desc.set("compute", compute);
   val p = device_.call<val>("createComputePipeline", desc);
   pipelines_.call<void>("set", key, p);
@@ -150,10 +159,38 @@ val WebGpuAttention::upload(val job, const void* data, uint64_t bytes, uint32_t 
   return b;
 }
 
-val WebGpuAttention::input(val job, val encoder, const val& source, const void* heap,
-                            uint64_t byte_offset, uint64_t bytes) {
+val WebGpuAttention::upload_halves(val job, const val& array, uint64_t from, uint64_t count) {
+  val b = buffer(job, 2 * count, kStorage | kCopyDst);
+  const uint64_t even = count & ~uint64_t{1};
+  if (even > 0) queue_.call<void>("writeBuffer", b, 0, array, static_cast<double>(from), static_cast<double>(even));
+  if (count & 1) {
+    val last = val::global("Uint16Array").new_(2);
+    last.set(0, array[static_cast<double>(from + even)]);
+    queue_.call<void>("writeBuffer", b, static_cast<double>(2 * even), last);
+  }
+  return b;
+}
+
+val WebGpuAttention::bind_from(const val& buffer, uint64_t at, uint64_t bytes, uint64_t* skipped) const {
+  const uint64_t start = at / min_storage_offset_alignment_ * min_storage_offset_alignment_;
+  *skipped = at - start;
+  val resource = val::object();
+  resource.set("buffer", buffer);
+  resource.set("offset", static_cast<double>(start));
+  resource.set("size", static_cast<double>(std::max<uint64_t>(4, round_up4(at + bytes) - start)));
+  return resource;
+}
+
+val WebGpuAttention::input(val job, val encoder, const val& source, const void* heap, ElementType type,
+                            uint64_t element_offset, uint64_t elements, uint32_t* base) {
+  *base = 0;
+  const uint64_t byte_offset = webgpu_element_bytes(type) * element_offset;
+  const uint64_t bytes = webgpu_element_bytes(type) * elements;
   if (source.isUndefined()) return whole(upload(job, static_cast<const uint8_t*>(heap) + byte_offset, bytes, kStorage));
+  const bool half = type == ElementType::kFloat16;
   if (source["buffer"].isUndefined()) {
+    // A caller's Uint16Array of halves.
+    if (half) return whole(upload_halves(job, source["array"], element_offset, elements));
     // A caller's Float32Array: writeBuffer straight from it (offsets and sizes in elements).
     val b = buffer(job, bytes, kStorage | kCopyDst);
     if (bytes > 0) {
@@ -164,6 +201,14 @@ val WebGpuAttention::input(val job, val encoder, const val& source, const void* 
   }
   // A caller's GPUBuffer: bound in place where a binding may start, else copied on the GPU.
   const uint64_t at = static_cast<uint64_t>(source["offset"].as<double>()) + byte_offset;
+  if (half) {
+    // Halves start at even bytes, which copyBufferToBuffer (whole words) cannot take: bound in
+    // place from the aligned offset before them, the kernels skipping *base elements.
+    uint64_t skipped;
+    val resource = bind_from(source["buffer"], at, bytes, &skipped);
+    *base = static_cast<uint32_t>(skipped / 2);
+    return resource;
+  }
   val resource = val::object();
   if (at % min_storage_offset_alignment_ == 0) {
     resource.set("buffer", source["buffer"]);
@@ -174,6 +219,109 @@ val WebGpuAttention::input(val job, val encoder, const val& source, const void* 
   val b = buffer(job, bytes, kStorage | kCopyDst);
   encoder.call<void>("copyBufferToBuffer", source["buffer"], static_cast<double>(at), b, 0, static_cast<double>(bytes));
   return whole(b);
+}
+
+void WebGpuAttention::encode_write_float16(val job, val pass, const val& destination, uint64_t destination_at,
+                                           const val& source, const std::vector<std::array<uint64_t, 3>>& runs) {
+  const bool from_array = source["buffer"].isUndefined();
+  const bool source_f32 = !from_array && source["float32"].isTrue();
+  const uint64_t source_size = source_f32 ? 4 : 2;
+  const uint64_t source_at = from_array ? 0 : static_cast<uint64_t>(source["offset"].as<double>());
+  const std::string key = std::string("write-float16:src=") + (source_f32 ? "f32" : "f16");
+  const val pipe = pipeline(key,
+                            "const WORDS: u32 = " + std::to_string(kWriteFloat16Words) + "u;\nconst SOURCE_F32: bool = " +
+                                (source_f32 ? "true" : "false") + ";\n" + kWriteFloat16Wgsl,
+                            Layout::kWrite, job);
+  // Bytes a binding of [at, at + bytes) takes (bind_from), and the most one may take.
+  const uint64_t align = min_storage_offset_alignment_;
+  const auto binding_bytes = [&](uint64_t at, uint64_t bytes) { return round_up4(at + bytes) - at / align * align; };
+  const uint64_t cap = std::min(limits_.max_storage_binding_bytes, limits_.max_buffer_bytes);
+  // Runs cut to pieces whose bindings fit alone (elements are independent), in order.
+  std::vector<std::array<uint64_t, 3>> pieces;
+  const uint64_t piece = std::max<uint64_t>(1, (cap - std::min(cap, align + 4)) / source_size);
+  for (const auto& r : runs) {
+    for (uint64_t done = 0; done < r[2]; done += piece) {
+      pieces.push_back({r[0] + done, r[1] + done, std::min(piece, r[2] - done)});
+    }
+  }
+  for (size_t i = 0; i < pieces.size();) {
+    // Pieces [i, j) share one dispatch while their destination and source spans fit a binding.
+    uint64_t d_lo = pieces[i][0], d_hi = d_lo + pieces[i][2], s_lo = pieces[i][1], s_hi = s_lo + pieces[i][2];
+    size_t j = i + 1;
+    for (; j < pieces.size(); ++j) {
+      const uint64_t dl = std::min(d_lo, pieces[j][0]), dh = std::max(d_hi, pieces[j][0] + pieces[j][2]);
+      const uint64_t sl = std::min(s_lo, pieces[j][1]), sh = std::max(s_hi, pieces[j][1] + pieces[j][2]);
+      if (binding_bytes(destination_at + 2 * dl, 2 * (dh - dl)) > cap) break;
+      if (!from_array && binding_bytes(source_at + source_size * sl, source_size * (sh - sl)) > cap) break;
+      if (from_array && 2 * (sh - sl) > cap) break;
+      d_lo = dl, d_hi = dh, s_lo = sl, s_hi = sh;
+    }
+    uint64_t skipped;
+    const val dst = bind_from(destination, destination_at + 2 * d_lo, 2 * (d_hi - d_lo), &skipped);
+    const uint64_t dst_base = skipped / 2;  // the binding's element of destination element d_lo
+    val src = val::undefined();
+    uint64_t src_base = 0;
+    if (from_array) {
+      src = whole(upload_halves(job, source["array"], s_lo, s_hi - s_lo));
+    } else {
+      src = bind_from(source["buffer"], source_at + source_size * s_lo, source_size * (s_hi - s_lo), &skipped);
+      src_base = skipped / source_size;
+    }
+    std::vector<uint32_t> segments;
+    uint64_t words = 0;  // destination words of the longest piece
+    for (size_t k = i; k < j; ++k) {
+      const uint64_t d = pieces[k][0] - d_lo + dst_base, n = pieces[k][2];
+      segments.push_back(static_cast<uint32_t>(d));
+      segments.push_back(static_cast<uint32_t>(pieces[k][1] - s_lo + src_base));
+      segments.push_back(static_cast<uint32_t>(n));
+      words = std::max(words, (d + n + 1) / 2 - d / 2);
+    }
+    const val segment_buffer = upload(job, segments.data(), 4 * segments.size(), kStorage);
+    for (const GridPart& part : split_grid((words + kWriteFloat16Words - 1) / kWriteFloat16Words, j - i,
+                                           limits_.max_workgroups_per_dim)) {
+      const uint32_t params[4] = {part.x_base, part.y_base, 0, 0};
+      val entries = val::array();
+      entries.call<void>("push", bind_entry(0, whole(upload(job, params, sizeof params, kUniform))));
+      entries.call<void>("push", bind_entry(1, whole(segment_buffer)));
+      entries.call<void>("push", bind_entry(2, src));
+      entries.call<void>("push", bind_entry(3, dst));
+      val desc = val::object();
+      desc.set("layout", write_bgl_);
+      desc.set("entries", entries);
+      pass.call<void>("setPipeline", pipe);
+      pass.call<void>("setBindGroup", 0, device_.call<val>("createBindGroup", desc));
+      pass.call<void>("dispatchWorkgroups", part.x, part.y);
+    }
+    i = j;
+  }
+}
+
+void WebGpuAttention::submit_write_float16(const val& destination, const val& source,
+                                           const std::vector<std::array<uint64_t, 3>>& runs) {
+  // Its buffers are destroyed once submitted: the submitted work still runs on them.
+  val job = val::object();
+  job.set("buffers", val::array());
+  job.set("created", val::array());
+  val encoder = device_.call<val>("createCommandEncoder");
+  val pass = encoder.call<val>("beginComputePass");
+  encode_write_float16(job, pass, destination, 0, source, runs);
+  pass.call<void>("end");
+  val commands = val::array();
+  commands.call<void>("push", encoder.call<val>("finish"));
+  queue_.call<void>("submit", commands);
+  const val buffers = job["buffers"];
+  const int count = buffers["length"].as<int>();
+  for (int n = 0; n < count; ++n) buffers[n].call<void>("destroy");
+}
+
+void WebGpuAttention::write_float16(val destination, val source, val runs) {
+  std::vector<std::array<uint64_t, 3>> parsed;
+  const int count = runs["length"].as<int>();
+  for (int n = 0; n + 2 < count; n += 3) {
+    parsed.push_back({static_cast<uint64_t>(runs[n].as<double>()), static_cast<uint64_t>(runs[n + 1].as<double>()),
+                      static_cast<uint64_t>(runs[n + 2].as<double>())});
+  }
+  submit_write_float16(destination, source, parsed);
 }
 
 val WebGpuAttention::trace_layout(const AttentionPlan& plan) const {
@@ -219,6 +367,12 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       std::memset(output, 0, output_bytes);
     } else if (output_source["buffer"].isUndefined()) {
       output_source["array"].call<void>("fill", 0);
+    } else if (output_source["float16"].isTrue()) {
+      // Halves at an even offset: zeros (a fresh Uint16Array) written by write_float16.wgsl.
+      const auto count = static_cast<uint64_t>(plan.output_elements());
+      val zeros = val::object();
+      zeros.set("array", val::global("Uint16Array").new_(static_cast<double>(count)));
+      if (count > 0) submit_write_float16(output_source["buffer"], zeros, {{static_cast<uint64_t>(output_source["offset"].as<double>()) / 2, 0, count}});
     } else if (output_bytes > 0) {
       val encoder = device_.call<val>("createCommandEncoder");
       encoder.call<void>("clearBuffer", output_source["buffer"], output_source["offset"], static_cast<double>(output_bytes));
@@ -256,21 +410,21 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
     FlashVariant decode = flash;
     decode.tiled = false;
     decode.decode = 1;
-    partial_pipeline = pipeline(decode.key(), decode.wgsl_constants() + kAttentionDecodePartialWgsl, false, job);
+    partial_pipeline = pipeline(decode.key(), decode.wgsl_constants() + kAttentionDecodePartialWgsl, Layout::kFlash, job);
     decode.decode = 2;
-    merge_pipeline = pipeline(decode.key(), decode.wgsl_constants() + kAttentionDecodeMergeWgsl, false, job);
+    merge_pipeline = pipeline(decode.key(), decode.wgsl_constants() + kAttentionDecodeMergeWgsl, Layout::kFlash, job);
   } else {
-    flash_pipeline = pipeline(flash.key(), flash.wgsl_constants() + (flash.tiled ? kAttentionFlashTiledWgsl : kAttentionFlashWgsl), false, job);
+    flash_pipeline = pipeline(flash.key(), flash.wgsl_constants() + (flash.tiled ? kAttentionFlashTiledWgsl : kAttentionFlashWgsl), Layout::kFlash, job);
   }
   val weights_pipeline = val::undefined();
   if (plan.return_weights) {
-    const WeightsVariant wv = webgpu_weights_variant(plan);
-    weights_pipeline = pipeline(wv.key(), wv.wgsl_constants() + kAttentionWeightsWgsl, true, job);
+    const WeightsVariant wv = webgpu_weights_variant(plan, limits_);
+    weights_pipeline = pipeline(wv.key(), wv.wgsl_constants() + kAttentionWeightsWgsl, Layout::kWeights, job);
   }
   val scores_pipeline = val::undefined();
   if (plan.return_scores != ScoreStage::kNone) {
-    const WeightsVariant sv = webgpu_weights_variant(plan, plan.return_scores);
-    scores_pipeline = pipeline(sv.key(), sv.wgsl_constants() + kAttentionWeightsWgsl, true, job);
+    const WeightsVariant sv = webgpu_weights_variant(plan, limits_, plan.return_scores);
+    scores_pipeline = pipeline(sv.key(), sv.wgsl_constants() + kAttentionWeightsWgsl, Layout::kWeights, job);
   }
   // Stand-ins for bindings a variant does not use (no mask, no stats).
   const val dummy_read = buffer(job, 16, kStorage);
@@ -296,12 +450,22 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
     readbacks.call<void>("push", r);
   };
   const bool output_on_gpu = !output_source.isUndefined() && !output_source["buffer"].isUndefined();
+  const bool output_half = output_on_gpu && output_source["float16"].isTrue();
+  // Where the input of `type` lives in the heap (calls without sources).
+  const auto heap_of = [](ElementType type, const float* f32, const uint16_t* f16) -> const void* {
+    return type == ElementType::kFloat16 ? static_cast<const void*>(f16) : f32;
+  };
 
   for (const WebGpuChunk& c : chunks) {
     const WebGpuChunkBytes bytes = webgpu_chunk_bytes(plan, c);
-    const val q = input(job, encoder, source("query"), in.query, 4ull * webgpu_row_offset(plan, c.bh0, c.row0, plan.E), bytes.query);
-    const val k = input(job, encoder, source("key"), in.key, 4ull * c.kv0 * plan.key_head_stride, bytes.key);
-    const val v = input(job, encoder, source("value"), in.value, 4ull * c.kv0 * plan.value_head_stride, bytes.value);
+    const WebGpuChunkElements elements = webgpu_chunk_elements(plan, c);
+    uint32_t q_base, k_base, v_base;
+    const val q = input(job, encoder, source("query"), heap_of(plan.query_type, in.query, in.query_f16), plan.query_type,
+                        webgpu_row_offset(plan, c.bh0, c.row0, plan.E), elements.query, &q_base);
+    const val k = input(job, encoder, source("key"), heap_of(plan.key_type, in.key, in.key_f16), plan.key_type,
+                        c.kv0 * plan.key_head_stride, elements.key, &k_base);
+    const val v = input(job, encoder, source("value"), heap_of(plan.value_type, in.value, in.value_f16), plan.value_type,
+                        c.kv0 * plan.value_head_stride, elements.value, &v_base);
     val mask = whole(dummy_read);
     int64_t mask_base = 0;
     if (plan.mask_kind != MaskKind::kNone) {
@@ -312,11 +476,12 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       mask_base = static_cast<int64_t>(lo / mask_el);
       mask = whole(upload(job, static_cast<const uint8_t*>(in.mask) + lo, hi - lo, kStorage));
     }
-    // A GPU output in one piece at a binding-aligned offset is written in place; else the chunk
-    // is written to a call buffer and copied there (or read back).
+    // A float32 GPU output at a binding-aligned offset is written in place; else the chunk is
+    // written to a call buffer and copied there (a float16 one: rounded by write_float16.wgsl),
+    // or read back.
     const uint64_t out_at = 4ull * webgpu_row_offset(plan, c.bh0, c.row0, plan.Ev);
     const uint64_t out_gpu_at = output_on_gpu ? static_cast<uint64_t>(output_source["offset"].as<double>()) + out_at : 0;
-    const bool out_in_place = output_on_gpu && out_gpu_at % min_storage_offset_alignment_ == 0;
+    const bool out_in_place = output_on_gpu && !output_half && out_gpu_at % min_storage_offset_alignment_ == 0;
     val out = val::undefined();
     val out_resource = val::object();
     if (out_in_place) {
@@ -339,7 +504,10 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
     val pass = encoder.call<val>("beginComputePass");
     auto dispatch = [&](const val& pipeline, const val& bgl, const GridPart& part,
                         std::initializer_list<val> buffers) {
-      const WebGpuUniforms u = webgpu_uniforms(plan, c, mask_base, part);
+      WebGpuUniforms u = webgpu_uniforms(plan, c, mask_base, part);
+      u[kUfQueryBase] = q_base;
+      u[kUfKeyBase] = k_base;
+      u[kUfValueBase] = v_base;
       val entries = val::array();
       entries.call<void>("push", bind_entry(0, whole(upload(job, u.data(), sizeof(u), kUniform))));
       int binding = 1;
@@ -381,9 +549,18 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
         dispatch(scores_pipeline, weights_bgl_, part, {q, k, mask, whole(dummy_read), whole(score_buffer), whole(variants)});
       }
     }
+    if (output_half) {
+      val from = val::object();
+      from.set("buffer", out);
+      from.set("offset", 0);
+      from.set("float32", true);
+      const uint64_t first = static_cast<uint64_t>(webgpu_row_offset(plan, c.bh0, c.row0, plan.Ev));
+      encode_write_float16(job, pass, output_source["buffer"], static_cast<uint64_t>(output_source["offset"].as<double>()),
+                           from, {{first, 0, static_cast<uint64_t>(elements.output)}});
+    }
     pass.call<void>("end");
     if (output_on_gpu) {
-      if (!out_in_place) {
+      if (!out_in_place && !output_half) {
         encoder.call<void>("copyBufferToBuffer", out, 0, output_source["buffer"], static_cast<double>(out_gpu_at),
                            static_cast<double>(bytes.output));
       }
@@ -486,10 +663,12 @@ val WebGpuAttention::info() const {
   limits.set("maxComputeWorkgroupsPerDimension", limits_.max_workgroups_per_dim);
   limits.set("maxComputeWorkgroupStorageSize", limits_.max_workgroup_storage_bytes);
   limits.set("maxComputeInvocationsPerWorkgroup", limits_.max_invocations_per_workgroup);
+  limits.set("shaderF16", limits_.shader_f16);
   val out = val::object();
   out.set("limits", limits);
   out.set("pipelines", val::global("Array").call<val>("from", pipelines_.call<val>("keys")));
   out.set("jobsInFlight", jobs_["size"]);
+  out.set("float16", webgpu_float16_path_name(limits_.shader_f16 ? WebGpuFloat16Path::kShaderF16 : WebGpuFloat16Path::kUnpack));
   return out;
 }
 

@@ -16,7 +16,9 @@
 
 #include <emscripten/val.h>
 
+#include <array>
 #include <string>
+#include <vector>
 
 #include "core/problem.h"
 #include "webgpu/plan.h"
@@ -27,8 +29,9 @@ class WebGpuAttention {
  public:
   // device: a GPUDevice. caps: optional { maxStorageBufferBindingSize, maxBufferSize,
   // maxComputeWorkgroupsPerDimension, maxComputeWorkgroupStorageSize,
-  // maxComputeInvocationsPerWorkgroup } that can only lower the device's own limits (for tests
-  // of the splitting and of the kernel choice).
+  // maxComputeInvocationsPerWorkgroup, shaderF16 } that can only lower the device's own limits
+  // (for tests of the splitting and of the kernel choice); shaderF16: false reads float16
+  // through unpack2x16float even where the device has 'shader-f16'.
   WebGpuAttention(emscripten::val device, emscripten::val caps);
 
   // -> { error: null, promise, job } once submitted, or { error: { name, message } } when the
@@ -41,6 +44,10 @@ class WebGpuAttention {
   // the wasm heap: { array } a caller's Float32Array (written with writeBuffer straight from it;
   // the output read back straight into it), or { buffer, offset } a caller's GPUBuffer (inputs
   // bound in place at binding-aligned offsets, else copied on the GPU; the output written there).
+  // A float16 input (the plan's query/key/value type) is a Uint16Array of its bits, or a GPUBuffer
+  // of packed halves at an even byte offset, bound in place from the binding-aligned offset at or
+  // before it. An output { buffer, offset, float16: true } receives packed halves (the float32
+  // result rounded on the GPU by write_float16.wgsl); other outputs are float32.
   emscripten::val run(const AttentionPlan& plan, const AttentionInputs& in, float* output,
                       float* weights, float* scores, uint32_t trace_row = FlashVariant::kNoTrace,
                       float* trace = nullptr, emscripten::val sources = emscripten::val::undefined());
@@ -56,25 +63,52 @@ class WebGpuAttention {
   // buffers. Does nothing when no run() is left open.
   void abandon();
 
-  // { limits: {...}, pipelines: [keys], jobsInFlight }
+  // Writes float16 elements into `destination` (a GPUBuffer of packed halves, STORAGE) from
+  // `source`: { array } a Uint16Array of halves, or { buffer, offset, float32? } a GPUBuffer of
+  // halves (float32: of floats, rounded to the nearest half) from byte `offset`. `runs`:
+  // [destination element, source element, count, ...] triples, at any element offsets
+  // (write_float16.wgsl keeps the halves around each run). Submits at once.
+  void write_float16(emscripten::val destination, emscripten::val source, emscripten::val runs);
+
+  // { limits: {...}, pipelines: [keys], jobsInFlight, float16: 'shader-f16' | 'unpack2x16float'
+  // (how the kernels read float16 tensors on this device) }
   emscripten::val info() const;
 
  private:
-  emscripten::val pipeline(const std::string& key, const std::string& source, bool weights,
+  enum class Layout { kFlash, kWeights, kWrite };
+  emscripten::val pipeline(const std::string& key, const std::string& source, Layout layout,
                            emscripten::val job);
   emscripten::val buffer(emscripten::val job, uint64_t bytes, uint32_t usage);
   emscripten::val upload(emscripten::val job, const void* data, uint64_t bytes, uint32_t usage);
-  // A binding resource { buffer, offset?, size? } for `bytes` of an input from `byte_offset`:
-  // from `source` ({ array } or { buffer, offset }) or, when undefined, the heap at `heap`.
+  // A buffer holding halves [from, from + count) of a Uint16Array (writeBuffer moves whole
+  // 4-byte words: an odd count's last half goes in a word of its own).
+  emscripten::val upload_halves(emscripten::val job, const emscripten::val& array, uint64_t from, uint64_t count);
+  // A binding resource { buffer, offset?, size? } for `elements` of an input of `type` from
+  // element `element_offset`: from `source` ({ array } or { buffer, offset }) or, when
+  // undefined, the heap at `heap`. *base: elements from the binding's start to the data (a
+  // float16 GPUBuffer bound from the aligned offset before it), else 0.
   emscripten::val input(emscripten::val job, emscripten::val encoder, const emscripten::val& source,
-                        const void* heap, uint64_t byte_offset, uint64_t bytes);
+                        const void* heap, ElementType type, uint64_t element_offset, uint64_t elements,
+                        uint32_t* base);
+  // A resource for bytes [at, at + bytes) of `buffer` bound from the binding-aligned offset at or
+  // before `at` (to the 4-byte boundary after the end); *skipped: the bytes before `at`.
+  emscripten::val bind_from(const emscripten::val& buffer, uint64_t at, uint64_t bytes, uint64_t* skipped) const;
+  // Encodes write_float16.wgsl into `pass`: `runs` (destination element, source element,
+  // count) from `source` (as write_float16) to `destination` from byte `destination_at`; runs
+  // share a dispatch while their spans fit one binding, and a run too long for one is cut.
+  void encode_write_float16(emscripten::val job, emscripten::val pass, const emscripten::val& destination,
+                            uint64_t destination_at, const emscripten::val& source,
+                            const std::vector<std::array<uint64_t, 3>>& runs);
+  // encode_write_float16 in a command buffer of its own, submitted at once.
+  void submit_write_float16(const emscripten::val& destination, const emscripten::val& source,
+                            const std::vector<std::array<uint64_t, 3>>& runs);
 
   emscripten::val device_;
   emscripten::val queue_;
   emscripten::val pipelines_;  // Map<key, GPUComputePipeline>
   emscripten::val jobs_;       // Map<id, { buffers, readbacks, created }>
-  emscripten::val flash_layout_, weights_layout_;
-  emscripten::val flash_bgl_, weights_bgl_;
+  emscripten::val flash_layout_, weights_layout_, write_layout_;
+  emscripten::val flash_bgl_, weights_bgl_, write_bgl_;
   WebGpuLimits limits_;
   uint32_t min_storage_offset_alignment_ = 256;  // minStorageBufferOffsetAlignment
   int next_job_ = 1;

@@ -56,6 +56,55 @@ std::string WebGpuVariantFlags::wgsl_constants() const {
          bool_const("DOCUMENTS", documents);
 }
 
+const char* webgpu_float16_path_name(WebGpuFloat16Path path) {
+  return path == WebGpuFloat16Path::kShaderF16 ? "shader-f16" : "unpack2x16float";
+}
+
+bool WebGpuElementTypes::any_float16() const {
+  return query_type == ElementType::kFloat16 || key_type == ElementType::kFloat16 ||
+         value_type == ElementType::kFloat16;
+}
+
+std::string WebGpuElementTypes::key() const {
+  if (!any_float16()) return "";
+  auto name = [](ElementType t) { return t == ElementType::kFloat16 ? "f16" : "f32"; };
+  return std::string(":q=") + name(query_type) + ":k=" + name(key_type) + ":v=" + name(value_type) +
+         ":f16=" + webgpu_float16_path_name(path);
+}
+
+std::string WebGpuElementTypes::wgsl_declarations(bool value_binding) const {
+  const bool shader_f16 = path == WebGpuFloat16Path::kShaderF16;
+  std::string text = shader_f16 && any_float16() ? "enable f16;\n" : "";
+  // tensor: the binding's name; alias: its element type's; base: its Params field.
+  auto declare = [&](ElementType type, const char* tensor, const char* alias, const char* base) {
+    const std::string t(tensor);
+    if (type == ElementType::kFloat32) {
+      text += "alias " + std::string(alias) + " = f32;\n";
+      text += "fn " + t + "_at(i: u32) -> f32 { return " + t + "[i]; }\n";
+    } else if (shader_f16) {
+      text += "alias " + std::string(alias) + " = f16;\n";
+      text += "fn " + t + "_at(i: u32) -> f32 { return f32(" + t + "[p." + base + " + i]); }\n";
+    } else {
+      text += "alias " + std::string(alias) + " = u32;\n";
+      text += "fn " + t + "_at(i: u32) -> f32 { let e = p." + base + " + i; return unpack2x16float(" + t +
+              "[e >> 1u])[e & 1u]; }\n";
+    }
+  };
+  declare(query_type, "query", "QueryElement", "query_base");
+  declare(key_type, "key", "KeyElement", "key_base");
+  if (value_binding) declare(value_type, "value", "ValueElement", "value_base");
+  return text;
+}
+
+WebGpuElementTypes webgpu_element_types(const AttentionPlan& plan, const WebGpuLimits& limits) {
+  WebGpuElementTypes t;
+  t.query_type = plan.query_type;
+  t.key_type = plan.key_type;
+  t.value_type = plan.value_type;
+  t.path = limits.shader_f16 ? WebGpuFloat16Path::kShaderF16 : WebGpuFloat16Path::kUnpack;
+  return t;
+}
+
 WebGpuVariantFlags webgpu_variant_flags(const AttentionPlan& p) {
   WebGpuVariantFlags f;
   f.ranges = !p.key_lengths.empty() || p.window_left != AttentionPlan::kUnbounded ||
@@ -115,7 +164,7 @@ std::string FlashVariant::key() const {
   static const char* const kNames[] = {"flash", "decode-partial", "decode-merge"};
   return std::string(tiled ? "flash-tiled" : kNames[decode]) + ":e" + std::to_string(e_pad) + ":ev" + std::to_string(ev_pad) + ":bk" +
          std::to_string(block_keys) + ":mask=" + mask_name(mask) + ":causal=" + (causal ? "1" : "0") +
-         ":stats=" + (write_stats ? "1" : "0") + variants.key() +
+         ":stats=" + (write_stats ? "1" : "0") + variants.key() + types.key() +
          (trace_row == kNoTrace ? "" : ":trace=" + std::to_string(trace_row));
 }
 
@@ -126,7 +175,7 @@ uint64_t FlashVariant::trace_floats(int64_t Lk) const {
 }
 
 std::string FlashVariant::wgsl_constants() const {
-  return u32_const("ROWS", kWebGpuFlashRows) + (tiled ? u32_const("LANES", kWebGpuTiledLanes) : "") +
+  return types.wgsl_declarations() + u32_const("ROWS", kWebGpuFlashRows) + (tiled ? u32_const("LANES", kWebGpuTiledLanes) : "") +
          u32_const("E_PAD", e_pad) + u32_const("EV_PAD", ev_pad) + u32_const("BLOCK_KEYS", block_keys) +
          u32_const("MASK_KIND", mask_code(mask)) + bool_const("CAUSAL", causal) +
          bool_const("WRITE_STATS", write_stats) + variants.wgsl_constants() + u32_const("TRACE_ROW", trace_row) +
@@ -153,11 +202,12 @@ uint32_t stage_code(ScoreStage s) {
 
 std::string WeightsVariant::key() const {
   return std::string(stage == ScoreStage::kNone ? "weights" : "scores") + ":mask=" + mask_name(mask) +
-         ":causal=" + (causal ? "1" : "0") + ":stage=" + std::to_string(stage_code(stage)) + variants.key();
+         ":causal=" + (causal ? "1" : "0") + ":stage=" + std::to_string(stage_code(stage)) + variants.key() +
+         types.key();
 }
 
 std::string WeightsVariant::wgsl_constants() const {
-  return u32_const("KEYS", kWebGpuWeightsKeys) + u32_const("MASK_KIND", mask_code(mask)) +
+  return types.wgsl_declarations(false) + u32_const("KEYS", kWebGpuWeightsKeys) + u32_const("MASK_KIND", mask_code(mask)) +
          bool_const("CAUSAL", causal) + u32_const("STAGE", stage_code(stage)) + variants.wgsl_constants();
 }
 
@@ -177,6 +227,7 @@ Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limit
   v.causal = plan.causal;
   v.write_stats = plan.return_weights;
   v.variants = webgpu_variant_flags(plan);
+  v.types = webgpu_element_types(plan, limits);
   if (v.e_pad <= kWebGpuTiledMaxHeadDim && v.ev_pad <= kWebGpuTiledMaxHeadDim &&
       limits.max_invocations_per_workgroup >= kWebGpuTiledInvocations) {
     // The largest key tile that fits: more keys per barrier and per row-max exchange. Fewer
@@ -206,11 +257,13 @@ Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limit
   return Status::Ok();
 }
 
-WeightsVariant webgpu_weights_variant(const AttentionPlan& plan, ScoreStage stage) {
+WeightsVariant webgpu_weights_variant(const AttentionPlan& plan, const WebGpuLimits& limits, ScoreStage stage) {
   WeightsVariant v;
   v.mask = plan.mask_kind;
   v.causal = plan.causal;
   v.variants = webgpu_variant_flags(plan);
+  v.types = webgpu_element_types(plan, limits);
+  v.types.value_type = ElementType::kFloat32;  // it reads no value
   v.stage = stage;
   return v;
 }
@@ -219,14 +272,29 @@ uint64_t WebGpuChunkBytes::largest() const {
   return std::max({query, key, value, mask, output, weights, stats, scores});
 }
 
+WebGpuChunkElements webgpu_chunk_elements(const AttentionPlan& p, const WebGpuChunk& c) {
+  WebGpuChunkElements n;
+  n.query = c.query_rows() * p.E;
+  n.output = c.query_rows() * p.Ev;
+  // Heads kv0…kv0 + nkv − 1 at the plan's head strides (a KV cache's maxLength·E), the last one Lk rows.
+  n.key = c.nkv == 0 ? 0 : (c.nkv - 1) * p.key_head_stride + p.Lk * p.E;
+  n.value = c.nkv == 0 ? 0 : (c.nkv - 1) * p.value_head_stride + p.Lk * p.Ev;
+  return n;
+}
+
 WebGpuChunkBytes webgpu_chunk_bytes(const AttentionPlan& p, const WebGpuChunk& c) {
   WebGpuChunkBytes b;
   const uint64_t rows = static_cast<uint64_t>(c.query_rows());
-  b.query = 4 * rows * p.E;
-  b.output = 4 * rows * p.Ev;
-  // Heads kv0…kv0 + nkv − 1 at the plan's head strides (a KV cache's maxLength·E), the last one Lk rows.
-  b.key = c.nkv == 0 ? 0 : 4ull * ((c.nkv - 1) * p.key_head_stride + p.Lk * p.E);
-  b.value = c.nkv == 0 ? 0 : 4ull * ((c.nkv - 1) * p.value_head_stride + p.Lk * p.Ev);
+  const WebGpuChunkElements n = webgpu_chunk_elements(p, c);
+  auto input_bytes = [](ElementType type, int64_t elements) {
+    if (elements == 0) return uint64_t{0};
+    const uint64_t slack = type == ElementType::kFloat16 ? kWebGpuFloat16BindingSlack : 0;
+    return webgpu_element_bytes(type) * static_cast<uint64_t>(elements) + slack;
+  };
+  b.query = input_bytes(p.query_type, n.query);
+  b.key = input_bytes(p.key_type, n.key);
+  b.value = input_bytes(p.value_type, n.value);
+  b.output = 4 * static_cast<uint64_t>(n.output);
   if (p.mask_kind != MaskKind::kNone) {
     b.mask = static_cast<uint64_t>(c.mask_hi - c.mask_lo) * mask_element_bytes(p) + kMaskAlignSlack;
   }
@@ -247,7 +315,8 @@ Status plan_webgpu_chunks(const AttentionPlan& p, const WebGpuLimits& limits,
   const bool masked = p.mask_kind != MaskKind::kNone;
 
   // One key/value head is the unit that cannot be cut (its softmax needs every key).
-  const uint64_t kv_bytes = 4ull * p.Lk * std::max(p.E, p.Ev);
+  const uint64_t kv_bytes = std::max(webgpu_element_bytes(p.key_type) * p.Lk * p.E,
+                                     webgpu_element_bytes(p.value_type) * p.Lk * p.Ev);
   if (kv_bytes > cap) {
     return Status::RangeError("one head's key/value (Lk = " + std::to_string(p.Lk) + ", E = " +
                               std::to_string(p.E) + ", Ev = " + std::to_string(p.Ev) + ") needs " +

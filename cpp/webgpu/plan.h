@@ -29,7 +29,37 @@ struct WebGpuLimits {
   uint32_t max_workgroups_per_dim = 65535;            // maxComputeWorkgroupsPerDimension
   uint32_t max_workgroup_storage_bytes = 16384;       // maxComputeWorkgroupStorageSize
   uint32_t max_invocations_per_workgroup = 256;       // maxComputeInvocationsPerWorkgroup
+  bool shader_f16 = false;                            // the device has 'shader-f16' (and the caller allows it)
 };
+
+// How the kernels read a float16 query, key or value: as `array<f16>` storage (`enable f16;`,
+// devices with 'shader-f16'), or as `array<u32>` words of two halves (element i: word i >> 1,
+// half i & 1) through unpack2x16float. Either way the loads give f32 and every accumulator, the
+// row max and the denominator stay f32.
+enum class WebGpuFloat16Path { kUnpack, kShaderF16 };
+const char* webgpu_float16_path_name(WebGpuFloat16Path path);  // "unpack2x16float" | "shader-f16"
+
+// The element types of query, key and value as the kernels read them: part of every variant.
+struct WebGpuElementTypes {
+  ElementType query_type = ElementType::kFloat32, key_type = ElementType::kFloat32,
+              value_type = ElementType::kFloat32;
+  WebGpuFloat16Path path = WebGpuFloat16Path::kUnpack;
+  bool any_float16() const;
+  // "" when all are float32 (the keys of float32 calls are unchanged), else e.g.
+  // ":q=f16:k=f16:v=f32:f16=unpack2x16float".
+  std::string key() const;
+  // What the kernels' text needs first: `enable f16;` (shader-f16 path with a float16 tensor),
+  // the storage element aliases QueryElement/KeyElement/ValueElement, and the loaders
+  // query_at/key_at/value_at(i) -> f32 (element i of the chunk's tensor; a float16 tensor's
+  // binding may start before its data: Params.query_base/key_base/value_base elements).
+  // Without `value_binding` (a kernel with no value binding) nothing of the value.
+  std::string wgsl_declarations(bool value_binding = true) const;
+};
+// The one place the float16 read path is chosen: shader-f16 where the device has it (and
+// limits.shader_f16), else unpack2x16float.
+WebGpuElementTypes webgpu_element_types(const AttentionPlan& plan, const WebGpuLimits& limits);
+// Bytes of one element of `type` in a GPU buffer.
+inline uint64_t webgpu_element_bytes(ElementType type) { return type == ElementType::kFloat16 ? 2 : 4; }
 
 // Largest padded head dim the tiled flash kernel (attention_flash_tiled.wgsl) takes, and its
 // smallest key tile; larger head dims, or a workgroup memory too small for that tile, run the
@@ -93,6 +123,7 @@ struct FlashVariant {
   // the flash kernel's constants, tiled = false).
   uint32_t decode = 0;
   WebGpuVariantFlags variants;
+  WebGpuElementTypes types;
   // The query row (b·Hq + h)·Lq + i whose online-softmax state after each key tile goes to the
   // stats binding (traceOnlineSoftmax), or kNoTrace.
   static constexpr uint32_t kNoTrace = 0xffffffffu;
@@ -102,9 +133,10 @@ struct FlashVariant {
   uint64_t trace_floats(int64_t Lk) const;
   // The pipeline-cache key, e.g.
   // "flash-tiled:e64:ev32:bk32:mask=bool:causal=1:stats=0:ranges=0:alibi=0:sinks=0:docs=0"
-  // (":trace=<row>" appended for a trace).
+  // (then the element types' key when a tensor is float16, and ":trace=<row>" for a trace).
   std::string key() const;
-  // The WGSL constants the glue puts before the kernel: the variant's and the tile constants.
+  // What the glue puts before the kernel: the element types' declarations, the variant's and
+  // the tile constants.
   std::string wgsl_constants() const;
   // Workgroup memory the kernel declares (the formulas mirror its `var<workgroup>`s).
   uint32_t workgroup_bytes() const;
@@ -115,6 +147,7 @@ struct WeightsVariant {
   MaskKind mask = MaskKind::kNone;
   bool causal = false;
   WebGpuVariantFlags variants;
+  WebGpuElementTypes types;  // of query and key (value: float32, unread)
   ScoreStage stage = ScoreStage::kNone;
   std::string key() const;
   std::string wgsl_constants() const;
@@ -128,7 +161,8 @@ uint32_t webgpu_pad_head_dim(int64_t d);
 Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limits,
                             FlashVariant* variant);
 // The weights pass (stage kNone), or the score pass of `stage`.
-WeightsVariant webgpu_weights_variant(const AttentionPlan& plan, ScoreStage stage = ScoreStage::kNone);
+WeightsVariant webgpu_weights_variant(const AttentionPlan& plan, const WebGpuLimits& limits,
+                                      ScoreStage stage = ScoreStage::kNone);
 
 // A piece of the work whose tensors all fit one storage binding: query heads
 // [bh0, bh0 + nbh) (flattened b·Hq + h), query rows [row0, row0 + rows) of each of them
@@ -148,7 +182,20 @@ inline int64_t webgpu_row_offset(const AttentionPlan& p, int64_t bh, int64_t row
   return (bh * p.Lq + row) * width;
 }
 
-// Bytes the chunk's buffers need, by tensor (the mask in its element size, bool = 1 byte).
+// Elements of query, key and value a chunk reads (key/value: from its first head kv0 to the
+// last row of its last head, at the plan's head strides), and of the output it writes.
+struct WebGpuChunkElements {
+  int64_t query = 0, key = 0, value = 0, output = 0;
+};
+WebGpuChunkElements webgpu_chunk_elements(const AttentionPlan& plan, const WebGpuChunk& chunk);
+
+// A float16 tensor's binding may start up to this many bytes before its data (at the
+// minStorageBufferOffsetAlignment at or below it, at most 256 by the WebGPU spec) and end at
+// the 4-byte boundary after it.
+constexpr uint64_t kWebGpuFloat16BindingSlack = 256 + 4;
+
+// Bytes the chunk's buffers need, by tensor (the mask in its element size, bool = 1 byte; a
+// float16 query/key/value in 2 bytes an element plus kWebGpuFloat16BindingSlack).
 struct WebGpuChunkBytes {
   uint64_t query = 0, key = 0, value = 0, mask = 0, output = 0, weights = 0, stats = 0, scores = 0;
   uint64_t largest() const;
@@ -168,15 +215,18 @@ struct GridPart {
 };
 std::vector<GridPart> split_grid(uint64_t x, uint64_t y, uint32_t max_per_dim);
 
-// The uniform block every kernel reads (`struct Params` in attention_common.wgsl): 32 u32 words.
-using WebGpuUniforms = std::array<uint32_t, 32>;
+// The uniform block every kernel reads (`struct Params` in attention_common.wgsl): 36 u32 words.
+using WebGpuUniforms = std::array<uint32_t, 36>;
 enum WebGpuUniformField : uint32_t {
   kUfLq, kUfLk, kUfE, kUfEv, kUfHq, kUfHkv, kUfGroup, kUfBh0, kUfNbh, kUfRow0, kUfRows, kUfKv0,
   kUfMaskBase, kUfMaskSb, kUfMaskSh, kUfMaskSq, kUfMaskSk, kUfScaleBits, kUfCausalOffset,
   kUfXBase, kUfYBase, kUfNanBits, kUfSoftcapBits, kUfSoftcapOn, kUfB, kUfNegInfBits,
-  kUfKeyStride, kUfValueStride, kUfSplits, kUfSplitKeys, kUfFieldCount
+  kUfKeyStride, kUfValueStride, kUfSplits, kUfSplitKeys, kUfQueryBase, kUfKeyBase, kUfValueBase,
+  kUfFieldCount
 };
 // `mask_base`: the element offset the chunk's mask buffer starts at (bool masks: a multiple of 4).
+// The query/key/value bases (elements from a float16 tensor's binding to its data) are 0 here;
+// the glue sets them where it binds a float16 tensor from before its data.
 WebGpuUniforms webgpu_uniforms(const AttentionPlan& plan, const WebGpuChunk& chunk,
                                int64_t mask_base, const GridPart& part);
 

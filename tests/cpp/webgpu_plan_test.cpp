@@ -238,6 +238,57 @@ TEST(WebGpuPlan, ChunksOfAStridedCacheReachItsLastHeadsRows) {
   EXPECT_EQ(u[kUfValueStride], 400u);
 }
 
+// Float16 tensors: each tensor's type and the device's read path are part of the variant (the
+// keys of float32 calls stay as they were), the declarations the kernels start with follow them,
+// and the chunk planner counts 2 bytes an element plus a binding's slack.
+TEST(WebGpuPlan, Float16TypesChooseTheLoadersAndTheKeys) {
+  AttentionRequest r;
+  r.query_shape = {2, 3, 5};
+  r.key_shape = {2, 40, 5};
+  r.value_shape = {2, 40, 3};
+  r.key_type = ElementType::kFloat16;
+  r.value_type = ElementType::kFloat16;
+  AttentionPlan p;
+  ASSERT_TRUE(plan_attention(r, &p).ok());
+  WebGpuLimits limits;
+  FlashVariant v;
+  ASSERT_TRUE(webgpu_flash_variant(p, limits, &v).ok());
+  EXPECT_EQ(v.key(), "flash-tiled:e16:ev16:bk32:mask=none:causal=0:stats=0:ranges=0:alibi=0:sinks=0:docs=0"
+                     ":q=f32:k=f16:v=f16:f16=unpack2x16float");
+  const std::string unpack = v.wgsl_constants();
+  EXPECT_EQ(unpack.find("enable f16;"), std::string::npos);
+  EXPECT_NE(unpack.find("alias QueryElement = f32;"), std::string::npos);
+  EXPECT_NE(unpack.find("alias KeyElement = u32;"), std::string::npos);
+  EXPECT_NE(unpack.find("unpack2x16float(value[e >> 1u])[e & 1u]"), std::string::npos);
+
+  limits.shader_f16 = true;
+  ASSERT_TRUE(webgpu_flash_variant(p, limits, &v).ok());
+  EXPECT_NE(v.key().find(":f16=shader-f16"), std::string::npos);
+  const std::string f16 = v.wgsl_constants();
+  EXPECT_EQ(f16.rfind("enable f16;\n", 0), 0u);  // a directive: before every declaration
+  EXPECT_NE(f16.find("alias ValueElement = f16;"), std::string::npos);
+  EXPECT_NE(f16.find("return f32(key[p.key_base + i]);"), std::string::npos);
+
+  const WeightsVariant w = webgpu_weights_variant(p, limits);
+  EXPECT_EQ(w.wgsl_constants().find("value"), std::string::npos);  // the weights pass binds no value
+  EXPECT_NE(w.key().find(":k=f16"), std::string::npos);
+
+  WebGpuChunk whole;
+  whole.nbh = 2;
+  whole.rows = 3;
+  whole.nkv = 2;
+  const WebGpuChunkBytes b = webgpu_chunk_bytes(p, whole);
+  EXPECT_EQ(b.query, 4u * 2 * 3 * 5);
+  EXPECT_EQ(b.key, 2u * 2 * 40 * 5 + kWebGpuFloat16BindingSlack);
+  EXPECT_EQ(b.value, 2u * 2 * 40 * 3 + kWebGpuFloat16BindingSlack);
+
+  AttentionPlan f32 = p;
+  f32.key_type = f32.value_type = ElementType::kFloat32;
+  ASSERT_TRUE(webgpu_flash_variant(f32, limits, &v).ok());
+  EXPECT_EQ(v.key(), "flash-tiled:e16:ev16:bk32:mask=none:causal=0:stats=0:ranges=0:alibi=0:sinks=0:docs=0");
+  EXPECT_EQ(v.wgsl_constants().find("enable f16;"), std::string::npos);
+}
+
 TEST(WebGpuPlan, SplitGridCoversEveryWorkgroupOnce) {
   const auto parts = split_grid(7, 5, 3);
   std::vector<int> seen(35, 0);
@@ -292,7 +343,7 @@ TEST(WebGpuPlan, PacksUniforms) {
     ASSERT_TRUE(plan_attention(r, &with_offset).ok());
     EXPECT_EQ(static_cast<int32_t>(webgpu_uniforms(with_offset, c, 0, g)[kUfCausalOffset]), expected) << offset;
   }
-  EXPECT_LE(static_cast<uint32_t>(kUfFieldCount), 32u);  // the WGSL Params struct has 32 scalars
+  EXPECT_LE(static_cast<uint32_t>(kUfFieldCount), 36u);  // the WGSL Params struct has 36 scalars
 }
 
 // The variants buffer: per batch (first base, last base, key length, position offset), then

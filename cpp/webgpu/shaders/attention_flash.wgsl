@@ -29,7 +29,9 @@
 // Chosen by cpp/webgpu/plan.cpp (webgpu_flash_variant) when attention_flash_tiled.wgsl cannot
 // run: E or Ev padded past 128, or a workgroup memory too small for its smallest tile.
 //
-// Prepended by the C++ glue (cpp/webgpu/plan.cpp, FlashVariant::wgsl_constants):
+// Prepended by the C++ glue (cpp/webgpu/plan.cpp, FlashVariant::wgsl_constants): the element
+// types' declarations (QueryElement, KeyElement, ValueElement, query_at/key_at/value_at;
+// attention_common.wgsl.inc), then
 //   const ROWS: u32; const E_PAD: u32; const EV_PAD: u32; const BLOCK_KEYS: u32;
 //   const MASK_KIND: u32 (0 none, 1 bool bytes packed in u32 words, 2 additive f32);
 //   const CAUSAL: bool; const WRITE_STATS: bool; const RANGES, ALIBI, SINKS, DOCUMENTS: bool;

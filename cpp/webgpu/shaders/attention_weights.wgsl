@@ -18,15 +18,16 @@
 // 1 the scaled scores, 2 after the softcap, 3 after ALiBi and the masks (-inf where hidden); those
 // need no statistics and cover every key.
 //
-// Prepended by the C++ glue (WeightsVariant::wgsl_constants):
+// Prepended by the C++ glue (WeightsVariant::wgsl_constants): the element types' declarations
+// of query and key (attention_common.wgsl.inc), then
 //   const KEYS: u32; const MASK_KIND: u32 (0 none, 1 bool, 2 additive); const CAUSAL: bool;
 //   const STAGE: u32; const RANGES, ALIBI, SINKS, DOCUMENTS: bool (attention_common.wgsl.inc).
 
 //! include attention_common.wgsl.inc
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> query: array<f32>;
-@group(0) @binding(2) var<storage, read> key: array<f32>;
+@group(0) @binding(1) var<storage, read> query: array<QueryElement>;
+@group(0) @binding(2) var<storage, read> key: array<KeyElement>;
 @group(0) @binding(3) var<storage, read> mask: array<u32>;
 @group(0) @binding(4) var<storage, read> stats: array<f32>;
 @group(0) @binding(5) var<storage, read_write> weights: array<f32>;
