@@ -13,6 +13,7 @@ export interface EmscriptenModule {
    */
   readonly HEAPU8: Uint8Array;
   readonly HEAPF32: Float32Array;
+  readonly HEAPU16: Uint16Array;
   /**
    * Returns a byte address, or 0 on failure (-sABORTING_MALLOC=0).
    * Addresses >= 2 GiB come back negative: use `ptr >>> 0`.
@@ -62,6 +63,12 @@ export interface AttentionRequest {
   /** A KV cache read in place: elements between (batch, KV head) blocks of key and value (maxLength·E, maxLength·Ev). */
   keyHeadStride?: number;
   valueHeadStride?: number;
+  /** Element types of query, key and value (absent: float32): float16 data is passed as its bit patterns. */
+  queryType?: 'float32' | 'float16';
+  keyType?: 'float32' | 'float16';
+  valueType?: 'float32' | 'float16';
+  /** float16 keys and values known to hold no Inf/NaN (a KV cache tracks it): the decode kernel reads them in place. */
+  keyValueFinite?: boolean;
 }
 export interface AttentionPlanInfo {
   error: CoreError | null;

@@ -17,9 +17,9 @@ const MODES = {
   webgpu: { cases: '1x128x64,1x512x64,1x1024x64,1x2048x64,12x512x64,1x4096x64,8x256x32,16x1024x64,32x2048x64,8x4096x128', engines: 'sdpa-webgpu,sdpa-simd-mt', reps: 10 },
   diagnose: { cases: '1x128x64,1x512x64,12x512x64,8x256x32', probes: 'peak,long,breakdown,two-cores,wake' },
   variants: { cases: '1x8192x64', reps: 7 },
-  decode: { cases: '512,2048,8192,32768,ragged:4096', engines: 'sdpa-simd-1t,sdpa-simd-mt,ort-gqa-1t,ort-gqa-2t', reps: 9 },
+  decode: { cases: '512,2048,8192,32768,ragged:4096', engines: 'sdpa-simd-1t,sdpa-simd-mt,sdpa-simd-1t-f16,sdpa-simd-mt-f16,ort-gqa-1t,ort-gqa-2t', reps: 9 },
 };
-const DECODE_ENGINES = ['sdpa-simd-1t', 'sdpa-simd-mt', 'ort-gqa-1t', 'ort-gqa-2t'];
+const DECODE_ENGINES = ['sdpa-simd-1t', 'sdpa-simd-mt', 'sdpa-simd-1t-f16', 'sdpa-simd-mt-f16', 'ort-gqa-1t', 'ort-gqa-2t'];
 
 const HELP = `npm run bench -- [options]: sdpa-web's speed in Node, against its peers (needs dist/: npm run build:lib)
 

@@ -1,6 +1,8 @@
 // Mode `decode`: one generation step (one query row per head) against a KV cache of L tokens, at
 // B = 1, Hq = 32, Hkv = 8, E = Ev = 128, and a ragged batch of 4. sdpa-web reads its KvCache in
-// place (1 thread and threads); onnxruntime-web runs its com.microsoft GroupQueryAttention op
+// place (1 thread and threads), in float32 and in a float16 cache (-f16: half the bytes, read in
+// place by the decode kernel; the keys and values are float16 values, so that every engine
+// computes on the same numbers and one float64 reference checks all); onnxruntime-web runs its com.microsoft GroupQueryAttention op
 // with the past keys/values in and the present out, on 1 thread (in this process) and 2 (a child
 // process: its thread count is fixed per process). Beside them, a wasm SIMD streaming read of
 // 64 MiB: the memory bandwidth one core reaches, the ceiling of a step that reads K and V once.
@@ -8,7 +10,7 @@
 // groups) before it is timed.
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { createAttention, maxAbsDiff, toleranceBound } from '../../dist/index.js';
+import { createAttention, fromFloat16, maxAbsDiff, toFloat16, toleranceBound } from '../../dist/index.js';
 import { groupQueryAttentionModel } from './onnx.mjs';
 import { section, uleb } from './peak.mjs';
 import { log } from './run.mjs';
@@ -27,7 +29,7 @@ export function parseDecodeCase(text) {
   return { name: ragged ? `B=4 ragged ${lengths.join('/')}` : `L=${L}`, B: lengths.length, lengths, Hq: HQ, Hkv: HKV, E: DIM };
 }
 
-/** Deterministic uniform floats in [-1, 1) (mulberry32). */
+/** Deterministic uniform floats in [-1, 1) (mulberry32), rounded to float16 values. */
 function randomFloats(n, seed) {
   let a = seed >>> 0;
   const out = new Float32Array(n);
@@ -37,7 +39,7 @@ function randomFloats(n, seed) {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     out[i] = ((t ^ (t >>> 14)) >>> 0) / 2147483648 - 1;
   }
-  return out;
+  return fromFloat16(toFloat16(out));
 }
 
 /** Keys/values [B, Hkv, Lmax, E] (zeros past each sequence's length) and one query [B, Hq, 1, E]. */
@@ -98,9 +100,12 @@ export function oracle(scalar, c, inputs) {
   };
 }
 
-/** A step of sdpa-web on its cache: the call on one new query row (the append is timed apart). */
-async function sdpaEngine(name, attn, c, inputs) {
-  const cache = attn.createKvCache({ batch: c.B, kvHeads: c.Hkv, maxLength: inputs.L + 32, headDim: c.E });
+/**
+ * A step of sdpa-web on its cache (float32, or `dtype` float16): the call on one new query row
+ * (float32, so the output is float32 too; the append is timed apart).
+ */
+async function sdpaEngine(name, attn, c, inputs, dtype = 'float32') {
+  const cache = attn.createKvCache({ batch: c.B, kvHeads: c.Hkv, maxLength: inputs.L + 32, headDim: c.E, dtype });
   cache.append(inputs.key, inputs.value, c.B > 1 ? { lengths: c.lengths } : undefined);
   const out = new Float32Array(c.B * c.Hq * c.E);
   const options = { enableGqa: true, isCausal: true, out };
@@ -216,11 +221,13 @@ export async function benchDecode(opts) {
   for (const c of cases) {
     const inputs = makeInputs(c);
     const check = oracle(scalar, c, inputs);
-    const bytes = 4 * c.Hkv * c.lengths.reduce((a, b) => a + b, 0) * 2 * c.E;
+    const elements = c.Hkv * c.lengths.reduce((a, b) => a + b, 0) * 2 * c.E;
     const engines = [];
     if (!opts.child) {
       if (wanted.has('sdpa-simd-1t')) engines.push(await sdpaEngine('sdpa-simd-1t', one, c, inputs));
       if (wanted.has('sdpa-simd-mt')) engines.push(await sdpaEngine(`sdpa-simd-mt (${many.threads} threads)`, many, c, inputs));
+      if (wanted.has('sdpa-simd-1t-f16')) engines.push({ ...(await sdpaEngine('sdpa-simd-1t-f16', one, c, inputs, 'float16')), bytes: 2 * elements });
+      if (wanted.has('sdpa-simd-mt-f16')) engines.push({ ...(await sdpaEngine(`sdpa-simd-mt-f16 (${many.threads} threads)`, many, c, inputs, 'float16')), bytes: 2 * elements });
       if (wanted.has('ort-gqa-1t')) engines.push(await ortEngine('ort-gqa-1t', ort, c, inputs));
       engines.push(await streamingProbe());
     } else {
@@ -235,7 +242,7 @@ export async function benchDecode(opts) {
     for (const e of engines) if (e.heapOver32Steps) heap[e.name] = e.heapOver32Steps();
     for (const [i, e] of engines.entries()) {
       const ms = timed[i].medianMs;
-      const row = { case: c.name, engine: e.name, ms, gbPerS: gbPerS(e.bytes ?? bytes, ms), error: errors[e.name] };
+      const row = { case: c.name, engine: e.name, ms, gbPerS: gbPerS(e.bytes ?? 4 * elements, ms), error: errors[e.name] };
       if (heap[e.name]) row.heapFlatOver32Steps = new Set(heap[e.name]).size === 1;
       rows.push(row);
     }
@@ -254,13 +261,16 @@ export function printDecode({ rows }) {
   const summary = [];
   console.log('\ncase                       engine                        ms/step    GB/s   error      heap flat');
   for (const name of cases) {
-    const of = (prefix) => rows.find((r) => r.case === name && r.engine.startsWith(prefix));
+    const of = (engine) => rows.find((r) => r.case === name && (r.engine === engine || r.engine.startsWith(`${engine} (`)));
     for (const r of rows.filter((x) => x.case === name)) {
       console.log(`${name.padEnd(26)} ${r.engine.padEnd(29)} ${r.ms.toFixed(3).padStart(8)} ${r.gbPerS.toFixed(2).padStart(7)}   ${r.error === undefined ? '       -' : r.error.toExponential(1).padStart(8)}   ${r.heapFlatOver32Steps === undefined ? '-' : r.heapFlatOver32Steps ? 'yes' : 'NO'}`);
     }
     const one = of('sdpa-simd-1t'), many = of('sdpa-simd-mt'), probe = of('probe'), ort1 = of('ort-gqa-1t'), ort2 = of('ort-gqa-2t');
+    const one16 = of('sdpa-simd-1t-f16'), many16 = of('sdpa-simd-mt-f16');
     const ratios = {
       case: name,
+      float16OverFloat32OneThread: one && one16 ? one.ms / one16.ms : undefined,
+      float16OverFloat32Threads: many && many16 ? many.ms / many16.ms : undefined,
       oneThreadOfProbe: one && probe ? one.gbPerS / probe.gbPerS : undefined,
       threadsOverOne: one && many ? one.ms / many.ms : undefined,
       overOrt1: one && ort1 ? ort1.ms / one.ms : undefined,
@@ -269,6 +279,7 @@ export function printDecode({ rows }) {
     summary.push(ratios);
     const fmt = (x, unit) => (x === undefined ? '-' : `${unit === '%' ? (100 * x).toFixed(0) : x.toFixed(2)}${unit}`);
     console.log(`  1 thread ${fmt(ratios.oneThreadOfProbe, '%')} of the probe; threads ${fmt(ratios.threadsOverOne, '×')} 1 thread; 1 thread ${fmt(ratios.overOrt1, '×')} ort-gqa-1t; threads ${fmt(ratios.threadsOverOrt2, '×')} ort-gqa-2t`);
+    console.log(`  float16 cache ${fmt(ratios.float16OverFloat32OneThread, '×')} float32 on 1 thread, ${fmt(ratios.float16OverFloat32Threads, '×')} on threads`);
   }
   return { summary };
 }

@@ -3,15 +3,18 @@
 // matching dims, broadcasting, GQA) live in the C++ core, so native and wasm callers get the
 // same checks and messages.
 import type { AttentionRequest, CoreError } from './wasm/sdpa_core.mjs';
+import { isFloat16Array } from './float16.js';
 import type {
   AttentionOptions,
+  CpuTensor,
   CreateAttentionOptions,
+  DType,
   GpuLimitCaps,
   KvCacheAppendOptions,
   KvCacheOptions,
   MaskTensor,
+  Float16ArrayLike,
   SoftmaxOptions,
-  Tensor,
   TraceOptions,
   VariantOptions,
 } from './types.js';
@@ -57,7 +60,7 @@ function optionNames<T extends object>() {
 export const ATTENTION_OPTION_NAMES = optionNames<AttentionOptions>()([
   'attnMask', 'isCausal', 'scale', 'softcap', 'keyLengths', 'window', 'alibi', 'alibiSlopes', 'sinks',
   'queryDocuments', 'keyDocuments', 'enableGqa', 'returnScores', 'returnWeights', 'returnLogSumExp', 'out',
-  'outputLocation',
+  'outputLocation', 'outputDtype',
 ]);
 export const BACKWARD_OPTION_NAMES = optionNames<BackwardOptions>()([
   'attnMask', 'isCausal', 'scale', 'softcap', 'keyLengths', 'window', 'alibi', 'alibiSlopes', 'sinks',
@@ -75,7 +78,7 @@ export const GPU_LIMIT_NAMES = optionNames<GpuLimitCaps>()([
   'maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupsPerDimension',
   'maxComputeWorkgroupStorageSize', 'maxComputeInvocationsPerWorkgroup',
 ]);
-export const KV_CACHE_OPTION_NAMES = optionNames<KvCacheOptions>()(['batch', 'kvHeads', 'maxLength', 'headDim', 'valueDim']);
+export const KV_CACHE_OPTION_NAMES = optionNames<KvCacheOptions>()(['batch', 'kvHeads', 'maxLength', 'headDim', 'valueDim', 'dtype']);
 export const KV_CACHE_APPEND_OPTION_NAMES = optionNames<KvCacheAppendOptions>()(['lengths']);
 export const SOFTMAX_OPTION_NAMES = optionNames<SoftmaxOptions>()(['temperature']);
 export const UNIFORM_OPTION_NAMES = optionNames<UniformOptions>()(['low', 'high', 'offset']);
@@ -202,23 +205,52 @@ export function checkShape(name: string, shape: unknown): number {
   return elements;
 }
 
-type DataKind = 'float32' | 'mask';
+/** 'input': an attention input, float32 or float16 (`{ data: Uint16Array | Float16Array, shape, dtype: 'float16' }`). */
+type DataKind = 'float32' | 'mask' | 'input';
+
+const DTYPES: readonly DType[] = ['float32', 'float16'];
+
+/** `dtype` as an element type; a TypeError naming `name` and the closest known one otherwise. */
+export function checkDtype(name: string, dtype: unknown): DType {
+  if (dtype === 'float32' || dtype === 'float16') return dtype;
+  const closest = typeof dtype === 'string' ? closestName(dtype, DTYPES) : undefined;
+  throw new TypeError(`${name} must be 'float32' or 'float16'${closest ? `; did you mean '${closest}'?` : ''}; got ${describe(dtype)}`);
+}
+
+/** The element type of a checked CPU tensor. */
+export function tensorDtype(tensor: CpuTensor): DType {
+  return tensor.dtype === 'float16' || isFloat16Array(tensor.data) ? 'float16' : 'float32';
+}
 
 export function checkTensor(name: string, tensor: unknown, kind: DataKind = 'float32'): void {
   if (typeof tensor !== 'object' || tensor === null || !('data' in tensor) || !('shape' in tensor)) {
-    const expected = kind === 'mask' ? '{ data: Uint8Array | Float32Array, shape }' : '{ data: Float32Array, shape }';
+    const expected = kind === 'mask' ? '{ data: Uint8Array | Float32Array, shape }'
+      : kind === 'input' ? "{ data: Float32Array, shape } or { data: Uint16Array | Float16Array, shape, dtype: 'float16' }"
+        : '{ data: Float32Array, shape }';
     throw new TypeError(`${name} must be a tensor ${expected}; got ${describe(tensor)}`);
   }
   const { data, shape } = tensor as { data: unknown; shape: unknown };
-  const ok = data instanceof Float32Array || (kind === 'mask' && data instanceof Uint8Array);
-  if (!ok) {
+  const half = data instanceof Uint16Array || isFloat16Array(data);
+  if (kind === 'input') {
+    const given = (tensor as { dtype?: unknown }).dtype;
+    const dtype = given === undefined ? (isFloat16Array(data) ? 'float16' : 'float32') : checkDtype(`${name}.dtype`, given);
+    if (dtype === 'float16' && !half) {
+      throw new TypeError(`${name}.data must be a Uint16Array of float16 bit patterns (toFloat16 makes them) or a Float16Array, as ${name}.dtype is 'float16'; got ${describe(data)}`);
+    }
+    if (dtype === 'float32' && !(data instanceof Float32Array)) {
+      const hint = data instanceof Uint16Array ? ` (for float16 bit patterns pass ${name}.dtype: 'float16')` : '';
+      throw new TypeError(`${name}.data must be a Float32Array${hint}; got ${describe(data)}`);
+    }
+  } else if (!(data instanceof Float32Array || (kind === 'mask' && data instanceof Uint8Array))) {
     const expected = kind === 'mask' ? 'a Uint8Array (bool mask, 1 = may attend) or Float32Array (additive mask)' : 'a Float32Array';
-    throw new TypeError(`${name}.data must be ${expected}; got ${describe(data)}`);
+    const hint = half ? ' (float16 tensors are for scaledDotProductAttention and KV caches; widen with fromFloat16)' : '';
+    throw new TypeError(`${name}.data must be ${expected}${hint}; got ${describe(data)}`);
   }
   const elements = checkShape(name, shape);
-  if (elements !== data.length) {
+  const length = (data as ArrayLike<number>).length;
+  if (elements !== length) {
     throw new RangeError(
-      `${name}.data has ${data.length} elements but shape [${(shape as number[]).join(', ')}] needs ${elements}`,
+      `${name}.data has ${length} elements but shape [${(shape as number[]).join(', ')}] needs ${elements}`,
     );
   }
 }
@@ -235,18 +267,28 @@ export function checkBoolean(name: string, value: unknown): boolean {
 }
 
 /**
- * `options.out` as a destination for `elements` output floats of `shape`, or undefined when
- * absent; a TypeError/RangeError naming it otherwise.
+ * `options.out` as a destination for `elements` output values of `shape` and `dtype` (a
+ * Float32Array; a Uint16Array or Float16Array for float16), or undefined when absent; a
+ * TypeError/RangeError naming it otherwise.
  */
-export function checkOut(out: unknown, elements: number, shape: readonly number[]): Float32Array | undefined {
+export function checkOut<D extends DType>(out: unknown, elements: number, shape: readonly number[], dtype: D): (D extends 'float16' ? Uint16Array | Float16ArrayLike : Float32Array) | undefined;
+export function checkOut(out: unknown, elements: number, shape: readonly number[], dtype: DType): Float32Array | Uint16Array | Float16ArrayLike | undefined {
   if (out === undefined || out === null) return undefined;
-  if (!(out instanceof Float32Array)) {
-    throw new TypeError(`out must be a Float32Array of ${elements} elements (the output [${shape.join(', ')}]); got ${describe(out)}`);
+  const ok = dtype === 'float16' ? out instanceof Uint16Array || isFloat16Array(out) : out instanceof Float32Array;
+  if (!ok) {
+    const expected = dtype === 'float16' ? 'a Uint16Array or Float16Array (the output is float16)' : 'a Float32Array';
+    throw new TypeError(`out must be ${expected} of ${elements} elements (the output [${shape.join(', ')}]); got ${describe(out)}`);
   }
-  if (out.length !== elements) {
-    throw new RangeError(`out has ${out.length} elements but the output [${shape.join(', ')}] needs ${elements}`);
+  const length = (out as ArrayLike<number>).length;
+  if (length !== elements) {
+    throw new RangeError(`out has ${length} elements but the output [${shape.join(', ')}] needs ${elements}`);
   }
-  return out;
+  return out as Float32Array | Uint16Array | Float16ArrayLike;
+}
+
+/** `options.outputDtype`, defaulting to the query's element type. */
+export function outputDtype(option: unknown, queryDtype: DType): DType {
+  return option === undefined || option === null ? queryDtype : checkDtype('outputDtype', option);
 }
 
 /**
@@ -255,19 +297,27 @@ export function checkOut(out: unknown, elements: number, shape: readonly number[
  */
 export function attentionRequest(
   where: string,
-  query: Tensor,
-  key: Tensor,
-  value: Tensor,
+  query: CpuTensor,
+  key: CpuTensor,
+  value: CpuTensor,
   options: AttentionOptions | undefined,
+  float16 = false,
 ): AttentionRequest {
-  checkTensor('query', query);
-  checkTensor('key', key);
-  checkTensor('value', value);
+  const kind = float16 ? 'input' : 'float32';
+  checkTensor('query', query, kind);
+  checkTensor('key', key, kind);
+  checkTensor('value', value, kind);
   const location: unknown = options?.outputLocation;
   if (location !== undefined && location !== null && location !== 'cpu') {
     throw new TypeError(`${where} returns CPU arrays: outputLocation must be 'cpu' (or absent); 'gpu' is for scaledDotProductAttention on backend 'webgpu'; got ${describe(location)}`);
   }
-  return requestForShapes(where, query, key.shape, value.shape, options);
+  const request = requestForShapes(where, query, key.shape, value.shape, options);
+  if (float16) {
+    request.queryType = tensorDtype(query);
+    request.keyType = tensorDtype(key);
+    request.valueType = tensorDtype(value);
+  }
+  return request;
 }
 
 /**
@@ -276,7 +326,7 @@ export function attentionRequest(
  */
 export function requestForShapes(
   where: string,
-  query: Tensor,
+  query: { shape: readonly number[] },
   keyShape: readonly number[],
   valueShape: readonly number[],
   options: AttentionOptions | undefined,
@@ -285,7 +335,8 @@ export function requestForShapes(
     throw new TypeError(`options must be an object; got ${describe(options)}`);
   }
   if (options !== undefined) checkOptionNames(where, options, ATTENTION_OPTION_NAMES);
-  const { attnMask, isCausal, scale, softcap, enableGqa, returnWeights, returnScores } = options ?? {};
+  const { attnMask, isCausal, scale, softcap, enableGqa, returnWeights, returnScores, outputDtype: dtype } = options ?? {};
+  if (dtype !== undefined && dtype !== null) checkDtype('outputDtype', dtype);
   let maskKind: AttentionRequest['maskKind'] = 'none';
   if (attnMask !== undefined && attnMask !== null) {
     checkTensor('attnMask', attnMask, 'mask');

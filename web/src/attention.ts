@@ -3,11 +3,13 @@
 import type { AttentionPlanInfo, AttentionRequest, SdpaModule, WebGpuSources } from './wasm/sdpa_core.mjs';
 import {
   attentionRequest,
+  checkTensor,
+  outputDtype,
+  tensorDtype,
   checkBoolean,
   checkNumber,
   checkOptionNames,
   checkOut,
-  checkTensor,
   CREATE_ATTENTION_OPTION_NAMES,
   describe,
   GPU_LIMIT_NAMES,
@@ -18,6 +20,7 @@ import {
   TRACE_OPTION_NAMES,
 } from './arguments.js';
 import { backendInfos, chooseBackend, type Chosen } from './backends.js';
+import { float16Output, fromFloat16 } from './float16.js';
 import { HeapScope, tensorBytes, withHeap } from './heap.js';
 import { attentionBackward, referenceAttentionBackward } from './extras/gradients.js';
 import type {
@@ -43,7 +46,10 @@ import type {
   BackendInfo,
   BackendName,
   CpuBackendName,
+  CpuTensor,
   CreateAttentionOptions,
+  Float16Tensor,
+  GpuTensor,
   GpuAttentionResult,
   GpuBufferLike,
   KvCacheOptions,
@@ -174,14 +180,24 @@ export class Attention {
    * positions); ragged sequences hide their missing keys (as `keyLengths`).
    */
   async scaledDotProductAttention(query: Tensor, cache: KvCache, options?: AttentionOptions): Promise<AttentionResult>;
-  async scaledDotProductAttention(query: TensorInput, key: TensorInput, value: TensorInput, options?: AttentionOptions): Promise<AttentionResult>;
-  async scaledDotProductAttention(query: TensorInput, cache: KvCache, options?: AttentionOptions): Promise<AttentionResult>;
+  /**
+   * float16 inputs: computed in float32 (K/V widened exactly; a float16 KV cache read in place by
+   * the decode kernel), the output rounded to float16 unless `outputDtype: 'float32'`.
+   */
+  async scaledDotProductAttention(query: TensorInput, key: TensorInput, value: TensorInput, options: AttentionOptions & { outputDtype: 'float16' }): Promise<AttentionResult<Float16Tensor>>;
+  async scaledDotProductAttention(query: TensorInput, cache: KvCache, options: AttentionOptions & { outputDtype: 'float16' }): Promise<AttentionResult<Float16Tensor>>;
+  async scaledDotProductAttention(query: Float16Tensor, key: TensorInput, value: TensorInput, options?: AttentionOptions): Promise<AttentionResult<Float16Tensor | Tensor>>;
+  async scaledDotProductAttention(query: Float16Tensor, cache: KvCache, options?: AttentionOptions): Promise<AttentionResult<Float16Tensor | Tensor>>;
+  async scaledDotProductAttention(query: Tensor | GpuTensor, key: TensorInput, value: TensorInput, options?: AttentionOptions): Promise<AttentionResult>;
+  async scaledDotProductAttention(query: Tensor | GpuTensor, cache: KvCache, options?: AttentionOptions): Promise<AttentionResult>;
+  async scaledDotProductAttention(query: TensorInput, key: TensorInput, value: TensorInput, options?: AttentionOptions): Promise<AttentionResult<CpuTensor>>;
+  async scaledDotProductAttention(query: TensorInput, cache: KvCache, options?: AttentionOptions): Promise<AttentionResult<CpuTensor>>;
   async scaledDotProductAttention(
     query: TensorInput,
     key: TensorInput | KvCache,
     value?: TensorInput | AttentionOptions,
     options?: AttentionOptions,
-  ): Promise<AttentionResult | GpuAttentionResult> {
+  ): Promise<AttentionResult<CpuTensor> | GpuAttentionResult> {
     if (key instanceof KvCache) {
       const cacheCallOptions = value as AttentionOptions | undefined;
       if (this.currentBackend === 'webgpu') return this.runWebGpu(query, key, undefined, cacheCallOptions);
@@ -195,10 +211,13 @@ export class Attention {
    * Synchronous {@link Attention.scaledDotProductAttention}, CPU backends only: on a `'webgpu'`
    * instance it throws (GPU results arrive asynchronously).
    */
-  scaledDotProductAttentionSync(query: Tensor, key: Tensor, value: Tensor, options?: AttentionOptions): AttentionResult;
+  scaledDotProductAttentionSync(query: Tensor, key: CpuTensor, value: CpuTensor, options?: AttentionOptions): AttentionResult;
   /** Synchronous attention over a {@link KvCache} (see the async form), CPU backends only. */
   scaledDotProductAttentionSync(query: Tensor, cache: KvCache, options?: AttentionOptions): AttentionResult;
-  scaledDotProductAttentionSync(query: Tensor, key: Tensor | KvCache, value?: Tensor | AttentionOptions, options?: AttentionOptions): AttentionResult {
+  /** float16 query: the output is float16 unless `outputDtype: 'float32'` (see the async form). */
+  scaledDotProductAttentionSync(query: Float16Tensor, key: CpuTensor, value: CpuTensor, options?: AttentionOptions): AttentionResult<Float16Tensor | Tensor>;
+  scaledDotProductAttentionSync(query: Float16Tensor, cache: KvCache, options?: AttentionOptions): AttentionResult<Float16Tensor | Tensor>;
+  scaledDotProductAttentionSync(query: CpuTensor, key: CpuTensor | KvCache, value?: CpuTensor | AttentionOptions, options?: AttentionOptions): AttentionResult<CpuTensor> {
     this.checkUsable();
     if (this.currentBackend === 'webgpu') {
       throw new Error(
@@ -207,7 +226,7 @@ export class Attention {
       );
     }
     if (key instanceof KvCache) return this.runCpu('scaledDotProductAttentionSync', query, key, undefined, value as AttentionOptions | undefined);
-    return this.runCpu('scaledDotProductAttentionSync', query, key, value as Tensor, options);
+    return this.runCpu('scaledDotProductAttentionSync', query, key, value as CpuTensor, options);
   }
 
   /**
@@ -225,16 +244,17 @@ export class Attention {
   }
 
   /** One call on the CPU backends (on tensors, or on a cache read in place); `where` names the public method in errors. */
-  private runCpu(where: string, queryInput: TensorInput, key: TensorInput | KvCache, valueInput: TensorInput | undefined, options?: AttentionOptions): AttentionResult {
+  private runCpu(where: string, queryInput: TensorInput, key: TensorInput | KvCache, valueInput: TensorInput | undefined, options?: AttentionOptions): AttentionResult<CpuTensor> {
     this.checkUsable();
     checkCpuLocation(this.currentBackend, { query: queryInput, key, value: valueInput }, options?.outputLocation);
-    const query = queryInput as Tensor, value = valueInput as Tensor | undefined;
+    const query = queryInput as CpuTensor, value = valueInput as CpuTensor | undefined;
     const cache = key instanceof KvCache ? this.ownCache(key) : undefined;
-    const request = cache ? cacheRequest(where, query, cache, options) : attentionRequest(where, query, key as Tensor, value!, options);
+    const request = cache ? cacheRequest(where, query, cache, options) : attentionRequest(where, query, key as CpuTensor, value!, options, true);
     request.threads = this.requestedThreads;
     const plan = this.planOnce(request);
     const outputElements = product(plan.outputShape);
-    const out = checkOut(options?.out, outputElements, plan.outputShape);
+    const dtype = outputDtype(options?.outputDtype, tensorDtype(query));
+    const out = checkOut(options?.out, outputElements, plan.outputShape, dtype);
     const weightsElements = request.returnWeights ? product(plan.weightsShape) : 0;
     const returnLse = checkBoolean('returnLogSumExp', options?.returnLogSumExp);
     const lseShape = plan.outputShape.slice(0, -1);
@@ -254,8 +274,11 @@ export class Attention {
       if (scoresElements) pointers.scores = heap.alloc(4 * scoresElements, 'scores');
       pointers.workspace = heap.alloc(workspaceBytes, `the ${cpuBackend} workspace`);
       throwIfError(this.module.runAttention(request, cpuBackend, pointers));
-      const result: AttentionResult = {
-        output: { data: heap.readFloat32(pointers.output, outputElements, out), shape: [...plan.outputShape] },
+      const shape = [...plan.outputShape];
+      const result: AttentionResult<CpuTensor> = {
+        output: dtype === 'float16'
+          ? float16Output(heap.viewFloat32(pointers.output, outputElements), shape, out as Uint16Array | undefined, query.data)
+          : { data: heap.readFloat32(pointers.output, outputElements, out as Float32Array | undefined), shape },
       };
       if (request.returnWeights) {
         result.weights = { data: heap.readFloat32(pointers.weights!, weightsElements), shape: [...plan.weightsShape] };
@@ -384,8 +407,9 @@ export class Attention {
    * semantics as {@link Attention.scaledDotProductAttention}, computed in double precision from
    * the float32 inputs. Always returns the weights.
    */
-  referenceAttention(query: Tensor, key: Tensor, value: Tensor, options?: AttentionOptions): AttentionResult64 {
+  referenceAttention(queryInput: CpuTensor, keyInput: CpuTensor, valueInput: CpuTensor, options?: AttentionOptions): AttentionResult64 {
     this.checkUsable();
+    const [query, key, value] = widenedInputs(queryInput, keyInput, valueInput);
     const request = attentionRequest('referenceAttention', query, key, value, options);
     const plan = this.module.planAttention(request);
     throwIfError(plan.error);
@@ -598,6 +622,11 @@ export class Attention {
       checkInput('query', query);
       checkInput('key', key as TensorInput);
       checkInput('value', value!);
+      for (const [name, input] of [['query', query], ['key', key], ['value', value]] as const) {
+        if (!isGpuTensor(input) && tensorDtype(input as CpuTensor) === 'float16') {
+          throw new TypeError(`${name} is float16: backend 'webgpu' takes float32 tensors (the CPU backends take float16)`);
+        }
+      }
       request = requestForShapes(where, query as Tensor, (key as TensorInput).shape, value!.shape, options);
     }
     const plan = this.module.planAttention(request);
@@ -616,14 +645,14 @@ export class Attention {
         throw new TypeError(`out is also the ${name}'s buffer: WebGPU cannot read and write one buffer in a dispatch; write to another buffer`);
       }
     }
-    const out = onGpu ? undefined : checkOut(options?.out, outputElements, plan.outputShape);
+    const out = onGpu ? undefined : checkOut(options?.out, outputElements, plan.outputShape, 'float32');
     const weightsElements = request.returnWeights ? product(plan.weightsShape) : 0;
     const scoresElements = request.returnScores !== 'none' ? product(plan.weightsShape) : 0;
     HeapScope.checkTotal(inputBytes(undefined, undefined, undefined, options) + 4 * (weightsElements + scoresElements + (trace?.floats ?? 0)), 'this attention call');
     const gpu = await this.liveGpu();
     if (!gpu) {
       if (trace) throw new WebGPUError('unavailable', `no WebGPU device to trace on: ${this.currentFallbackReason ?? 'it fell back to SIMD'}`);
-      return this.runCpu('scaledDotProductAttention', query, key, value, options); // fell back
+      return this.runCpu('scaledDotProductAttention', query, key, value, options) as AttentionResult; // fell back (float32: float16 is checked above)
     }
     if (cache && cache.gpu !== gpu) cache.checkUsable(); // the device was lost and replaced: the cache went with it
     const heap = new HeapScope(this.module);
@@ -738,7 +767,7 @@ export class Attention {
   }
 
   /** Heap addresses of the inputs: copies of the tensors; a cache's own keys and values. */
-  private copyInputs(heap: HeapScope, query: Tensor, key: Tensor | KvCache, value: Tensor | undefined, options?: AttentionOptions): Record<string, number> {
+  private copyInputs(heap: HeapScope, query: CpuTensor, key: CpuTensor | KvCache, value: CpuTensor | undefined, options?: AttentionOptions): Record<string, number> {
     const pointers: Record<string, number> = {
       query: heap.copyIn(query.data, 'query'),
       key: key instanceof KvCache ? key.keyAddress : heap.copyIn(key.data, 'key'),
@@ -760,8 +789,16 @@ interface GpuDeviceApi {
 const TRACE_TILE_KEYS = 64;
 const TRACE_BLOCK_ROWS = 32;
 
+/** Float32 copies of float16 attention inputs (exact), float32 ones as they are. */
+function widenedInputs(...tensors: CpuTensor[]): Tensor[] {
+  return tensors.map((tensor, i) => {
+    checkTensor(['query', 'key', 'value'][i]!, tensor, 'input');
+    return tensorDtype(tensor) === 'float16' ? { data: fromFloat16(tensor.data as Uint16Array), shape: tensor.shape } : (tensor as Tensor);
+  });
+}
+
 /** Bytes of a call's inputs in the heap: tensors, the mask, document ids. */
-export function inputBytes(query: Tensor | undefined, key: Tensor | undefined, value: Tensor | undefined, options?: AttentionOptions): number {
+export function inputBytes(query: CpuTensor | undefined, key: CpuTensor | undefined, value: CpuTensor | undefined, options?: AttentionOptions): number {
   return tensorBytes([query, key, value, options?.attnMask, options?.queryDocuments, options?.keyDocuments]);
 }
 

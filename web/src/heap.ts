@@ -35,7 +35,7 @@ export class HeapScope {
   }
 
   /** Allocates a buffer holding a copy of `data`. */
-  copyIn(data: Float32Array | Uint8Array | Int32Array, what: string): number {
+  copyIn(data: ArrayBufferView, what: string): number {
     const address = this.alloc(data.byteLength, what);
     this.module.HEAPU8.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), address);
     return address;
@@ -48,6 +48,11 @@ export class HeapScope {
     const copy = into ?? new Float32Array(length);
     copy.set(new Float32Array(this.module.HEAPU8.buffer, address, length));
     return copy;
+  }
+
+  /** A view of `length` floats at `address`, valid until the next allocation (which may grow the memory). */
+  viewFloat32(address: number, length: number): Float32Array {
+    return new Float32Array(this.module.HEAPU8.buffer, address, length);
   }
 
   readFloat64(address: number, length: number): Float64Array {

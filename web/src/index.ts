@@ -18,4 +18,5 @@ export { Attention, createAttention } from './attention.js';
 export { KvCache } from './kv-cache.js';
 export { WebGPUError } from './webgpu.js';
 export { createSelfAttention, createMultiheadAttention, SelfAttention, MultiheadAttention } from './extras/modules.js';
-export { maxAbsDiff, toleranceBound } from './extras/accuracy.js';
+export { float16Excess, halfFloat16Ulp, maxAbsDiff, toleranceBound } from './extras/accuracy.js';
+export { fromFloat16, toFloat16 } from './float16.js';

@@ -3,9 +3,10 @@
 // in place and attention calls read them in place (the core and the WebGPU kernels take the
 // per-head strides maxLength·E and maxLength·Ev).
 import type { AttentionRequest, SdpaModule } from './wasm/sdpa_core.mjs';
-import { checkOptionNames, describe, KV_CACHE_APPEND_OPTION_NAMES, KV_CACHE_OPTION_NAMES, requestForShapes } from './arguments.js';
+import { checkDtype, checkOptionNames, describe, KV_CACHE_APPEND_OPTION_NAMES, KV_CACHE_OPTION_NAMES, requestForShapes, tensorDtype } from './arguments.js';
+import { anyNonFinite, float16Bits, fromFloat16, toFloat16 } from './float16.js';
 import { formatBytes, HeapScope } from './heap.js';
-import type { AttentionOptions, GpuBufferLike, KvCacheAppendOptions, KvCacheOptions, Tensor, TensorInput } from './types.js';
+import type { AttentionOptions, CpuTensor, DType, GpuBufferLike, KvCacheAppendOptions, KvCacheOptions, TensorInput } from './types.js';
 import { checkGpuTensor, checkInput, GPU_USAGE, isGpuTensor, WebGPUError, type GpuState } from './webgpu.js';
 
 /** The WebGPU calls the cache makes (the standard GPUDevice/GPUQueue API). */
@@ -30,6 +31,8 @@ export class KvCache {
   readonly maxLength: number;
   readonly headDim: number;
   readonly valueDim: number;
+  /** Element type of the cached keys and values. */
+  readonly dtype: DType;
   /** @internal the module whose heap holds the cache */
   readonly module: SdpaModule;
   /** @internal heap byte addresses of the keys and the values (0 on the GPU) */
@@ -40,6 +43,8 @@ export class KvCache {
   readonly keyBuffer: GpuBufferLike | undefined;
   readonly valueBuffer: GpuBufferLike | undefined;
   private readonly held: Int32Array;
+  /** Whether a float16 Inf or NaN was appended since the last reset (the decode kernel then widens). */
+  private holdsNonFinite = false;
   private disposed = false;
 
   /** @internal use `attn.createKvCache` */
@@ -58,17 +63,20 @@ export class KvCache {
     this.maxLength = size('maxLength', options.maxLength);
     this.headDim = size('headDim', options.headDim);
     this.valueDim = options.valueDim === undefined ? this.headDim : size('valueDim', options.valueDim);
+    this.dtype = options.dtype === undefined ? 'float32' : checkDtype('createKvCache: dtype', options.dtype);
+    const bytesPerElement = this.dtype === 'float16' ? 2 : 4;
     const rows = this.batch * this.kvHeads * this.maxLength;
     for (const [name, dim] of [['keys', this.headDim], ['values', this.valueDim]] as const) {
       if (rows * dim > MAX_TENSOR_ELEMENTS) {
         throw new RangeError(`createKvCache: the ${name} [B, Hkv, maxLength, ${name === 'keys' ? 'E' : 'Ev'}] = [${this.batch}, ${this.kvHeads}, ${this.maxLength}, ${dim}] have more than 2^30 elements, more than wasm32 memory can hold`);
       }
     }
-    const keyBytes = 4 * rows * this.headDim, valueBytes = 4 * rows * this.valueDim;
+    const keyBytes = bytesPerElement * rows * this.headDim, valueBytes = bytesPerElement * rows * this.valueDim;
     this.module = module;
     this.held = new Int32Array(this.batch);
     if (gpu) {
       checkGpuUsable(gpu);
+      if (this.dtype === 'float16') throw new TypeError("createKvCache: dtype 'float16' is for the CPU backends; backend 'webgpu' caches float32");
       const maxBufferSize = (gpu.device.limits as { maxBufferSize?: number }).maxBufferSize ?? 256 * 2 ** 20;
       if (Math.max(keyBytes, valueBytes) > maxBufferSize) {
         throw new RangeError(`createKvCache: the keys/values need ${formatBytes(Math.max(keyBytes, valueBytes))} in one GPUBuffer, more than this device's maxBufferSize (${formatBytes(maxBufferSize)})`);
@@ -153,24 +161,42 @@ export class KvCache {
       this.appendGpu(key, value, n, lengths);
       return;
     }
-    const heap = this.module.HEAPF32;
+    const keys = this.stored(key as CpuTensor), values = this.stored(value as CpuTensor);
+    const half = this.dtype === 'float16';
+    const heap = half ? this.module.HEAPU16 : this.module.HEAPF32;
+    const bytes = half ? 2 : 4;
     for (let b = 0; b < this.batch; b++) {
       const added = lengths ? lengths[b]! : n;
       for (let h = 0; h < this.kvHeads; h++) {
         const head = b * this.kvHeads + h;
-        for (const [data, dim, address] of [[(key as Tensor).data, this.headDim, this.keyAddress], [(value as Tensor).data, this.valueDim, this.valueAddress]] as const) {
+        for (const [data, dim, address] of [[keys, this.headDim, this.keyAddress], [values, this.valueDim, this.valueAddress]] as const) {
           const from = head * n * dim;
-          heap.set(data.subarray(from, from + added * dim), address / 4 + (head * this.maxLength + this.held[b]!) * dim);
+          const rows = data.subarray(from, from + added * dim);
+          if (half && !this.holdsNonFinite) this.holdsNonFinite = anyNonFinite(rows as Uint16Array);
+          heap.set(rows, address / bytes + (head * this.maxLength + this.held[b]!) * dim);
         }
       }
       this.held[b] = this.held[b]! + added;
     }
   }
 
+  /** @internal Whether the float16 keys and values hold no Inf or NaN (the decode kernel reads them in place). */
+  get finite(): boolean {
+    return !this.holdsNonFinite;
+  }
+
+  /** An appended CPU tensor's data in the cache's element type (float16 rounded from float32, or widened). */
+  private stored(tensor: CpuTensor): Float32Array | Uint16Array {
+    const given = tensorDtype(tensor);
+    if (given === this.dtype) return given === 'float16' ? float16Bits(tensor.data as Uint16Array) : (tensor.data as Float32Array);
+    return this.dtype === 'float16' ? toFloat16(tensor.data as Float32Array) : fromFloat16(tensor.data as Uint16Array);
+  }
+
   /** Forgets every token (the memory stays allocated). */
   reset(): void {
     this.checkUsable();
     this.held.fill(0);
+    this.holdsNonFinite = false;
   }
 
   /** Frees the cache's memory (destroys its GPUBuffers). Later use, including a second `dispose()`, throws. */
@@ -267,9 +293,12 @@ export function cacheRequest(where: string, query: TensorInput, cache: KvCache, 
   const mapped = cacheOptions(cache, query, options);
   const { batch, kvHeads, headDim, valueDim, maxLength } = cache;
   const length = cache.length;
-  const request = requestForShapes(where, query as Tensor, [batch, kvHeads, length, headDim], [batch, kvHeads, length, valueDim], mapped);
+  const request = requestForShapes(where, query, [batch, kvHeads, length, headDim], [batch, kvHeads, length, valueDim], mapped);
   request.keyHeadStride = maxLength * headDim;
   request.valueHeadStride = maxLength * valueDim;
+  if (!isGpuTensor(query)) request.queryType = tensorDtype(query as CpuTensor);
+  request.keyType = request.valueType = cache.dtype;
+  request.keyValueFinite = cache.finite;
   return request;
 }
 

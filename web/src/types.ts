@@ -9,7 +9,33 @@
 export interface Tensor {
   data: Float32Array;
   shape: readonly number[];
+  /** Optional: float32 tensors need no dtype. */
+  dtype?: 'float32';
 }
+
+/**
+ * A `Float16Array` (Chrome/Edge ≥ 135, Firefox ≥ 129, Node ≥ 24), typed structurally so that
+ * the package's types need no `esnext` lib.
+ */
+export type Float16ArrayLike = ArrayBufferView & ArrayLike<number>;
+
+/**
+ * A dense row-major float16 tensor (IEEE binary16): `data` holds the values' 16-bit patterns
+ * (`toFloat16` makes them from numbers) or is a `Float16Array`. Accepted for query, key and value
+ * (and a KV cache's appends); computation is float32 inside, and the output comes back in the
+ * query's form (see `outputDtype`).
+ */
+export interface Float16Tensor {
+  data: Uint16Array | Float16ArrayLike;
+  shape: readonly number[];
+  dtype: 'float16';
+}
+
+/** Element types of attention inputs and outputs. */
+export type DType = 'float32' | 'float16';
+
+/** A CPU attention input: float32 or float16. */
+export type CpuTensor = Tensor | Float16Tensor;
 
 /**
  * A float32 tensor held in a caller's GPUBuffer (backend `'webgpu'` only), read in place: row-major
@@ -22,10 +48,12 @@ export interface GpuTensor {
   buffer: GpuBufferLike;
   shape: readonly number[];
   offset?: number;
+  /** The buffer's element type: default `'float32'`; `'float16'` holds 2-byte halves. */
+  dtype?: DType;
 }
 
-/** An attention input: a CPU tensor, or (backend `'webgpu'`) a GPU-resident one. */
-export type TensorInput = Tensor | GpuTensor;
+/** An attention input: a CPU tensor (float32 or float16), or (backend `'webgpu'`) a GPU-resident one. */
+export type TensorInput = Tensor | Float16Tensor | GpuTensor;
 
 /** The part of a `GPUBuffer` this library relies on (the full WebGPU type fits). */
 export interface GpuBufferLike {
@@ -145,7 +173,7 @@ export interface AttentionOptions {
    * fresh memory on every call. It may alias an input: inputs are copied before anything is
    * written. On an error it is left untouched.
    */
-  out?: Float32Array | GpuBufferLike | null;
+  out?: Float32Array | Uint16Array | Float16ArrayLike | GpuBufferLike | null;
   /**
    * Backend `'webgpu'`: `'gpu'` leaves the output in a GPUBuffer, returned as
    * `result.output = { buffer, shape }` (`STORAGE | COPY_SRC | COPY_DST` usage, owned by the
@@ -154,6 +182,13 @@ export interface AttentionOptions {
    * Default `'cpu'`.
    */
   outputLocation?: 'cpu' | 'gpu' | null;
+  /**
+   * The output's element type: default the query's (`'float16'` for a float16 query). Sums are
+   * float32 either way and only the output is rounded; an output beyond float16's range
+   * (±65504) is ±Infinity, never NaN. `out` must then be a Uint16Array (or Float16Array).
+   * Weights, scores and the log-sum-exp are float32.
+   */
+  outputDtype?: DType | null;
 }
 
 /** The result of a call with `outputLocation: 'gpu'`. */
@@ -174,6 +209,11 @@ export interface KvCacheOptions {
   headDim: number;
   /** Ev: the value head dim; default `headDim`. */
   valueDim?: number;
+  /**
+   * Element type of the cached keys and values: `'float16'` halves the memory and the bytes a
+   * decode step reads (appended float32 rows are rounded to float16). Default `'float32'`.
+   */
+  dtype?: DType;
 }
 
 /** Options of `KvCache.append`. */
@@ -200,9 +240,9 @@ export type VariantOptions = Pick<
   'softcap' | 'keyLengths' | 'window' | 'alibi' | 'alibiSlopes' | 'sinks' | 'queryDocuments' | 'keyDocuments'
 >;
 
-export interface AttentionResult {
-  /** `[..., Lq, Ev]` (the query's leading dims). */
-  output: Tensor;
+export interface AttentionResult<Output extends CpuTensor = Tensor> {
+  /** `[..., Lq, Ev]` (the query's leading dims), float32 or, with `outputDtype` float16, float16. */
+  output: Output;
   /** `[..., Lq, Lk]`, only when `returnWeights` was set. */
   weights?: Tensor;
   /** `[..., Lq, Lk]`, the stage `returnScores` asked for. */
@@ -236,7 +276,7 @@ export interface AttentionStages {
 }
 
 /** Which query row {@link Attention.traceOnlineSoftmax} traces (besides the attention options). */
-export interface TraceOptions extends Omit<AttentionOptions, 'returnWeights' | 'returnLogSumExp' | 'returnScores' | 'out' | 'outputLocation'> {
+export interface TraceOptions extends Omit<AttentionOptions, 'returnWeights' | 'returnLogSumExp' | 'returnScores' | 'out' | 'outputLocation' | 'outputDtype'> {
   /** Batch index (default 0). */
   batch?: number;
   /** Query head index (default 0). */

@@ -179,12 +179,12 @@ export function checkGpuTensor(name: string, tensor: GpuTensor, usage = 0): numb
 /** Checks a call's input: a CPU tensor, or a GPU-resident one. */
 export function checkInput(name: string, tensor: TensorInput): void {
   if (isGpuTensor(tensor)) checkGpuTensor(name, tensor);
-  else checkTensor(name, tensor);
+  else checkTensor(name, tensor, 'input');
 }
 
 /** Where the WebGPU glue finds a checked input: straight from the caller's array, or its buffer in place. */
 export function inputSource(tensor: TensorInput): WebGpuSource {
-  return isGpuTensor(tensor) ? { buffer: tensor.buffer, offset: tensor.offset ?? 0 } : { array: tensor.data };
+  return isGpuTensor(tensor) ? { buffer: tensor.buffer, offset: tensor.offset ?? 0 } : { array: tensor.data as Float32Array };
 }
 
 /** On a CPU backend: a GPU-resident input or `outputLocation: 'gpu'` is a TypeError naming the backend. */

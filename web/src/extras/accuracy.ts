@@ -49,3 +49,37 @@ export function toleranceBound(eRef: number, factor: number, value: ArrayLike<nu
   }
   return factor * eRef + 1e-5 * Math.max(1, largest);
 }
+
+/**
+ * Half the spacing of float16 values at |x|: the most that rounding a float32 result to float16
+ * moves it (2^-25 below 2^-14, where halves are subnormal).
+ */
+export function halfFloat16Ulp(x: number): number {
+  const a = Math.abs(x);
+  return a < 2 ** -14 ? 2 ** -25 : 2 ** (Math.floor(Math.log2(a)) - 11);
+}
+
+/**
+ * The float16 accuracy rule's measure of a float16 output against the float64 reference of the
+ * same (float16) inputs: the largest |o − o64| less the output's own rounding (half a float16 ulp
+ * of o64), to compare with {@link toleranceBound} (e_ref then being the error of a reference that
+ * stores float16 and accumulates float32: the 'scalar' backend with `outputDtype: 'float32'`).
+ * Where o64 rounds past float16's range the output must be the same-signed Infinity (0 if so).
+ */
+export function float16Excess(output: ArrayLike<number>, reference: ArrayLike<number>): number {
+  if (output.length !== reference.length) return Infinity;
+  let worst = 0;
+  for (let i = 0; i < output.length; i++) {
+    const x = output[i]!, y = reference[i]!;
+    if (Number.isNaN(x) || Number.isNaN(y)) {
+      if (Number.isNaN(x) !== Number.isNaN(y)) return Infinity;
+      continue;
+    }
+    if (Math.abs(y) >= 65520) {
+      if (x !== Math.sign(y) * Infinity) return Infinity;
+      continue;
+    }
+    worst = Math.max(worst, Math.abs(x - y) - halfFloat16Ulp(y));
+  }
+  return worst;
+}

@@ -10,7 +10,7 @@ import type { AttentionOptions, BackendChoice, MaskTensor, Tensor, Tensor64, Var
  * (same mask, causal alignment, scale and GQA setting), plus what the forward returned. The
  * forward's output options (`returnWeights`, `returnLogSumExp`, `out`) are not options here.
  */
-export interface BackwardOptions extends Omit<AttentionOptions, 'returnWeights' | 'returnLogSumExp' | 'returnScores' | 'out' | 'outputLocation'> {
+export interface BackwardOptions extends Omit<AttentionOptions, 'returnWeights' | 'returnLogSumExp' | 'returnScores' | 'out' | 'outputLocation' | 'outputDtype'> {
   /**
    * The forward's `output`, passed together with `logSumExp` (forward with
    * `returnLogSumExp: true`): the SIMD backward then skips recomputing the forward. Both or neither.
