@@ -2,11 +2,24 @@
 // The WebGPU backend in headless Chromium (navigator.gpu, SwiftShader): a representative subset of
 // the shared test body (tests/node/support/attention-suite.ts, run in full on dawn.node), the same
 // tolerance rule (4·e_ref + 1e-5·max(1, |V|max)) against the float64 reference, GPU-resident
-// tensors and a GPU KV cache (flash-decoding), and a fault.
+// tensors and a GPU KV cache (flash-decoding), float16 (inputs, a float16 GPU cache, a float16
+// output on the GPU), and a fault.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAttention, maxAbsDiff, toleranceBound, WebGPUError, type Attention, type AttentionOptions, type Tensor } from 'sdpa-web';
+import {
+  createAttention,
+  fromFloat16,
+  maxAbsDiff,
+  toFloat16,
+  toleranceBound,
+  WebGPUError,
+  type Attention,
+  type AttentionOptions,
+  type AttentionResult,
+  type Float16Tensor,
+  type Tensor,
+} from 'sdpa-web';
 import { randomMasks, randomTensor } from '../node/support/tensors.js';
-import { expectMatchesReference } from '../node/support/tolerance.js';
+import { expectMatchesReference, expectResultMatchesReference } from '../node/support/tolerance.js';
 
 describe('WebGPU backend in Chromium', () => {
   let attn: Attention;
@@ -113,6 +126,41 @@ describe('WebGPU backend in Chromium', () => {
       expect(maxAbsDiff(got, ref)).toBeLessThanOrEqual(bound);
     }
     expect(gpuAttn.webgpuInfo()!.pipelines.join(' ')).toMatch(/decode-partial/);
+    cache.dispose();
+    gpuAttn.dispose();
+    device.destroy();
+  });
+
+  it('float16: halves from the CPU, a float16 GPU KV cache (odd head dims, split-K decode), a float16 output on the GPU', async () => {
+    const device = await (await navigator.gpu.requestAdapter())!.requestDevice();
+    const gpuAttn = await createAttention({ backend: 'webgpu', gpuDevice: device });
+    expect(['shader-f16', 'unpack2x16float']).toContain(gpuAttn.webgpuInfo()!.float16);
+    // Tensors of halves and their exact float32 twins.
+    const pair = (shape: number[], seed: number, range: number): [Float16Tensor, Tensor] => {
+      const data = toFloat16(randomTensor(shape, seed, -range, range).data);
+      return [{ data, shape, dtype: 'float16' }, { data: fromFloat16(data), shape }];
+    };
+    const [hq, q] = pair([1, 4, 2, 13], 1, 2), [hk, k] = pair([1, 2, 300, 13], 2, 2), [hv, v] = pair([1, 2, 300, 7], 3, 1);
+    const options: AttentionOptions = { enableGqa: true, isCausal: 'bottom-right' };
+    const wide = await gpuAttn.scaledDotProductAttention(hq, hk, hv, { ...options, outputDtype: 'float32' });
+    expectResultMatchesReference(wide as AttentionResult, oracle, q, k, v, options, 4, 'float16 inputs');
+    const cache = gpuAttn.createKvCache({ batch: 1, kvHeads: 2, maxLength: 320, headDim: 13, valueDim: 7, dtype: 'float16' });
+    cache.append(hk, hv);
+    const onCache = await gpuAttn.scaledDotProductAttention(hq, cache, { enableGqa: true, isCausal: true, outputDtype: 'float32' });
+    expect(onCache.output.data).toEqual(wide.output.data);
+    const onGpu = await gpuAttn.scaledDotProductAttention(hq, cache, { enableGqa: true, isCausal: true, outputLocation: 'gpu' });
+    expect(onGpu.output.dtype).toBe('float16');
+    const n = wide.output.data.length;
+    const staging = device.createBuffer({ size: onGpu.output.buffer.size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const encoder = device.createCommandEncoder();
+    encoder.copyBufferToBuffer(onGpu.output.buffer as GPUBuffer, 0, staging, 0, staging.size);
+    device.queue.submit([encoder.finish()]);
+    await staging.mapAsync(GPUMapMode.READ);
+    // Rounded on the GPU exactly as toFloat16 rounds on the CPU.
+    expect(new Uint16Array(staging.getMappedRange().slice(0)).subarray(0, n)).toEqual(toFloat16(wide.output.data as Float32Array));
+    expect(gpuAttn.webgpuInfo()!.pipelines.join(' ')).toMatch(/decode-partial:.*:k=f16:v=f16/);
+    staging.destroy();
+    onGpu.output.buffer.destroy();
     cache.dispose();
     gpuAttn.dispose();
     device.destroy();

@@ -72,6 +72,7 @@ import {
   checkOutputLocation,
   GPU_USAGE,
   gpuSource,
+  inputDtype,
   inputSource,
   isGpuTensor,
   releaseGpu,
@@ -399,7 +400,8 @@ export class Attention {
       for (let lane = 0; lane < layout.lanes; lane++) sum += trace[at + 2 + lane]!;
       steps.push({ firstKey: trace[at]! - 1, max: trace[at + 1]!, sum: Math.fround(sum), accumulator: trace.slice(at + 2 + layout.lanes, at + 2 + layout.lanes + Ev) });
     }
-    return { tileKeys: layout.tileKeys, kernel: layout.kernel, steps, output };
+    // float32 inputs (attentionRequest took no others), so a float32 output.
+    return { tileKeys: layout.tileKeys, kernel: layout.kernel, steps, output: output as Tensor };
   }
 
   /**
@@ -611,7 +613,7 @@ export class Attention {
     value: TensorInput | undefined,
     options?: AttentionOptions,
     trace?: { batch: number; head: number; row: number; floats: number },
-  ): Promise<(AttentionResult & { trace?: Float32Array }) | GpuAttentionResult> {
+  ): Promise<(AttentionResult<CpuTensor> & { trace?: Float32Array }) | GpuAttentionResult> {
     this.checkUsable();
     const where = trace ? 'traceWebGpuOnlineSoftmax' : 'scaledDotProductAttention';
     const cache = key instanceof KvCache ? this.ownCache(key, true) : undefined;
@@ -622,12 +624,10 @@ export class Attention {
       checkInput('query', query);
       checkInput('key', key as TensorInput);
       checkInput('value', value!);
-      for (const [name, input] of [['query', query], ['key', key], ['value', value]] as const) {
-        if (!isGpuTensor(input) && tensorDtype(input as CpuTensor) === 'float16') {
-          throw new TypeError(`${name} is float16: backend 'webgpu' takes float32 tensors (the CPU backends take float16)`);
-        }
-      }
-      request = requestForShapes(where, query as Tensor, (key as TensorInput).shape, value!.shape, options);
+      request = requestForShapes(where, query, (key as TensorInput).shape, value!.shape, options);
+      request.queryType = inputDtype(query);
+      request.keyType = inputDtype(key as TensorInput);
+      request.valueType = inputDtype(value!);
     }
     const plan = this.module.planAttention(request);
     throwIfError(plan.error);
@@ -636,23 +636,26 @@ export class Attention {
     if (onGpu && (request.returnWeights || request.returnScores !== 'none' || options?.returnLogSumExp || trace)) {
       throw new TypeError("outputLocation 'gpu' returns the output only: returnWeights, returnScores and returnLogSumExp need outputLocation 'cpu'");
     }
+    const dtype = outputDtype(options?.outputDtype, inputDtype(query));
+    // A float16 output on the GPU is packed halves, written in whole 4-byte words.
+    const outputBytes = dtype === 'float16' ? 4 * Math.ceil(outputElements / 2) : 4 * outputElements;
     const outBuffer = onGpu && options?.out ? checkGpuBuffer('out', options.out, GPU_USAGE.STORAGE | GPU_USAGE.COPY_DST) : undefined;
-    if (outBuffer && outBuffer.size < 4 * outputElements) {
-      throw new RangeError(`out is a ${outBuffer.size}-byte GPUBuffer but the output [${plan.outputShape.join(', ')}] needs ${4 * outputElements} bytes`);
+    if (outBuffer && outBuffer.size < outputBytes) {
+      throw new RangeError(`out is a ${outBuffer.size}-byte GPUBuffer but the ${dtype === 'float16' ? 'float16 ' : ''}output [${plan.outputShape.join(', ')}] needs ${outputBytes} bytes`);
     }
     for (const [name, input] of [['query', query], ['key', key], ['value', value]] as const) {
       if (outBuffer && isGpuTensor(input) && input.buffer === outBuffer) {
         throw new TypeError(`out is also the ${name}'s buffer: WebGPU cannot read and write one buffer in a dispatch; write to another buffer`);
       }
     }
-    const out = onGpu ? undefined : checkOut(options?.out, outputElements, plan.outputShape, 'float32');
+    const out = onGpu ? undefined : checkOut(options?.out, outputElements, plan.outputShape, dtype);
     const weightsElements = request.returnWeights ? product(plan.weightsShape) : 0;
     const scoresElements = request.returnScores !== 'none' ? product(plan.weightsShape) : 0;
     HeapScope.checkTotal(inputBytes(undefined, undefined, undefined, options) + 4 * (weightsElements + scoresElements + (trace?.floats ?? 0)), 'this attention call');
     const gpu = await this.liveGpu();
     if (!gpu) {
       if (trace) throw new WebGPUError('unavailable', `no WebGPU device to trace on: ${this.currentFallbackReason ?? 'it fell back to SIMD'}`);
-      return this.runCpu('scaledDotProductAttention', query, key, value, options) as AttentionResult; // fell back (float32: float16 is checked above)
+      return this.runCpu('scaledDotProductAttention', query, key, value, options); // fell back
     }
     if (cache && cache.gpu !== gpu) cache.checkUsable(); // the device was lost and replaced: the cache went with it
     const heap = new HeapScope(this.module);
@@ -671,12 +674,13 @@ export class Attention {
       let output: Float32Array | undefined;
       if (onGpu) {
         const target = outBuffer ?? (created = (gpu.device as unknown as GpuDeviceApi).createBuffer({
-          size: Math.max(4, 4 * outputElements),
+          size: Math.max(4, outputBytes),
           usage: GPU_USAGE.STORAGE | GPU_USAGE.COPY_SRC | GPU_USAGE.COPY_DST,
         }));
-        sources.output = { buffer: target, offset: 0 };
+        sources.output = { buffer: target, offset: 0, float16: dtype === 'float16' };
       } else {
-        output = out ?? new Float32Array(outputElements);
+        // A float16 output is read back as float32 and rounded here (toFloat16: ties to even).
+        output = dtype === 'float32' && out ? (out as Float32Array) : new Float32Array(outputElements);
         sources.output = { array: output };
       }
       if (request.returnWeights) pointers.weights = heap.alloc(4 * weightsElements, 'weights');
@@ -713,9 +717,13 @@ export class Attention {
       if (onGpu) {
         const buffer = outBuffer ?? created!;
         created = undefined; // the caller's now
-        return { output: { buffer, shape: plan.outputShape } };
+        return { output: dtype === 'float16' ? { buffer, shape: plan.outputShape, dtype } : { buffer, shape: plan.outputShape } };
       }
-      const result: AttentionResult & { trace?: Float32Array } = { output: { data: output!, shape: plan.outputShape } };
+      const result: AttentionResult<CpuTensor> & { trace?: Float32Array } = {
+        output: dtype === 'float16'
+          ? float16Output(output!, plan.outputShape, out as Uint16Array | undefined, isGpuTensor(query) ? undefined : query.data)
+          : { data: output!, shape: plan.outputShape },
+      };
       if (trace) result.trace = heap.readFloat32(pointers.trace!, trace.floats);
       if (request.returnWeights) {
         result.weights = { data: heap.readFloat32(pointers.weights!, weightsElements), shape: plan.weightsShape };
@@ -854,7 +862,10 @@ export async function createEngine(options: CreateAttentionOptions = {}): Promis
   if (typeof options !== 'object' || options === null) throw new TypeError(`options must be an object; got ${describe(options)}`);
   checkOptionNames('createAttention', options, CREATE_ATTENTION_OPTION_NAMES);
   const { gpuLimits } = options;
-  if (typeof gpuLimits === 'object' && gpuLimits !== null) checkOptionNames('createAttention options.gpuLimits', gpuLimits, GPU_LIMIT_NAMES);
+  if (typeof gpuLimits === 'object' && gpuLimits !== null) {
+    checkOptionNames('createAttention options.gpuLimits', gpuLimits, GPU_LIMIT_NAMES);
+    if (gpuLimits.shaderF16 !== undefined) checkBoolean('gpuLimits.shaderF16', gpuLimits.shaderF16);
+  }
   const backend = options.backend ?? 'auto';
   const threads = checkThreadsOption(options.threads);
   const relaxedRequested = checkRelaxedSimdOption(options.relaxedSimd);

@@ -7,7 +7,7 @@ import { checkDtype, checkOptionNames, describe, KV_CACHE_APPEND_OPTION_NAMES, K
 import { anyNonFinite, float16Bits, fromFloat16, toFloat16 } from './float16.js';
 import { formatBytes, HeapScope } from './heap.js';
 import type { AttentionOptions, CpuTensor, DType, GpuBufferLike, KvCacheAppendOptions, KvCacheOptions, TensorInput } from './types.js';
-import { checkGpuTensor, checkInput, GPU_USAGE, isGpuTensor, WebGPUError, type GpuState } from './webgpu.js';
+import { checkGpuTensor, checkInput, GPU_USAGE, gpuTensorDtype, inputDtype, isGpuTensor, WebGPUError, type GpuState } from './webgpu.js';
 
 /** The WebGPU calls the cache makes (the standard GPUDevice/GPUQueue API). */
 interface GpuDeviceApi {
@@ -76,7 +76,6 @@ export class KvCache {
     this.held = new Int32Array(this.batch);
     if (gpu) {
       checkGpuUsable(gpu);
-      if (this.dtype === 'float16') throw new TypeError("createKvCache: dtype 'float16' is for the CPU backends; backend 'webgpu' caches float32");
       const maxBufferSize = (gpu.device.limits as { maxBufferSize?: number }).maxBufferSize ?? 256 * 2 ** 20;
       if (Math.max(keyBytes, valueBytes) > maxBufferSize) {
         throw new RangeError(`createKvCache: the keys/values need ${formatBytes(Math.max(keyBytes, valueBytes))} in one GPUBuffer, more than this device's maxBufferSize (${formatBytes(maxBufferSize)})`);
@@ -125,7 +124,9 @@ export class KvCache {
    * time) after each sequence's tokens, written in place. `lengths` (ragged batches): how many of
    * the n rows of each sequence are real. Past `maxLength` it is a RangeError and nothing is written.
    * On backend 'webgpu' key/value may be GPU-resident tensors (copied on the GPU; their buffers
-   * need `COPY_SRC`); CPU arrays are written straight from the caller's array.
+   * need `COPY_SRC`); CPU arrays are written straight from the caller's array. A float16 GPU
+   * cache takes float16 GPU tensors (copied) and float32 ones (rounded on the GPU); a float32 GPU
+   * cache takes float32 GPU tensors.
    */
   append(key: TensorInput, value: TensorInput, options?: KvCacheAppendOptions): void {
     this.checkUsable();
@@ -133,6 +134,9 @@ export class KvCache {
       if (isGpuTensor(tensor)) {
         if (!this.gpu) throw new TypeError(`${name} is a GPU-resident tensor { buffer, shape }; this KvCache is in wasm memory (a CPU backend's): pass { data: Float32Array, shape }`);
         checkGpuTensor(name, tensor, GPU_USAGE.COPY_SRC);
+        if (this.dtype === 'float32' && gpuTensorDtype(name, tensor) === 'float16') {
+          throw new TypeError(`${name} is a float16 GPU tensor and this KvCache holds float32: append float32 (or create the cache with dtype: 'float16')`);
+        }
       } else {
         checkInput(name, tensor);
       }
@@ -220,21 +224,39 @@ export class KvCache {
 
   /**
    * Each sequence's real rows, head by head, to its next free rows: writeBuffer straight from
-   * CPU arrays, or one copyBufferToBuffer per head from GPU-resident tensors.
+   * CPU arrays (in the cache's element type), or one copyBufferToBuffer per head from GPU-resident
+   * tensors. Both move whole 4-byte words, so a float16 cache takes them only where its rows
+   * (E·2 or Ev·2 bytes) and the source keep every run on whole words: even E and Ev, a float16
+   * source at an offset ≡ 0 (mod 4). Other runs, and float32 GPU tensors (rounded to float16),
+   * go through the WebGPU context's writeFloat16 (write_float16.wgsl), at any element offset.
    */
   private appendGpu(key: TensorInput, value: TensorInput, n: number, lengths: Int32Array | readonly number[] | undefined): void {
     const device = this.gpu!.device as unknown as GpuDeviceApi;
-    const encoder = [key, value].some(isGpuTensor) ? device.createCommandEncoder() : undefined;
-    for (let b = 0; b < this.batch; b++) {
-      const added = lengths ? lengths[b]! : n;
-      if (added === 0) continue;
-      for (let h = 0; h < this.kvHeads; h++) {
-        const head = b * this.kvHeads + h;
-        for (const [tensor, dim, target] of [[key, this.headDim, this.keyBuffer!], [value, this.valueDim, this.valueBuffer!]] as const) {
-          const from = head * n * dim, at = 4 * (head * this.maxLength + this.held[b]!) * dim;
-          if (isGpuTensor(tensor)) encoder!.copyBufferToBuffer(tensor.buffer, (tensor.offset ?? 0) + 4 * from, target, at, 4 * added * dim);
-          else device.queue.writeBuffer(target, at, tensor.data, from, added * dim);
+    const half = this.dtype === 'float16';
+    const bytes = half ? 2 : 4;
+    let encoder: ReturnType<GpuDeviceApi['createCommandEncoder']> | undefined;
+    for (const [tensor, dim, target] of [[key, this.headDim, this.keyBuffer!], [value, this.valueDim, this.valueBuffer!]] as const) {
+      const gpuSource = isGpuTensor(tensor);
+      const data = gpuSource ? undefined : this.stored(tensor as CpuTensor);
+      const sourceBytes = inputDtype(tensor) === 'float16' ? 2 : 4;
+      const offset = gpuSource ? (tensor.offset ?? 0) : 0;
+      // Runs the word-wise copies cannot take: [cache element, source element, count] triples.
+      const runs: number[] = [];
+      const wordWise = !half || (dim % 2 === 0 && (!gpuSource || (sourceBytes === 2 && offset % 4 === 0)));
+      for (let b = 0; b < this.batch; b++) {
+        const added = lengths ? lengths[b]! : n;
+        if (added === 0) continue;
+        for (let h = 0; h < this.kvHeads; h++) {
+          const head = b * this.kvHeads + h;
+          const from = head * n * dim, at = (head * this.maxLength + this.held[b]!) * dim;
+          if (!wordWise) runs.push(at, from, added * dim);
+          else if (gpuSource) (encoder ??= device.createCommandEncoder()).copyBufferToBuffer(tensor.buffer, offset + bytes * from, target, bytes * at, bytes * added * dim);
+          else device.queue.writeBuffer(target, bytes * at, data!, from, added * dim);
         }
+      }
+      if (runs.length > 0) {
+        const source = gpuSource ? { buffer: tensor.buffer, offset, float32: sourceBytes === 4 } : { array: data as Uint16Array };
+        this.gpu!.context.writeFloat16(target, source, runs);
       }
     }
     if (encoder) device.queue.submit([encoder.finish()]);
@@ -296,7 +318,7 @@ export function cacheRequest(where: string, query: TensorInput, cache: KvCache, 
   const request = requestForShapes(where, query, [batch, kvHeads, length, headDim], [batch, kvHeads, length, valueDim], mapped);
   request.keyHeadStride = maxLength * headDim;
   request.valueHeadStride = maxLength * valueDim;
-  if (!isGpuTensor(query)) request.queryType = tensorDtype(query as CpuTensor);
+  request.queryType = inputDtype(query);
   request.keyType = request.valueType = cache.dtype;
   request.keyValueFinite = cache.finite;
   return request;

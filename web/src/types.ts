@@ -38,9 +38,11 @@ export type DType = 'float32' | 'float16';
 export type CpuTensor = Tensor | Float16Tensor;
 
 /**
- * A float32 tensor held in a caller's GPUBuffer (backend `'webgpu'` only), read in place: row-major
- * from byte `offset` (default 0, a multiple of 4; multiples of the device's
- * minStorageBufferOffsetAlignment, 256, avoid a copy on the GPU). The buffer needs
+ * A tensor held in a caller's GPUBuffer (backend `'webgpu'` only), read in place: row-major from
+ * byte `offset` (default 0). float32: `offset` a multiple of 4 (multiples of the device's
+ * minStorageBufferOffsetAlignment, 256, avoid a copy on the GPU). float16 (`dtype: 'float16'`,
+ * packed 2-byte halves): `offset` a multiple of 2, never copied, and the buffer must reach the
+ * 4-byte boundary after the data (WebGPU binds whole 4-byte words). The buffer needs
  * `GPUBufferUsage.STORAGE` (and `COPY_SRC` to be appended to a KV cache), must belong to the
  * instance's device and stays the caller's.
  */
@@ -179,6 +181,8 @@ export interface AttentionOptions {
    * `result.output = { buffer, shape }` (`STORAGE | COPY_SRC | COPY_DST` usage, owned by the
    * caller: `destroy()` it), or written to `out` when that is a GPUBuffer (`STORAGE | COPY_DST`
    * usage, at least the output's bytes). Returns the output only (no weights or scores).
+   * A float16 output (`outputDtype`) is packed halves, `{ buffer, shape, dtype: 'float16' }`,
+   * rounded on the GPU; an `out` GPUBuffer then holds 2 bytes an element, rounded up to 4.
    * Default `'cpu'`.
    */
   outputLocation?: 'cpu' | 'gpu' | null;
@@ -384,6 +388,8 @@ export interface GpuLike {
     readonly info?: { isFallbackAdapter?: boolean; description?: string; architecture?: string };
     /** The older spelling of `info.isFallbackAdapter`. */
     readonly isFallbackAdapter?: boolean;
+    /** GPUSupportedFeatures: `'shader-f16'` is requested where the adapter has it. */
+    readonly features?: { has(name: string): boolean };
     requestDevice(descriptor?: object): Promise<GpuDeviceLike>;
   } | null>;
 }
@@ -396,6 +402,11 @@ export interface GpuLimitCaps {
   maxComputeWorkgroupStorageSize?: number;
   /** Below 256 the tiled kernel (a workgroup of 256) cannot run and the per-row kernel does. */
   maxComputeInvocationsPerWorkgroup?: number;
+  /**
+   * `false`: read float16 tensors through `unpack2x16float` even where the device has the
+   * `'shader-f16'` feature (whose kernels read `f16` storage); `true` or absent: the device decides.
+   */
+  shaderF16?: boolean;
 }
 
 /** What went wrong on the GPU (see {@link WebGPUError}). */
@@ -409,6 +420,11 @@ export interface WebGpuInfo {
   pipelines: string[];
   /** Calls submitted and not yet finished. */
   jobsInFlight: number;
+  /**
+   * How the kernels read float16 tensors on this device: `'shader-f16'` (`f16` storage, the
+   * device's feature) or `'unpack2x16float'` (u32 words of two halves). Sums are float32 either way.
+   */
+  float16: 'shader-f16' | 'unpack2x16float';
 }
 
 export interface SoftmaxOptions {

@@ -1,8 +1,9 @@
 // WebGPU devices: acquiring one (navigator.gpu or a given `gpu`), sharing a device's C++ context
 // between instances, and the typed error of the WebGPU backend.
 import type { SdpaModule, WebGpuAttention, WebGpuSource } from './wasm/sdpa_core.mjs';
-import { checkShape, checkTensor, describe } from './arguments.js';
-import type { CreateAttentionOptions, GpuBufferLike, GpuDeviceLike, GpuLike, GpuTensor, TensorInput, WebGPUErrorKind } from './types.js';
+import { checkDtype, checkShape, checkTensor, describe, tensorDtype } from './arguments.js';
+import { float16Bits } from './float16.js';
+import type { CpuTensor, CreateAttentionOptions, DType, GpuBufferLike, GpuDeviceLike, GpuLike, GpuTensor, TensorInput, WebGPUErrorKind } from './types.js';
 
 /** GPUBufferUsage flags (fixed by the WebGPU spec). */
 export const GPU_USAGE = { MAP_READ: 0x1, COPY_SRC: 0x4, COPY_DST: 0x8, STORAGE: 0x80 } as const;
@@ -114,13 +115,14 @@ export async function requestDevice(gpu: GpuLike | undefined, allowSoftware: boo
   }
   try {
     // Larger buffers mean fewer split dispatches and more workgroup memory larger key tiles: ask
-    // for what the adapter can give.
+    // for what the adapter can give. 'shader-f16' lets the kernels read float16 storage directly.
     const limits = adapter.limits as Record<string, number>;
     const requiredLimits: Record<string, number> = {};
     for (const name of ['maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupStorageSize']) {
       if (typeof limits[name] === 'number') requiredLimits[name] = limits[name];
     }
-    return { device: await adapter.requestDevice({ requiredLimits }) };
+    const requiredFeatures = adapter.features?.has('shader-f16') ? ['shader-f16'] : [];
+    return { device: await adapter.requestDevice({ requiredLimits, requiredFeatures }) };
   } catch (cause) {
     return { reason: `GPUAdapter.requestDevice() failed: ${String(cause)}` };
   }
@@ -158,22 +160,38 @@ export function checkGpuBuffer(name: string, buffer: unknown, need: number): Gpu
 }
 
 /**
- * Checks a GPU-resident tensor `{ buffer, shape, offset? }`: a STORAGE buffer (plus `usage`)
- * holding the shape's floats from a 4-byte-aligned offset. Returns its byte offset.
+ * Checks a GPU-resident tensor `{ buffer, shape, offset?, dtype? }`: a STORAGE buffer (plus
+ * `usage`) holding the shape's elements from an offset aligned to the element size (float32 4
+ * bytes, float16 2); a float16 tensor's buffer must also reach the 4-byte word its last half is
+ * in (the kernels bind whole words). Returns its byte offset.
  */
 export function checkGpuTensor(name: string, tensor: GpuTensor, usage = 0): number {
   checkGpuBuffer(`${name}.buffer`, tensor.buffer, GPU_USAGE.STORAGE | usage);
   const elements = checkShape(name, tensor.shape);
+  const size = gpuTensorDtype(name, tensor) === 'float16' ? 2 : 4;
   const offset = tensor.offset ?? 0;
-  if (typeof offset !== 'number' || !Number.isSafeInteger(offset) || offset < 0 || offset % 4 !== 0) {
-    throw new RangeError(`${name}.offset must be a byte offset ≥ 0 and a multiple of 4; got ${String(offset)}`);
+  if (typeof offset !== 'number' || !Number.isSafeInteger(offset) || offset < 0 || offset % size !== 0) {
+    const what = size === 2 ? 'a multiple of 2 (a float16 tensor)' : 'a multiple of 4';
+    throw new RangeError(`${name}.offset must be a byte offset ≥ 0 and ${what}; got ${String(offset)}`);
   }
-  if (offset + 4 * elements > tensor.buffer.size) {
+  const end = size === 2 ? Math.ceil((offset + 2 * elements) / 4) * 4 : offset + 4 * elements;
+  if (end > tensor.buffer.size) {
+    const words = size === 2 && end > offset + 2 * elements ? ' (to the end of its last 4-byte word: WebGPU binds whole words)' : '';
     throw new RangeError(
-      `${name}: shape [${tensor.shape.join(', ')}] needs ${4 * elements} bytes from offset ${offset}, past the end of its ${tensor.buffer.size}-byte buffer`,
+      `${name}: shape [${tensor.shape.join(', ')}] needs ${end - offset} bytes from offset ${offset}${words}, past the end of its ${tensor.buffer.size}-byte buffer`,
     );
   }
   return offset;
+}
+
+/** A GPU tensor's element type (`dtype`, default float32); a TypeError naming `name.dtype` otherwise. */
+export function gpuTensorDtype(name: string, tensor: GpuTensor): DType {
+  return tensor.dtype === undefined ? 'float32' : checkDtype(`${name}.dtype`, tensor.dtype);
+}
+
+/** The element type of a checked input (CPU or GPU). */
+export function inputDtype(tensor: TensorInput): DType {
+  return isGpuTensor(tensor) ? (tensor.dtype ?? 'float32') : tensorDtype(tensor as CpuTensor);
 }
 
 /** Checks a call's input: a CPU tensor, or a GPU-resident one. */
@@ -182,9 +200,13 @@ export function checkInput(name: string, tensor: TensorInput): void {
   else checkTensor(name, tensor, 'input');
 }
 
-/** Where the WebGPU glue finds a checked input: straight from the caller's array, or its buffer in place. */
+/**
+ * Where the WebGPU glue finds a checked input: straight from the caller's array (a float16 one's
+ * bits), or its buffer in place.
+ */
 export function inputSource(tensor: TensorInput): WebGpuSource {
-  return isGpuTensor(tensor) ? { buffer: tensor.buffer, offset: tensor.offset ?? 0 } : { array: tensor.data as Float32Array };
+  if (isGpuTensor(tensor)) return { buffer: tensor.buffer, offset: tensor.offset ?? 0 };
+  return { array: tensorDtype(tensor) === 'float16' ? float16Bits(tensor.data as Uint16Array) : (tensor.data as Float32Array) };
 }
 
 /** On a CPU backend: a GPU-resident input or `outputLocation: 'gpu'` is a TypeError naming the backend. */

@@ -39,27 +39,44 @@ export function halfValue(h: number): number {
   return sign * (exponent === 0 ? mantissa * 2 ** -24 : (1024 + mantissa) * 2 ** (exponent - 25));
 }
 
+/**
+ * A float16 result against the float64 reference of the float32 twins `q, k, v` by the float16
+ * rule; `oracle` is a scalar-backend instance (the reference, and e_ref on the float16 `halves`,
+ * or on the twins when not given).
+ */
+export function expectFloat16ResultOf(
+  oracle: Attention,
+  factor: number,
+  output: Float16Tensor,
+  q: Tensor,
+  k: Tensor,
+  v: Tensor,
+  options: AttentionOptions,
+  halves: [Float16Tensor, Float16Tensor, Float16Tensor] | undefined,
+  what: string,
+): void {
+  expect(output.dtype, what).toBe('float16');
+  const ref = oracle.referenceAttention(q, k, v, options);
+  const plain = halves
+    ? oracle.scaledDotProductAttentionSync(halves[0], halves[1], halves[2], { ...options, outputDtype: 'float32' }).output
+    : oracle.scaledDotProductAttentionSync(q, k, v, options).output;
+  let eRef = 0;
+  for (let i = 0; i < ref.output.data.length; i++) {
+    const d = Math.abs(plain.data[i]! - ref.output.data[i]!);
+    if (Number.isFinite(d)) eRef = Math.max(eRef, d);
+  }
+  const excess = float16Excess(fromFloat16(output.data as Uint16Array), ref.output.data);
+  const bound = toleranceBound(eRef, factor, v.data);
+  expect(excess, `${what}: excess ${excess} > ${bound} (e_ref ${eRef})`).toBeLessThanOrEqual(bound);
+}
+
 export function defineFloat16Suite(label: string, { factor, create }: Float16SuiteOptions): void {
   describe(`float16 on ${label}`, () => {
     let attn: Attention;
     let oracle: Attention;
 
-    /** A float16 result against the float64 reference of the float32 twins `q, k, v`. */
-    const expectFloat16Result = (output: Float16Tensor, q: Tensor, k: Tensor, v: Tensor, options: AttentionOptions, halves: [Float16Tensor, Float16Tensor, Float16Tensor] | undefined, what: string) => {
-      expect(output.dtype, what).toBe('float16');
-      const ref = oracle.referenceAttention(q, k, v, options);
-      const plain = halves
-        ? oracle.scaledDotProductAttentionSync(halves[0], halves[1], halves[2], { ...options, outputDtype: 'float32' }).output
-        : oracle.scaledDotProductAttentionSync(q, k, v, options).output;
-      let eRef = 0;
-      for (let i = 0; i < ref.output.data.length; i++) {
-        const d = Math.abs(plain.data[i]! - ref.output.data[i]!);
-        if (Number.isFinite(d)) eRef = Math.max(eRef, d);
-      }
-      const excess = float16Excess(fromFloat16(output.data as Uint16Array), ref.output.data);
-      const bound = toleranceBound(eRef, factor, v.data);
-      expect(excess, `${what}: excess ${excess} > ${bound} (e_ref ${eRef})`).toBeLessThanOrEqual(bound);
-    };
+    const expectFloat16Result = (output: Float16Tensor, q: Tensor, k: Tensor, v: Tensor, options: AttentionOptions, halves: [Float16Tensor, Float16Tensor, Float16Tensor] | undefined, what: string) =>
+      expectFloat16ResultOf(oracle, factor, output, q, k, v, options, halves, what);
 
     const check = async (shapes: [number[], number[], number[]], seed: number, options: AttentionOptions = {}, what = '', range = 2) => {
       const q = randomHalf(shapes[0], seed, -range, range), k = randomHalf(shapes[1], seed + 1, -range, range), v = randomHalf(shapes[2], seed + 2);
@@ -77,10 +94,11 @@ export function defineFloat16Suite(label: string, { factor, create }: Float16Sui
     });
 
     it('the core widens every half exactly (a one-key call returns its value row)', async () => {
+      // 1024 batches of one key and a value row of 64 halves (a head dim every backend takes).
       const every = Uint16Array.from({ length: 65536 }, (_, h) => h);
-      const query: Tensor = { data: new Float32Array([1]), shape: [1, 1] };
-      const key: Tensor = { data: new Float32Array([1]), shape: [1, 1] };
-      const { output } = await attn.scaledDotProductAttention(query, key, { data: every, shape: [1, 65536], dtype: 'float16' });
+      const query: Tensor = { data: new Float32Array(1024).fill(1), shape: [1024, 1, 1] };
+      const key: Tensor = { data: new Float32Array(1024).fill(1), shape: [1024, 1, 1] };
+      const { output } = await attn.scaledDotProductAttention(query, key, { data: every, shape: [1024, 1, 64], dtype: 'float16' });
       const want = fromFloat16(every);
       for (let h = 0; h < 65536; h++) {
         const got = output.data[h]!;
