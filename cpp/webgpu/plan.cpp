@@ -315,8 +315,10 @@ Status plan_webgpu_chunks(const AttentionPlan& p, const WebGpuLimits& limits,
   const bool masked = p.mask_kind != MaskKind::kNone;
 
   // One key/value head is the unit that cannot be cut (its softmax needs every key).
-  const uint64_t kv_bytes = std::max(webgpu_element_bytes(p.key_type) * p.Lk * p.E,
-                                     webgpu_element_bytes(p.value_type) * p.Lk * p.Ev);
+  WebGpuChunk one_head;
+  one_head.nkv = 1;
+  const WebGpuChunkBytes head_bytes = webgpu_chunk_bytes(p, one_head);
+  const uint64_t kv_bytes = std::max(head_bytes.key, head_bytes.value);
   if (kv_bytes > cap) {
     return Status::RangeError("one head's key/value (Lk = " + std::to_string(p.Lk) + ", E = " +
                               std::to_string(p.E) + ", Ev = " + std::to_string(p.Ev) + ") needs " +

@@ -277,7 +277,7 @@ describe('the float16 GPU KV cache', () => {
     });
   }
 
-  it('a float16 GPU tensor appended to a float32 GPU cache is a TypeError naming the dtypes; nothing written', async () => {
+  it('a float16 GPU tensor appended to a float32 GPU cache is a TypeError naming the dtypes (nothing written); an odd-sized float16 cache', async () => {
     const cache = attn.createKvCache({ batch: 1, kvHeads: 1, maxLength: 8, headDim: 4 });
     const k = randomHalf([1, 1, 2, 4], 1), v = randomHalf([1, 1, 2, 4], 2);
     const gk = toGpu(k.half.data as Uint16Array, k.half.shape, 0);
@@ -290,6 +290,13 @@ describe('the float16 GPU KV cache', () => {
     expectResultMatchesReference(got, oracle, q.float, k.float, v.float, { isCausal: false }, FACTOR, 'float16 rows in a float32 cache');
     gk.buffer.destroy();
     cache.dispose();
+    // A float16 cache of an odd number of halves (3 rows of 3): its last half is read with its word.
+    const odd = attn.createKvCache({ batch: 1, kvHeads: 1, maxLength: 3, headDim: 3, dtype: 'float16' });
+    const k3 = randomHalf([1, 1, 3, 3], 4), v3 = randomHalf([1, 1, 3, 3], 5), q3 = randomHalf([1, 1, 2, 3], 6);
+    odd.append(k3.half, v3.half);
+    const full = await attn.scaledDotProductAttention(q3.half, odd, { outputDtype: 'float32' });
+    expectResultMatchesReference(full as AttentionResult, oracle, q3.float, k3.float, v3.float, {}, FACTOR, 'an odd-sized float16 cache');
+    odd.dispose();
   });
 });
 

@@ -80,12 +80,13 @@ export class KvCache {
       if (Math.max(keyBytes, valueBytes) > maxBufferSize) {
         throw new RangeError(`createKvCache: the keys/values need ${formatBytes(Math.max(keyBytes, valueBytes))} in one GPUBuffer, more than this device's maxBufferSize (${formatBytes(maxBufferSize)})`);
       }
-      // WebGPU zero-initializes new buffers.
+      // WebGPU zero-initializes new buffers. Sizes in whole 4-byte words: the kernels bind a
+      // float16 cache's last half with the word it is in.
       const device = gpu.device as unknown as GpuDeviceApi;
       const usage = GPU_USAGE.STORAGE | GPU_USAGE.COPY_DST | GPU_USAGE.COPY_SRC;
       this.gpu = gpu;
-      this.keyBuffer = device.createBuffer({ size: keyBytes, usage });
-      this.valueBuffer = device.createBuffer({ size: valueBytes, usage });
+      this.keyBuffer = device.createBuffer({ size: 4 * Math.ceil(keyBytes / 4), usage });
+      this.valueBuffer = device.createBuffer({ size: 4 * Math.ceil(valueBytes / 4), usage });
       return;
     }
     HeapScope.checkTotal(keyBytes + valueBytes, 'this KV cache');
