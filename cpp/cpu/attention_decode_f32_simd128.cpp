@@ -13,6 +13,8 @@
 //    strides (a KV cache holds [B, Hkv, maxLength, E]); nothing is packed.
 //  - Keys are taken in chunks of 64: scores for all rows, softcap/ALiBi/mask (only where a row
 //    may have a hidden key in the chunk), then the online softmax per row (m, l, O) and O += P·V.
+//    While the scores are computed, one load per cache line of the chunk's V rows brings them in,
+//    so their misses overlap the dot products instead of stalling P·V.
 //  - Split-K: each (batch, KV head)'s visible keys are cut into splits of keys_per_split keys
 //    (core/dispatch chooses it from the thread count); each split is one task on the thread pool
 //    and leaves a partial (m, l, O) per row. The partials are merged by their log-sum-exp:
@@ -33,6 +35,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <limits>
 #include <utility>
 
@@ -98,13 +101,32 @@ inline void dot_rows(const float* const* q, const KV* k0, const KV* k1, idx E4, 
   }
 }
 
+// One load per 64-byte line of p[0, elements): pulls memory the next step reads into the cache
+// while this step computes (wasm has no prefetch instruction; demand misses of the V rows after
+// the scores left a core at 6-7 GB/s where it streams 10-11).
+template <typename KV>
+inline uint32_t touch_lines(const KV* p, idx elements) {
+  constexpr idx step = 64 / sizeof(KV);
+  uint32_t bits = 0;
+  for (idx i = 0; i < elements; i += step) {
+    KV x = p[i];
+    uint32_t u = 0;
+    std::memcpy(&u, &x, sizeof x);
+    bits ^= u;
+  }
+  return bits;
+}
+
 // Scores of kRows rows (query pointers q, score rows s) against keys [0, n) of a chunk (rows of
-// `keys`, E floats each), times the scale.
+// `keys`, E floats each), times the scale; with `touch`, the chunk's value rows (touch_row
+// elements each) are loaded line by line along the way (see touch_lines).
 template <int kRows, typename KV>
-void score_rows(const float* const* q, const KV* keys, idx n, idx E, float scale, float* const* s) {
+void score_rows(const float* const* q, const KV* keys, idx n, idx E, float scale, float* const* s, const KV* touch, idx touch_row) {
   const idx E4 = E / 4 * 4;
   const f32x4 neg_inf = splat(kNegInf);
+  uint32_t touched = 0;
   for (idx j = 0; j < n; j += 2) {
+    if (touch) touched ^= touch_lines(touch + j * touch_row, std::min<idx>(2, n - j) * touch_row);
     const KV* k0 = keys + j * E;
     const KV* k1 = j + 1 < n ? k0 + E : k0;
     f32x4 a[2 * kRows];
@@ -127,6 +149,8 @@ void score_rows(const float* const* q, const KV* keys, idx n, idx E, float scale
       if (j + 1 < n) s[r][j + 1] = d1 * scale;
     }
   }
+  volatile uint32_t keep = touched;  // the touching loads must not be optimized away
+  (void)keep;
 }
 
 // o_r[0, 4·NV) += Σ_j p_r[j]·v[j, 0, 4·NV) for kRows rows over n keys; kDropHidden: lanes of a
@@ -216,7 +240,8 @@ class SplitTask {
         q[x] = d_.in.query + ((b_ * d_.Hq + g.h) * d_.Lq + g.i) * d_.E;
         s[x] = scores_ + (r + x) * kChunk;
       }
-      score_rows<kRows>(q, keys, n, d_.E, p.scale, s);
+      // The first row block's pass pulls in the chunk's values for accumulate().
+      score_rows<kRows>(q, keys, n, d_.E, p.scale, s, r == 0 ? values_ + j0 * d_.Ev : nullptr, d_.Ev);
       r += kRows;
     };
     while (d_.R - r >= 4) rows(std::integral_constant<int, 4>{});
