@@ -13,6 +13,8 @@
 //    strides (a KV cache holds [B, Hkv, maxLength, E]); nothing is packed.
 //  - Keys are taken in chunks of 64: scores for all rows, softcap/ALiBi/mask (only where a row
 //    may have a hidden key in the chunk), then the online softmax per row (m, l, O) and O += P·V.
+//    While the scores are computed, one load per cache line of the chunk's V rows brings them in,
+//    so their misses overlap the dot products instead of stalling P·V.
 //  - Split-K: each (batch, KV head)'s visible keys are cut into splits of keys_per_split keys
 //    (core/dispatch chooses it from the thread count); each split is one task on the thread pool
 //    and leaves a partial (m, l, O) per row. The partials are merged by their log-sum-exp:
@@ -24,8 +26,9 @@
 //    overflow where out is finite). Fused multiply-adds: a dot product that came out −Inf or NaN
 //    is recomputed unfused (as dot_madd in cpu/simd128.h explains).
 // Keys and values may be float32 or float16 (a float16 KV cache known to hold no Inf/NaN): halves
-// are converted in registers as they are loaded (simd::load_half4_finite: 4 instructions per 4
-// values), so a step reads half the bytes; every sum stays float32.
+// are converted in registers as they are loaded, 8 per 16-byte load, to their values·2^-112
+// (simd::load_half8_scaled: 3 instructions per 4 values), and each score and output row is
+// multiplied by 2^112 once; a step reads half the bytes, and every sum stays float32.
 // Chosen by core/dispatch.cpp for the 'simd' backend when the query rows per KV head are few and
 // the keys many, with no weights or score output.
 #include "cpu/attention_decode_f32_simd128.h"
@@ -33,6 +36,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <limits>
 #include <utility>
 
@@ -72,11 +76,28 @@ std::pair<const float*, const float*> inputs<float>(const AttentionInputs& in) {
 template <>
 std::pair<const uint16_t*, const uint16_t*> inputs<uint16_t>(const AttentionInputs& in) { return {in.key_f16, in.value_f16}; }
 
-// K/V elements as floats: float32 as they are; float16 (finite: see load_half4_finite) converted.
-inline f32x4 load_kv(const float* p) { return load(p); }
-inline f32x4 load_kv(const uint16_t* p) { return load_half4_finite(p); }
-inline float kv_float(float x) { return x; }
-inline float kv_float(uint16_t h) { return float16_to_float32(h); }
+// Loading K/V elements of type KV as f32x4 vectors, kVectors at a time (kWidth elements): float32
+// as they are; float16 (finite) scaled by 2^-112 (simd::load_half8_scaled), which the sums undo
+// by kUnscale once per score and per output row. scaled(): one element the same way; exact():
+// its true value.
+template <typename KV>
+struct KvLoad;
+template <>
+struct KvLoad<float> {
+  static constexpr int kVectors = 1, kWidth = 4;
+  static constexpr float kUnscale = 1.0f;
+  static void load(const float* p, f32x4* v) { v[0] = simd::load(p); }
+  static float scaled(float x) { return x; }
+  static float exact(float x) { return x; }
+};
+template <>
+struct KvLoad<uint16_t> {
+  static constexpr int kVectors = 2, kWidth = 8;
+  static constexpr float kUnscale = 0x1p112f;
+  static void load(const uint16_t* p, f32x4* v) { load_half8_scaled(p, v); }
+  static float scaled(uint16_t h) { return float16_to_float32(h) * kHalfScaled; }
+  static float exact(uint16_t h) { return float16_to_float32(h); }
+};
 
 // The query row, head and row index of row r of a KV-head group.
 struct GroupRow {
@@ -84,53 +105,82 @@ struct GroupRow {
 };
 inline GroupRow group_row(const Decode& d, idx kv_head, idx r) { return {kv_head * d.group + r / d.Lq, r % d.Lq}; }
 
-// a[r·2 + k] = Σ_e lanes of q_r[e]·k_k[e] over the whole f32x4 part of E, for kRows rows and 2 keys.
+// a[r·2 + k] = Σ_e lanes of q_r[e]·k_k[e] over e < E_main (a multiple of KvLoad<KV>::kWidth),
+// for kRows rows and 2 keys (float16 keys: the sums scaled by 2^-112).
 template <int kRows, bool kFused, typename KV>
-inline void dot_rows(const float* const* q, const KV* k0, const KV* k1, idx E4, f32x4* a) {
+inline void dot_rows(const float* const* q, const KV* k0, const KV* k1, idx E_main, f32x4* a) {
+  using Load = KvLoad<KV>;
   for (int i = 0; i < 2 * kRows; ++i) a[i] = splat(0.0f);
-  for (idx e = 0; e < E4; e += 4) {
-    const f32x4 x0 = load_kv(k0 + e), x1 = load_kv(k1 + e);
-    for (int r = 0; r < kRows; ++r) {
-      const f32x4 qv = load(q[r] + e);
-      a[2 * r] = dot_madd<kFused>(qv, x0, a[2 * r]);
-      a[2 * r + 1] = dot_madd<kFused>(qv, x1, a[2 * r + 1]);
+  for (idx e = 0; e < E_main; e += Load::kWidth) {
+    f32x4 x0[Load::kVectors], x1[Load::kVectors];
+    Load::load(k0 + e, x0);
+    Load::load(k1 + e, x1);
+    for (int v = 0; v < Load::kVectors; ++v) {
+      for (int r = 0; r < kRows; ++r) {
+        const f32x4 qv = load(q[r] + e + 4 * v);
+        a[2 * r] = dot_madd<kFused>(qv, x0[v], a[2 * r]);
+        a[2 * r + 1] = dot_madd<kFused>(qv, x1[v], a[2 * r + 1]);
+      }
     }
   }
 }
 
+// One load per 64-byte line of p[0, elements): pulls memory the next step reads into the cache
+// while this step computes (wasm has no prefetch instruction; demand misses of the V rows after
+// the scores left a core at 6-7 GB/s where it streams 10-11).
+template <typename KV>
+inline uint32_t touch_lines(const KV* p, idx elements) {
+  constexpr idx step = 64 / sizeof(KV);
+  uint32_t bits = 0;
+  for (idx i = 0; i < elements; i += step) {
+    KV x = p[i];
+    uint32_t u = 0;
+    std::memcpy(&u, &x, sizeof x);
+    bits ^= u;
+  }
+  return bits;
+}
+
 // Scores of kRows rows (query pointers q, score rows s) against keys [0, n) of a chunk (rows of
-// `keys`, E floats each), times the scale.
+// `keys`, E floats each), times the scale; with `touch`, the chunk's value rows (touch_row
+// elements each) are loaded line by line along the way (see touch_lines).
 template <int kRows, typename KV>
-void score_rows(const float* const* q, const KV* keys, idx n, idx E, float scale, float* const* s) {
-  const idx E4 = E / 4 * 4;
+void score_rows(const float* const* q, const KV* keys, idx n, idx E, float scale, float* const* s, const KV* touch, idx touch_row) {
+  using Load = KvLoad<KV>;
+  const idx E_main = E / Load::kWidth * Load::kWidth;
   const f32x4 neg_inf = splat(kNegInf);
+  uint32_t touched = 0;
   for (idx j = 0; j < n; j += 2) {
+    if (touch) touched ^= touch_lines(touch + j * touch_row, std::min<idx>(2, n - j) * touch_row);
     const KV* k0 = keys + j * E;
     const KV* k1 = j + 1 < n ? k0 + E : k0;
     f32x4 a[2 * kRows];
-    dot_rows<kRows, kFusedMadd>(q, k0, k1, E4, a);
+    dot_rows<kRows, kFusedMadd>(q, k0, k1, E_main, a);
     if (kFusedMadd && may_have_overflowed(a, 2 * kRows, neg_inf)) {
       // Replace each (row, key) whose fused sum reached -Inf or NaN by its unfused sum.
       f32x4 unfused[2 * kRows];
-      dot_rows<kRows, false>(q, k0, k1, E4, unfused);
+      dot_rows<kRows, false>(q, k0, k1, E_main, unfused);
       for (int i = 0; i < 2 * kRows; ++i) {
         if (!all(less(neg_inf, a[i]))) a[i] = unfused[i];
       }
     }
     for (int r = 0; r < kRows; ++r) {
       float d0 = horizontal_sum(a[2 * r]), d1 = horizontal_sum(a[2 * r + 1]);
-      for (idx e = E4; e < E; ++e) {
-        d0 += q[r][e] * kv_float(k0[e]);
-        d1 += q[r][e] * kv_float(k1[e]);
+      for (idx e = E_main; e < E; ++e) {
+        d0 += q[r][e] * Load::scaled(k0[e]);
+        d1 += q[r][e] * Load::scaled(k1[e]);
       }
-      s[r][j] = d0 * scale;
-      if (j + 1 < n) s[r][j + 1] = d1 * scale;
+      s[r][j] = d0 * Load::kUnscale * scale;
+      if (j + 1 < n) s[r][j + 1] = d1 * Load::kUnscale * scale;
     }
   }
+  volatile uint32_t keep = touched;  // the touching loads must not be optimized away
+  (void)keep;
 }
 
-// o_r[0, 4·NV) += Σ_j p_r[j]·v[j, 0, 4·NV) for kRows rows over n keys; kDropHidden: lanes of a
-// hidden key (P = −0.0) add nothing even where V holds NaN or Inf.
+// o_r[0, 4·NV) += Σ_j p_r[j]·v[j, 0, 4·NV) for kRows rows over n keys (float16 values: scaled by
+// 2^-112); kDropHidden: lanes of a hidden key (P = −0.0) add nothing even where V holds NaN or Inf.
+// NV is a multiple of KvLoad<KV>::kVectors.
 template <int kRows, int NV, bool kDropHidden, typename KV>
 inline void accumulate_pv(const float* const* p, const KV* v, idx v_stride, idx n, float* const* o) {
   f32x4 a[kRows][NV];
@@ -140,7 +190,7 @@ inline void accumulate_pv(const float* const* p, const KV* v, idx v_stride, idx 
   const f32x4 hidden = from_bits(kNegativeZeroBits);
   for (idx j = 0; j < n; ++j, v += v_stride) {
     f32x4 vc[NV];
-    for (int c = 0; c < NV; ++c) vc[c] = load_kv(v + 4 * c);
+    for (int c = 0; c < NV; c += KvLoad<KV>::kVectors) KvLoad<KV>::load(v + 4 * c, vc + c);
     for (int r = 0; r < kRows; ++r) {
       const f32x4 x = splat(p[r][j]);
       const mask32x4 visible = bits_differ(x, hidden);
@@ -152,32 +202,40 @@ inline void accumulate_pv(const float* const* p, const KV* v, idx v_stride, idx 
   }
 }
 
+// O += P·V for kRows rows: column blocks of 16 (8 for 4 rows: 8 accumulators, each V vector
+// loaded once for all 4 rows), then what is left of the whole vectors, then single columns.
 template <int kRows, bool kDropHidden, typename KV>
 void accumulate_rows(const float* const* p, const KV* v, idx Ev, idx n, float* const* o) {
-  const idx ev_vectors = Ev / 4 * 4;
+  constexpr int kWidth = KvLoad<KV>::kWidth;
+  constexpr int kBlock = kRows >= 4 ? 2 : 4;  // vectors per column block
+  const idx ev_vectors = Ev / kWidth * kWidth;
   idx col = 0;
-  for (; col + 16 <= ev_vectors; col += 16) {
+  for (; col + 4 * kBlock <= ev_vectors; col += 4 * kBlock) {
     float* oc[kRows];
     for (int r = 0; r < kRows; ++r) oc[r] = o[r] + col;
-    accumulate_pv<kRows, 4, kDropHidden>(p, v + col, Ev, n, oc);
+    accumulate_pv<kRows, kBlock, kDropHidden>(p, v + col, Ev, n, oc);
   }
   if (col < ev_vectors) {
     float* oc[kRows];
     for (int r = 0; r < kRows; ++r) oc[r] = o[r] + col;
-    switch ((ev_vectors - col) / 4) {
-      case 1: accumulate_pv<kRows, 1, kDropHidden>(p, v + col, Ev, n, oc); break;
-      case 2: accumulate_pv<kRows, 2, kDropHidden>(p, v + col, Ev, n, oc); break;
-      default: accumulate_pv<kRows, 3, kDropHidden>(p, v + col, Ev, n, oc); break;
+    if constexpr (kWidth == 8) {
+      accumulate_pv<kRows, 2, kDropHidden>(p, v + col, Ev, n, oc);  // 8 columns left (kBlock 4)
+    } else {
+      switch ((ev_vectors - col) / 4) {
+        case 1: accumulate_pv<kRows, 1, kDropHidden>(p, v + col, Ev, n, oc); break;
+        case 2: accumulate_pv<kRows, 2, kDropHidden>(p, v + col, Ev, n, oc); break;
+        default: accumulate_pv<kRows, 3, kDropHidden>(p, v + col, Ev, n, oc); break;
+      }
     }
   }
-  // The last Ev % 4 dims one by one (V rows are read in place: no padding to load past).
+  // The last dims one by one (V rows are read in place: no padding to load past).
   for (idx c = ev_vectors; c < Ev; ++c) {
     for (int r = 0; r < kRows; ++r) {
       float sum = o[r][c];
       for (idx j = 0; j < n; ++j) {
         const float x = p[r][j];
         if (kDropHidden && x == 0.0f && std::signbit(x)) continue;
-        sum += x * kv_float(v[j * Ev + c]);
+        sum += x * KvLoad<KV>::scaled(v[j * Ev + c]);
       }
       o[r][c] = sum;
     }
@@ -216,7 +274,8 @@ class SplitTask {
         q[x] = d_.in.query + ((b_ * d_.Hq + g.h) * d_.Lq + g.i) * d_.E;
         s[x] = scores_ + (r + x) * kChunk;
       }
-      score_rows<kRows>(q, keys, n, d_.E, p.scale, s);
+      // The first row block's pass pulls in the chunk's values for accumulate().
+      score_rows<kRows>(q, keys, n, d_.E, p.scale, s, r == 0 ? values_ + j0 * d_.Ev : nullptr, d_.Ev);
       r += kRows;
     };
     while (d_.R - r >= 4) rows(std::integral_constant<int, 4>{});
@@ -297,8 +356,8 @@ class SplitTask {
   // O += P·V over the chunk's keys [j0, j0 + n).
   void accumulate(idx j0, idx n, bool drop_hidden, float* partial) const {
     const KV* v = values_ + j0 * d_.Ev;
-    const float* p[2];
-    float* o[2];
+    const float* p[4];
+    float* o[4];
     idx r = 0;
     auto rows = [&](auto count) {
       constexpr int kRows = decltype(count)::value;
@@ -313,7 +372,8 @@ class SplitTask {
       }
       r += kRows;
     };
-    while (d_.R - r >= 2) rows(std::integral_constant<int, 2>{});
+    while (d_.R - r >= 4) rows(std::integral_constant<int, 4>{});
+    if (d_.R - r >= 2) rows(std::integral_constant<int, 2>{});
     if (d_.R - r >= 1) rows(std::integral_constant<int, 1>{});
   }
 
@@ -344,7 +404,7 @@ class SplitTask {
         if (s[j] == kNegInf) continue;  // hidden: its V (even NaN) is left out
         const float w = std::exp(s[j] - M) / L;
         const KV* v = values_ + (j0 + j) * d_.Ev;
-        for (idx c = 0; c < d_.Ev; ++c) out[c] += w * kv_float(v[c]);
+        for (idx c = 0; c < d_.Ev; ++c) out[c] += w * KvLoad<KV>::exact(v[c]);
       }
     }
   }
@@ -392,8 +452,8 @@ void merge_group(const Decode& d, const SplitTask<KV>& task, idx b, idx kv_head,
       L += part[d.ev4 + 1] * w;
       for (idx c = 0; c < d.Ev; ++c) out[c] += part[c] * w;
     }
-    const float inv = 1.0f / L;
-    for (idx c = 0; c < d.Ev; ++c) out[c] *= inv;
+    const float inv = 1.0f / L;  // L ≥ 1 (the largest score's own term): inv·2^112 is finite
+    for (idx c = 0; c < d.Ev; ++c) out[c] *= inv * KvLoad<KV>::kUnscale;
     if (lse) lse[out_row] = M + std::log(L);
     if (!all_finite(out, d.Ev) || !std::isfinite(L)) task.recompute_row(row, M, L, out);
   }

@@ -68,16 +68,26 @@ inline f32x4 high_halves(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b, 2, 
 inline f32x4 exp2_from_magic(f32x4 n_plus_magic) {
   return wasm_i32x4_shl(wasm_i32x4_add(n_plus_magic, wasm_i32x4_splat(127 - 0x4B400000)), 23);
 }
-// Four float16 values (bit patterns) as floats, exactly, for finite halves only (Inf and NaN come
-// out as finite numbers ≥ 65536): each half moved to its lane's top 16 bits (one punpcklwd),
-// shifted arithmetically into a float's sign/exponent/mantissa places with the sign's copies
-// cleared from the exponent's top bits (the value·2^-112, exact for subnormal halves too), then
-// scaled by 2^112.
-inline f32x4 load_half4_finite(const uint16_t* p) {
+// float16 values (bit patterns) as floats scaled by 2^-112 (kHalfScaled), exactly, for finite
+// halves only (Inf and NaN come out as finite numbers): each half moved to its lane's top 16 bits
+// (one punpcklwd/punpckhwd), shifted arithmetically into a float's sign/exponent/mantissa places,
+// and the sign's copies cleared from the exponent's top bits. The value·2^-112 is exact (a
+// subnormal half becomes a normal or subnormal float); callers multiply their sums by 2^112.
+constexpr float kHalfScaled = 0x1p-112f;
+inline v128_t half_bits_to_scaled(v128_t high) {
+  return wasm_v128_and(wasm_i32x4_shr(high, 3), wasm_i32x4_const_splat(static_cast<int32_t>(0x8FFFFFFF)));
+}
+// Halves p[0, 4) into one vector.
+inline f32x4 load_half4_scaled(const uint16_t* p) {
   const v128_t halves = wasm_v128_load64_zero(p);
-  const v128_t high = wasm_i16x8_shuffle(wasm_i32x4_const_splat(0), halves, 0, 8, 1, 9, 2, 10, 3, 11);
-  const v128_t bits = wasm_v128_and(wasm_i32x4_shr(high, 3), wasm_i32x4_const_splat(static_cast<int32_t>(0x8FFFFFFF)));
-  return wasm_f32x4_mul(bits, wasm_f32x4_const_splat(0x1p112f));
+  return half_bits_to_scaled(wasm_i16x8_shuffle(wasm_i32x4_const_splat(0), halves, 0, 8, 1, 9, 2, 10, 3, 11));
+}
+// Halves p[0, 8) into two vectors (one 16-byte load).
+inline void load_half8_scaled(const uint16_t* p, f32x4* v) {
+  const v128_t halves = wasm_v128_load(p);
+  const v128_t zero = wasm_i32x4_const_splat(0);
+  v[0] = half_bits_to_scaled(wasm_i16x8_shuffle(zero, halves, 0, 8, 1, 9, 2, 10, 3, 11));
+  v[1] = half_bits_to_scaled(wasm_i16x8_shuffle(zero, halves, 4, 12, 5, 13, 6, 14, 7, 15));
 }
 inline float lane(f32x4 v, int i) {
   switch (i) {
@@ -157,11 +167,15 @@ inline f32x4 exp2_from_magic(f32x4 n_plus_magic) {
   return bit_cast<f32x4>((bit_cast<mask32x4>(n_plus_magic) + (127 - 0x4B400000)) << 23);
 }
 inline float lane(f32x4 v, int i) { return v[i]; }
-inline f32x4 load_half4_finite(const uint16_t* p) {
+constexpr float kHalfScaled = 0x1p-112f;
+inline f32x4 load_half4_scaled(const uint16_t* p) {
   const auto top = [](uint16_t h) { return static_cast<int32_t>(static_cast<uint32_t>(h) << 16); };
   const mask32x4 high = {top(p[0]), top(p[1]), top(p[2]), top(p[3])};
-  const mask32x4 bits = (high >> 3) & static_cast<int32_t>(0x8FFFFFFF);
-  return bit_cast<f32x4>(bits) * splat(0x1p112f);
+  return bit_cast<f32x4>((high >> 3) & static_cast<int32_t>(0x8FFFFFFF));
+}
+inline void load_half8_scaled(const uint16_t* p, f32x4* v) {
+  v[0] = load_half4_scaled(p);
+  v[1] = load_half4_scaled(p + 4);
 }
 
 #endif

@@ -1,5 +1,5 @@
 // The bench's cases (shapes), their inputs, and the check every engine passes before it is timed.
-import { maxAbsDiff, toleranceBound } from '../../dist/index.js';
+import { fromFloat16, maxAbsDiff, toFloat16, toleranceBound } from '../../dist/index.js';
 
 /**
  * A case is written H×L×E (B = 1, Lq = Lk = L, Ev = E), B×H×L×E, or B×H×Lq×Lk×E×Ev; tensors are
@@ -22,10 +22,14 @@ export function flops({ B, H, Lq, Lk, E, Ev }, { causal, backward }) {
 
 /**
  * The case's tensors q, k, v and dOut (for the backward), U(−1, 1) from the package's seeded
- * generator, one seed per tensor.
+ * generator, one seed per tensor, rounded to float16 values (so that the float16 engines compute
+ * on the same numbers and one reference checks every engine).
  */
 export function makeInputs(attn, { B, H, Lq, Lk, E, Ev }) {
-  const tensor = (seed, L, D) => attn.randomUniform([B, H, L, D], seed);
+  const tensor = (seed, L, D) => {
+    const t = attn.randomUniform([B, H, L, D], seed);
+    return { data: fromFloat16(toFloat16(t.data)), shape: t.shape };
+  };
   return { q: tensor(1, Lq, E), k: tensor(2, Lk, E), v: tensor(3, Lk, Ev), dOut: tensor(4, Lq, Ev) };
 }
 

@@ -52,6 +52,8 @@ const HELP = `npm run bench -- [options]: sdpa-web's speed in Node, against its 
                     also: sdpa-simd128-1t (relaxedSimd: false), sdpa-webgpu (forward too)
                     sdpa-*: the package in dist/ (scalar, simd on 1 thread or on --threads, webgpu);
                     sdpa-simd-1t-recompute: the backward without the forward's saved output;
+                    sdpa-simd-1t-f16/-mt-f16: forward on float16 inputs (output float32); in
+                    decode, a float16 KV cache;
                     ort-1t/ort-2t: onnxruntime-web on a MatMul/Softmax graph (ort-2t runs in a child
                     process with sdpa-simd-mt, its ratios chained through sdpa-simd-mt);
                     tfjs-wasm: TensorFlow.js on its wasm backend. ort and tfjs: forward, no mask.

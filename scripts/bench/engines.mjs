@@ -31,13 +31,15 @@ async function gpu() {
  * sdpa-web with createAttention(`options`); threads: 'many' takes ctx.threads (default every core)
  * and needs 2 or more. `baseline`: the package from ctx.baseline instead of this one's dist/.
  * `recompute`: the backward recomputes the forward instead of taking its output and log-sum-exp.
+ * `float16`: the forward on float16 query/key/value (converted once, untimed), output float32.
  */
-function sdpa(options, { baseline = false, recompute = false } = {}) {
+function sdpa(options, { baseline = false, recompute = false, float16 = false } = {}) {
   return async (ctx) => {
     if (recompute && !ctx.backward) throw new Error('backward only');
+    if (float16 && ctx.backward) throw new Error('forward only');
     if (baseline && !ctx.baseline) throw new Error('needs --baseline');
     const dist = baseline ? pathToFileURL(resolve(ctx.baseline, 'index.js')).href : '../../dist/index.js';
-    const { createAttention } = await import(dist);
+    const { createAttention, toFloat16 } = await import(dist);
     const create = { ...options, threads: options.threads === 'many' ? ctx.threads : options.threads };
     if (options.backend === 'webgpu') create.gpu = await gpu();
     const attn = await createAttention(create);
@@ -51,6 +53,10 @@ function sdpa(options, { baseline = false, recompute = false } = {}) {
       info,
       setup(c, { q, k, v, dOut }) {
         const forward = { isCausal: ctx.causal };
+        if (float16) {
+          [q, k, v] = [q, k, v].map((t) => ({ data: toFloat16(t.data), shape: t.shape, dtype: 'float16' }));
+          forward.outputDtype = 'float32';
+        }
         if (!ctx.backward) {
           const run = attn.backend === 'webgpu'
             ? async () => [(await attn.scaledDotProductAttention(q, k, v, forward)).output.data]
@@ -138,6 +144,8 @@ async function tfjsEngine(ctx) {
 export const ENGINES = {
   'sdpa-simd-1t': sdpa({ backend: 'simd', threads: 1 }),
   'sdpa-simd-mt': sdpa({ backend: 'simd', threads: 'many' }),
+  'sdpa-simd-1t-f16': sdpa({ backend: 'simd', threads: 1 }, { float16: true }),
+  'sdpa-simd-mt-f16': sdpa({ backend: 'simd', threads: 'many' }, { float16: true }),
   'sdpa-simd128-1t': sdpa({ backend: 'simd', threads: 1, relaxedSimd: false }),
   'sdpa-simd-1t-recompute': sdpa({ backend: 'simd', threads: 1 }, { recompute: true }),
   'sdpa-scalar': sdpa({ backend: 'scalar' }),

@@ -66,16 +66,20 @@ TEST(Float16, FloatsRoundToTheNearestHalfTiesToEven) {
   EXPECT_EQ(float32_to_float16(std::ldexp(1.5f, -25)), 1);
 }
 
-TEST(Float16, SimdLoaderEqualsTheScalarConversionForEveryFiniteHalf) {
+TEST(Float16, SimdLoadersGiveEveryFiniteHalfTimes2ToTheMinus112Exactly) {
   std::vector<uint16_t> halves;
   for (uint32_t h = 0; h < 65536; ++h) {
     if ((h & 0x7C00) != 0x7C00) halves.push_back(static_cast<uint16_t>(h));
   }
-  for (size_t i = 0; i + 4 <= halves.size(); i += 4) {
-    const simd::f32x4 v = simd::load_half4_finite(halves.data() + i);
-    for (int lane = 0; lane < 4; ++lane) {
-      const float got = simd::lane(v, lane), want = float16_to_float32(halves[i + lane]);
-      ASSERT_EQ(float_bits(got), float_bits(want)) << std::hex << halves[i + lane];
+  for (size_t i = 0; i + 8 <= halves.size(); i += 8) {
+    simd::f32x4 v[3];
+    simd::load_half8_scaled(halves.data() + i, v);
+    v[2] = simd::load_half4_scaled(halves.data() + i + 4);
+    for (int lane = 0; lane < 8; ++lane) {
+      const float got = simd::lane(v[lane / 4], lane % 4), want = float16_to_float32(halves[i + lane]);
+      ASSERT_EQ(float_bits(got * 0x1p112f), float_bits(want)) << std::hex << halves[i + lane];
+      ASSERT_EQ(static_cast<double>(got), std::ldexp(static_cast<double>(want), -112)) << std::hex << halves[i + lane];
+      if (lane >= 4) ASSERT_EQ(float_bits(simd::lane(v[2], lane - 4)), float_bits(got));
     }
   }
   EXPECT_TRUE(float16_any_nonfinite(std::vector<uint16_t>{0, 0x7C00}.data(), 2));
@@ -142,6 +146,12 @@ TEST(Float16, DecodeReadsAFiniteFloat16CacheInPlace) {
       ExpectFloat16MatchesReference(gqa_problem(1, Lk, E, 5 + static_cast<uint32_t>(Lk + E)), Backend::kSimd128, Lk + 37,
                                     true, true, "decode in place Lk=" + std::to_string(Lk) + " E=" + std::to_string(E));
     }
+  }
+  // 5 rows per KV head (a block of 4 and one), value dims with a block of 8 and a scalar tail.
+  for (int64_t Ev : {12, 24, 29}) {
+    Problem rows5 = make_problem({1, 5, 1, 20}, {1, 1, 333, 20}, {1, 1, 333, Ev}, 70 + static_cast<uint32_t>(Ev), 2.0f);
+    rows5.request.enable_gqa = true;
+    ExpectFloat16MatchesReference(rows5, Backend::kSimd128, 340, true, true, "5 rows, Ev=" + std::to_string(Ev));
   }
   Problem causal = gqa_problem(2, 200, 32, 9);
   causal.request.causal = CausalAlignment::kBottomRight;

@@ -218,7 +218,7 @@ export function defineAttentionSuite(backend: BackendName, { factor, create }: S
       await attn.scaledDotProductAttention(q, k, v, { isCausal: true });
       const heapBefore = attn.memoryStats().heapBytesInUse;
       const known =
-        '(known: attnMask, isCausal, scale, softcap, keyLengths, window, alibi, alibiSlopes, sinks, queryDocuments, keyDocuments, enableGqa, returnScores, returnWeights, returnLogSumExp, out, outputLocation)';
+        '(known: attnMask, isCausal, scale, softcap, keyLengths, window, alibi, alibiSlopes, sinks, queryDocuments, keyDocuments, enableGqa, returnScores, returnWeights, returnLogSumExp, out, outputLocation, outputDtype)';
       const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
       const cases: [string, Record<string, unknown>, RegExp][] = [
         // The typo this guards against: ignored, it would give non-causal attention.
