@@ -55,13 +55,6 @@ uint64_t widened_total_bytes(const AttentionPlan& plan, const Widened& w) {
          (w.value ? widened_bytes(plan.value_elements()) : 0);
 }
 
-// Widens the [B, Hkv, Lk, dim] rows of a (possibly strided) float16 key or value into dense floats.
-void widen_heads(const AttentionPlan& plan, const uint16_t* src, int64_t head_stride, int64_t dim, float* dst) {
-  for (int64_t head = 0; head < plan.B * plan.Hkv; ++head) {
-    widen_float16(src + head * head_stride, dst + head * plan.Lk * dim, plan.Lk * dim);
-  }
-}
-
 uint64_t float32_workspace_bytes(Backend backend, const AttentionPlan& plan, int threads) {
   switch (backend) {
     case Backend::kScalar: return reference_workspace_bytes<float>(plan);
@@ -152,27 +145,19 @@ void run_attention(Backend backend, const AttentionPlan& plan, const AttentionIn
   const Widened w = widened_inputs(backend, plan);
   AttentionInputs widened = in;
   char* next = static_cast<char*>(workspace);
-  if (w.query) {
-    float* q = reinterpret_cast<float*>(next);
-    widen_float16(in.query_f16, q, plan.query_elements());
-    widened.query = q;
-    widened.query_f16 = nullptr;
-    next += widened_bytes(plan.query_elements());
-  }
-  if (w.key) {
-    float* k = reinterpret_cast<float*>(next);
-    widen_heads(plan, in.key_f16, plan.key_head_stride, plan.E, k);
-    widened.key = k;
-    widened.key_f16 = nullptr;
-    next += widened_bytes(plan.key_elements());
-  }
-  if (w.value) {
-    float* v = reinterpret_cast<float*>(next);
-    widen_heads(plan, in.value_f16, plan.value_head_stride, plan.Ev, v);
-    widened.value = v;
-    widened.value_f16 = nullptr;
-    next += widened_bytes(plan.value_elements());
-  }
+  // One float16 input, `heads` blocks of head_elements halves head_stride apart (a KV cache's
+  // rows), widened to dense floats at `next`.
+  const auto widen = [&](const uint16_t*& half, const float*& full, int64_t heads, int64_t head_stride,
+                         int64_t head_elements) {
+    float* dense = reinterpret_cast<float*>(next);
+    for (int64_t h = 0; h < heads; ++h) widen_float16(half + h * head_stride, dense + h * head_elements, head_elements);
+    full = dense;
+    half = nullptr;
+    next += widened_bytes(heads * head_elements);
+  };
+  if (w.query) widen(widened.query_f16, widened.query, 1, 0, plan.query_elements());
+  if (w.key) widen(widened.key_f16, widened.key, plan.B * plan.Hkv, plan.key_head_stride, plan.Lk * plan.E);
+  if (w.value) widen(widened.value_f16, widened.value, plan.B * plan.Hkv, plan.value_head_stride, plan.Lk * plan.Ev);
   run_float32(backend, widened_plan(plan, w), widened, output, weights, next, threads, lse, scores);
 }
 

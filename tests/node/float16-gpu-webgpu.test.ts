@@ -19,7 +19,7 @@ import {
   type Tensor,
 } from 'sdpa-web';
 import { expectFloat16ResultOf, randomHalf } from './support/float16-suite.js';
-import { randomMasks } from './support/tensors.js';
+import { concatLengths, randomMasks } from './support/tensors.js';
 import { expectResultMatchesReference } from './support/tolerance.js';
 import { swiftShaderDevice } from './support/webgpu.js';
 
@@ -216,19 +216,6 @@ describe('the float16 GPU KV cache', () => {
   });
   afterAll(() => attn.dispose());
 
-  /** `rows` ([B, Hkv, n_i, dim] each) concatenated along the length. */
-  const concat = (rows: Float32Array[], B: number, Hkv: number, dim: number): Tensor => {
-    const L = rows.reduce((n, r) => n + r.length / (B * Hkv * dim), 0);
-    const data = new Float32Array(B * Hkv * L * dim);
-    let at = 0;
-    for (const r of rows) {
-      const n = r.length / (B * Hkv * dim);
-      for (let head = 0; head < B * Hkv; head++) data.set(r.subarray(head * n * dim, (head + 1) * n * dim), (head * L + at) * dim);
-      at += n;
-    }
-    return { data, shape: [B, Hkv, L, dim] };
-  };
-
   for (const [E, Ev] of [[16, 8], [13, 7]] as const) {
     it(`E = ${E}, Ev = ${Ev}: appends of CPU float16/float32 and GPU float16 (offsets 0 and 2)/float32 tensors, each step equal to one call on the concatenation`, async () => {
       const [B, Hq, Hkv] = [2, 4, 2];
@@ -259,7 +246,7 @@ describe('the float16 GPU KV cache', () => {
         const q = randomHalf([B, Hq, 1, E], seed++);
         const options: AttentionOptions = { enableGqa: true, isCausal: true };
         const stepped = await attn.scaledDotProductAttention(q.half, cache, { ...options, outputDtype: 'float32' });
-        const k = concat(keys, B, Hkv, E), v = concat(values, B, Hkv, Ev);
+        const k = concatLengths(keys, B, Hkv, E), v = concatLengths(values, B, Hkv, Ev);
         const halfK: Float16Tensor = { data: toFloat16(k.data), shape: k.shape, dtype: 'float16' };
         const halfV: Float16Tensor = { data: toFloat16(v.data), shape: v.shape, dtype: 'float16' };
         const whole = await attn.scaledDotProductAttention(q.half, halfK, halfV, { enableGqa: true, isCausal: 'bottom-right', outputDtype: 'float32' });

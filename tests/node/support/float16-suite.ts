@@ -17,7 +17,7 @@ import {
   type KvCache,
   type Tensor,
 } from 'sdpa-web';
-import { randomMasks, randomTensor } from './tensors.js';
+import { concatLengths, randomMasks, randomTensor } from './tensors.js';
 
 export interface Float16SuiteOptions {
   /** f of the tolerance rule. */
@@ -209,17 +209,7 @@ export function defineFloat16Suite(label: string, { factor, create }: Float16Sui
           keys.push(k.float.data);
           values.push(v.float.data);
         };
-        const dense = (rows: Float32Array[], dim: number): Tensor => {
-          const L = rows.reduce((n, r) => n + r.length / (B * Hkv * dim), 0);
-          const data = new Float32Array(B * Hkv * L * dim);
-          let at = 0;
-          for (const r of rows) {
-            const n = r.length / (B * Hkv * dim);
-            for (let head = 0; head < B * Hkv; head++) data.set(r.subarray(head * n * dim, (head + 1) * n * dim), (head * L + at) * dim);
-            at += n;
-          }
-          return { data, shape: [B, Hkv, L, dim] };
-        };
+        const dense = (rows: Float32Array[], dim: number): Tensor => concatLengths(rows, B, Hkv, dim);
         append(300, false);
         for (let step = 0; step < 6; step++) {
           append(1, step % 2 === 1);

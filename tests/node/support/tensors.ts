@@ -54,3 +54,16 @@ export function centralDifference(x: { data: Float32Array }, i: number, loss: ()
   x.data[i] = x0;
   return (up - down) / 2 ** -9;
 }
+
+/** Tensors [B, H, n_i, dim] (their data, in order) concatenated along the length: [B, H, Σn_i, dim]. */
+export function concatLengths(parts: Float32Array[], B: number, H: number, dim: number): Tensor {
+  const L = parts.reduce((n, r) => n + r.length / (B * H * dim), 0);
+  const data = new Float32Array(B * H * L * dim);
+  let at = 0;
+  for (const r of parts) {
+    const n = r.length / (B * H * dim);
+    for (let head = 0; head < B * H; head++) data.set(r.subarray(head * n * dim, (head + 1) * n * dim), (head * L + at) * dim);
+    at += n;
+  }
+  return { data, shape: [B, H, L, dim] };
+}
