@@ -2,7 +2,7 @@
 // own output: each number they show is checked against sdpa-web run here in Node on the same inputs.
 import { createAttention, type Attention } from 'sdpa-web';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { gradientView, onlineTrace, precisionInputs, varianceAt, worstError } from '../../web/demo/src/lib/explainers';
+import { float16Precision, gradientView, onlineTrace, precisionInputs, varianceAt, worstError } from '../../web/demo/src/lib/explainers';
 import { planCall, WEBGPU_DEFAULT_LIMITS } from '../../web/demo/src/lib/planner';
 import { pytorchAttention, TORCH_VARIANTS } from '../../web/demo/src/lib/pytorch';
 import { buildDemo, openAllSections, start, type Session } from './support';
@@ -162,6 +162,14 @@ describe('demo explainers', () => {
       const shown = Number(await page.getAttribute(`#prec-table tr[data-engine="${engine}"] td[data-v]`, 'data-v'));
       expect(relClose(shown, want, 1e-6), `${engine}: page ${shown}, library ${want}`).toBe(true);
     }
+    // float16 storage on SIMD128 (bit-identical on every engine): the library's numbers, within the float16 rule.
+    const simd128 = await createAttention({ backend: 'simd', relaxedSimd: false });
+    const half = float16Precision(simd128, attn, inputs);
+    simd128.dispose();
+    const halfShown = await page.$$eval('#prec-float16 tr[data-engine="float16"] td[data-v]', (tds) => tds.map((td) => Number((td as HTMLElement).dataset.v)));
+    expect(halfShown).toEqual([half.storage, half.excess]);
+    expect(half.storage).toBeGreaterThan(10 * half.excess); // storage, not arithmetic, is what float16 costs
+    expect(await page.getAttribute('#prec-float16 tbody td:last-child', 'class')).toBe('ok');
     // Chromium runs all four here (relaxed SIMD, and WebGPU on its software adapter).
     const verdicts = await page.$$eval('#prec-table tbody tr', (trs) => trs.map((tr) => [(tr as HTMLElement).dataset.engine, tr.querySelector('td.ok, td.slip, td.note')?.className]));
     expect(verdicts).toEqual([['scalar', 'ok'], ['simd128', 'ok'], ['relaxed', 'ok'], ['webgpu', 'ok']]);

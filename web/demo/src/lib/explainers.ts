@@ -1,8 +1,8 @@
 // The explainers' computations (variance, gradients, precision), DOM-free so the browser tests run
 // them in Node too. Every score, weight, output and gradient comes from sdpa-web; the page computes
 // only display statistics (variances, maxima) and, for the softmax Jacobian, the formula it explains.
-import type { Attention, AttentionOptions, Tensor } from 'sdpa-web';
-import { maxAbsDiff, toleranceBound } from 'sdpa-web';
+import type { Attention, AttentionOptions, Float16Tensor, Tensor } from 'sdpa-web';
+import { float16Excess, fromFloat16, maxAbsDiff, toFloat16, toleranceBound } from 'sdpa-web';
 import { randn } from './compute';
 import { entropy, maxOf, rowsOf, stdOf, tensor, type NumTensor } from './tensors';
 
@@ -152,6 +152,31 @@ export function precisionOf(output: ArrayLike<number>, o64: ArrayLike<number>, i
   const { error, at } = worstError(output, o64, inputs.v.shape[1]);
   const factor = gpu ? 4 : 2;
   return { error, at, factor, bound: toleranceBound(eRef, factor, inputs.v.data) };
+}
+
+/** What storing Q, K, V and the output in float16 costs, and what the kernel itself adds. */
+export interface Float16Precision {
+  /** max |o16 − o64|: the float16 output against the float64 reference of the float32 inputs. */
+  storage: number;
+  /** The kernel's own error on the rounded inputs, less the output's rounding (float16Excess). */
+  excess: number;
+  /** The float16 rule's bound: 2·e_ref + 1e-5·max(1, |V|max), e_ref the scalar backend's on the rounded inputs. */
+  bound: number;
+}
+
+/**
+ * `attn` (a CPU instance) on `inputs` rounded to float16, its output float16, against the float64
+ * reference of the original inputs and of the rounded ones; `scalar` gives e_ref.
+ */
+export function float16Precision(attn: Attention, scalar: Attention, inputs: PrecisionInputs): Float16Precision {
+  const half = (t: Tensor): Float16Tensor => ({ data: toFloat16(t.data), shape: t.shape, dtype: 'float16' });
+  const [q, k, v] = [half(inputs.q), half(inputs.k), half(inputs.v)];
+  const output = fromFloat16(attn.scaledDotProductAttentionSync(q, k, v, inputs.options).output.data as Uint16Array);
+  const o64 = scalar.referenceAttention(inputs.q, inputs.k, inputs.v, inputs.options).output.data;
+  const rounded64 = scalar.referenceAttention(q, k, v, inputs.options).output.data;
+  const plain = scalar.scaledDotProductAttentionSync(q, k, v, { ...inputs.options, outputDtype: 'float32' }).output.data;
+  const vRounded = fromFloat16(v.data as Uint16Array);
+  return { storage: maxAbsDiff(output, o64), excess: float16Excess(output, rounded64), bound: toleranceBound(maxAbsDiff(plain, rounded64), 2, vRounded) };
 }
 
 // ── Online softmax ──

@@ -5,7 +5,7 @@
 import * as Plot from '@observablehq/plot';
 import type { Attention, BackendChoice } from 'sdpa-web';
 import { getParam, setParams, webgpuLabel, type App } from '../lib/app';
-import { precisionInputs, precisionOf, worstError, type PrecisionResult } from '../lib/explainers';
+import { float16Precision, precisionInputs, precisionOf, worstError, type PrecisionResult } from '../lib/explainers';
 import { fitMath, tex } from '../lib/katex';
 import { el, nextFrame } from '../lib/tensors';
 
@@ -56,6 +56,7 @@ export function mountPrecisionLab(app: App): void {
   scaleSel.value = SCALES.includes(Number(getParam('prs'))) ? getParam('prs')! : String(DEFAULTS.scale);
   const status = el('p', { id: 'prec-status', class: 'note', role: 'status', text: 'Loading the backends…' });
   const table = el('div', { id: 'prec-table', class: 'table-scroll' });
+  const halfTable = el('div', { id: 'prec-float16', class: 'table-scroll' });
   const sweeps = el('div', { id: 'prec-sweeps', class: 'lab-pair' });
   sec.append(
     el('p', { text: 'Every backend computes in float32, and float32 rounds. How much, and where? The same seeded Q, K, V [L × 64] go to each backend this browser can run; sdpa-web’s float64 reference (the oracle of its tests) gives the exact answer. A larger logit scale (the scores multiplied, as with a small temperature) makes the softmax sharper and its exponentials larger: rounding grows with it.' }),
@@ -64,6 +65,8 @@ export function mountPrecisionLab(app: App): void {
     el('div', { class: 'controls' }, el('label', {}, 'Length Lq = Lk', lengthSel), el('label', {}, 'Logit scale (scores × s)', scaleSel)),
     status,
     table,
+    el('p', { text: 'Models in browsers ship in float16: 11 significant bits instead of 24. sdpa-web stores float16 but computes in float32, so only the inputs’ and the output’s roundings show. The same inputs rounded to float16 on SIMD128: the first number is what float16 storage costs against the exact answer of the float32 inputs; the second is the kernel’s own error on the rounded inputs (less the output’s own rounding, half a float16 ulp), held to the same rule.' }),
+    halfTable,
     sweeps,
   );
   let engines: Engine[] = [];
@@ -98,6 +101,21 @@ export function mountPrecisionLab(app: App): void {
             : [el('td', { colspan: 4, class: 'note', text: `not here: ${engine.reason}` })]),
         ))),
       ));
+      const simd128 = engines.find((e) => e.name === 'simd128' && e.attn)?.attn;
+      const scalar = engines.find((e) => e.name === 'scalar' && e.attn)?.attn;
+      if (simd128 && scalar) {
+        const half = float16Precision(simd128, scalar, precisionInputs(app.attn, length, scale));
+        halfTable.replaceChildren(el('table', { class: 'data', 'data-testid': 'precision-float16' },
+          el('thead', {}, el('tr', {}, ...['float16 storage', 'max |o − o₆₄|', 'kernel’s own error', 'the rule’s bound', 'within'].map((c) => el('th', { scope: 'col', text: c })))),
+          el('tbody', {}, el('tr', { 'data-engine': 'float16' },
+            el('th', { scope: 'row' }, 'SIMD128', el('small', { class: 'engine-how', text: 'halves in, float32 sums, half out' })),
+            el('td', { 'data-v': String(half.storage), text: half.storage.toExponential(2) }),
+            el('td', { 'data-v': String(half.excess), text: half.excess.toExponential(2) }),
+            el('td', { text: `${half.bound.toExponential(2)} (f = 2)` }),
+            el('td', { class: half.excess <= half.bound ? 'ok' : 'slip', text: half.excess <= half.bound ? '✓ yes' : '✗ no' }),
+          )),
+        ));
+      }
       status.textContent = `L = ${length}, logit scale ${scale}: each backend’s output against sdpa-web’s float64 referenceAttention. Sweeping the scale and the length…`;
       await sweep(my, length, scale);
       if (my !== token) return;
