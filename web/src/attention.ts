@@ -212,6 +212,8 @@ export class Attention {
    * Synchronous {@link Attention.scaledDotProductAttention}, CPU backends only: on a `'webgpu'`
    * instance it throws (GPU results arrive asynchronously).
    */
+  scaledDotProductAttentionSync(query: CpuTensor, key: CpuTensor, value: CpuTensor, options: AttentionOptions & { outputDtype: 'float16' }): AttentionResult<Float16Tensor>;
+  scaledDotProductAttentionSync(query: CpuTensor, cache: KvCache, options: AttentionOptions & { outputDtype: 'float16' }): AttentionResult<Float16Tensor>;
   scaledDotProductAttentionSync(query: Tensor, key: CpuTensor, value: CpuTensor, options?: AttentionOptions): AttentionResult;
   /** Synchronous attention over a {@link KvCache} (see the async form), CPU backends only. */
   scaledDotProductAttentionSync(query: Tensor, cache: KvCache, options?: AttentionOptions): AttentionResult;
