@@ -3,7 +3,7 @@
 // the shared test body (tests/node/support/attention-suite.ts, run in full on dawn.node), the same
 // tolerance rule (4·e_ref + 1e-5·max(1, |V|max)) against the float64 reference, GPU-resident
 // tensors and a GPU KV cache (flash-decoding), float16 (inputs, a float16 GPU cache, a float16
-// output on the GPU), and a fault.
+// output on the GPU; Float16Array in and out, on WebGPU and the scalar backend), and a fault.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createAttention,
@@ -164,6 +164,26 @@ describe('WebGPU backend in Chromium', () => {
     cache.dispose();
     gpuAttn.dispose();
     device.destroy();
+  });
+
+  it('Float16Array (this engine has it) needs no dtype, and the output comes back as a Float16Array, into out too', async () => {
+    const Float16 = (globalThis as unknown as { Float16Array: new (buffer: ArrayBufferLike, offset?: number, length?: number) => ArrayBufferView & ArrayLike<number> }).Float16Array;
+    expect(typeof Float16).toBe('function');
+    const bits = (shape: number[], seed: number) => toFloat16(randomTensor(shape, seed).data);
+    const [qb, kb, vb] = [bits([3, 9, 8], 40), bits([3, 70, 8], 41), bits([3, 70, 5], 42)];
+    const view = (b: Uint16Array) => new Float16(b.buffer, b.byteOffset, b.length);
+    for (const engine of [oracle, attn]) {
+      const asBits = await engine.scaledDotProductAttention({ data: qb, shape: [3, 9, 8], dtype: 'float16' }, { data: kb, shape: [3, 70, 8], dtype: 'float16' }, { data: vb, shape: [3, 70, 5], dtype: 'float16' }, { isCausal: true });
+      const native = await engine.scaledDotProductAttention({ data: view(qb), shape: [3, 9, 8] } as unknown as Float16Tensor, { data: view(kb), shape: [3, 70, 8] } as unknown as Float16Tensor, { data: view(vb), shape: [3, 70, 5] } as unknown as Float16Tensor, { isCausal: true });
+      expect(native.output.data).toBeInstanceOf(Float16);
+      expect(native.output.dtype).toBe('float16');
+      const nativeBits = new Uint16Array(native.output.data.buffer, native.output.data.byteOffset, native.output.data.length);
+      expect(nativeBits).toEqual(asBits.output.data);
+      const out = new Float16(new ArrayBuffer(2 * 3 * 9 * 5));
+      const into = await engine.scaledDotProductAttention({ data: view(qb), shape: [3, 9, 8] } as unknown as Float16Tensor, { data: view(kb), shape: [3, 70, 8] } as unknown as Float16Tensor, { data: view(vb), shape: [3, 70, 5] } as unknown as Float16Tensor, { isCausal: true, out });
+      expect(into.output.data).toBe(out);
+      expect(new Uint16Array(out.buffer)).toEqual(asBits.output.data);
+    }
   });
 
   it('calls in flight together all resolve; work split under lowered limits; device.destroy() rejects with device-lost', async () => {
