@@ -268,20 +268,27 @@ int threads_of(const val& request, Backend backend, const AttentionPlan& plan) {
   return threads_for(backend, Pass::kForward, plan, t.isUndefined() || t.isNull() ? 1 : t.as<int>(), max_threads());
 }
 
-// query, key, value and, for a masked plan, mask; document ids for a plan with documents.
-AttentionInputs inputs_from(PointerBag& pointers, const AttentionPlan& plan) {
+// query, key, value (a float16 one as its halves: query_f16, ...) and, for a masked plan, mask;
+// document ids for a plan with documents. `in_heap(name)`: whether query/key/value `name` is in
+// the bag (a WebGPU call's may live in a caller's array or GPUBuffer instead).
+template <typename InHeap>
+AttentionInputs inputs_from(PointerBag& pointers, const AttentionPlan& plan, InHeap&& in_heap) {
   AttentionInputs in;
-  const auto half = [](ElementType type) { return type == ElementType::kFloat16; };
-  if (half(plan.query_type)) in.query_f16 = pointers.required<const uint16_t>("query");
-  else in.query = pointers.required<const float>("query");
-  if (half(plan.key_type)) in.key_f16 = pointers.required<const uint16_t>("key");
-  else in.key = pointers.required<const float>("key");
-  if (half(plan.value_type)) in.value_f16 = pointers.required<const uint16_t>("value");
-  else in.value = pointers.required<const float>("value");
+  const auto input = [&](const char* name, ElementType type, const float** f32, const uint16_t** f16) {
+    if (type == ElementType::kFloat16) *f16 = pointers.required_if<const uint16_t>(in_heap(name), name);
+    else *f32 = pointers.required_if<const float>(in_heap(name), name);
+  };
+  input("query", plan.query_type, &in.query, &in.query_f16);
+  input("key", plan.key_type, &in.key, &in.key_f16);
+  input("value", plan.value_type, &in.value, &in.value_f16);
   in.mask = pointers.required_if<const void>(plan.mask_kind != MaskKind::kNone, "mask");
   in.query_documents = pointers.required_if<const int32_t>(plan.documents, "queryDocuments");
   in.key_documents = pointers.required_if<const int32_t>(plan.documents, "keyDocuments");
   return in;
+}
+
+AttentionInputs inputs_from(PointerBag& pointers, const AttentionPlan& plan) {
+  return inputs_from(pointers, plan, [](const char*) { return true; });
 }
 
 // Plans `request` with `make` and, when it is valid, runs body(plan, bag), which reads its
@@ -354,6 +361,7 @@ val trace_online_softmax_js(val request, val pointers, double batch, double head
   val out = val::object();
   int64_t written = 0;
   out.set(js("error"), run_planned(plan_from_js, request, pointers, [&](const AttentionPlan& plan, PointerBag& bag) {
+    if (Status s = check_float32_inputs(plan, "traceOnlineSoftmax"); !s.ok()) return s;
     const AttentionInputs in = inputs_from(bag, plan);
     float* output = bag.required<float>("output");
     float* steps = bag.required<float>("steps");
@@ -377,6 +385,7 @@ val trace_online_softmax_js(val request, val pointers, double batch, double head
 template <typename T>
 val run_reference_js(const val& request, const val& pointers, bool explain) {
   return run_planned(plan_from_js, request, pointers, [&](const AttentionPlan& plan, PointerBag& bag) {
+    if (Status s = check_float32_inputs(plan, explain ? "explain" : "referenceAttention"); !s.ok()) return s;
     const AttentionInputs in = inputs_from(bag, plan);
     ReferenceOutputs<T> out;
     out.output = bag.required<T>("output");
@@ -449,17 +458,7 @@ val webgpu_call(WebGpuAttention& gpu, const AttentionPlan& plan, val pointers, u
   float* trace = nullptr;
   if (s.ok()) {
     PointerBag bag(pointers);
-    // A float16 input in the heap is read as its halves (query_f16, ...).
-    const auto input = [&](const char* name, ElementType type, const float** f32, const uint16_t** f16) {
-      if (type == ElementType::kFloat16) *f16 = bag.required_if<const uint16_t>(in_heap(name), name);
-      else *f32 = bag.required_if<const float>(in_heap(name), name);
-    };
-    input("query", plan.query_type, &in.query, &in.query_f16);
-    input("key", plan.key_type, &in.key, &in.key_f16);
-    input("value", plan.value_type, &in.value, &in.value_f16);
-    in.mask = bag.required_if<const void>(plan.mask_kind != MaskKind::kNone, "mask");
-    in.query_documents = bag.required_if<const int32_t>(plan.documents, "queryDocuments");
-    in.key_documents = bag.required_if<const int32_t>(plan.documents, "keyDocuments");
+    in = inputs_from(bag, plan, in_heap);
     output = bag.required_if<float>(in_heap("output"), "output");
     weights = bag.required_if<float>(plan.return_weights, "weights");
     scores = bag.required_if<float>(plan.return_scores != ScoreStage::kNone, "scores");

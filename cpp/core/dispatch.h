@@ -66,7 +66,8 @@ void run_attention(Backend backend, const AttentionPlan& plan, const AttentionIn
                    float* output, float* weights, void* workspace, int threads = 1,
                    float* lse = nullptr, float* scores = nullptr);
 
-// An error naming `what` when `plan` has a float16 input: the backward and the trace take float32.
+// An error naming `what` when `plan` has a float16 input: the backward, the trace and the reference
+// bindings (explain, referenceAttention, which widens in TypeScript) take float32.
 Status check_float32_inputs(const AttentionPlan& plan, const char* what);
 
 // The SIMD tile kernel on one thread with its online-softmax trace of one row (the explainer's

@@ -38,6 +38,17 @@ describe('sdpa_core.mjs (Emscripten output)', () => {
     m._free(ptr);
   });
 
+  it('the float32-only bindings (trace, explain, the float64 reference) refuse a float16 request before reading an address', async () => {
+    const m = await createSdpaModule();
+    const request = {
+      queryShape: [4, 8], keyShape: [70, 8], valueShape: [70, 8], maskKind: 'none' as const, maskShape: [], causal: 'none' as const,
+      scale: undefined, enableGqa: false, returnWeights: false, keyType: 'float16' as const,
+    };
+    expect(m.traceOnlineSoftmax(request, {}, 0, 0, 0).error).toEqual({ name: 'TypeError', message: expect.stringMatching(/^traceOnlineSoftmax takes float32 query, key and value/) });
+    expect(m.explainAttention(request, {})).toEqual({ name: 'TypeError', message: expect.stringMatching(/^explain takes float32/) });
+    expect(m.referenceAttention64(request, {})).toEqual({ name: 'TypeError', message: expect.stringMatching(/^referenceAttention takes float32/) });
+  });
+
   it('reports allocation failure with 0 instead of aborting (-sABORTING_MALLOC=0)', async () => {
     const m = await createSdpaModule();
     expect(m._malloc(4 * 1024 * 1024 * 1024 - 1)).toBe(0);
