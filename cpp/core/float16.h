@@ -60,8 +60,6 @@ inline uint16_t float32_to_float16(float x) {
 
 // dst[i] = float16_to_float32(src[i]) for i < n.
 void widen_float16(const uint16_t* src, float* dst, int64_t n);
-// dst[i] = float32_to_float16(src[i]) for i < n.
-void narrow_to_float16(const float* src, uint16_t* dst, int64_t n);
 // Whether some half of src[0, n) is Inf or NaN.
 bool float16_any_nonfinite(const uint16_t* src, int64_t n);
 
