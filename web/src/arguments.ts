@@ -15,6 +15,7 @@ import type {
   MaskTensor,
   Float16ArrayLike,
   SoftmaxOptions,
+  TensorInput,
   TraceOptions,
   VariantOptions,
 } from './types.js';
@@ -217,9 +218,17 @@ export function checkDtype(name: string, dtype: unknown): DType {
   throw new TypeError(`${name} must be 'float32' or 'float16'${closest ? `; did you mean '${closest}'?` : ''}; got ${describe(dtype)}`);
 }
 
-/** The element type of a checked CPU tensor. */
-export function tensorDtype(tensor: CpuTensor): DType {
-  return tensor.dtype === 'float16' || isFloat16Array(tensor.data) ? 'float16' : 'float32';
+/** The element type of a checked attention input, on the CPU or (`{ buffer, dtype? }`) the GPU. */
+export function tensorDtype(tensor: TensorInput): DType {
+  return tensor.dtype === 'float16' || ('data' in tensor && isFloat16Array(tensor.data)) ? 'float16' : 'float32';
+}
+
+/** `request` with the element types of its (checked) query, key and value. */
+export function withInputTypes(request: AttentionRequest, query: TensorInput, key: TensorInput, value: TensorInput): AttentionRequest {
+  request.queryType = tensorDtype(query);
+  request.keyType = tensorDtype(key);
+  request.valueType = tensorDtype(value);
+  return request;
 }
 
 export function checkTensor(name: string, tensor: unknown, kind: DataKind = 'float32'): void {
@@ -312,12 +321,7 @@ export function attentionRequest(
     throw new TypeError(`${where} returns CPU arrays: outputLocation must be 'cpu' (or absent); 'gpu' is for scaledDotProductAttention on backend 'webgpu'; got ${describe(location)}`);
   }
   const request = requestForShapes(where, query, key.shape, value.shape, options);
-  if (float16) {
-    request.queryType = tensorDtype(query);
-    request.keyType = tensorDtype(key);
-    request.valueType = tensorDtype(value);
-  }
-  return request;
+  return float16 ? withInputTypes(request, query, key, value) : request;
 }
 
 /**

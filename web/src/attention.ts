@@ -6,6 +6,7 @@ import {
   checkTensor,
   outputDtype,
   tensorDtype,
+  withInputTypes,
   checkBoolean,
   checkNumber,
   checkOptionNames,
@@ -72,7 +73,6 @@ import {
   checkOutputLocation,
   GPU_USAGE,
   gpuSource,
-  inputDtype,
   inputSource,
   isGpuTensor,
   releaseGpu,
@@ -626,10 +626,7 @@ export class Attention {
       checkInput('query', query);
       checkInput('key', key as TensorInput);
       checkInput('value', value!);
-      request = requestForShapes(where, query, (key as TensorInput).shape, value!.shape, options);
-      request.queryType = inputDtype(query);
-      request.keyType = inputDtype(key as TensorInput);
-      request.valueType = inputDtype(value!);
+      request = withInputTypes(requestForShapes(where, query, (key as TensorInput).shape, value!.shape, options), query, key as TensorInput, value!);
     }
     const plan = this.module.planAttention(request);
     throwIfError(plan.error);
@@ -638,7 +635,7 @@ export class Attention {
     if (onGpu && (request.returnWeights || request.returnScores !== 'none' || options?.returnLogSumExp || trace)) {
       throw new TypeError("outputLocation 'gpu' returns the output only: returnWeights, returnScores and returnLogSumExp need outputLocation 'cpu'");
     }
-    const dtype = outputDtype(options?.outputDtype, inputDtype(query));
+    const dtype = outputDtype(options?.outputDtype, tensorDtype(query));
     // A float16 output on the GPU is packed halves, written in whole 4-byte words.
     const outputBytes = dtype === 'float16' ? 4 * Math.ceil(outputElements / 2) : 4 * outputElements;
     const outBuffer = onGpu && options?.out ? checkGpuBuffer('out', options.out, GPU_USAGE.STORAGE | GPU_USAGE.COPY_DST) : undefined;

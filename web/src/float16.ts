@@ -79,13 +79,6 @@ export function float16Bits(data: Uint16Array | Float16ArrayLike): Uint16Array {
   return data instanceof Uint16Array ? data : new Uint16Array(data.buffer, data.byteOffset, data.length);
 }
 
-/** A float16 tensor of `bits` in the form of `like`'s data (a Float16Array where `like` was one). */
-export function float16Tensor(bits: Uint16Array, shape: readonly number[], like?: unknown): Float16Tensor {
-  const type = float16ArrayType();
-  const data = type && isFloat16Array(like) ? new type(bits.buffer, bits.byteOffset, bits.length) : bits;
-  return { data, shape, dtype: 'float16' };
-}
-
 /**
  * `values` rounded to a float16 output tensor: written into `out` (Uint16Array or Float16Array)
  * and returned as it when given, else a new one in the form of `like` (Float16Array or bits).
@@ -95,7 +88,9 @@ export function float16Output(values: Float32Array, shape: readonly number[], ou
     toFloat16(values, float16Bits(out));
     return { data: out, shape, dtype: 'float16' };
   }
-  return float16Tensor(toFloat16(values), shape, like);
+  const bits = toFloat16(values);
+  const type = float16ArrayType();
+  return { data: type && isFloat16Array(like) ? new type(bits.buffer, bits.byteOffset, bits.length) : bits, shape, dtype: 'float16' };
 }
 
 /** Whether some half of `bits` is Inf or NaN. */

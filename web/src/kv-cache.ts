@@ -7,7 +7,7 @@ import { checkDtype, checkOptionNames, describe, KV_CACHE_APPEND_OPTION_NAMES, K
 import { anyNonFinite, float16Bits, fromFloat16, toFloat16 } from './float16.js';
 import { formatBytes, HeapScope } from './heap.js';
 import type { AttentionOptions, CpuTensor, DType, GpuBufferLike, KvCacheAppendOptions, KvCacheOptions, TensorInput } from './types.js';
-import { checkGpuTensor, checkInput, GPU_USAGE, gpuTensorDtype, inputDtype, isGpuTensor, WebGPUError, type GpuState } from './webgpu.js';
+import { checkGpuTensor, checkInput, GPU_USAGE, gpuTensorDtype, isGpuTensor, WebGPUError, type GpuState } from './webgpu.js';
 
 /** The WebGPU calls the cache makes (the standard GPUDevice/GPUQueue API). */
 interface GpuDeviceApi {
@@ -239,7 +239,7 @@ export class KvCache {
     for (const [tensor, dim, target] of [[key, this.headDim, this.keyBuffer!], [value, this.valueDim, this.valueBuffer!]] as const) {
       const gpuSource = isGpuTensor(tensor);
       const data = gpuSource ? undefined : this.stored(tensor as CpuTensor);
-      const sourceBytes = inputDtype(tensor) === 'float16' ? 2 : 4;
+      const sourceBytes = tensorDtype(tensor) === 'float16' ? 2 : 4;
       const offset = gpuSource ? (tensor.offset ?? 0) : 0;
       // Runs the word-wise copies cannot take: [cache element, source element, count] triples.
       const runs: number[] = [];
@@ -319,7 +319,7 @@ export function cacheRequest(where: string, query: TensorInput, cache: KvCache, 
   const request = requestForShapes(where, query, [batch, kvHeads, length, headDim], [batch, kvHeads, length, valueDim], mapped);
   request.keyHeadStride = maxLength * headDim;
   request.valueHeadStride = maxLength * valueDim;
-  request.queryType = inputDtype(query);
+  request.queryType = tensorDtype(query);
   request.keyType = request.valueType = cache.dtype;
   request.keyValueFinite = cache.finite;
   return request;

@@ -3,7 +3,7 @@
 import type { SdpaModule, WebGpuAttention, WebGpuSource } from './wasm/sdpa_core.mjs';
 import { checkDtype, checkShape, checkTensor, describe, tensorDtype } from './arguments.js';
 import { float16Bits } from './float16.js';
-import type { CpuTensor, CreateAttentionOptions, DType, GpuBufferLike, GpuDeviceLike, GpuLike, GpuTensor, TensorInput, WebGPUErrorKind } from './types.js';
+import type { CreateAttentionOptions, DType, GpuBufferLike, GpuDeviceLike, GpuLike, GpuTensor, TensorInput, WebGPUErrorKind } from './types.js';
 
 /** GPUBufferUsage flags (fixed by the WebGPU spec). */
 export const GPU_USAGE = { MAP_READ: 0x1, COPY_SRC: 0x4, COPY_DST: 0x8, STORAGE: 0x80 } as const;
@@ -187,11 +187,6 @@ export function checkGpuTensor(name: string, tensor: GpuTensor, usage = 0): numb
 /** A GPU tensor's element type (`dtype`, default float32); a TypeError naming `name.dtype` otherwise. */
 export function gpuTensorDtype(name: string, tensor: GpuTensor): DType {
   return tensor.dtype === undefined ? 'float32' : checkDtype(`${name}.dtype`, tensor.dtype);
-}
-
-/** The element type of a checked input (CPU or GPU). */
-export function inputDtype(tensor: TensorInput): DType {
-  return isGpuTensor(tensor) ? (tensor.dtype ?? 'float32') : tensorDtype(tensor as CpuTensor);
 }
 
 /** Checks a call's input: a CPU tensor, or a GPU-resident one. */
