@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <vector>
 
 #include "webgpu_shaders.h"  // generated from cpp/webgpu/shaders/ by cmake/embed_wgsl.cmake
@@ -55,6 +56,22 @@ val bind_entry(int binding, const val& resource) {
   e.set("binding", binding);
   e.set("resource", resource);
   return e;
+}
+
+// Encodes `pipeline` on `pass` over the workgroups of `part`, with a bind group of `layout`:
+// binding 0 the whole `uniforms` buffer, then `resources` in order from binding 1.
+void encode_dispatch(const val& device, const val& pass, const val& pipeline, const val& layout, const val& uniforms,
+                     std::initializer_list<val> resources, const GridPart& part) {
+  val entries = val::array();
+  entries.call<void>("push", bind_entry(0, whole(uniforms)));
+  int binding = 1;
+  for (const val& r : resources) entries.call<void>("push", bind_entry(binding++, r));
+  val desc = val::object();
+  desc.set("layout", layout);
+  desc.set("entries", entries);
+  pass.call<void>("setPipeline", pipeline);
+  pass.call<void>("setBindGroup", 0, device.call<val>("createBindGroup", desc));
+  pass.call<void>("dispatchWorkgroups", part.x, part.y);
 }
 
 val error_object(const char* name, const std::string& message) {
@@ -280,17 +297,8 @@ void WebGpuAttention::encode_write_float16(val job, val pass, const val& destina
     for (const GridPart& part : split_grid((words + kWriteFloat16Words - 1) / kWriteFloat16Words, j - i,
                                            limits_.max_workgroups_per_dim)) {
       const uint32_t params[4] = {part.x_base, part.y_base, 0, 0};
-      val entries = val::array();
-      entries.call<void>("push", bind_entry(0, whole(upload(job, params, sizeof params, kUniform))));
-      entries.call<void>("push", bind_entry(1, whole(segment_buffer)));
-      entries.call<void>("push", bind_entry(2, src));
-      entries.call<void>("push", bind_entry(3, dst));
-      val desc = val::object();
-      desc.set("layout", write_bgl_);
-      desc.set("entries", entries);
-      pass.call<void>("setPipeline", pipe);
-      pass.call<void>("setBindGroup", 0, device_.call<val>("createBindGroup", desc));
-      pass.call<void>("dispatchWorkgroups", part.x, part.y);
+      encode_dispatch(device_, pass, pipe, write_bgl_, upload(job, params, sizeof params, kUniform),
+                      {whole(segment_buffer), src, dst}, part);
     }
     i = j;
   }
@@ -508,16 +516,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       u[kUfQueryBase] = q_base;
       u[kUfKeyBase] = k_base;
       u[kUfValueBase] = v_base;
-      val entries = val::array();
-      entries.call<void>("push", bind_entry(0, whole(upload(job, u.data(), sizeof(u), kUniform))));
-      int binding = 1;
-      for (const val& b : buffers) entries.call<void>("push", bind_entry(binding++, b));
-      val desc = val::object();
-      desc.set("layout", bgl);
-      desc.set("entries", entries);
-      pass.call<void>("setPipeline", pipeline);
-      pass.call<void>("setBindGroup", 0, device_.call<val>("createBindGroup", desc));
-      pass.call<void>("dispatchWorkgroups", part.x, part.y);
+      encode_dispatch(device_, pass, pipeline, bgl, upload(job, u.data(), sizeof(u), kUniform), buffers, part);
     };
     if (splits) {
       // Partials (one record per row and split) in the stats binding, then the merge.
