@@ -2,8 +2,9 @@
 // memory growth, leaks, calls in flight), as one test body run on every backend
 // (tests/node/hardening-<backend>.test.ts). Expected values come from the float64 reference.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAttention, type Attention, type AttentionOptions, type BackendName, type Tensor } from 'sdpa-web';
-import { elements, randomMasks, randomTensor } from './tensors.js';
+import { createAttention, fromFloat16, type Attention, type AttentionOptions, type BackendName, type Float16Tensor, type Tensor } from 'sdpa-web';
+import { expectFloat16ResultOf, randomHalf } from './float16-suite.js';
+import { concatLengths, elements, randomMasks, randomTensor } from './tensors.js';
 import { expectMatchesReference } from './tolerance.js';
 import type { SuiteOptions } from './attention-suite.js';
 
@@ -563,6 +564,159 @@ export function defineHardeningSuite(backend: BackendName, { factor, create }: S
         await check(q, k, v, { sinks: new Float32Array([3e38, -3e38]) }, 'sinks ±3e38');
         await check(q, k, v, { alibiSlopes: new Float32Array([1e30, -1e30]), isCausal: true }, 'slopes ±1e30');
         await check(q, k, v, { alibiSlopes: new Float32Array([1e-30, 0]), window: { left: 5 } }, 'tiny slopes');
+      });
+    });
+    // The checklist's items again with float16 query/key/value and caches (float16 rule,
+    // support/float16-suite.ts): the decode kernel reads a finite float16 cache in place and every
+    // other path widens, so hidden and visible non-finite halves are checked on both.
+    describe(`hardening: float16 on the '${backend}' backend`, () => {
+      const widen = (t: Float16Tensor): Tensor => ({ data: fromFloat16(t.data as Uint16Array), shape: t.shape });
+      const checkHalf = async (q: Float16Tensor, k: Float16Tensor, v: Float16Tensor, options: AttentionOptions, what: string) => {
+        const { output } = await attn.scaledDotProductAttention(q, k, v, options);
+        expectFloat16ResultOf(oracle, factor, output as Float16Tensor, widen(q), widen(k), widen(v), options, [q, k, v], what);
+      };
+      const bits = (t: { data: ArrayBufferView }) => Array.from(t.data as Uint16Array);
+      const NAN = 0x7e00, INF = 0x7c00, NEG_INF = 0xfc00, MAX = 0x7bff;
+
+      it('every length at tile−1, tile and tile+1 for tiles 4…256, causal and not', async () => {
+        for (const tile of TILES) {
+          for (const n of [tile - 1, tile, tile + 1]) {
+            const q = randomHalf([1, 2, n, 24], tile).half, k = randomHalf([1, 2, n + 3, 24], tile + 1).half, v = randomHalf([1, 2, n + 3, 9], tile + 2).half;
+            await checkHalf(q, k, v, { isCausal: n % 2 === 0 ? true : 'bottom-right' }, `tile ${tile} length ${n}`);
+          }
+        }
+      });
+
+      it('hidden keys holding NaN, ±Inf or 65504 halves change nothing (masks, causality, key lengths, a cache past its tokens)', async () => {
+        const q = randomHalf([2, 4, 1, 32], 1).half, k = randomHalf([2, 2, 70, 32], 2).half, v = randomHalf([2, 2, 70, 16], 3).half;
+        const mask = new Uint8Array(70).map((_, j) => (j % 7 === 3 ? 0 : 1));
+        const hiddenByMask = (j: number) => j % 7 === 3;
+        const lengths = new Int32Array([70, 41]);
+        const cases: [AttentionOptions, (b: number, j: number) => boolean][] = [
+          [{ enableGqa: true, attnMask: { data: mask, shape: [70] } }, (_, j) => hiddenByMask(j)],
+          [{ enableGqa: true, keyLengths: lengths, isCausal: 'bottom-right' }, (b, j) => j >= lengths[b]!],
+          [{ enableGqa: true, window: { left: 20 }, isCausal: 'bottom-right' }, (_, j) => j < 49],
+        ];
+        for (const [options, hidden] of cases) {
+          const clean = await attn.scaledDotProductAttention(q, k, v, options);
+          for (const garbage of [NAN, INF, NEG_INF, MAX]) {
+            const k2 = { ...k, data: (k.data as Uint16Array).slice() }, v2 = { ...v, data: (v.data as Uint16Array).slice() };
+            for (let b = 0; b < 2; b++) for (let h = 0; h < 2; h++) for (let j = 0; j < 70; j++) {
+              if (!hidden(b, j)) continue;
+              k2.data.fill(garbage, ((b * 2 + h) * 70 + j) * 32, ((b * 2 + h) * 70 + j + 1) * 32);
+              v2.data.fill(garbage, ((b * 2 + h) * 70 + j) * 16, ((b * 2 + h) * 70 + j + 1) * 16);
+            }
+            const dirty = await attn.scaledDotProductAttention(q, k2, v2, options);
+            expect(bits(dirty.output), `${Object.keys(options).join('+')} hiding ${garbage.toString(16)}`).toEqual(bits(clean.output));
+          }
+        }
+        // A float16 cache: NaN rows appended then reset, and a ragged batch's rows past its length.
+        const cache = attn.createKvCache({ batch: 2, kvHeads: 2, maxLength: 80, headDim: 32, valueDim: 16, dtype: 'float16' });
+        const full = (fill: number, n: number, dim: number): Float16Tensor => ({ data: new Uint16Array(4 * n * dim).fill(fill), shape: [2, 2, n, dim], dtype: 'float16' });
+        cache.append(full(NAN, 80, 32), full(INF, 80, 16));
+        cache.reset();
+        cache.append(k, v, { lengths: new Int32Array([70, 41]) });
+        const onCache = await attn.scaledDotProductAttention(q, cache, { enableGqa: true, isCausal: true });
+        const ragged: AttentionOptions = { enableGqa: true, keyLengths: lengths, isCausal: 'bottom-right' };
+        expectFloat16ResultOf(oracle, factor, onCache.output as Float16Tensor, widen(q), widen(k), widen(v), ragged, [q, k, v], 'a cache past its reset and ragged lengths');
+        cache.dispose();
+      });
+
+      it('a NaN half in a visible query, key or value makes exactly the affected rows (or column) NaN', async () => {
+        const q = randomHalf([1, 4, 3, 16], 4).half, k = randomHalf([1, 2, 90, 16], 5).half, v = randomHalf([1, 2, 90, 8], 6).half;
+        const options: AttentionOptions = { enableGqa: true };
+        const nanAt = (t: Float16Tensor, i: number): Float16Tensor => {
+          const data = (t.data as Uint16Array).slice();
+          data[i] = NAN;
+          return { ...t, data };
+        };
+        const rows = (out: { data: ArrayBufferView }) => {
+          const values = fromFloat16(out.data as Uint16Array);
+          return Array.from({ length: 12 }, (_, r) => Array.from(values.subarray(r * 8, r * 8 + 8)));
+        };
+        // Query head 1, row 2 (row 5 of 12): that row only.
+        const byQuery = rows((await attn.scaledDotProductAttention(nanAt(q, (1 * 3 + 2) * 16 + 7), k, v, options)).output);
+        byQuery.forEach((row, r) => expect(row.every(r === 5 ? Number.isNaN : Number.isFinite), `query NaN, row ${r}`).toBe(true));
+        // Key 40 of KV head 0: every row of query heads 0 and 1 (rows 0..5).
+        const byKey = rows((await attn.scaledDotProductAttention(q, nanAt(k, 40 * 16 + 3), v, options)).output);
+        byKey.forEach((row, r) => expect(row.every(r < 6 ? Number.isNaN : Number.isFinite), `key NaN, row ${r}`).toBe(true));
+        // Value 40 of KV head 1, column 2: column 2 of query heads 2 and 3 (rows 6..11).
+        const byValue = rows((await attn.scaledDotProductAttention(q, k, nanAt(v, (90 + 40) * 8 + 2), options)).output);
+        byValue.forEach((row, r) => row.forEach((x, c) => expect(r >= 6 && c === 2 ? Number.isNaN(x) : Number.isFinite(x), `value NaN, row ${r} column ${c}`).toBe(true)));
+      });
+
+      it('rows that see nothing are +0 halves; zero sizes give empty float16 outputs; E = 0 is a RangeError', async () => {
+        const q = randomHalf([6, 8], 7).half, k = randomHalf([10, 8], 8).half, v = randomHalf([10, 3], 9).half;
+        const rowMask = new Uint8Array(60).fill(1).fill(0, 20, 30); // row 2 sees nothing
+        const hidden = await attn.scaledDotProductAttention(q, k, v, { attnMask: { data: rowMask, shape: [6, 10] } });
+        expect(bits(hidden.output).slice(6, 9)).toEqual([0, 0, 0]);
+        const noKeys = await attn.scaledDotProductAttention(randomHalf([2, 3, 4], 1).half, randomHalf([2, 0, 4], 2).half, randomHalf([2, 0, 6], 3).half);
+        expect(noKeys.output.dtype).toBe('float16');
+        expect(bits(noKeys.output)).toEqual(new Array(36).fill(0));
+        const empty = await attn.scaledDotProductAttention(randomHalf([0, 2, 3, 4], 1).half, randomHalf([0, 2, 5, 4], 2).half, randomHalf([0, 2, 5, 6], 3).half);
+        expect(empty.output.data).toBeInstanceOf(Uint16Array);
+        expect([empty.output.data.length, ...empty.output.shape]).toEqual([0, 0, 2, 3, 6]);
+        await expect(attn.scaledDotProductAttention(randomHalf([3, 0], 1).half, randomHalf([4, 0], 2).half, randomHalf([4, 2], 3).half)).rejects.toThrow(RangeError);
+      });
+
+      it('subnormal halves give no NaN and stay within the float16 rule', async () => {
+        // 2^-24 … 2^-14: every float16 subnormal, as query, key and value entries.
+        const subnormal = (shape: number[], seed: number): Float16Tensor => {
+          const t = randomHalf(shape, seed).half;
+          (t.data as Uint16Array).forEach((h, i, a) => (a[i] = (h & 0x8000) | (h & 0x3ff)));
+          return t;
+        };
+        const q = subnormal([2, 9, 16], 10), k = subnormal([2, 200, 16], 11), v = subnormal([2, 200, 5], 12);
+        const { output } = await attn.scaledDotProductAttention(q, k, v);
+        expect(Array.from(fromFloat16(output.data as Uint16Array)).every(Number.isFinite)).toBe(true);
+        await checkHalf(q, k, v, {}, 'subnormal');
+        await checkHalf(randomHalf([2, 1, 16], 13).half, randomHalf([2, 300, 16], 14).half, subnormal([2, 300, 5], 15), {}, 'subnormal values, one query row');
+      });
+
+      it('250 repeats are bitwise identical, and 32 float16 calls in flight each match the reference', async () => {
+        const q = randomHalf([2, 3, 45, 24], 20).half, k = randomHalf([2, 3, 77, 24], 21).half, v = randomHalf([2, 3, 77, 16], 22).half;
+        const first = bits((await attn.scaledDotProductAttention(q, k, v, { isCausal: 'bottom-right' })).output);
+        let identical = 0;
+        for (let i = 0; i < 250; i++) {
+          const again = await attn.scaledDotProductAttention(q, k, v, { isCausal: 'bottom-right' });
+          if (bits(again.output).every((h, x) => h === first[x])) identical++;
+        }
+        expect(identical).toBe(250);
+        const jobs = Array.from({ length: 32 }, (_, i) => {
+          const lq = 1 + ((i * 7) % 40), lk = 1 + ((i * 13) % 90), e = 1 + (i % 9) * 4, ev = 1 + (i % 5) * 3;
+          const [qi, ki, vi] = [randomHalf([1 + (i % 2), lq, e], 3 * i).half, randomHalf([1 + (i % 2), lk, e], 3 * i + 1).half, randomHalf([1 + (i % 2), lk, ev], 3 * i + 2).half];
+          const options: AttentionOptions = { isCausal: [false, true, 'bottom-right'][i % 3] as AttentionOptions['isCausal'] };
+          return { qi, ki, vi, options, pending: attn.scaledDotProductAttention(qi, ki, vi, options) };
+        });
+        const results = await Promise.all(jobs.map((j) => j.pending));
+        for (const [i, { qi, ki, vi, options }] of jobs.entries()) {
+          expectFloat16ResultOf(oracle, factor, results[i]!.output as Float16Tensor, widen(qi), widen(ki), widen(vi), options, [qi, ki, vi], `job ${i}`);
+        }
+      });
+
+      it('a float16 cache stays right across wasm memory growth', async () => {
+        const cache = attn.createKvCache({ batch: 1, kvHeads: 2, maxLength: 64, headDim: 16, dtype: 'float16' });
+        const q = randomHalf([1, 4, 1, 16], 30).half, options: AttentionOptions = { enableGqa: true, isCausal: 'bottom-right' };
+        const keys: Float32Array[] = [], values: Float32Array[] = [];
+        const append = (n: number, seed: number) => {
+          const k = randomHalf([1, 2, n, 16], seed), v = randomHalf([1, 2, n, 16], seed + 1);
+          cache.append(k.half, v.half);
+          keys.push(k.float.data);
+          values.push(v.float.data);
+        };
+        const checkCache = async (what: string) => {
+          const { output } = await attn.scaledDotProductAttention(q, cache, options);
+          expectFloat16ResultOf(oracle, factor, output as Float16Tensor, widen(q), concatLengths(keys, 1, 2, 16), concatLengths(values, 1, 2, 16), options, undefined, what);
+        };
+        append(40, 31);
+        await checkCache('before growth');
+        // Weights of 2048 × 2048 (16 MiB) force the heap to grow.
+        const big = randomTensor([2048, 4], 33);
+        await attn.scaledDotProductAttention(big, big, big, { returnWeights: true });
+        await checkCache('after growth');
+        append(1, 34);
+        await checkCache('appended after growth');
+        cache.dispose();
       });
     });
   });
