@@ -22,6 +22,9 @@ const W0 = Math.exp(Math.SQRT1_2) / (Math.exp(Math.SQRT1_2) + 1);
 
 interface PageResult {
   output: number[];
+  /** The same call on float16 inputs, and one query row over a KV cache of the two keys. */
+  float16: number[];
+  cached: number[];
   threads: number;
   cores: number;
   fallbackReason: string | null;
@@ -63,6 +66,9 @@ function expectWorks(v: Visit, isolated: boolean): void {
   const r = v.result!;
   expect(r.output[0]).toBeCloseTo(W0, 5);
   expect(r.output[1]).toBeCloseTo(1 - W0, 5);
+  expect(r.float16[0]).toBeCloseTo(W0, 3); // within half a float16 ulp (2.4e-4 at 0.67)
+  expect(r.float16[1]).toBeCloseTo(1 - W0, 3);
+  expect(r.cached).toEqual(r.output);
   if (isolated) {
     expect(r.threads).toBe(Math.min(16, r.cores));
     expect(r.fallbackReason).toBeNull();
