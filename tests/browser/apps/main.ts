@@ -1,5 +1,6 @@
 // A user's app: attention through the installed package (a call, the same call in float16, a
-// decode step on a KV cache). The outcome goes to body[data-result] (or body[data-error]) for the test driving the page.
+// decode step on a KV cache). The outcome goes to body[data-result] (or body[data-error]) for
+// the test driving the page.
 import { createAttention, fromFloat16, toFloat16 } from 'sdpa-web';
 
 async function main(): Promise<void> {
