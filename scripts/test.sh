@@ -24,9 +24,19 @@ run_browser()   { step "browser tests of the demo (tests/browser: vite build + p
 # The packed package in fresh apps (tests/browser/apps): npm pack, installed offline into a Vite app
 # (vite dev, vite build + preview) and an esbuild app, with and without COOP/COEP, in chromium.
 run_browser_apps() { step "browser tests of the packed package in fresh apps (tests/browser/apps: vite dev, vite build + preview, esbuild)"; node_modules/.bin/vitest run --config vitest.browser-apps.config.ts; }
+# The WebGPU float16 kernels that read f16 storage ('shader-f16'): float16-gpu-webgpu.test.ts again,
+# on dawn.node over Mesa's lavapipe (SwiftShader, which runs the vitest step, has no float16 shaders).
+run_webgpu_f16() {
+  local icd
+  icd="$(ls /usr/share/vulkan/icd.d/lvp_icd*.json 2>/dev/null | head -n 1)"
+  [[ -n "$icd" ]] || die "no lavapipe ICD in /usr/share/vulkan/icd.d (mesa-vulkan-drivers: run scripts/setup.sh)"
+  step "WebGPU float16 kernels with 'shader-f16' on lavapipe ($icd)"
+  VK_ICD_FILENAMES="$icd" SDPA_WEBGPU_SHADER_F16=1 \
+    node_modules/.bin/vitest run --config vitest.config.ts tests/node/float16-gpu-webgpu.test.ts
+}
 # The WebGPU backend in headless Debian Chromium (tests/browser/webgpu-*.test.ts, SwiftShader).
 run_browser_webgpu() { step "browser WebGPU tests (tests/browser/webgpu-*, chromium)"; node_modules/.bin/vitest run --config vitest.browser-webgpu.config.ts; }
 
-STEPS=(${SDPA_TEST_STEPS:-setup build typecheck cycles ctest ctest_wasm vitest browser browser_webgpu browser_apps})
+STEPS=(${SDPA_TEST_STEPS:-setup build typecheck cycles ctest ctest_wasm vitest webgpu_f16 browser browser_webgpu browser_apps})
 for s in "${STEPS[@]}"; do "run_$s"; done
 step "all tests passed (${STEPS[*]})"

@@ -8,14 +8,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttention, WebGPUError, type Attention, type AttentionOptions, type GpuTensor, type Tensor } from 'sdpa-web';
 import { randomTensor } from './support/tensors.js';
 import { expectResultMatchesReference } from './support/tolerance.js';
-import { swiftShaderDevice } from './support/webgpu.js';
+import { testDevice } from './support/webgpu.js';
 
 const STORAGE = 0x80, COPY_SRC = 0x4, COPY_DST = 0x8, MAP_READ = 0x1, UNIFORM = 0x40;
 
 let device: GPUDevice;
 let oracle: Attention;
 beforeAll(async () => {
-  device = await swiftShaderDevice();
+  device = await testDevice();
   oracle = await createAttention({ backend: 'scalar' });
 });
 afterAll(() => {
@@ -250,7 +250,7 @@ describe('flash-decoding on webgpu (split-K partials merged by log-sum-exp)', ()
 
 describe('a decode loop on a wrapped device', () => {
   it('GPU tensors and a GPU cache: no tensor bytes through writeBuffer, nothing mapped, live buffers flat over 32 steps', async () => {
-    const real = await swiftShaderDevice();
+    const real = await testDevice();
     const { proxy, counts } = countingDevice(real);
     const attn = await createAttention({ backend: 'webgpu', gpuDevice: proxy as unknown as GPUDevice });
     const B = 1, Hq = 8, Hkv = 2, E = 32, Ev = 32, prompt = 20;
@@ -319,7 +319,7 @@ describe('a decode loop on a wrapped device', () => {
   });
 
   it('a device lost under a GPU cache: appends and calls reject with a device-lost WebGPUError naming the cache', async () => {
-    const real = await swiftShaderDevice();
+    const real = await testDevice();
     const attn = await createAttention({ backend: 'webgpu', gpuDevice: real });
     const cache = attn.createKvCache({ batch: 1, kvHeads: 1, maxLength: 8, headDim: 8 });
     const k = randomTensor([1, 1, 2, 8], 1), q = randomTensor([1, 1, 1, 8], 2);

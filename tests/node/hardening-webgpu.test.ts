@@ -3,10 +3,10 @@
 // 10,000 create/run/dispose cycles measure the library, not shader compilation.
 import { createAttention } from 'sdpa-web';
 import { defineHardeningSuite } from './support/hardening-suite.js';
-import { gpu, swiftShaderDevice } from './support/webgpu.js';
+import { gpu, testDevice } from './support/webgpu.js';
 
 let device: Promise<GPUDevice> | undefined;
 defineHardeningSuite('webgpu', {
   factor: 4,
-  create: async () => createAttention({ backend: 'webgpu', gpuDevice: await (device ??= swiftShaderDevice()), gpu }),
+  create: async () => createAttention({ backend: 'webgpu', gpuDevice: await (device ??= testDevice()), gpu }),
 });

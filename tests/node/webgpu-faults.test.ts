@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttention, WebGPUError, type Attention, type GpuLike } from 'sdpa-web';
 import { randomMasks, randomTensor } from './support/tensors.js';
 import { expectMatchesReference } from './support/tolerance.js';
-import { asHardware, asSoftware, gpu, swiftShaderDevice } from './support/webgpu.js';
+import { asHardware, asSoftware, gpu, testDevice } from './support/webgpu.js';
 
 const nullAdapter: GpuLike = { requestAdapter: async () => null };
 
@@ -58,7 +58,7 @@ describe('choosing the WebGPU backend', () => {
     expect(auto.fallbackReason).toBeUndefined();
     expect(auto.availableBackends.map((b) => [b.name, b.available])).toEqual([['webgpu', true], ['simd', true], ['scalar', true]]);
     auto.dispose();
-    const device = await swiftShaderDevice();
+    const device = await testDevice();
     const given = await createAttention({ backend: 'auto', gpuDevice: device, gpu: nullAdapter });
     expect(given.backend).toBe('webgpu');
     await expectMatchesReference(given, oracle, randomTensor([3, 8], 1), randomTensor([5, 8], 2), randomTensor([5, 4], 3), {}, { factor: 4 });
@@ -86,7 +86,7 @@ describe('choosing the WebGPU backend', () => {
     attn.dispose();
     expect((await requested[0]!.lost).reason).toBe('destroyed');
 
-    const mine = await swiftShaderDevice();
+    const mine = await testDevice();
     const borrowed = await createAttention({ backend: 'webgpu', gpuDevice: mine, gpu: recording });
     borrowed.dispose();
     const stillAlive = await Promise.race([mine.lost.then(() => false), new Promise((r) => setTimeout(() => r(true), 100))]);
@@ -108,7 +108,7 @@ describe('choosing the WebGPU backend', () => {
 
 describe('WebGPU faults', () => {
   it('device.destroy() during calls rejects them with a device-lost WebGPUError; the next call re-initializes', async () => {
-    const device = await swiftShaderDevice();
+    const device = await testDevice();
     const attn = await createAttention({ backend: 'webgpu', gpuDevice: device, gpu });
     const q = randomTensor([2, 4, 200, 32], 1), k = randomTensor([2, 4, 300, 32], 2), v = randomTensor([2, 4, 300, 32], 3);
     const inFlight = [0, 1, 2].map(() => attn.scaledDotProductAttention(q, k, v, { returnWeights: true }));
@@ -128,7 +128,7 @@ describe('WebGPU faults', () => {
 
   it("after a loss with no device to be had, 'auto' falls back to SIMD and 'webgpu' rejects", async () => {
     for (const backend of ['auto', 'webgpu'] as const) {
-      const device = await swiftShaderDevice();
+      const device = await testDevice();
       const attn = await createAttention({ backend, gpuDevice: device, gpu: nullAdapter });
       const q = randomTensor([40, 16], 7), k = randomTensor([50, 16], 8), v = randomTensor([50, 8], 9);
       const pending = attn.scaledDotProductAttention(q, k, v);
@@ -149,7 +149,7 @@ describe('WebGPU faults', () => {
   });
 
   it('a validation error (here: a shader that fails to compile) rejects with kind "validation"; the next call recompiles', async () => {
-    const device = await swiftShaderDevice();
+    const device = await testDevice();
     let sabotage = true;
     // A device whose first shader module is broken, as a driver or shader bug would make it.
     const proxy = new Proxy(device, {

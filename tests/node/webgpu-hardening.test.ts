@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttention, WebGPUError, type Attention, type AttentionOptions, type GpuLike, type Tensor } from 'sdpa-web';
 import { randomMasks, randomTensor } from './support/tensors.js';
 import { expectMatchesReference } from './support/tolerance.js';
-import { asHardware, swiftShaderDevice } from './support/webgpu.js';
+import { asHardware, testDevice } from './support/webgpu.js';
 
 const STORAGE = 0x80, COPY_SRC = 0x4, COPY_DST = 0x8, MAP_READ = 0x1;
 
@@ -63,7 +63,7 @@ describe('13. injected GPU faults: typed errors, no hang, recovery or fallback',
   });
 
   it("out-of-memory reported by the 'out-of-memory' error scope: the call rejects with kind 'out-of-memory'; the next call succeeds", async () => {
-    const device = await swiftShaderDevice();
+    const device = await testDevice();
     // One call's buffer creation "runs out of memory" the way WebGPU reports it: the buffer
     // object exists, and the enclosing 'out-of-memory' error scope pops a GPUOutOfMemoryError.
     let armed = false;
@@ -102,7 +102,7 @@ describe('13. injected GPU faults: typed errors, no hang, recovery or fallback',
   });
 
   it("createBuffer throwing a RangeError (as Chromium does for some oversized buffers): kind 'out-of-memory', nothing leaks, the next call succeeds", async () => {
-    const device = await swiftShaderDevice();
+    const device = await testDevice();
     let armed = false;
     let live = 0, scopeDepth = 0;
     const proxy = proxyDevice(device, {
@@ -150,7 +150,7 @@ describe('13. injected GPU faults: typed errors, no hang, recovery or fallback',
 
 describe('14. out-of-bounds canaries after every storage buffer', () => {
   it('guard words after each storage buffer (inputs, output, stats, weights, stand-ins) are unchanged after odd-shaped runs', async () => {
-    const device = await swiftShaderDevice();
+    const device = await testDevice();
     const GUARD = 4096; // bytes after the requested size, bound with the buffer (the bindings give no size)
     const pattern = new Uint32Array(GUARD / 4).map((_, i) => (0xdeadbeef ^ (i * 0x9e3779b1)) >>> 0);
     const held: { buffer: GPUBuffer; size: number; usage: number }[] = [];
@@ -276,7 +276,7 @@ describe('16. live GPU buffers and error scopes return to baseline', () => {
   }
 
   it('1,000 calls (mixed shapes, with and without weights, some failing validation): every buffer created is destroyed', async () => {
-    const device = await swiftShaderDevice();
+    const device = await testDevice();
     const { proxy, counts } = countingDevice(device);
     const attn = await createAttention({ backend: 'webgpu', gpuDevice: proxy });
     let ok = 0, planErrors = 0, gpuErrors = 0;
@@ -314,7 +314,7 @@ describe('16. live GPU buffers and error scopes return to baseline', () => {
   });
 
   it('200 create/run/dispose cycles on one device: live buffers and error scopes back to baseline, the device survives', async () => {
-    const device = await swiftShaderDevice();
+    const device = await testDevice();
     const { proxy, counts } = countingDevice(device);
     const q = randomTensor([2, 9, 12], 1), k = randomTensor([2, 13, 12], 2), v = randomTensor([2, 13, 7], 3);
     for (let c = 0; c < 200; c++) {

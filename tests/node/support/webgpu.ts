@@ -1,5 +1,7 @@
 // A real WebGPU implementation in Node: dawn.node (npm `webgpu`) on SwiftShader, Vulkan on the
-// CPU (the ICD comes with Debian's chromium package). Correctness only: SwiftShader is no GPU.
+// CPU (the ICD comes with Debian's chromium package), or on the Vulkan driver VK_ICD_FILENAMES
+// names (the test step webgpu_f16: Mesa's lavapipe, which has float16 shaders). Correctness
+// only: neither is a GPU.
 import { create, globals } from 'webgpu';
 import type { GpuLike } from 'sdpa-web';
 
@@ -14,11 +16,16 @@ Object.assign(globalThis, globals);
  */
 export const gpu = create([]);
 
-/** A fresh device on the SwiftShader adapter (default limits unless `requiredLimits` is given). */
-export async function swiftShaderDevice(requiredLimits: Record<string, number> = {}): Promise<GPUDevice> {
+/**
+ * A fresh device on the test adapter (default limits unless `requiredLimits` is given), with
+ * 'shader-f16' where the adapter has it (lavapipe; SwiftShader has not), as `createAttention`
+ * requests its own devices.
+ */
+export async function testDevice(requiredLimits: Record<string, number> = {}): Promise<GPUDevice> {
   const adapter = await gpu.requestAdapter();
-  if (!adapter) throw new Error(`dawn.node found no WebGPU adapter (is ${SWIFTSHADER_ICD} there, and libvulkan1 installed?)`);
-  return adapter.requestDevice({ requiredLimits });
+  if (!adapter) throw new Error(`dawn.node found no WebGPU adapter (is ${process.env.VK_ICD_FILENAMES} there, and libvulkan1 installed?)`);
+  const requiredFeatures: GPUFeatureName[] = adapter.features.has('shader-f16') ? ['shader-f16'] : [];
+  return adapter.requestDevice({ requiredLimits, requiredFeatures });
 }
 
 /**
