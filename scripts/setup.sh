@@ -49,9 +49,8 @@ fi
 # which the webgpu_f16 test step runs the WebGPU float16 kernels ('shader-f16' in dawn.node;
 # SwiftShader has none). Debian 12's own Mesa (22.3) lacks Vulkan features Dawn requires;
 # bookworm-backports has a newer one.
-lavapipe_ok() {
-  dpkg --compare-versions "$(dpkg-query -W -f='${Version}' mesa-vulkan-drivers 2>/dev/null || echo 0)" ge 23
-}
+mesa_version() { dpkg-query -W -f='${Version}' mesa-vulkan-drivers 2>/dev/null || echo 0; }
+lavapipe_ok() { dpkg --compare-versions "$(mesa_version)" ge 23; }
 if ! lavapipe_ok; then
   step "apt-get install mesa-vulkan-drivers >= 23 (lavapipe)"
   what=mesa-vulkan-drivers
@@ -63,9 +62,9 @@ if ! lavapipe_ok; then
   fi
   as_root apt-get update -qq
   as_root apt-get install -y -qq --no-install-recommends "${release[@]}" mesa-vulkan-drivers </dev/null
-  lavapipe_ok || die "mesa-vulkan-drivers $(dpkg-query -W -f='${Version}' mesa-vulkan-drivers) is older than 23 (lavapipe without the Vulkan features dawn.node needs)"
+  lavapipe_ok || die "mesa-vulkan-drivers $(mesa_version) is older than 23 (lavapipe without the Vulkan features dawn.node needs)"
 else
-  step "lavapipe present (mesa-vulkan-drivers $(dpkg-query -W -f='${Version}' mesa-vulkan-drivers))"
+  step "lavapipe present (mesa-vulkan-drivers $(mesa_version))"
 fi
 
 command -v node >/dev/null 2>&1 || die "node >= 20.16 is required (not installed)"

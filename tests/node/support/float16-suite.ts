@@ -25,11 +25,15 @@ export interface Float16SuiteOptions {
   create: () => Promise<Attention>;
 }
 
+/** The exact float32 twin of a float16 tensor. */
+export function widenHalf(t: Float16Tensor): Tensor {
+  return { data: fromFloat16(t.data as Uint16Array), shape: t.shape };
+}
+
 /** A float16 tensor of uniform values in [lo, hi), and its exact float32 twin. */
 export function randomHalf(shape: number[], seed: number, lo = -1, hi = 1): { half: Float16Tensor; float: Tensor } {
-  const float = randomTensor(shape, seed, lo, hi);
-  const half: Float16Tensor = { data: toFloat16(float.data), shape, dtype: 'float16' };
-  return { half, float: { data: fromFloat16(half.data as Uint16Array), shape } };
+  const half: Float16Tensor = { data: toFloat16(randomTensor(shape, seed, lo, hi).data), shape, dtype: 'float16' };
+  return { half, float: widenHalf(half) };
 }
 
 /** The value of a half from its definition. */

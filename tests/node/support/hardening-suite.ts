@@ -3,7 +3,7 @@
 // (tests/node/hardening-<backend>.test.ts). Expected values come from the float64 reference.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttention, fromFloat16, type Attention, type AttentionOptions, type BackendName, type Float16Tensor, type Tensor } from 'sdpa-web';
-import { expectFloat16ResultOf, randomHalf } from './float16-suite.js';
+import { expectFloat16ResultOf, randomHalf, widenHalf as widen } from './float16-suite.js';
 import { concatLengths, elements, randomMasks, randomTensor } from './tensors.js';
 import { expectMatchesReference } from './tolerance.js';
 import type { SuiteOptions } from './attention-suite.js';
@@ -570,7 +570,6 @@ export function defineHardeningSuite(backend: BackendName, { factor, create }: S
     // support/float16-suite.ts): the decode kernel reads a finite float16 cache in place and every
     // other path widens, so hidden and visible non-finite halves are checked on both.
     describe(`hardening: float16 on the '${backend}' backend`, () => {
-      const widen = (t: Float16Tensor): Tensor => ({ data: fromFloat16(t.data as Uint16Array), shape: t.shape });
       const checkHalf = async (q: Float16Tensor, k: Float16Tensor, v: Float16Tensor, options: AttentionOptions, what: string) => {
         const { output } = await attn.scaledDotProductAttention(q, k, v, options);
         expectFloat16ResultOf(oracle, factor, output as Float16Tensor, widen(q), widen(k), widen(v), options, [q, k, v], what);
@@ -589,8 +588,8 @@ export function defineHardeningSuite(backend: BackendName, { factor, create }: S
 
       it('hidden keys holding NaN, ±Inf or 65504 halves change nothing (masks, causality, key lengths, a cache past its tokens)', async () => {
         const q = randomHalf([2, 4, 1, 32], 1).half, k = randomHalf([2, 2, 70, 32], 2).half, v = randomHalf([2, 2, 70, 16], 3).half;
-        const mask = new Uint8Array(70).map((_, j) => (j % 7 === 3 ? 0 : 1));
         const hiddenByMask = (j: number) => j % 7 === 3;
+        const mask = new Uint8Array(70).map((_, j) => (hiddenByMask(j) ? 0 : 1));
         const lengths = new Int32Array([70, 41]);
         const cases: [AttentionOptions, (b: number, j: number) => boolean][] = [
           [{ enableGqa: true, attnMask: { data: mask, shape: [70] } }, (_, j) => hiddenByMask(j)],
@@ -615,7 +614,7 @@ export function defineHardeningSuite(backend: BackendName, { factor, create }: S
         const full = (fill: number, n: number, dim: number): Float16Tensor => ({ data: new Uint16Array(4 * n * dim).fill(fill), shape: [2, 2, n, dim], dtype: 'float16' });
         cache.append(full(NAN, 80, 32), full(INF, 80, 16));
         cache.reset();
-        cache.append(k, v, { lengths: new Int32Array([70, 41]) });
+        cache.append(k, v, { lengths });
         const onCache = await attn.scaledDotProductAttention(q, cache, { enableGqa: true, isCausal: true });
         const ragged: AttentionOptions = { enableGqa: true, keyLengths: lengths, isCausal: 'bottom-right' };
         expectFloat16ResultOf(oracle, factor, onCache.output as Float16Tensor, widen(q), widen(k), widen(v), ragged, [q, k, v], 'a cache past its reset and ragged lengths');
