@@ -25,8 +25,9 @@
 //    plus about Bq·(Bc + 4·Ev) floats per thread.
 //  - Visible ranges (causality, the window, key lengths: AttentionPlan::first/last_visible_key):
 //    a block visits only the tiles between its first row's first key and its last row's last
-//    key, and in an edge tile only the 16-key column groups holding a visible key; with
-//    documents, tiles whose id range misses the block's are skipped too (docs/variants.md).
+//    key, and in an edge tile each pair of rows computes only the 16-key column groups holding
+//    a key one of the two may see; with documents, tiles whose id range misses the block's are
+//    skipped too (docs/variants.md).
 //    Causal: the tasks with the most tiles are handed out first.
 //  - Sinks: a row's online softmax starts at m = sink, l = 1 (e^(sink − sink)), with O = 0.
 //  - Every multiply-add is simd::madd: fused (f32x4.relaxed_madd) in the relaxed-SIMD build,
@@ -120,8 +121,8 @@ void pack_key_tile(const float* key, idx Lk, idx E, idx t, float* tile) {
   }
 }
 
-// The columns [begin, end) of a key tile that a block computes: multiples of the register tile
-// width (16 keys) covering every key a row of the block may see there.
+// The columns [begin, end) of a key tile that a pair of rows computes: multiples of the register
+// tile width (16 keys) covering every key either row may see there.
 struct Columns {
   idx begin, end;
 };
@@ -187,15 +188,15 @@ inline void scores_row_pair(const float* q0, const float* q1, const float* kt, i
   max2[1] = horizontal_max(range1.max);
 }
 
-// S rows [0, rows) (rows even) of a block against one [E, Bc] key tile, with each row's
-// smallest and largest score (NaN left out).
+// S rows [0, rows) (rows even) of a block against one [E, Bc] key tile, rows 2i and 2i + 1 over
+// the columns pair_cols[i], with each row's smallest and largest score there (NaN left out).
 // Fused multiply-adds: a dot product that overflowed to -Inf (see dot_madd) is an infinite score
 // once scaled by a finite, nonzero scale, so a row pair is redone with the repair only when its
 // range reaches ±Inf (rare); with scale 0 or ±Inf (`repair_always`), every pair is.
 template <int kE>
 void scores_block(const float* query, idx rows, idx last_row, idx E, const float* kt, f32x4 scale,
-                  bool repair_always, f32x4 neg_inf, Columns cols, float* scores, float* tile_min,
-                  float* tile_max) {
+                  bool repair_always, f32x4 neg_inf, const Columns* pair_cols, float* scores,
+                  float* tile_min, float* tile_max) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   const f32x4 inf = splat(kInf);
   for (idx r = 0; r < rows; r += 2) {
@@ -203,6 +204,7 @@ void scores_block(const float* query, idx rows, idx last_row, idx E, const float
     const float* q1 = query + std::min(r + 1, last_row) * E;
     float* s0 = scores + r * kTileKeys;
     float* s1 = s0 + kTileKeys;
+    const Columns cols = pair_cols[r / 2];
     if (!(kFusedMadd && repair_always)) {
       scores_row_pair<kE, false>(q0, q1, kt, E, scale, neg_inf, inf, cols, s0, s1, tile_min + r,
                                  tile_max + r);
@@ -263,20 +265,15 @@ void accumulate_pv_chunk(int vectors, const float* p0, const float* p1, const fl
   }
 }
 
-// O rows [0, rows) += P·V_tile, in 2-row × 16-dim register tiles.
+// Two O rows += P·V over n keys (P rows p0 and p0 + Bc, V rows from v), in 2-row × 16-dim
+// register tiles.
 template <bool kDropHidden, bool kFull>
-void accumulate_rows(const float* scores, idx rows, const float* v, idx v_stride, idx n, idx ev4,
-                     float* acc) {
-  for (idx r = 0; r < rows; r += 2) {
-    const float* p0 = scores + r * kTileKeys;
-    const float* p1 = p0 + kTileKeys;
-    float* o0 = acc + r * ev4;
-    float* o1 = o0 + ev4;
-    for (idx col = 0; col < ev4; col += 4 * kColumnVectors) {
-      const int vectors = static_cast<int>(std::min<idx>(kColumnVectors, (ev4 - col) / 4));
-      accumulate_pv_chunk<kDropHidden, kFull>(vectors, p0, p1, v + col, v_stride, n, o0 + col,
-                                              o1 + col);
-    }
+void accumulate_row_pair(const float* p0, const float* v, idx v_stride, idx n, idx ev4, float* o0) {
+  const float* p1 = p0 + kTileKeys;
+  float* o1 = o0 + ev4;
+  for (idx col = 0; col < ev4; col += 4 * kColumnVectors) {
+    const int vectors = static_cast<int>(std::min<idx>(kColumnVectors, (ev4 - col) / 4));
+    accumulate_pv_chunk<kDropHidden, kFull>(vectors, p0, p1, v + col, v_stride, n, o0 + col, o1 + col);
   }
 }
 
@@ -323,8 +320,9 @@ struct BlockContext {
   idx tile_begin, tile_end;
   int32_t documents_min, documents_max;
   const int32_t* nonfinite_values;  // [tiles] of this head: the tile's V rows hold NaN or Inf
-  // The columns of the tile compute_score_tile last computed (scratch state, like `scores`).
-  mutable Columns cols;
+  // The columns of the tile compute_score_tile last computed, per pair of rows (scratch state,
+  // like `scores`).
+  mutable Columns pair_cols[kBlockQueries / 2];
 };
 
 // The range of document ids of each key tile of each batch, [B][tiles][low, high].
@@ -379,22 +377,28 @@ void compute_score_tile(const BlockContext& c, idx t, ScoreStage stage = ScoreSt
   const float* query = c.query + i0 * E;
   const idx j0 = t * kTileKeys;
   const idx tile_len = std::min<idx>(kTileKeys, c.s.Lk - j0);
-  // Only the 16-key column groups holding a key some row may see: the block's first row has the
-  // earliest first key, its last row the latest last key. (The score output's earlier stages
-  // cover the whole tile.)
-  Columns cols{0, kTileKeys};
-  if (stage == ScoreStage::kMasked) {
+  // Each pair of rows computes only the 16-key column groups holding a key one of them may see
+  // (at least one group): the visible ranges move right with the row, so the pair's first row has
+  // its earliest first key and its second row its latest last key. Along a causal diagonal a pair
+  // of the block's first half skips the groups only its second half sees. (The score output's
+  // earlier stages cover the whole tile.)
+  const idx pairs = (rows + 1) / 2;
+  for (idx pair = 0; pair < pairs; ++pair) {
+    Columns& pc = c.pair_cols[pair];
+    pc = Columns{0, kTileKeys};
+    if (stage != ScoreStage::kMasked) continue;
     constexpr idx kGroup = 4 * kColumnVectors;
-    const int64_t first = p.first_visible_key(c.b, i0) - j0, last = p.last_visible_key(c.b, i0 + rows - 1) - j0;
-    cols.begin = static_cast<idx>(std::clamp<int64_t>(first, 0, kTileKeys - 1)) / kGroup * kGroup;
-    cols.end = static_cast<idx>(std::clamp<int64_t>(last, 0, kTileKeys - 1)) / kGroup * kGroup + kGroup;
+    const idx r0 = i0 + 2 * pair, r1 = std::min(r0 + 1, i0 + rows - 1);
+    const int64_t first = p.first_visible_key(c.b, r0) - j0, last = p.last_visible_key(c.b, r1) - j0;
+    pc.begin = static_cast<idx>(std::clamp<int64_t>(first, 0, kTileKeys - 1)) / kGroup * kGroup;
+    pc.end = std::max(pc.begin, static_cast<idx>(std::clamp<int64_t>(last, 0, kTileKeys - 1)) / kGroup * kGroup) + kGroup;
   }
-  c.cols = cols;
+  const Columns cols{c.pair_cols[0].begin, c.pair_cols[pairs - 1].end};  // the block's
   // E fixed at compile time for the common head dims (kE = 0: read from E).
   const bool repair_always = !(std::isfinite(p.scale) && p.scale != 0.0f);
   const auto scores = [&](auto kE) {
     scores_block<decltype(kE)::value>(query, rows, rows - 1, E, kt, scale, repair_always, neg_inf,
-                                      cols, c.scores, c.tile_min, c.tile_max);
+                                      c.pair_cols, c.scores, c.tile_min, c.tile_max);
   };
   switch (E) {
     case 32: scores(std::integral_constant<int, 32>{}); break;
@@ -421,9 +425,10 @@ void compute_score_tile(const BlockContext& c, idx t, ScoreStage stage = ScoreSt
   // then taken again from the capped, biased, masked scores.
   const TanhConstants tanh_k = capped ? TanhConstants::load() : TanhConstants{};
   const f32x4 cap = splat(p.softcap);
-  const idx n = cols.end - cols.begin;
   for (idx r = 0; r < rows; ++r) {
     float* s = c.scores + r * kTileKeys;
+    const Columns cols = c.pair_cols[r / 2];
+    const idx n = cols.end - cols.begin;
     if (capped) {
       for (idx col = cols.begin; col < cols.end; col += 4) store(s + col, softcap(load(s + col), cap, tanh_k));
     }
@@ -443,14 +448,14 @@ void compute_score_tile(const BlockContext& c, idx t, ScoreStage stage = ScoreSt
 }
 
 // compute_score_tile for the sweeps that read whole tiles (weights, scores, the recompute of
-// non-finite rows): the columns no row of the block may see are -inf.
+// non-finite rows): the columns a row's pair does not compute (no key there is visible) are -inf.
 void compute_whole_score_tile(const BlockContext& c, idx t) {
   compute_score_tile(c, t);
-  if (c.cols.begin == 0 && c.cols.end == kTileKeys) return;
   for (idx r = 0; r < round_up(c.rows, 2); ++r) {
     float* s = c.scores + r * kTileKeys;
-    std::fill(s, s + c.cols.begin, kNegInf);
-    std::fill(s + c.cols.end, s + kTileKeys, kNegInf);
+    const Columns cols = c.pair_cols[r / 2];
+    std::fill(s, s + cols.begin, kNegInf);
+    std::fill(s + cols.end, s + kTileKeys, kNegInf);
   }
 }
 
@@ -465,7 +470,7 @@ bool has_nan(const float* s, Columns cols) {
 // with P = e^(S − m') (−0.0 for hidden keys). Returns whether the row has a hidden key there.
 bool update_row(const BlockContext& c, idx r) {
   float* s = c.scores + r * kTileKeys;
-  const Columns cols = c.cols;
+  const Columns cols = c.pair_cols[r / 2];
   const float m_old = c.row_max[r];
   float m_new = max_propagating_nan(m_old, c.tile_max[r]);
   if (m_new == kNegInf) {
@@ -514,20 +519,25 @@ bool update_row(const BlockContext& c, idx r) {
   return hidden_keys;
 }
 
-// O rows += P·V over the computed columns of tile t.
+// O rows [0, rows) (rows even) += P·V over each pair's computed columns of tile t.
 void accumulate_tile(const BlockContext& c, idx rows, idx t, bool drop_hidden) {
-  const idx ev4 = c.s.sz.ev4;
-  const idx first = c.cols.begin;
-  const idx n = std::min<idx>(c.cols.end, c.s.Lk - t * kTileKeys) - first;
-  const float* p = c.scores + first;
-  const float* v = c.value_rows + (t * kTileKeys + first) * c.v_stride;
+  const idx ev4 = c.s.sz.ev4, tile_len = std::min<idx>(kTileKeys, c.s.Lk - t * kTileKeys);
   // Hidden keys have P = −0.0, which adds nothing to a finite V row: only NaN/Inf must be dropped.
-  if (drop_hidden && c.nonfinite_values[t]) {
-    accumulate_rows<true, false>(p, rows, v, c.v_stride, n, ev4, c.acc);
-  } else if (n == kTileKeys) {
-    accumulate_rows<false, true>(p, rows, v, c.v_stride, n, ev4, c.acc);
-  } else {
-    accumulate_rows<false, false>(p, rows, v, c.v_stride, n, ev4, c.acc);
+  const bool drop = drop_hidden && c.nonfinite_values[t];
+  const float* values = c.value_rows + t * kTileKeys * c.v_stride;
+  for (idx r = 0; r < rows; r += 2) {
+    const Columns cols = c.pair_cols[r / 2];
+    const idx first = cols.begin, n = std::max<idx>(0, std::min(cols.end, tile_len) - first);
+    const float* p = c.scores + r * kTileKeys + first;
+    const float* v = values + first * c.v_stride;
+    float* o = c.acc + r * ev4;
+    if (drop) {
+      accumulate_row_pair<true, false>(p, v, c.v_stride, n, ev4, o);
+    } else if (n == kTileKeys) {
+      accumulate_row_pair<false, true>(p, v, c.v_stride, n, ev4, o);
+    } else {
+      accumulate_row_pair<false, false>(p, v, c.v_stride, n, ev4, o);
+    }
   }
 }
 
