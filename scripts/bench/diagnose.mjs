@@ -1,59 +1,17 @@
 // --mode diagnose: the probes that explain the results table rather than belong in it.
 import { attentionRequest } from '../../dist/arguments.js';
-import { withHeap } from '../../dist/heap.js';
 import { createAttention } from '../../dist/index.js';
 import { loadCoreModule } from '../../dist/wasm.js';
 import { flops, makeCheck, makeInputs, parseCase } from './cases.mjs';
 import { peakProbe } from './peak.mjs';
+import { callPhases } from './phases.mjs';
 import { log } from './run.mjs';
 import { twoCoreCeiling } from './two-cores.mjs';
-import { callsFor, measure, median, now, pause } from './timing.mjs';
+import { measure, median, pause } from './timing.mjs';
 import { wakeAfterIdle } from './wake-after-idle.mjs';
 
 const fmt = (x, digits = 2) => (x >= 100 ? x.toFixed(0) : x.toFixed(digits));
 const MiB = (bytes) => fmt(bytes / 2 ** 20, 1);
-
-/**
- * Per-call µs of { copyIn, kernel, copyOut } on the raw core of `attn` (the package's own loader,
- * request and heap), over back-to-back calls for `durationMs`: copying q, k, v into the heap, the
- * kernel (runAttention, as the package calls it), reading the output into one array (as
- * options.out does). The copies are serial whatever the thread count, so the kernel's speed-up on
- * threads bounds the call's.
- */
-async function callPhases(attn, { q, k, v }, durationMs = 300) {
-  const module = await loadCoreModule({ threads: attn.threads > 1, relaxedSimd: attn.relaxedSimd });
-  const request = { ...attentionRequest('the call breakdown', q, k, v, undefined), threads: attn.threads };
-  const plan = module.planAttention(request);
-  if (plan.error) throw new Error(plan.error.message);
-  const size = q.data.length;
-  return withHeap(module, (heap) => {
-    const p = Object.fromEntries(['query', 'key', 'value', 'output'].map((name) => [name, heap.alloc(4 * size, name)]));
-    p.workspace = heap.alloc(plan.workspaceBytes.simd, 'workspace');
-    const out = new Float32Array(size);
-    const sums = { copyIn: 0, kernel: 0, copyOut: 0 };
-    const call = () => {
-      const t = [now()];
-      // views made per call from the current buffer, as the package does (a grown heap detaches)
-      for (const [name, x] of [['query', q], ['key', k], ['value', v]]) new Float32Array(module.HEAPU8.buffer, p[name], size).set(x.data);
-      t.push(now());
-      const error = module.runAttention(request, 'simd', p);
-      if (error) throw new Error(error.message);
-      t.push(now());
-      heap.readFloat32(p.output, size, out);
-      t.push(now());
-      return t;
-    };
-    call();
-    call();
-    const { calls } = callsFor(() => {
-      const t = call();
-      sums.copyIn += t[1] - t[0];
-      sums.kernel += t[2] - t[1];
-      sums.copyOut += t[3] - t[2];
-    }, durationMs, 3);
-    return Object.fromEntries(Object.entries(sums).map(([phase, ms]) => [phase, (1000 * ms) / calls]));
-  });
-}
 
 /** Medians over 5 rounds (order alternating) of the phases on 1 thread and on `many`'s threads. */
 async function callBreakdown(one, many, inputs) {

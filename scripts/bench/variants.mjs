@@ -2,10 +2,12 @@
 // they cut down, on the SIMD backend. Each variant's time over the full call's is compared with
 // its ideal fraction: the visible (query, key) pairs over those of the full causal call. A kernel
 // that never reads the key tiles outside the band or the documents comes close to that fraction;
-// one that masks an O(Lq·Lk) matrix stays near 1.
+// one that masks an O(Lq·Lk) matrix stays near 1. The kernel alone (without the copies in and out
+// of the wasm heap, which every call pays whatever it skips, on one thread) is reported beside it.
 import { createAttention, maxAbsDiff, toleranceBound } from '../../dist/index.js';
 import { makeInputs } from './cases.mjs';
-import { interleave, warmUp } from './timing.mjs';
+import { callPhases } from './phases.mjs';
+import { interleave, median, pause, warmUp } from './timing.mjs';
 import { log } from './run.mjs';
 
 export const WINDOW = 512;
@@ -77,10 +79,20 @@ export async function benchVariants(opts) {
       for (const r of runners) await warmUp(r.run);
       log(`${shape.name} ${engine.name}: ${cases.length} calls interleaved, ${opts.reps} rounds`);
       const timed = await interleave(runners);
+      // The phases: medians of 3 rounds of back-to-back calls (µs → ms), the variants alternating.
+      const rounds = cases.map(() => []);
+      for (let round = 0; round < 3; round++) {
+        for (const [i, v] of cases.entries()) {
+          await pause(20);
+          rounds[i].push(await callPhases(engine.attn, inputs, v.options));
+        }
+      }
+      const phases = rounds.map((list) => ({ kernelMs: median(list.map((x) => x.kernel)) / 1000, copiesMs: median(list.map((x) => x.copyIn + x.copyOut)) / 1000 }));
       const full = timed[0].medianMs;
       cases.forEach((v, i) => {
         const ratio = timed[i].medianMs / full;
-        rows.push({ case: shape.name, engine: engine.name, variant: v.name, medianMs: timed[i].medianMs, idealFraction: v.fraction, timeFraction: ratio, overIdeal: ratio / v.fraction });
+        const kernelRatio = phases[i].kernelMs / phases[0].kernelMs;
+        rows.push({ case: shape.name, engine: engine.name, variant: v.name, medianMs: timed[i].medianMs, idealFraction: v.fraction, timeFraction: ratio, overIdeal: ratio / v.fraction, ...phases[i], kernelOverIdeal: kernelRatio / v.fraction });
       });
     }
   }
@@ -88,11 +100,12 @@ export async function benchVariants(opts) {
 }
 
 export function printVariants({ rows }) {
-  console.log('\ncase        engine         variant                            median ms   time/full   ideal   time/ideal (target ≤ 1.3)');
+  console.log('\ncase        engine         variant                            median ms   time/full   ideal   time/ideal (target ≤ 1.3)   kernel ms   kernel/ideal   copies ms');
   for (const r of rows) {
     console.log(
-      `${r.case.padEnd(11)} ${r.engine.padEnd(14)} ${r.variant.padEnd(34)} ${r.medianMs.toFixed(2).padStart(9)}   ${r.timeFraction.toFixed(3).padStart(9)}   ${r.idealFraction.toFixed(3)}   ${r.overIdeal.toFixed(2).padStart(6)}`,
+      `${r.case.padEnd(11)} ${r.engine.padEnd(14)} ${r.variant.padEnd(34)} ${r.medianMs.toFixed(2).padStart(9)}   ${r.timeFraction.toFixed(3).padStart(9)}   ${r.idealFraction.toFixed(3)}   ${r.overIdeal.toFixed(2).padStart(6)}                      ${r.kernelMs.toFixed(2).padStart(9)}   ${r.kernelOverIdeal.toFixed(2).padStart(12)}   ${r.copiesMs.toFixed(2).padStart(9)}`,
     );
   }
+  console.log('kernel: the wasm call alone; copies: q, k, v into the wasm heap and the output out, serial on the calling thread (phases of back-to-back calls, median of 3 rounds).');
   return {};
 }

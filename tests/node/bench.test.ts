@@ -21,7 +21,7 @@ describe('npm run bench', () => {
     expect(bench('--mode', 'backward', '--cases', '1x2x40x16', '--reps', '3')).not.toMatch(/wrong result|error/i);
     expect(bench('--mode', 'diagnose', '--cases', '1x64x16', '--probes', 'breakdown,peak')).toMatch(/call breakdown/);
     const variants = bench('--mode', 'variants', '--cases', '1x1100x16', '--reps', '1');
-    for (const row of ['causal, window left 512', 'causal, 3 documents of 512']) expect(variants).toContain(row);
+    for (const row of ['causal, window left 512', 'causal, 3 documents of 512', 'kernel/ideal']) expect(variants).toContain(row);
   }, 120_000);
 
   it('decode: sdpa-web on its KV cache and onnxruntime-web GroupQueryAttention, checked against the float64 reference', () => {
