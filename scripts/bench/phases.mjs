@@ -1,6 +1,6 @@
 // The phases of one SIMD call, timed on the package's raw core: copying the inputs into the wasm
 // heap, the kernel, copying the output out.
-import { attentionRequest } from '../../dist/arguments.js';
+import { attentionRequest, product } from '../../dist/arguments.js';
 import { withHeap } from '../../dist/heap.js';
 import { loadCoreModule } from '../../dist/wasm.js';
 import { callsFor, now } from './timing.mjs';
@@ -19,7 +19,7 @@ export async function callPhases(attn, { q, k, v }, options = undefined, duratio
   const plan = module.planAttention(request);
   if (plan.error) throw new Error(plan.error.message);
   const inputs = [['query', q], ['key', k], ['value', v]];
-  const outputSize = plan.outputShape.reduce((a, b) => a * b, 1);
+  const outputSize = product(plan.outputShape);
   return withHeap(module, (heap) => {
     const p = Object.fromEntries(inputs.map(([name, x]) => [name, heap.alloc(x.data.byteLength, name)]));
     p.output = heap.alloc(4 * outputSize, 'output');
