@@ -147,7 +147,11 @@ export interface WebGpuAttention {
 export interface SdpaModule extends EmscriptenModule {
   WebGpuAttention: new (device: object, caps: object | undefined) => WebGpuAttention;
   planAttention(request: AttentionRequest): AttentionPlanInfo;
-  runAttention(request: AttentionRequest, backend: 'scalar' | 'simd', pointers: Addresses): CoreError | null;
+  /**
+   * `whileHelpersRun`: called on this thread while helper threads run the kernel (not at all on
+   * one thread); it must not throw.
+   */
+  runAttention(request: AttentionRequest, backend: 'scalar' | 'simd', pointers: Addresses, whileHelpersRun: (() => void) | undefined): CoreError | null;
   explainAttention(request: AttentionRequest, pointers: Addresses): CoreError | null;
   /** The SIMD kernel on 1 thread, tracing row `row` of head (batch, head): steps [tiles, 3 + Ev], visited [blocks, tiles]. */
   traceOnlineSoftmax(request: AttentionRequest, pointers: Addresses, batch: number, head: number, row: number): { error: CoreError | null; steps: number };

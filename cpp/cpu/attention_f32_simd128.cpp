@@ -802,7 +802,8 @@ void attention_f32_simd128(const AttentionPlan& p, const AttentionInputs& in, fl
                                     0,
                                     0,
                                     0,
-                                    nonfinite_values + kv * sz.tiles};
+                                    nonfinite_values + kv * sz.tiles,
+                                    {}};
       start_block(blocks[i]);
       first_tile = std::min(first_tile, blocks[i].tile_begin);
       end_tile = std::max(end_tile, blocks[i].tile_end);

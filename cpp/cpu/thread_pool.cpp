@@ -21,6 +21,23 @@
 
 namespace sdpa {
 
+namespace {
+OverlappedWork* pending_work = nullptr;  // the calling thread's; the pool is not reentrant
+}  // namespace
+
+OverlappedWork::OverlappedWork(void (*work)(void*), void* context) : work_(work), context_(context) {
+  pending_work = this;
+}
+
+OverlappedWork::~OverlappedWork() { pending_work = nullptr; }
+
+void run_overlapped_work() {
+  OverlappedWork* work = pending_work;
+  if (work == nullptr || work->work_ == nullptr || work->ran_) return;
+  work->ran_ = true;
+  work->work_(work->context_);
+}
+
 #if !SDPA_THREADS
 
 int max_threads() { return 1; }
@@ -110,6 +127,7 @@ class Pool {
       }
       sem_post(&helper.wake);
     }
+    run_overlapped_work();
     drain(0, generation);
     // Only claimed tasks are left: spin rather than sleep (a browser main thread may not block).
     while (finished_.load(std::memory_order_acquire) < tasks) std::this_thread::yield();

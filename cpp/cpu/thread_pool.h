@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 namespace sdpa {
 
@@ -29,12 +30,33 @@ void set_max_threads(int n);
 using ParallelBody = void (*)(void* context, int64_t task, int worker);
 void parallel_for(int threads, int64_t tasks, ParallelBody body, void* context, double serial_micros = 0);
 
-// Convenience wrapper for a lambda.
+// Work the calling thread does while helpers run: within an OverlappedWork's scope, the first
+// parallel_for that runs on more than one thread calls `work` on the caller once the helpers
+// are announced, before the caller claims tasks, so the two overlap. A parallel_for on one thread
+// does not call it. The JS side allocates a call's result arrays this way and touches their
+// fresh pages (page faults: about 1 ms for 2 MiB) while the helpers run the kernel. Scopes do
+// not nest; `work` must not throw.
+class OverlappedWork {
+ public:
+  OverlappedWork(void (*work)(void* context), void* context);
+  ~OverlappedWork();
+  OverlappedWork(const OverlappedWork&) = delete;
+  OverlappedWork& operator=(const OverlappedWork&) = delete;
+
+ private:
+  friend void run_overlapped_work();  // the pool's hook: calls the pending work, once
+  void (*work_)(void*);
+  void* context_;
+  bool ran_ = false;
+};
+
+// Convenience wrapper for a lambda (a temporary or a named one).
 template <typename F>
 void parallel_for(int threads, int64_t tasks, F&& body, double serial_micros = 0) {
+  using Body = std::remove_reference_t<F>;
   parallel_for(
       threads, tasks,
-      [](void* c, int64_t task, int worker) { (*static_cast<F*>(c))(task, worker); },
+      [](void* c, int64_t task, int worker) { (*static_cast<Body*>(c))(task, worker); },
       const_cast<void*>(static_cast<const void*>(&body)), serial_micros);
 }
 

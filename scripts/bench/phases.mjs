@@ -32,7 +32,7 @@ export async function callPhases(attn, { q, k, v }, options = undefined, duratio
       // views made per call from the current buffer, as the package does (a grown heap detaches)
       for (const [name, x] of inputs) new Float32Array(module.HEAPU8.buffer, p[name], x.data.length).set(x.data);
       t.push(now());
-      const error = module.runAttention(request, 'simd', p);
+      const error = module.runAttention(request, 'simd', p, undefined);
       if (error) throw new Error(error.message);
       t.push(now());
       heap.readFloat32(p.output, outputSize, out);

@@ -48,6 +48,37 @@ TEST(ParallelFor, BackToBackAndAfterSleeping) {
   }
 }
 
+// An OverlappedWork runs once, on the calling thread, in the first parallel_for of its scope that
+// has helpers; a parallel_for on one thread, a later one, and one outside the scope do not run it.
+TEST(ParallelFor, OverlappedWorkRunsOnceOnTheCaller) {
+  set_max_threads(2);
+  struct Seen {
+    int runs = 0;
+    std::thread::id thread;
+  } seen;
+  const auto record = [](void* context) {
+    auto* s = static_cast<Seen*>(context);
+    s->runs++;
+    s->thread = std::this_thread::get_id();
+  };
+  std::atomic<int> tasks_run{0};
+  const auto body = [&](int64_t, int) { tasks_run++; };
+  {
+    OverlappedWork work(record, &seen);
+    parallel_for(1, 8, body);
+    EXPECT_EQ(seen.runs, 0) << "one thread: nothing to overlap";
+    parallel_for(2, 8, body);
+    EXPECT_EQ(seen.runs, 1);
+    EXPECT_EQ(seen.thread, std::this_thread::get_id());
+    parallel_for(2, 8, body);
+    EXPECT_EQ(seen.runs, 1) << "once per scope";
+  }
+  parallel_for(2, 8, body);
+  EXPECT_EQ(seen.runs, 1) << "outside the scope";
+  EXPECT_EQ(tasks_run.load(), 32);
+  set_max_threads(4);
+}
+
 // The pool's generation counter wraps after 2^24 calls (it shares a word with the task index):
 // calls past the wrap must not hang.
 TEST(ParallelFor, SurvivesGenerationWrap) {

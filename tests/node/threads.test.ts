@@ -80,6 +80,38 @@ describe('createAttention({ threads })', () => {
     expect(attn.memoryStats().heapBytesInUse).toBe(before);
   });
 
+  // Result arrays of 64 KiB and more are made while the helper threads run the kernel.
+  it('makes large result arrays while the helpers run: the same values, and a failed allocation is thrown after the kernel', async () => {
+    const attn = await createAttention({ backend: 'simd', threads: 2 });
+    const q = random([1, 2, 512, 64], 6);
+    const kv = random([1, 2, 512, 64], 7);
+    const options = { isCausal: true, returnWeights: true, returnLogSumExp: true } as const;
+    const ref = attn.referenceAttention(q, kv, kv, options);
+    const before = attn.memoryStats().heapBytesInUse;
+    for (let call = 0; call < 3; call++) {
+      const result = attn.scaledDotProductAttentionSync(q, kv, kv, options);
+      expect(maxAbsDiff(result.output.data, ref.output.data)).toBeLessThan(1e-5);
+      expect(maxAbsDiff(result.weights!.data, ref.weights.data)).toBeLessThan(1e-5);
+      expect(result.logSumExp!.data).toHaveLength(2 * 512);
+    }
+    // Every new float32 array of 64K elements or more fails, as when the JS heap is exhausted.
+    const original = globalThis.Float32Array;
+    globalThis.Float32Array = new Proxy(original, {
+      construct(target, args: unknown[]) {
+        if (args.length === 1 && typeof args[0] === 'number' && args[0] >= 2 ** 16) throw new RangeError('Array buffer allocation failed');
+        return Reflect.construct(target, args);
+      },
+    });
+    try {
+      expect(() => attn.scaledDotProductAttentionSync(q, kv, kv, options)).toThrow(/Array buffer allocation failed/);
+    } finally {
+      globalThis.Float32Array = original;
+    }
+    expect(attn.memoryStats().heapBytesInUse).toBe(before);
+    expect(maxAbsDiff(attn.scaledDotProductAttentionSync(q, kv, kv, options).output.data, ref.output.data)).toBeLessThan(1e-5);
+    attn.dispose();
+  });
+
   it('defaults to every core in Node, and threads: 1 forces one', async () => {
     const auto = await createAttention();
     expect(auto.backend).toBe('simd');

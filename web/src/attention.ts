@@ -22,7 +22,7 @@ import {
 } from './arguments.js';
 import { backendInfos, chooseBackend, type Chosen } from './backends.js';
 import { float16Output, fromFloat16 } from './float16.js';
-import { HeapScope, tensorBytes, withHeap } from './heap.js';
+import { HeapScope, pagedInFloat32Array, tensorBytes, withHeap } from './heap.js';
 import { attentionBackward, referenceAttentionBackward } from './extras/gradients.js';
 import type {
   AttentionGradients,
@@ -81,6 +81,13 @@ import {
   WebGPUError,
   type GpuState,
 } from './webgpu.js';
+
+/**
+ * A threaded call whose fresh float32 result arrays hold at least this many bytes makes them
+ * while its helper threads run the kernel (their page faults then overlap it): below, the call
+ * back from wasm costs more than the faults it hides.
+ */
+const OVERLAPPED_RESULT_BYTES = 64 * 1024;
 
 /** One attention engine bound to a backend. Create with {@link createAttention}. */
 export class Attention {
@@ -276,18 +283,33 @@ export class Attention {
       if (returnLse) pointers.lse = heap.alloc(4 * lseElements, 'logSumExp');
       if (scoresElements) pointers.scores = heap.alloc(4 * scoresElements, 'scores');
       pointers.workspace = heap.alloc(workspaceBytes, `the ${cpuBackend} workspace`);
-      throwIfError(this.module.runAttention(request, cpuBackend, pointers));
+      // The float32 result arrays, made while helper threads run the kernel where there are any.
+      const lengths = { output: dtype === 'float32' && !out ? outputElements : 0, weights: weightsElements, lse: lseElements, scores: scoresElements };
+      const fresh: Partial<Record<keyof typeof lengths, Float32Array>> = {};
+      let allocationError: unknown;
+      const allocate = () => {
+        try {
+          for (const [name, length] of Object.entries(lengths) as [keyof typeof lengths, number][]) {
+            if (length > 0) fresh[name] = pagedInFloat32Array(length);
+          }
+        } catch (error) {
+          allocationError = error; // thrown once the kernel is done: an exception must not unwind through wasm
+        }
+      };
+      const overlap = this.threads > 1 && 4 * (lengths.output + weightsElements + lseElements + scoresElements) >= OVERLAPPED_RESULT_BYTES;
+      throwIfError(this.module.runAttention(request, cpuBackend, pointers, overlap ? allocate : undefined));
+      if (allocationError) throw allocationError;
       const shape = [...plan.outputShape];
       const result: AttentionResult<CpuTensor> = {
         output: dtype === 'float16'
           ? float16Output(heap.viewFloat32(pointers.output, outputElements), shape, out as Uint16Array | undefined, query.data)
-          : { data: heap.readFloat32(pointers.output, outputElements, out as Float32Array | undefined), shape },
+          : { data: heap.readFloat32(pointers.output, outputElements, (out as Float32Array | undefined) ?? fresh.output), shape },
       };
       if (request.returnWeights) {
-        result.weights = { data: heap.readFloat32(pointers.weights!, weightsElements), shape: [...plan.weightsShape] };
+        result.weights = { data: heap.readFloat32(pointers.weights!, weightsElements, fresh.weights), shape: [...plan.weightsShape] };
       }
-      if (returnLse) result.logSumExp = { data: heap.readFloat32(pointers.lse!, lseElements), shape: lseShape };
-      if (scoresElements) result.scores = { data: heap.readFloat32(pointers.scores!, scoresElements), shape: [...plan.weightsShape] };
+      if (returnLse) result.logSumExp = { data: heap.readFloat32(pointers.lse!, lseElements, fresh.lse), shape: lseShape };
+      if (scoresElements) result.scores = { data: heap.readFloat32(pointers.scores!, scoresElements, fresh.scores), shape: [...plan.weightsShape] };
       return result;
     });
   }

@@ -77,6 +77,17 @@ export function withHeap<T>(module: SdpaModule, body: (heap: HeapScope) => T): T
   }
 }
 
+/**
+ * A new Float32Array with each of its 4 KiB pages written once (with the zero it holds). A fresh
+ * large array's memory is mapped on first write, one page fault per page (about 1 ms per 2 MiB,
+ * as long as copying 40 MiB): made while helper threads run a kernel, those faults overlap it.
+ */
+export function pagedInFloat32Array(length: number): Float32Array {
+  const array = new Float32Array(length);
+  for (let i = 0; i < length; i += 1024) array[i] = 0;
+  return array;
+}
+
 /** Bytes of the tensors' data (absent ones count 0), e.g. a call's inputs for {@link HeapScope.checkTotal}. */
 export function tensorBytes(tensors: readonly ({ data: ArrayBufferView } | null | undefined)[]): number {
   return tensors.reduce((n, t) => n + (t ? t.data.byteLength : 0), 0);
