@@ -296,7 +296,7 @@ export class Attention {
           allocationError = error; // thrown once the kernel is done: an exception must not unwind through wasm
         }
       };
-      const overlap = this.threads > 1 && 4 * (lengths.output + weightsElements + lseElements + scoresElements) >= OVERLAPPED_RESULT_BYTES;
+      const overlap = this.threads > 1 && 4 * Object.values(lengths).reduce((a, b) => a + b, 0) >= OVERLAPPED_RESULT_BYTES;
       throwIfError(this.module.runAttention(request, cpuBackend, pointers, overlap ? allocate : undefined));
       if (allocationError) throw allocationError;
       const shape = [...plan.outputShape];

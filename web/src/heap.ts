@@ -79,8 +79,8 @@ export function withHeap<T>(module: SdpaModule, body: (heap: HeapScope) => T): T
 
 /**
  * A new Float32Array with each of its 4 KiB pages written once (with the zero it holds). A fresh
- * large array's memory is mapped on first write, one page fault per page (about 1 ms per 2 MiB,
- * as long as copying 40 MiB): made while helper threads run a kernel, those faults overlap it.
+ * large array's memory is mapped on first write, one page fault per page (about 1 ms per 2 MiB):
+ * made while helper threads run a kernel, those faults overlap it.
  */
 export function pagedInFloat32Array(length: number): Float32Array {
   const array = new Float32Array(length);
