@@ -232,7 +232,7 @@ class Pool {
       if (announced != seen) return announced;
       if (polls % 256 == 0 && now_ns() > give_up) break;  // reading the clock costs a JS call
     }
-    for (const auto [nanos, poll] : {std::pair{kDozeNanos, kDozePollNanos}, std::pair{kLightSleepNanos, kLightSleepPollNanos}}) {
+    for (const auto& [nanos, poll] : {std::pair{kDozeNanos, kDozePollNanos}, std::pair{kLightSleepNanos, kLightSleepPollNanos}}) {
       for (const int64_t stop = now_ns() + nanos; now_ns() < stop;) {
         helper.doze(poll);
         const uint64_t announced = announced_.load(std::memory_order_acquire);

@@ -79,7 +79,9 @@ TEST(Float16, SimdLoadersGiveEveryFiniteHalfTimes2ToTheMinus112Exactly) {
       const float got = simd::lane(v[lane / 4], lane % 4), want = float16_to_float32(halves[i + lane]);
       ASSERT_EQ(float_bits(got * 0x1p112f), float_bits(want)) << std::hex << halves[i + lane];
       ASSERT_EQ(static_cast<double>(got), std::ldexp(static_cast<double>(want), -112)) << std::hex << halves[i + lane];
-      if (lane >= 4) ASSERT_EQ(float_bits(simd::lane(v[2], lane - 4)), float_bits(got));
+      if (lane >= 4) {
+        ASSERT_EQ(float_bits(simd::lane(v[2], lane - 4)), float_bits(got));
+      }
     }
   }
   EXPECT_TRUE(float16_any_nonfinite(std::vector<uint16_t>{0, 0x7C00}.data(), 2));
