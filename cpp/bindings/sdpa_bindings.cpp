@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -330,8 +331,10 @@ val plan_attention_js(val request) {
 // while_helpers_run: a JS function (that must not throw) the calling thread runs while helper
 // threads run the kernel (cpu/thread_pool.h OverlappedWork), or undefined; not called on one thread.
 val run_attention_js(val request, std::string backend, val pointers, val while_helpers_run) {
-  const auto call = [](void* function) { (*static_cast<val*>(function))(); };
-  OverlappedWork overlapped(while_helpers_run.isUndefined() ? nullptr : +call, &while_helpers_run);
+  std::optional<OverlappedWork> overlapped;
+  if (!while_helpers_run.isUndefined()) {
+    overlapped.emplace([](void* function) { (*static_cast<val*>(function))(); }, &while_helpers_run);
+  }
   return run_planned(plan_from_js, request, pointers, [&](const AttentionPlan& plan, PointerBag& bag) {
     const AttentionInputs in = inputs_from(bag, plan);
     float* output = bag.required<float>("output");

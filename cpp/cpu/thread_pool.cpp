@@ -33,7 +33,7 @@ OverlappedWork::~OverlappedWork() { pending_work = nullptr; }
 
 void run_overlapped_work() {
   OverlappedWork* work = pending_work;
-  if (work == nullptr || work->work_ == nullptr || work->ran_) return;
+  if (work == nullptr || work->ran_) return;
   work->ran_ = true;
   work->work_(work->context_);
 }
