@@ -327,16 +327,22 @@ val plan_attention_js(val request) {
 }
 
 // pointers: { query, key, value, mask?, queryDocuments?, keyDocuments?, output, weights?, lse?,
-//            scores? (with request.returnScores), workspace }
+//            scores? (with request.returnScores), workspace, inputArrival? }
 // while_helpers_run: a JS function (that must not throw) the calling thread runs while helper
-// threads run the kernel (cpu/thread_pool.h OverlappedWork), or undefined; not called on one thread.
+// threads run the kernel, or before it on one thread (cpu/thread_pool.h OverlappedWork), or
+// undefined. With inputArrival (the address of an InputArrivalRecord, core/input_arrival.h), the
+// query, key and value are not yet in place: while_helpers_run copies them in that order.
 val run_attention_js(val request, std::string backend, val pointers, val while_helpers_run) {
   std::optional<OverlappedWork> overlapped;
   if (!while_helpers_run.isUndefined()) {
     overlapped.emplace([](void* function) { (*static_cast<val*>(function))(); }, &while_helpers_run);
   }
   return run_planned(plan_from_js, request, pointers, [&](const AttentionPlan& plan, PointerBag& bag) {
-    const AttentionInputs in = inputs_from(bag, plan);
+    AttentionInputs in = inputs_from(bag, plan);
+    in.arrival.record = bag.optional<InputArrivalRecord>("inputArrival");
+    if (in.arrival.streamed() && !overlapped) {
+      return Status::TypeError("sdpa-web internal error: streamed inputs need the function that copies them");
+    }
     float* output = bag.required<float>("output");
     float* weights = bag.required_if<float>(plan.return_weights, "weights");
     float* lse = bag.optional<float>("lse");

@@ -148,8 +148,9 @@ export interface SdpaModule extends EmscriptenModule {
   WebGpuAttention: new (device: object, caps: object | undefined) => WebGpuAttention;
   planAttention(request: AttentionRequest): AttentionPlanInfo;
   /**
-   * `whileHelpersRun`: called on this thread while helper threads run the kernel (not at all on
-   * one thread); it must not throw.
+   * `whileHelpersRun`: called once on this thread while helper threads run the kernel (on one
+   * thread, before it); it must not throw. With `pointers.inputArrival` (an InputArrivalRecord,
+   * cpp/core/input_arrival.h) it is what copies the query, key and value in, in that order.
    */
   runAttention(request: AttentionRequest, backend: 'scalar' | 'simd', pointers: Addresses, whileHelpersRun: (() => void) | undefined): CoreError | null;
   explainAttention(request: AttentionRequest, pointers: Addresses): CoreError | null;

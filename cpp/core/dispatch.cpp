@@ -7,6 +7,7 @@
 #include "cpu/attention_backward_f32_simd128.h"
 #include "cpu/attention_decode_f32_simd128.h"
 #include "cpu/attention_f32_simd128.h"
+#include "cpu/thread_pool.h"
 
 namespace sdpa {
 namespace {
@@ -138,6 +139,10 @@ uint64_t workspace_bytes(Backend backend, const AttentionPlan& plan, int threads
 
 void run_attention(Backend backend, const AttentionPlan& plan, const AttentionInputs& in,
                    float* output, float* weights, void* workspace, int threads, float* lse, float* scores) {
+  // Only the SIMD forward kernel on float32 inputs waits for streamed rows; the others read
+  // theirs once the copy is done.
+  const bool waits_for_rows = backend == Backend::kSimd128 && !plan.has_float16() && !uses_decode_kernel(plan);
+  if (in.arrival.streamed() && !waits_for_rows) run_overlapped_work();
   if (!plan.has_float16()) {
     run_float32(backend, plan, in, output, weights, workspace, threads, lse, scores);
     return;

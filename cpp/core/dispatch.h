@@ -61,7 +61,8 @@ uint64_t workspace_bytes(Backend backend, const AttentionPlan& plan, int threads
 // Runs the forward on `threads` threads (the workspace must be sized for them). `weights` is
 // written only when plan.return_weights; `lse` ([B, Hq, Lq], the rows' log-sum-exp that the
 // backward pass reuses) only when not null; `scores` ([B, Hq, Lq, Lk], the stage
-// plan.return_scores) only when that stage is not kNone.
+// plan.return_scores) only when that stage is not kNone. With streamed inputs (in.arrival), the
+// caller's OverlappedWork (cpu/thread_pool.h) is what copies them.
 void run_attention(Backend backend, const AttentionPlan& plan, const AttentionInputs& in,
                    float* output, float* weights, void* workspace, int threads = 1,
                    float* lse = nullptr, float* scores = nullptr);

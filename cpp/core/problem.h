@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/float16.h"
+#include "core/input_arrival.h"
 
 namespace sdpa {
 
@@ -186,6 +187,8 @@ struct AttentionInputs {
   const uint16_t* query_f16 = nullptr;
   const uint16_t* key_f16 = nullptr;
   const uint16_t* value_f16 = nullptr;
+  // Set when query, key and value arrive while the kernel runs (core/input_arrival.h).
+  InputArrival arrival{};
 };
 
 // Largest element count of any one tensor: 2^32 bytes of float32 data is the wasm32 address space.

@@ -29,6 +29,9 @@
 //    a key one of the two may see; with documents, tiles whose id range misses the block's are
 //    skipped too (docs/variants.md).
 //    Causal: the tasks with the most tiles are handed out first.
+//  - Streamed inputs (core/input_arrival.h): a task first waits until its query rows and its keys
+//    from its first visited tile on have arrived; rows arrive last first, so a masked call's
+//    last blocks start while the calling thread still copies the rest.
 //  - Sinks: a row's online softmax starts at m = sink, l = 1 (e^(sink − sink)), with O = 0.
 //  - Every multiply-add is simd::madd: fused (f32x4.relaxed_madd) in the relaxed-SIMD build,
 //    where it halves the instructions of both matrix products; a multiply and an add in SIMD128.
@@ -808,6 +811,18 @@ void attention_f32_simd128(const AttentionPlan& p, const AttentionInputs& in, fl
       first_tile = std::min(first_tile, blocks[i].tile_begin);
       end_tile = std::max(end_tile, blocks[i].tile_end);
     }
+    const auto any_visits = [&](idx t) {
+      for (idx i = 0; i < count; ++i) {
+        if (visits_tile(blocks[i], t)) return true;
+      }
+      return false;
+    };
+    while (first_tile < end_tile && !any_visits(first_tile)) ++first_tile;
+    // Streamed inputs: the task's query rows and every key row from its first visited tile on
+    // (every key of the head for the score output) must be in place. Later rows arrive first,
+    // so the tasks of a causal call's last blocks, handed out first, start while the rest is
+    // still being copied.
+    in.arrival.wait_for_rows(kv, first_block * kBlockQueries, s.Lq, s.scores ? 0 : first_tile * kTileKeys, s.Lk);
     bool visits[kBlocksPerTask];
     for (idx t = first_tile; t < end_tile; ++t) {
       bool any = false;

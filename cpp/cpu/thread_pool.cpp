@@ -43,6 +43,7 @@ void run_overlapped_work() {
 int max_threads() { return 1; }
 void set_max_threads(int) {}
 void parallel_for(int, int64_t tasks, ParallelBody body, void* context, double) {
+  run_overlapped_work();
   for (int64_t t = 0; t < tasks; ++t) body(context, t, 0);
 }
 
@@ -93,6 +94,7 @@ class Pool {
       threads = std::min(threads, 1 + leading_awake_helpers());
     }
     if (threads <= 1) {
+      run_overlapped_work();
       for (int64_t t = 0; t < tasks; ++t) body(context, t, 0);
       last_end_ = now_ns();
       return;

@@ -31,11 +31,11 @@ using ParallelBody = void (*)(void* context, int64_t task, int worker);
 void parallel_for(int threads, int64_t tasks, ParallelBody body, void* context, double serial_micros = 0);
 
 // Work the calling thread does while helpers run: within an OverlappedWork's scope, the first
-// parallel_for that runs on more than one thread calls `work` on the caller once the helpers
-// are announced, before the caller claims tasks, so the two overlap. A parallel_for on one thread
-// does not call it. The JS side allocates a call's result arrays this way and touches their
-// fresh pages (page faults: about 1 ms for 2 MiB) while the helpers run the kernel. Scopes do
-// not nest; `work` must not throw.
+// parallel_for calls `work` on the caller once, after announcing the helpers and before the
+// caller claims tasks, so the two overlap; on one thread, before the first task. The JS side
+// copies a call's inputs this way as the helpers start on the rows already copied
+// (core/input_arrival.h), then allocates the result arrays and touches their fresh pages (page
+// faults: about 1 ms for 2 MiB). Scopes do not nest; `work` must not throw.
 class OverlappedWork {
  public:
   OverlappedWork(void (*work)(void* context), void* context);
@@ -44,11 +44,15 @@ class OverlappedWork {
   OverlappedWork& operator=(const OverlappedWork&) = delete;
 
  private:
-  friend void run_overlapped_work();  // the pool's hook: calls the pending work, once
+  friend void run_overlapped_work();
   void (*work_)(void*);
   void* context_;
   bool ran_ = false;
 };
+
+// Calls the pending OverlappedWork on the caller now unless it has run: parallel_for's hook, and
+// what a kernel that reads streamed inputs outside parallel_for calls first.
+void run_overlapped_work();
 
 // Convenience wrapper for a lambda (a temporary or a named one).
 template <typename F>

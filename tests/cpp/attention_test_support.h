@@ -4,17 +4,21 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "core/dispatch.h"
 #include "core/problem.h"
 #include "core/reference.h"
+#include "cpu/thread_pool.h"
 
 namespace sdpa::testing {
 
@@ -113,6 +117,65 @@ inline Result run_backend(Backend backend, const Problem& problem, int threads =
   check_canaries(weights, "weights");
   check_canaries(workspace, "workspace");
   return {strip_canaries(output), strip_canaries(weights)};
+}
+
+// Whether two float vectors hold the same bits (NaN payloads included).
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
+// The SIMD forward with query, key and value streamed in while it runs (core/input_arrival.h),
+// by a copier written from the protocol's description that pauses `pause` before each piece:
+// the destination starts as NaN, so a row read before it arrived would spoil the output.
+inline Result run_streamed(const Problem& p, int threads, int32_t chunks, std::chrono::microseconds pause) {
+  const AttentionPlan plan = plan_or_die(p.request);
+  std::vector<float> query(p.query.size(), NAN), key(p.key.size(), NAN), value(p.value.size(), NAN);
+  std::vector<float> output(plan.output_elements()), weights(plan.return_weights ? plan.weights_elements() : 0);
+  std::vector<float> workspace((workspace_bytes(Backend::kSimd128, plan, threads) + 3) / 4);
+  InputArrivalRecord record;
+  record.arrived.store(0);
+  record.chunks = chunks;
+  struct Copier {
+    const Problem& p;
+    const AttentionPlan& plan;
+    std::vector<float>&query, &key, &value;
+    InputArrivalRecord& record;
+    std::chrono::microseconds pause;
+    void copy() {
+      const int64_t groups = plan.B * plan.Hkv, group = plan.heads_per_kv(), C = record.chunks;
+      const auto start = [&](int64_t L, int64_t c) { return (L * c + C - 1) / C; };
+      const auto rows = [](const std::vector<float>& from, std::vector<float>& to, int64_t head, int64_t L,
+                           int64_t width, int64_t r0, int64_t r1) {
+        std::copy(from.begin() + (head * L + r0) * width, from.begin() + (head * L + r1) * width,
+                  to.begin() + (head * L + r0) * width);
+      };
+      for (int64_t g = 0; g < groups; ++g) {
+        for (int64_t c = C - 1; c >= 0; --c) {
+          if (pause.count() > 0) std::this_thread::sleep_for(pause);
+          rows(p.key, key, g, plan.Lk, plan.E, start(plan.Lk, c), start(plan.Lk, c + 1));
+          rows(p.value, value, g, plan.Lk, plan.Ev, start(plan.Lk, c), start(plan.Lk, c + 1));
+          for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+            rows(p.query, query, h, plan.Lq, plan.E, start(plan.Lq, c), start(plan.Lq, c + 1));
+          }
+          record.arrived.store(static_cast<int32_t>(g * C + C - c), std::memory_order_release);
+        }
+      }
+    }
+  } copier{p, plan, query, key, value, record, pause};
+  AttentionInputs in = p.inputs();
+  in.query = query.data();
+  in.key = key.data();
+  in.value = value.data();
+  in.arrival.record = &record;
+  {
+    OverlappedWork work([](void* c) { static_cast<Copier*>(c)->copy(); }, &copier);
+    run_attention(Backend::kSimd128, plan, in, output.data(), weights.data(), workspace.data(), threads);
+  }
+  if (!same_bits(query, p.query)) {
+    std::fprintf(stderr, "streamed query rows left uncopied\n");
+    std::abort();
+  }
+  return {output, weights};
 }
 
 // The float32 reference with the given dot-product rounding (run_backend(kScalar) is kSeparate).

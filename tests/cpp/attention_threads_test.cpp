@@ -48,34 +48,44 @@ TEST(ParallelFor, BackToBackAndAfterSleeping) {
   }
 }
 
-// An OverlappedWork runs once, on the calling thread, in the first parallel_for of its scope that
-// has helpers; a parallel_for on one thread, a later one, and one outside the scope do not run it.
+// An OverlappedWork runs once, on the calling thread, in the first parallel_for of its scope:
+// with helpers, once they are announced; on one thread, before the first task. A later
+// parallel_for and one outside the scope do not run it.
 TEST(ParallelFor, OverlappedWorkRunsOnceOnTheCaller) {
   set_max_threads(2);
   struct Seen {
     int runs = 0;
+    int tasks_before = -1;
     std::thread::id thread;
-  } seen;
+    const std::atomic<int>* tasks_run;
+  };
+  std::atomic<int> tasks_run{0};
   const auto record = [](void* context) {
     auto* s = static_cast<Seen*>(context);
     s->runs++;
     s->thread = std::this_thread::get_id();
+    s->tasks_before = s->tasks_run->load();
   };
-  std::atomic<int> tasks_run{0};
   const auto body = [&](int64_t, int) { tasks_run++; };
-  {
-    OverlappedWork work(record, &seen);
-    parallel_for(1, 8, body);
-    EXPECT_EQ(seen.runs, 0) << "one thread: nothing to overlap";
-    parallel_for(2, 8, body);
-    EXPECT_EQ(seen.runs, 1);
-    EXPECT_EQ(seen.thread, std::this_thread::get_id());
-    parallel_for(2, 8, body);
-    EXPECT_EQ(seen.runs, 1) << "once per scope";
+  for (int threads : {1, 2}) {
+    Seen seen;
+    seen.tasks_run = &tasks_run;
+    tasks_run = 0;
+    {
+      OverlappedWork work(record, &seen);
+      parallel_for(threads, 8, body);
+      EXPECT_EQ(seen.runs, 1) << threads << " threads";
+      EXPECT_EQ(seen.thread, std::this_thread::get_id());
+      if (threads == 1) {
+        EXPECT_EQ(seen.tasks_before, 0) << "one thread: before the first task";
+      }
+      parallel_for(threads, 8, body);
+      EXPECT_EQ(seen.runs, 1) << "once per scope";
+    }
+    parallel_for(threads, 8, body);
+    EXPECT_EQ(seen.runs, 1) << "outside the scope";
+    EXPECT_EQ(tasks_run.load(), 24);
   }
-  parallel_for(2, 8, body);
-  EXPECT_EQ(seen.runs, 1) << "outside the scope";
-  EXPECT_EQ(tasks_run.load(), 32);
   set_max_threads(4);
 }
 
@@ -159,6 +169,48 @@ TEST(SimdThreads, MatchesOneThread) {
   Problem bottom = make_problem({2, 70, 16}, {2, 300, 16}, {2, 300, 12}, 903);
   bottom.request.causal = CausalAlignment::kBottomRight;
   ExpectSameOnThreads(bottom, "bottom-right");
+}
+
+// Streamed inputs give the same bits as inputs in place, on one thread and on several, in the
+// tasks' every shape: causal blocks handed out last first, packed documents, a window, whole-head
+// and grouped tasks, weights, a call small enough for one thread, the decode kernel.
+TEST(SimdThreads, StreamedInputsMatchInputsInPlace) {
+  set_max_threads(4);
+  std::vector<std::pair<const char*, Problem>> cases;
+  Problem causal = make_problem({1, 1, 700, 32}, {1, 1, 700, 32}, {1, 1, 700, 24}, 910);
+  causal.request.causal = CausalAlignment::kTopLeft;
+  cases.emplace_back("causal", causal);
+  Problem documents = causal;
+  documents.request.has_documents = true;
+  documents.request.query_documents_shape = {1, 700};
+  documents.request.key_documents_shape = {1, 700};
+  for (int i = 0; i < 700; ++i) documents.query_documents.push_back(i / 100);
+  documents.key_documents = documents.query_documents;
+  cases.emplace_back("documents", documents);
+  Problem window = causal;
+  window.request.has_window_left = true;
+  window.request.window_left = 90;
+  window.request.return_weights = true;
+  cases.emplace_back("window + weights", window);
+  Problem gqa = make_problem({2, 4, 150, 20}, {2, 2, 260, 20}, {2, 2, 260, 7}, 911);
+  gqa.request.enable_gqa = true;
+  cases.emplace_back("gqa", gqa);
+  Problem many_heads = make_problem({2, 8, 150, 20}, {2, 8, 90, 20}, {2, 8, 90, 16}, 912);
+  many_heads.request.causal = CausalAlignment::kBottomRight;
+  cases.emplace_back("many heads, causal", many_heads);
+  cases.emplace_back("small", make_problem({1, 1, 8, 8}, {1, 1, 8, 8}, {1, 1, 8, 8}, 913));
+  cases.emplace_back("decode", make_problem({1, 2, 1, 64}, {1, 2, 3000, 64}, {1, 2, 3000, 64}, 914));
+  for (const auto& [what, p] : cases) {
+    const Result in_place = run_backend(Backend::kSimd128, p, 1);
+    for (int threads : {1, 2, 4}) {
+      for (int32_t chunks : {1, 3, 16}) {
+        const Result streamed = run_streamed(p, threads, chunks, std::chrono::microseconds(300));
+        EXPECT_TRUE(same_bits(streamed.output, in_place.output)) << what << " threads=" << threads << " chunks=" << chunks;
+        EXPECT_TRUE(same_bits(streamed.weights, in_place.weights))
+            << what << " (weights) threads=" << threads << " chunks=" << chunks;
+      }
+    }
+  }
 }
 
 }  // namespace

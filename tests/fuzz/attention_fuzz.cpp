@@ -20,6 +20,8 @@
 // 2^-112-scaled sums cannot overflow where the float32 reference's do), held to the same rule
 // against the references of the rounded values, the float64 one also standing in for r32 (as with
 // a fused multiply-add).
+// Every input also runs on 2 threads with its query, key and value streamed in while the kernel
+// runs (core/input_arrival.h): bit for bit the 1-thread result.
 // The backward pass runs on every input too (ASan/UBSan and the canaries around its outputs
 // watch it). Where V, dO and the additive mask (−inf allowed) are finite and at most 1e10 in
 // magnitude and the logits are bounded (|q|max·|k|max·E·|scale| ≤ 64), its gradients, with the
@@ -391,6 +393,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   compare("output", simd.output, r32.output, r32f.output, r64.output, value_scale);
   if (plan.return_weights) compare("weights", simd.weights, r32.weights, r32f.weights, r64.weights, 1.0);
+  // The same call on 2 threads with its inputs streamed in: the same bits.
+  const Result streamed = run_streamed(p, 2, static_cast<int32_t>(1 + (plan.Lq + plan.Lk) % 16), std::chrono::microseconds(0));
+  if (!same_bits(streamed.output, simd.output) || !same_bits(streamed.weights, simd.weights)) {
+    std::fprintf(stderr, "streamed inputs on 2 threads differ from inputs in place on 1\n");
+    std::abort();
+  }
   check_float16(fuzz_case);
   check_backward(fuzz_case, plan);
   return 0;

@@ -112,6 +112,41 @@ describe('createAttention({ threads })', () => {
     attn.dispose();
   });
 
+  // Float32 inputs of 1 MiB and more are copied in, last rows first, while the helpers start on
+  // the rows already there (cpp/core/input_arrival.h).
+  it('streams large inputs in while the helpers run: reference values, and an error in the copy is thrown after the kernel', async () => {
+    const attn = await createAttention({ backend: 'simd', threads: 2 });
+    const q = random([1, 2, 1024, 64], 8);
+    const k = random([1, 1, 1536, 64], 9);
+    const v = random([1, 1, 1536, 64], 10);
+    const ids = { data: new Int32Array(1536).map((_, j) => Math.floor(j / 300)), shape: [1, 1536] };
+    const cases = [
+      { enableGqa: true },
+      { enableGqa: true, isCausal: 'bottom-right' },
+      { enableGqa: true, isCausal: 'bottom-right', window: { left: 200 } },
+      { enableGqa: true, isCausal: true, queryDocuments: { data: ids.data.slice(512), shape: [1, 1024] }, keyDocuments: ids },
+    ] as const;
+    const before = attn.memoryStats().heapBytesInUse;
+    for (const options of cases) {
+      const ref = attn.referenceAttention(q, k, v, options);
+      // A call on other inputs first: a row read before it was copied would hold that call's data.
+      attn.scaledDotProductAttentionSync(random([1, 2, 1024, 64], 11), random([1, 1, 1536, 64], 12), random([1, 1, 1536, 64], 13), options);
+      const { output } = attn.scaledDotProductAttentionSync(q, k, v, options);
+      expect(maxAbsDiff(output.data, ref.output.data), JSON.stringify(options)).toBeLessThan(1e-5);
+    }
+    class FailingCopy extends Float32Array {
+      override subarray(): Float32Array<ArrayBuffer> {
+        throw new Error('copy failed');
+      }
+    }
+    const failing = { data: new FailingCopy(q.data), shape: q.shape };
+    expect(() => attn.scaledDotProductAttentionSync(failing, k, v, { enableGqa: true })).toThrow(/copy failed/);
+    expect(attn.memoryStats().heapBytesInUse).toBe(before);
+    const ref = attn.referenceAttention(q, k, v, { enableGqa: true });
+    expect(maxAbsDiff(attn.scaledDotProductAttentionSync(q, k, v, { enableGqa: true }).output.data, ref.output.data)).toBeLessThan(1e-5);
+    attn.dispose();
+  });
+
   it('defaults to every core in Node, and threads: 1 forces one', async () => {
     const auto = await createAttention();
     expect(auto.backend).toBe('simd');

@@ -22,6 +22,7 @@ import {
 } from './arguments.js';
 import { backendInfos, chooseBackend, type Chosen } from './backends.js';
 import { float16Output, fromFloat16 } from './float16.js';
+import { InputStream } from './input-stream.js';
 import { HeapScope, pagedInFloat32Array, tensorBytes, withHeap } from './heap.js';
 import { attentionBackward, referenceAttentionBackward } from './extras/gradients.js';
 import type {
@@ -277,28 +278,35 @@ export class Attention {
       'this attention call',
     );
     return withHeap(this.module, (heap) => {
-      const pointers = this.copyInputs(heap, query, cache ?? (key as Tensor), value, options);
+      // Threaded: large float32 inputs are copied in while the helper threads start on them.
+      const stream = this.threads > 1 && cpuBackend === 'simd' && !cache && InputStream.worthwhile(query, key as CpuTensor, value!)
+        ? new InputStream(heap, this.module, query as Tensor, key as Tensor, value as Tensor)
+        : undefined;
+      const pointers = this.copyInputs(heap, query, cache ?? (key as Tensor), value, options, stream);
       pointers.output = heap.alloc(4 * outputElements, 'output');
       if (request.returnWeights) pointers.weights = heap.alloc(4 * weightsElements, 'weights');
       if (returnLse) pointers.lse = heap.alloc(4 * lseElements, 'logSumExp');
       if (scoresElements) pointers.scores = heap.alloc(4 * scoresElements, 'scores');
       pointers.workspace = heap.alloc(workspaceBytes, `the ${cpuBackend} workspace`);
-      // The float32 result arrays, made while helper threads run the kernel where there are any.
+      // While the helper threads run the kernel: the streamed inputs' copy, then the float32
+      // result arrays.
       const lengths = { output: dtype === 'float32' && !out ? outputElements : 0, weights: weightsElements, lse: lseElements, scores: scoresElements };
       const fresh: Partial<Record<keyof typeof lengths, Float32Array>> = {};
-      let allocationError: unknown;
-      const allocate = () => {
+      const allocate = this.threads > 1 && 4 * Object.values(lengths).reduce((a, b) => a + b, 0) >= OVERLAPPED_RESULT_BYTES;
+      let overlappedError: unknown;
+      const whileHelpersRun = () => {
         try {
+          stream?.copy();
+          if (!allocate) return;
           for (const [name, length] of Object.entries(lengths) as [keyof typeof lengths, number][]) {
             if (length > 0) fresh[name] = pagedInFloat32Array(length);
           }
         } catch (error) {
-          allocationError = error; // thrown once the kernel is done: an exception must not unwind through wasm
+          overlappedError = error; // thrown once the kernel is done: an exception must not unwind through wasm
         }
       };
-      const overlap = this.threads > 1 && 4 * Object.values(lengths).reduce((a, b) => a + b, 0) >= OVERLAPPED_RESULT_BYTES;
-      throwIfError(this.module.runAttention(request, cpuBackend, pointers, overlap ? allocate : undefined));
-      if (allocationError) throw allocationError;
+      throwIfError(this.module.runAttention(request, cpuBackend, pointers, stream || allocate ? whileHelpersRun : undefined));
+      if (overlappedError) throw overlappedError;
       const shape = [...plan.outputShape];
       const result: AttentionResult<CpuTensor> = {
         output: dtype === 'float16'
@@ -795,13 +803,15 @@ export class Attention {
     return cache;
   }
 
-  /** Heap addresses of the inputs: copies of the tensors; a cache's own keys and values. */
-  private copyInputs(heap: HeapScope, query: CpuTensor, key: CpuTensor | KvCache, value: CpuTensor | undefined, options?: AttentionOptions): Record<string, number> {
-    const pointers: Record<string, number> = {
-      query: heap.copyIn(query.data, 'query'),
-      key: key instanceof KvCache ? key.keyAddress : heap.copyIn(key.data, 'key'),
-      value: key instanceof KvCache ? key.valueAddress : heap.copyIn(value!.data, 'value'),
-    };
+  /** The inputs' heap addresses: copied now, streamed in during the kernel (`stream`), or a cache's own. */
+  private copyInputs(heap: HeapScope, query: CpuTensor, key: CpuTensor | KvCache, value: CpuTensor | undefined, options?: AttentionOptions, stream?: InputStream): Record<string, number> {
+    const pointers: Record<string, number> = stream
+      ? { query: stream.query, key: stream.key, value: stream.value, inputArrival: stream.record }
+      : {
+          query: heap.copyIn(query.data, 'query'),
+          key: key instanceof KvCache ? key.keyAddress : heap.copyIn(key.data, 'key'),
+          value: key instanceof KvCache ? key.valueAddress : heap.copyIn(value!.data, 'value'),
+        };
     if (options?.attnMask) pointers.mask = heap.copyIn(options.attnMask.data, 'attnMask');
     if (options?.queryDocuments) pointers.queryDocuments = heap.copyIn(options.queryDocuments.data, 'queryDocuments');
     if (options?.keyDocuments) pointers.keyDocuments = heap.copyIn(options.keyDocuments.data, 'keyDocuments');
