@@ -106,6 +106,6 @@ export function printVariants({ rows }) {
       `${r.case.padEnd(11)} ${r.engine.padEnd(14)} ${r.variant.padEnd(34)} ${r.medianMs.toFixed(2).padStart(9)}   ${r.timeFraction.toFixed(3).padStart(9)}   ${r.idealFraction.toFixed(3)}   ${r.overIdeal.toFixed(2).padStart(6)}                      ${r.kernelMs.toFixed(2).padStart(9)}   ${r.kernelOverIdeal.toFixed(2).padStart(12)}   ${r.copiesMs.toFixed(2).padStart(9)}`,
     );
   }
-  console.log('kernel: the wasm call alone; copies: q, k, v into the wasm heap and the output out, serial on the calling thread (phases of back-to-back calls, median of 3 rounds).');
+  console.log('kernel: the wasm call alone; copies: q, k, v into the wasm heap and the output out, on the calling thread (phases of back-to-back calls, median of 3 rounds); on threads the package copies q, k, v in while the helpers start the kernel.');
   return {};
 }
