@@ -129,10 +129,18 @@ describe('createAttention({ threads })', () => {
     const before = attn.memoryStats().heapBytesInUse;
     for (const options of cases) {
       const ref = attn.referenceAttention(q, k, v, options);
-      // A call on other inputs first: a row read before it was copied would hold that call's data.
-      attn.scaledDotProductAttentionSync(random([1, 2, 1024, 64], 11), random([1, 1, 1536, 64], 12), random([1, 1, 1536, 64], 13), options);
+      // Other inputs copied into the heap first: a row read before it was copied holds their data.
+      attn.referenceAttention(random([1, 2, 1024, 64], 11), random([1, 1, 1536, 64], 12), random([1, 1, 1536, 64], 13), options);
       const { output } = attn.scaledDotProductAttentionSync(q, k, v, options);
       expect(maxAbsDiff(output.data, ref.output.data), JSON.stringify(options)).toBeLessThan(1e-5);
+    }
+    // 32 small key/value heads: several whole groups a piece, the last piece short.
+    const manyQ = random([4, 16, 64, 32], 14), manyK = random([4, 8, 80, 32], 15), manyV = random([4, 8, 80, 32], 16);
+    for (const isCausal of [false, 'bottom-right'] as const) {
+      const ref = attn.referenceAttention(manyQ, manyK, manyV, { enableGqa: true, isCausal });
+      attn.referenceAttention(random([4, 16, 64, 32], 17), random([4, 8, 80, 32], 18), random([4, 8, 80, 32], 19), { enableGqa: true, isCausal });
+      const { output } = attn.scaledDotProductAttentionSync(manyQ, manyK, manyV, { enableGqa: true, isCausal });
+      expect(maxAbsDiff(output.data, ref.output.data), `many heads, isCausal ${isCausal}`).toBeLessThan(1e-5);
     }
     class FailingCopy extends Float32Array {
       override subarray(): Float32Array<ArrayBuffer> {

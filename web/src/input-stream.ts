@@ -21,19 +21,29 @@ export class InputStream {
   readonly query: number;
   readonly key: number;
   readonly value: number;
-  private readonly chunks: number;
+  private readonly Lq: number;
+  private readonly Lk: number;
+  private readonly E: number;
+  private readonly Ev: number;
+  /** Key/value head groups (B·Hkv), query heads per group, chunks per group. */
   private readonly groups: number;
+  private readonly group: number;
+  private readonly chunks: number;
+  /** Whole groups copied together when one is smaller than a piece (then chunks is 1). */
+  private readonly groupsPerPiece: number;
 
   constructor(heap: HeapScope, private readonly module: SdpaModule, private readonly q: Rows, private readonly k: Rows, private readonly v: Rows) {
     this.query = heap.alloc(q.data.byteLength, 'query');
     this.key = heap.alloc(k.data.byteLength, 'key');
     this.value = heap.alloc(v.data.byteLength, 'value');
     this.record = heap.alloc(8, 'the input arrival record');
-    const [Lq, E] = lastTwo(q), [Lk] = lastTwo(k), [, Ev] = lastTwo(v);
-    this.groups = k.data.length / (Lk * E);
-    const group = q.data.length / (Lq * E) / this.groups;
-    const groupBytes = 4 * (Lk * (E + Ev) + group * Lq * E);
-    this.chunks = Math.max(1, Math.min(MAX_CHUNKS, Lq, Lk, Math.floor(groupBytes / CHUNK_BYTES)));
+    [this.Lq, this.E] = lastTwo(q);
+    [this.Lk, this.Ev] = lastTwo(v);
+    this.groups = k.data.length / (this.Lk * this.E);
+    this.group = q.data.length / (this.Lq * this.E) / this.groups;
+    const groupBytes = 4 * (this.Lk * (this.E + this.Ev) + this.group * this.Lq * this.E);
+    this.chunks = Math.max(1, Math.min(MAX_CHUNKS, this.Lq, this.Lk, Math.floor(groupBytes / CHUNK_BYTES)));
+    this.groupsPerPiece = this.chunks > 1 ? 1 : Math.max(1, Math.floor(CHUNK_BYTES / groupBytes));
     const record = new Int32Array(module.HEAPU8.buffer, this.record, 2);
     record[0] = 0;
     record[1] = this.chunks;
@@ -47,27 +57,36 @@ export class InputStream {
 
   /** Copies every piece in order, publishing each; on an error, publishes them all (the kernel then finishes) and rethrows. */
   copy(): void {
-    const total = this.groups * this.chunks;
+    const { Lq, Lk, E, Ev, group, chunks } = this;
     try {
-      const [Lq, E] = lastTwo(this.q), [Lk] = lastTwo(this.k), [, Ev] = lastTwo(this.v);
-      const group = this.q.data.length / (Lq * E) / this.groups;
-      for (let g = 0; g < this.groups; g++) {
-        for (let c = this.chunks - 1; c >= 0; c--) {
-          const [k0, k1] = [chunkStart(Lk, c, this.chunks), chunkStart(Lk, c + 1, this.chunks)];
-          const [q0, q1] = [chunkStart(Lq, c, this.chunks), chunkStart(Lq, c + 1, this.chunks)];
-          this.rows(this.k.data, this.key, (g * Lk + k0) * E, (g * Lk + k1) * E);
-          this.rows(this.v.data, this.value, (g * Lk + k0) * Ev, (g * Lk + k1) * Ev);
-          for (let h = g * group; h < (g + 1) * group; h++) this.rows(this.q.data, this.query, (h * Lq + q0) * E, (h * Lq + q1) * E);
-          this.publish(g * this.chunks + this.chunks - c);
+      for (let g0 = 0; g0 < this.groups; g0 += this.groupsPerPiece) {
+        const g1 = Math.min(this.groups, g0 + this.groupsPerPiece);
+        for (let c = chunks - 1; c >= 0; c--) {
+          const [k0, k1] = [chunkStart(Lk, c, chunks), chunkStart(Lk, c + 1, chunks)];
+          const [q0, q1] = [chunkStart(Lq, c, chunks), chunkStart(Lq, c + 1, chunks)];
+          this.headRows(this.k.data, this.key, g0, g1, Lk, E, k0, k1);
+          this.headRows(this.v.data, this.value, g0, g1, Lk, Ev, k0, k1);
+          this.headRows(this.q.data, this.query, g0 * group, g1 * group, Lq, E, q0, q1);
+          this.publish((g1 - 1) * chunks + chunks - c);
         }
       }
     } catch (error) {
-      this.publish(total);
+      this.publish(this.groups * chunks);
       throw error;
     }
   }
 
-  private rows(source: Float32Array, address: number, begin: number, end: number): void {
+  /** Rows [r0, r1) of heads [h0, h1) of a [heads, L, width] tensor: one copy when they are whole heads. */
+  private headRows(source: Float32Array, address: number, h0: number, h1: number, L: number, width: number, r0: number, r1: number): void {
+    if (r0 === 0 && r1 === L) {
+      this.span(source, address, h0 * L * width, h1 * L * width);
+      return;
+    }
+    for (let h = h0; h < h1; h++) this.span(source, address, (h * L + r0) * width, (h * L + r1) * width);
+  }
+
+  /** Elements [begin, end) of `source` into the heap array at `address`. */
+  private span(source: Float32Array, address: number, begin: number, end: number): void {
     if (end > begin) new Float32Array(this.module.HEAPU8.buffer, address + 4 * begin, end - begin).set(source.subarray(begin, end));
   }
 
