@@ -1,6 +1,6 @@
 // A user's app: attention through the installed package (a call, the same call in float16, a
-// decode step on a KV cache). The outcome goes to body[data-result] (or body[data-error]) for
-// the test driving the page.
+// decode step on a KV cache, a call on 2 MiB of inputs against the float64 reference). The
+// outcome goes to body[data-result] (or body[data-error]) for the test driving the page.
 import { createAttention, fromFloat16, toFloat16 } from 'sdpa-web';
 
 async function main(): Promise<void> {
@@ -15,10 +15,20 @@ async function main(): Promise<void> {
   cache.append({ data: kv.data, shape: [1, 1, 2, 2] }, { data: kv.data, shape: [1, 1, 2, 2] });
   const cached = await attn.scaledDotProductAttention({ data: q.data, shape: [1, 1, 1, 2] }, cache, { isCausal: true });
   cache.dispose();
+  // Inputs large enough (2 MiB) that a threaded instance copies them in while its kernel runs,
+  // against the package's float64 reference.
+  const big = (shape: number[], seed: number) => attn.randomUniform(shape, seed);
+  const [bq, bk, bv] = [big([1, 2, 1024, 128], 1), big([1, 1, 1024, 128], 2), big([1, 1, 1024, 128], 3)];
+  const bigOptions = { isCausal: true, enableGqa: true, window: { left: 300 } } as const;
+  const streamed = attn.scaledDotProductAttentionSync(bq, bk, bv, bigOptions).output.data;
+  const reference = attn.referenceAttention(bq, bk, bv, bigOptions).output.data;
+  let streamedError = 0;
+  for (let i = 0; i < streamed.length; i++) streamedError = Math.max(streamedError, Math.abs(streamed[i]! - reference[i]!));
   const result = {
     output: Array.from(output.data),
     float16: Array.from(fromFloat16(float16.output.data as Uint16Array)),
     cached: Array.from(cached.output.data),
+    streamedError,
     threads: attn.threads,
     cores: navigator.hardwareConcurrency,
     fallbackReason: attn.fallbackReason ?? null,

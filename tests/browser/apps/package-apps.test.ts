@@ -25,6 +25,8 @@ interface PageResult {
   /** The same call on float16 inputs, and one query row over a KV cache of the two keys. */
   float16: number[];
   cached: number[];
+  /** max |output − float64 reference| of a call on 2 MiB of inputs (streamed in on threads). */
+  streamedError: number;
   threads: number;
   cores: number;
   fallbackReason: string | null;
@@ -69,6 +71,7 @@ function expectWorks(v: Visit, isolated: boolean): void {
   expect(r.float16[0]).toBeCloseTo(W0, 3); // within half a float16 ulp (2.4e-4 at 0.67)
   expect(r.float16[1]).toBeCloseTo(1 - W0, 3);
   expect(r.cached).toEqual(r.output);
+  expect(r.streamedError).toBeLessThan(1e-5);
   if (isolated) {
     expect(r.threads).toBe(Math.min(16, r.cores));
     expect(r.fallbackReason).toBeNull();
