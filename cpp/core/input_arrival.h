@@ -7,8 +7,9 @@
 // chunks from the last to the first. Chunk k of a length L holds rows
 // [ceil(L·k/chunks), ceil(L·(k+1)/chunks)), so row r lies in chunk r·chunks/L (integer
 // division). Once chunk k of group G (its key, value and query rows) is in place, the copier
-// stores G·chunks + (chunks − k) into `arrived` with release order: `arrived` counts the
-// (group, chunk) pieces in place, and every row of a piece counted is readable.
+// stores G·chunks + (chunks − k) into `arrived` with release order (or a later count, when it
+// publishes several pieces at once): `arrived` counts the (group, chunk) pieces in place, and
+// every row of a piece counted is readable.
 #pragma once
 
 #include <algorithm>

@@ -51,7 +51,7 @@ class OverlappedWork {
 };
 
 // Calls the pending OverlappedWork on the caller now unless it has run: parallel_for's hook, and
-// what a kernel that reads streamed inputs outside parallel_for calls first.
+// what dispatch calls before a kernel that does not wait for streamed inputs.
 void run_overlapped_work();
 
 // Convenience wrapper for a lambda (a temporary or a named one).
