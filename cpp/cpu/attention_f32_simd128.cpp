@@ -811,23 +811,21 @@ void attention_f32_simd128(const AttentionPlan& p, const AttentionInputs& in, fl
       first_tile = std::min(first_tile, blocks[i].tile_begin);
       end_tile = std::max(end_tile, blocks[i].tile_end);
     }
-    const auto any_visits = [&](idx t) {
-      for (idx i = 0; i < count; ++i) {
-        if (visits_tile(blocks[i], t)) return true;
-      }
-      return false;
+    // visits[i]: whether block i visits tile t; returns whether any does.
+    bool visits[kBlocksPerTask];
+    const auto mark_visits = [&](idx t) {
+      bool any = false;
+      for (idx i = 0; i < count; ++i) any |= visits[i] = visits_tile(blocks[i], t);
+      return any;
     };
-    while (first_tile < end_tile && !any_visits(first_tile)) ++first_tile;
+    while (first_tile < end_tile && !mark_visits(first_tile)) ++first_tile;
     // Streamed inputs: the task's query rows and every key row from its first visited tile on
     // (every key of the head for the score output) must be in place. Later rows arrive first,
     // so the tasks of a causal call's last blocks, handed out first, start while the rest is
     // still being copied.
     in.arrival.wait_for_rows(kv, first_block * kBlockQueries, s.Lq, s.scores ? 0 : first_tile * kTileKeys, s.Lk);
-    bool visits[kBlocksPerTask];
     for (idx t = first_tile; t < end_tile; ++t) {
-      bool any = false;
-      for (idx i = 0; i < count; ++i) any |= visits[i] = visits_tile(blocks[i], t);
-      if (!any) continue;
+      if (!mark_visits(t)) continue;
       packing.ensure_packed(kv, t, end_tile, pack);
       for (idx i = 0; i < count; ++i) {
         if (visits[i]) {

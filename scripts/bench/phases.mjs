@@ -9,9 +9,10 @@ import { callsFor, now } from './timing.mjs';
  * Per-call µs of { copyIn, kernel, copyOut } on the raw core of `attn` (the package's own loader,
  * request and heap), over back-to-back calls for `durationMs`: copying q, k, v into the heap, the
  * kernel (runAttention, as the package calls it), reading the output into one array (as
- * options.out does). The copies are serial whatever the thread count, so the kernel's speed-up on
- * threads bounds the call's. `options`: the call's attention options; its document ids are copied
- * into the heap once, before the timed calls (they are L int32 each, against the tensors' L·E floats).
+ * options.out does), each timed apart from the others: here the copy in precedes the kernel,
+ * whereas the package streams large inputs in while a threaded kernel runs. `options`: the
+ * call's attention options; its document ids are copied into the heap once, before the timed
+ * calls (they are L int32 each, against the tensors' L·E floats).
  */
 export async function callPhases(attn, { q, k, v }, options = undefined, durationMs = 300) {
   const module = await loadCoreModule({ threads: attn.threads > 1, relaxedSimd: attn.relaxedSimd });

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -105,18 +106,23 @@ inline std::vector<float> strip_canaries(const std::vector<float>& v) {
   return std::vector<float>(v.begin() + kCanaryFloats, v.end() - kCanaryFloats);
 }
 
-inline Result run_backend(Backend backend, const Problem& problem, int threads = 1) {
-  const AttentionPlan plan = plan_or_die(problem.request);
+// The forward of `plan` on `in`, its output, weights and workspace inside canaries (`what`
+// prefixes their names in a report).
+inline Result run_with_canaries(Backend backend, const AttentionPlan& plan, const AttentionInputs& in, int threads,
+                                const std::string& what = "") {
   std::vector<float> output = with_canaries(plan.output_elements());
   std::vector<float> weights = with_canaries(plan.return_weights ? plan.weights_elements() : 0);
   std::vector<float> workspace = with_canaries((workspace_bytes(backend, plan, threads) + 3) / 4);
-  const AttentionInputs in = problem.inputs();
   run_attention(backend, plan, in, output.data() + kCanaryFloats, weights.data() + kCanaryFloats,
                 workspace.data() + kCanaryFloats, threads);
-  check_canaries(output, "output");
-  check_canaries(weights, "weights");
-  check_canaries(workspace, "workspace");
+  check_canaries(output, (what + "output").c_str());
+  check_canaries(weights, (what + "weights").c_str());
+  check_canaries(workspace, (what + "workspace").c_str());
   return {strip_canaries(output), strip_canaries(weights)};
+}
+
+inline Result run_backend(Backend backend, const Problem& problem, int threads = 1) {
+  return run_with_canaries(backend, plan_or_die(problem.request), problem.inputs(), threads);
 }
 
 // Whether two float vectors hold the same bits (NaN payloads included).
@@ -130,8 +136,6 @@ inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) 
 inline Result run_streamed(const Problem& p, int threads, int32_t chunks, std::chrono::microseconds pause) {
   const AttentionPlan plan = plan_or_die(p.request);
   std::vector<float> query(p.query.size(), NAN), key(p.key.size(), NAN), value(p.value.size(), NAN);
-  std::vector<float> output(plan.output_elements()), weights(plan.return_weights ? plan.weights_elements() : 0);
-  std::vector<float> workspace((workspace_bytes(Backend::kSimd128, plan, threads) + 3) / 4);
   InputArrivalRecord record;
   record.arrived.store(0);
   record.chunks = chunks;
@@ -167,15 +171,16 @@ inline Result run_streamed(const Problem& p, int threads, int32_t chunks, std::c
   in.key = key.data();
   in.value = value.data();
   in.arrival.record = &record;
+  Result result;
   {
     OverlappedWork work([](void* c) { static_cast<Copier*>(c)->copy(); }, &copier);
-    run_attention(Backend::kSimd128, plan, in, output.data(), weights.data(), workspace.data(), threads);
+    result = run_with_canaries(Backend::kSimd128, plan, in, threads, "streamed ");
   }
   if (!same_bits(query, p.query)) {
     std::fprintf(stderr, "streamed query rows left uncopied\n");
     std::abort();
   }
-  return {output, weights};
+  return result;
 }
 
 // The float32 reference with the given dot-product rounding (run_backend(kScalar) is kSeparate).

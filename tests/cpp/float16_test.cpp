@@ -123,15 +123,11 @@ void ExpectFloat16MatchesReference(Problem p, Backend backend, int64_t max_lengt
   in.value_f16 = value_cache.data();
   in.mask = p.mask();
   for (int threads : {1, 3}) {
-    std::vector<float> output = with_canaries(plan.output_elements());
-    std::vector<float> workspace = with_canaries((workspace_bytes(backend, plan, threads) + 3) / 4);
-    run_attention(backend, plan, in, output.data() + kCanaryFloats, nullptr, workspace.data() + kCanaryFloats, threads);
-    check_canaries(output, "output");
-    check_canaries(workspace, "workspace");
+    const Result r = run_with_canaries(backend, plan, in, threads);
     const Result64 r64 = run_reference64(p);
     const double e_ref = std::max(max_abs_diff(run_backend(Backend::kScalar, p).output, r64.output),
                                   max_abs_diff(run_reference32(p, DotRounding::kFused).output, r64.output));
-    EXPECT_LE(max_abs_diff(strip_canaries(output), r64.output), tolerance(p, e_ref)) << what << " threads=" << threads;
+    EXPECT_LE(max_abs_diff(r.output, r64.output), tolerance(p, e_ref)) << what << " threads=" << threads;
   }
 }
 

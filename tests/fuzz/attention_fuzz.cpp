@@ -358,19 +358,12 @@ void check_float16(const FuzzCase& c) {
   in.query_f16 = q16.data();
   in.key_f16 = k16.data();
   in.value_f16 = v16.data();
-  std::vector<float> output = with_canaries(plan.output_elements());
-  std::vector<float> weights = with_canaries(plan.return_weights ? plan.weights_elements() : 0);
-  std::vector<float> workspace = with_canaries((workspace_bytes(Backend::kSimd128, plan) + 3) / 4);
-  run_attention(Backend::kSimd128, plan, in, output.data() + kCanaryFloats, weights.data() + kCanaryFloats,
-                workspace.data() + kCanaryFloats);
-  check_canaries(output, "float16 output");
-  check_canaries(weights, "float16 weights");
-  check_canaries(workspace, "float16 workspace");
+  const Result half = run_with_canaries(Backend::kSimd128, plan, in, 1, "float16 ");
   const Result r32 = run_backend(Backend::kScalar, rounded);
   const Result r32f = simd::kFusedMadd ? run_reference32(rounded, DotRounding::kFused) : Result{};
   const Result64 r64 = run_reference64(rounded);
-  compare("float16 output", strip_canaries(output), r32.output, r32f.output, r64.output, max_finite_abs(rounded.value), true);
-  if (plan.return_weights) compare("float16 weights", strip_canaries(weights), r32.weights, r32f.weights, r64.weights, 1.0, true);
+  compare("float16 output", half.output, r32.output, r32f.output, r64.output, max_finite_abs(rounded.value), true);
+  if (plan.return_weights) compare("float16 weights", half.weights, r32.weights, r32f.weights, r64.weights, 1.0, true);
 }
 
 }  // namespace
