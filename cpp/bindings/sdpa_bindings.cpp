@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/dispatch.h"
+#include "dispatch/dispatch.h"
 #include "core/problem.h"
 #include "core/reference.h"
 #include "cpu/thread_pool.h"

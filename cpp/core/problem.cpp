@@ -378,4 +378,42 @@ Status plan_softmax(const std::vector<int64_t>& shape, double temperature, Softm
   return Status::Ok();
 }
 
+Status check_float32_inputs(const AttentionPlan& plan, const char* what) {
+  if (!plan.has_float16()) return Status::Ok();
+  return Status::TypeError(std::string(what) +
+                           " takes float32 query, key and value; float16 inputs are for the forward call "
+                           "(widen them with fromFloat16)");
+}
+
+Status check_backward_request(const AttentionPlan& plan, const BackwardRequest& r) {
+  if (Status s = check_float32_inputs(plan, "the backward pass"); !s.ok()) return s;
+  if (!plan.dense_key_value()) {
+    return Status::TypeError("the backward pass takes key and value tensors, not a KV cache");
+  }
+  if (r.d_output_shape != plan.output_shape) {
+    return Status::RangeError("dOutput must have the attention output's shape " +
+                              shape_to_string(plan.output_shape) + " ([..., Lq, Ev]); got " +
+                              shape_to_string(r.d_output_shape));
+  }
+  if (r.has_forward) {
+    if (r.output_shape != plan.output_shape) {
+      return Status::RangeError("output (from the forward call) must have shape " +
+                                shape_to_string(plan.output_shape) + " ([..., Lq, Ev]); got " +
+                                shape_to_string(r.output_shape));
+    }
+    std::vector<int64_t> lse_shape(plan.output_shape.begin(), plan.output_shape.end() - 1);
+    if (r.lse_shape != lse_shape) {
+      return Status::RangeError("logSumExp (from the forward call) must have shape " +
+                                shape_to_string(lse_shape) + " ([..., Lq]); got " +
+                                shape_to_string(r.lse_shape));
+    }
+  }
+  if (r.want_d_mask && plan.mask_kind != MaskKind::kAdditive) {
+    return Status::TypeError(
+        "returnAttnMaskGrad needs an additive attnMask (Float32Array data): a bool mask or no "
+        "mask has no gradient");
+  }
+  return Status::Ok();
+}
+
 }  // namespace sdpa

@@ -176,7 +176,7 @@ struct AttentionPlan {
 // Input pointers for one attention call (layouts at the top of this file). `mask` is a
 // const uint8_t* (1 = may attend) for MaskKind::kBool, a const float* for kAdditive, else null.
 // A float16 input (the plan's *_type) comes in query_f16/key_f16/value_f16 instead of the float
-// pointer; core/dispatch widens it for the kernels that read float32.
+// pointer; dispatch/ widens it for the kernels that read float32.
 struct AttentionInputs {
   const float* query = nullptr;
   const float* key = nullptr;
@@ -190,6 +190,23 @@ struct AttentionInputs {
   // Set when query, key and value arrive while the kernel runs (core/input_arrival.h).
   InputArrival arrival{};
 };
+
+// An error naming `what` when `plan` has a float16 input: the backward, the trace and the reference
+// bindings (explain, referenceAttention, which widens in TypeScript) take float32.
+Status check_float32_inputs(const AttentionPlan& plan, const char* what);
+
+
+// What a backward call brings on top of the forward's AttentionRequest.
+struct BackwardRequest {
+  std::vector<int64_t> d_output_shape;  // must equal the forward output's shape [..., Lq, Ev]
+  bool has_forward = false;              // the forward's output and log-sum-exp are passed in
+  std::vector<int64_t> output_shape;     // [..., Lq, Ev] when has_forward
+  std::vector<int64_t> lse_shape;        // [..., Lq] when has_forward
+  bool want_d_mask = false;              // also return ∂L/∂attnMask (additive masks only)
+};
+
+// Validates `request` against a validated forward plan (plan_attention).
+Status check_backward_request(const AttentionPlan& plan, const BackwardRequest& request);
 
 // Largest element count of any one tensor: 2^32 bytes of float32 data is the wasm32 address space.
 constexpr int64_t kMaxTensorElements = int64_t{1} << 30;

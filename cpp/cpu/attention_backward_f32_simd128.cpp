@@ -24,7 +24,7 @@
 //    both builds: they then need no overflow repair (cpu/dot_2x16.h), which cost more than
 //    fusing saved.
 // Flops: 10·Lq·Lk·d per head for E = Ev = d (five matrix products), as FlashAttention counts.
-// Chosen for backend 'simd' (the default CPU backend); dispatch is in core/dispatch.cpp.
+// Chosen for backend 'simd' (the default CPU backend); dispatch is in dispatch/dispatch.cpp.
 #include "cpu/attention_backward_f32_simd128.h"
 
 #include <algorithm>

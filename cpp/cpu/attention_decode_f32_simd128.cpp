@@ -16,7 +16,7 @@
 //    While the scores are computed, one load per cache line of the chunk's V rows brings them in,
 //    so their misses overlap the dot products instead of stalling P·V.
 //  - Split-K: each (batch, KV head)'s visible keys are cut into splits of keys_per_split keys
-//    (core/dispatch chooses it from the thread count); each split is one task on the thread pool
+//    (dispatch/ chooses it from the thread count); each split is one task on the thread pool
 //    and leaves a partial (m, l, O) per row. The partials are merged by their log-sum-exp:
 //    M = max(sink, m_s), L = e^(sink − M) + Σ l_s·e^(m_s − M), out = Σ O_s·e^(m_s − M) / L.
 //  - NaN/Inf rules as in the SIMD forward kernel: hidden keys get P = −0.0 and, in chunks with a
@@ -29,7 +29,7 @@
 // are converted in registers as they are loaded, 8 per 16-byte load, to their values·2^-112
 // (simd::load_half8_scaled: 3 instructions per 4 values), and each score and output row is
 // multiplied by 2^112 once; a step reads half the bytes, and every sum stays float32.
-// Chosen by core/dispatch.cpp for the 'simd' backend when the query rows per KV head are few and
+// Chosen by dispatch/dispatch.cpp for the 'simd' backend when the query rows per KV head are few and
 // the keys many, with no weights or score output.
 #include "cpu/attention_decode_f32_simd128.h"
 

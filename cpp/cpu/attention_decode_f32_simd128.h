@@ -13,7 +13,7 @@ namespace sdpa {
 constexpr int kDecodeChunkKeys = 64;
 
 // How the keys of each (batch, KV head) are split into independent tasks whose partial results
-// are merged by their log-sum-exp (split-K). Chosen by core/dispatch.
+// are merged by their log-sum-exp (split-K). Chosen by dispatch/.
 struct DecodeSplit {
   int64_t keys_per_split = 0;   // a multiple of kDecodeChunkKeys
   int64_t splits_per_head = 1;  // ceil(Lk / keys_per_split): every head has this many tasks

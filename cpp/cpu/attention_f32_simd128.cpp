@@ -48,7 +48,7 @@
 //  - Weights, when requested: a second sweep recomputes each S tile and writes e^(S − m)/l; a
 //    score output, a sweep over every tile up to its stage. A trace hook records one row's
 //    (m, l, O) after each tile for the explainer (traceOnlineSoftmax).
-// Chosen for backend 'simd' (the default CPU backend); selection lives in core/dispatch.cpp.
+// Chosen for backend 'simd' (the default CPU backend); selection lives in dispatch/dispatch.cpp.
 #include "cpu/attention_f32_simd128.h"
 
 #include <algorithm>

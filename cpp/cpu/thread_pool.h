@@ -3,7 +3,7 @@
 // Under Emscripten -pthread the std::threads are web workers: the JS side must have preloaded
 // enough of them (PTHREAD_POOL_SIZE) before the first call, since a worker cannot start while
 // the main thread blocks. How many threads a call gets is decided by threads_for
-// (core/dispatch.h), which clamps to max_threads(); the pool runs the count it is given.
+// (dispatch/dispatch.h), which clamps to max_threads(); the pool runs the count it is given.
 #pragma once
 
 #include <cstdint>

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "attention_test_support.h"
-#include "core/dispatch.h"
+#include "dispatch/dispatch.h"
 #include "core/reference_backward.h"
 
 namespace sdpa::testing {

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/dispatch.h"
+#include "dispatch/dispatch.h"
 #include "core/problem.h"
 #include "core/reference.h"
 #include "cpu/thread_pool.h"

@@ -67,28 +67,12 @@ void run_attention(Backend backend, const AttentionPlan& plan, const AttentionIn
                    float* output, float* weights, void* workspace, int threads = 1,
                    float* lse = nullptr, float* scores = nullptr);
 
-// An error naming `what` when `plan` has a float16 input: the backward, the trace and the reference
-// bindings (explain, referenceAttention, which widens in TypeScript) take float32.
-Status check_float32_inputs(const AttentionPlan& plan, const char* what);
-
 // The SIMD tile kernel on one thread with its online-softmax trace of one row (the explainer's
 // "traced from the real kernel"), whichever kernel dispatch would pick for a plain call; its
 // workspace is trace_workspace_bytes(plan).
 uint64_t trace_workspace_bytes(const AttentionPlan& plan);
 void trace_online_softmax(const AttentionPlan& plan, const AttentionInputs& in, float* output,
                           void* workspace, SoftmaxTrace* trace);
-
-// What a backward call brings on top of the forward's AttentionRequest.
-struct BackwardRequest {
-  std::vector<int64_t> d_output_shape;  // must equal the forward output's shape [..., Lq, Ev]
-  bool has_forward = false;              // the forward's output and log-sum-exp are passed in
-  std::vector<int64_t> output_shape;     // [..., Lq, Ev] when has_forward
-  std::vector<int64_t> lse_shape;        // [..., Lq] when has_forward
-  bool want_d_mask = false;              // also return ∂L/∂attnMask (additive masks only)
-};
-
-// Validates `request` against a validated forward plan (plan_attention).
-Status check_backward_request(const AttentionPlan& plan, const BackwardRequest& request);
 
 // Scratch bytes of the backward on `backend`; `has_forward`: output and lse are passed in.
 uint64_t backward_workspace_bytes(Backend backend, const AttentionPlan& plan, bool has_forward);
