@@ -1,8 +1,11 @@
 // The one Embind file: with the WebGPU device glue (cpp/webgpu/device.cpp), the only code that
-// knows Emscripten. It turns plain JS objects (shapes, option strings, pointer bags of heap
-// addresses) into the core's types, and Status into { name, message } for the TypeScript layer
-// (web/src) to throw as TypeError/RangeError. Tensor data never crosses here as JS arrays: the
-// TS layer copies it into the wasm heap and passes addresses.
+// knows Emscripten. An attention call crosses once: the caller's options object (read here as
+// attention_options.def declares) and the call record (call_record.h: the tensors' heap addresses
+// and shapes) go in; the core plans, allocates its results and workspace, runs, and writes where
+// the results are into the record. Errors go back as { name, message, ... } for the TypeScript
+// layer (web/src/core-call.ts) to throw as TypeError/RangeError. Tensor data never crosses here as
+// JS arrays: the TypeScript layer copies it into the wasm heap. The building blocks (matmul,
+// softmax, PRNG, score functions) take pointer bags of heap addresses.
 #include <emscripten/bind.h>
 #include <emscripten/val.h>
 #include <malloc.h>
@@ -11,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -18,10 +22,12 @@
 #include <utility>
 #include <vector>
 
-#include "dispatch/dispatch.h"
+#include "bindings/call_record.h"
 #include "core/problem.h"
 #include "core/reference.h"
+#include "cpu/attention_f32_simd128.h"
 #include "cpu/thread_pool.h"
+#include "dispatch/dispatch.h"
 #include "extras/modules.h"
 #include "extras/prng.h"
 #include "extras/score_functions.h"
@@ -63,17 +69,6 @@ std::vector<int64_t> shape_of(const val& array) {
   shape.reserve(n);
   for (unsigned i = 0; i < n; ++i) shape.push_back(static_cast<int64_t>(array[i].as<double>()));
   return shape;
-}
-
-// A JS array (or typed array) of numbers, e.g. keyLengths or sinks; *present: whether it was given.
-std::vector<double> numbers_of(const val& array, bool* present) {
-  std::vector<double> out;
-  *present = !array.isUndefined() && !array.isNull();
-  if (!*present) return out;
-  const auto n = array[js("length")].as<unsigned>();
-  out.reserve(n);
-  for (unsigned i = 0; i < n; ++i) out.push_back(array[i].as<double>());
-  return out;
 }
 
 val shape_to_js(const std::vector<int64_t>& shape) {
@@ -164,13 +159,6 @@ val error_to_js(const Status& s) {
   return e;
 }
 
-// { error }: the result of a call that failed before it started.
-val error_result(const Status& s) {
-  val out = val::object();
-  out.set(js("error"), error_to_js(s));
-  return out;
-}
-
 // Sets *out to the value whose name `string` is; false when it is none of them.
 template <typename Enum>
 bool named(const val& string, std::initializer_list<std::pair<const char*, Enum>> names, Enum* out) {
@@ -181,115 +169,6 @@ bool named(const val& string, std::initializer_list<std::pair<const char*, Enum>
     }
   }
   return false;
-}
-
-// request: { queryShape, keyShape, valueShape, maskKind: 'none'|'bool'|'additive', maskShape,
-//            causal: 'none'|'top-left'|'bottom-right'|'offset', causalOffset (with 'offset': an
-//            integer, query i sees keys j <= i + causalOffset), scale?: number, softcap?: number (0 = off),
-//            keyLengths?: number[B], windowLeft?, windowRight?: integers, alibi?: boolean,
-//            alibiSlopes?: number[Hq], sinks?: number[Hq], queryDocumentsShape?, keyDocumentsShape?
-//            (both or neither), returnScores: 'none'|'scaled'|'softcapped'|'masked',
-//            enableGqa, returnWeights, keyHeadStride?, valueHeadStride? (a KV cache's),
-//            queryType?, keyType?, valueType?: 'float32'|'float16' (absent: float32),
-//            keyValueFinite?: boolean (float16 K/V known to hold no Inf/NaN) }
-//            (JS types checked in TypeScript; values in plan_attention)
-Status plan_from_js(const val& request, AttentionPlan* plan) {
-  AttentionRequest r;
-  r.query_shape = shape_of(request[js("queryShape")]);
-  r.key_shape = shape_of(request[js("keyShape")]);
-  r.value_shape = shape_of(request[js("valueShape")]);
-  if (!named(request[js("maskKind")], {{"none", MaskKind::kNone}, {"bool", MaskKind::kBool},
-                                       {"additive", MaskKind::kAdditive}}, &r.mask_kind)) {
-    return Status::TypeError("sdpa-web internal error: request.maskKind must be 'none', 'bool' or 'additive'");
-  }
-  r.mask_shape = shape_of(request[js("maskShape")]);
-  if (!named(request[js("causal")], {{"none", CausalAlignment::kNone}, {"top-left", CausalAlignment::kTopLeft},
-                                     {"bottom-right", CausalAlignment::kBottomRight},
-                                     {"offset", CausalAlignment::kOffset}}, &r.causal)) {
-    return Status::TypeError("sdpa-web internal error: request.causal must be 'none', 'top-left', 'bottom-right' or 'offset'");
-  }
-  if (r.causal == CausalAlignment::kOffset) {
-    // An integer (checked in TypeScript); beyond ±2^53 it is clamped there, where it acts as ±2^53.
-    const double offset = request[js("causalOffset")].as<double>();
-    if (!(offset == std::floor(offset))) {
-      return Status::RangeError("isCausal.offset must be an integer; got " + std::to_string(offset));
-    }
-    const double bound = static_cast<double>(kMaxCausalOffset);
-    r.causal_offset = static_cast<int64_t>(std::clamp(offset, -bound, bound));
-  }
-  const val scale = request[js("scale")];
-  r.has_scale = !scale.isUndefined() && !scale.isNull();
-  if (r.has_scale) r.scale = scale.as<double>();
-  // softcap: a number checked in TypeScript; undefined or 0 = off (plan_attention checks the range).
-  const val softcap = request[js("softcap")];
-  if (!softcap.isUndefined() && !softcap.isNull()) r.softcap = softcap.as<double>();
-  r.key_lengths = numbers_of(request[js("keyLengths")], &r.has_key_lengths);
-  const val window_left = request[js("windowLeft")], window_right = request[js("windowRight")];
-  r.has_window_left = !window_left.isUndefined() && !window_left.isNull();
-  r.has_window_right = !window_right.isUndefined() && !window_right.isNull();
-  if (r.has_window_left) r.window_left = window_left.as<double>();
-  if (r.has_window_right) r.window_right = window_right.as<double>();
-  r.alibi = request[js("alibi")].isTrue();
-  r.alibi_slopes = numbers_of(request[js("alibiSlopes")], &r.has_alibi_slopes);
-  r.sinks = numbers_of(request[js("sinks")], &r.has_sinks);
-  const val query_documents = request[js("queryDocumentsShape")];
-  r.has_documents = !query_documents.isUndefined() && !query_documents.isNull();
-  r.query_documents_shape = shape_of(query_documents);
-  r.key_documents_shape = shape_of(request[js("keyDocumentsShape")]);
-  const val stage = request[js("returnScores")];
-  if (!stage.isUndefined() && !named(stage, {{"none", ScoreStage::kNone}, {"scaled", ScoreStage::kScaled},
-                                             {"softcapped", ScoreStage::kSoftcapped}, {"masked", ScoreStage::kMasked}},
-                                     &r.return_scores)) {
-    return Status::TypeError("sdpa-web internal error: request.returnScores must be 'none', 'scaled', 'softcapped' or 'masked'");
-  }
-  r.enable_gqa = request[js("enableGqa")].as<bool>();
-  r.return_weights = request[js("returnWeights")].as<bool>();
-  // keyHeadStride/valueHeadStride: a KV cache's maxLength·E and maxLength·Ev (absent: dense).
-  const val key_stride = request[js("keyHeadStride")], value_stride = request[js("valueHeadStride")];
-  if (!key_stride.isUndefined()) r.key_head_stride = static_cast<int64_t>(key_stride.as<double>());
-  if (!value_stride.isUndefined()) r.value_head_stride = static_cast<int64_t>(value_stride.as<double>());
-  for (auto [name, type] : {std::pair{"queryType", &r.query_type}, {"keyType", &r.key_type}, {"valueType", &r.value_type}}) {
-    const val given = request[js(name)];
-    if (!given.isUndefined() && !named(given, {{"float32", ElementType::kFloat32}, {"float16", ElementType::kFloat16}}, type)) {
-      return Status::TypeError(std::string("sdpa-web internal error: request.") + name + " must be 'float32' or 'float16'");
-    }
-  }
-  r.key_value_finite = request[js("keyValueFinite")].isTrue();
-  return plan_attention(r, plan);
-}
-
-Backend backend_named(const std::string& name) {
-  return name == "scalar" ? Backend::kScalar : Backend::kSimd128;
-}
-
-// request.threads: threads asked for (absent: 1; <= 0: every one this module may use), resolved
-// for this plan by the core's one thread policy, threads_for().
-int threads_of(const val& request, Backend backend, const AttentionPlan& plan) {
-  const val t = request[js("threads")];
-  return threads_for(backend, Pass::kForward, plan, t.isUndefined() || t.isNull() ? 1 : t.as<int>(), max_threads());
-}
-
-// query, key, value (a float16 one as its halves: query_f16, ...) and, for a masked plan, mask;
-// document ids for a plan with documents. `in_heap(name)`: whether query/key/value `name` is in
-// the bag (a WebGPU call's may live in a caller's array or GPUBuffer instead).
-template <typename InHeap>
-AttentionInputs inputs_from(PointerBag& pointers, const AttentionPlan& plan, InHeap&& in_heap) {
-  AttentionInputs in;
-  const auto input = [&](const char* name, ElementType type, const float** f32, const uint16_t** f16) {
-    if (type == ElementType::kFloat16) *f16 = pointers.required_if<const uint16_t>(in_heap(name), name);
-    else *f32 = pointers.required_if<const float>(in_heap(name), name);
-  };
-  input("query", plan.query_type, &in.query, &in.query_f16);
-  input("key", plan.key_type, &in.key, &in.key_f16);
-  input("value", plan.value_type, &in.value, &in.value_f16);
-  in.mask = pointers.required_if<const void>(plan.mask_kind != MaskKind::kNone, "mask");
-  in.query_documents = pointers.required_if<const int32_t>(plan.documents, "queryDocuments");
-  in.key_documents = pointers.required_if<const int32_t>(plan.documents, "keyDocuments");
-  return in;
-}
-
-AttentionInputs inputs_from(PointerBag& pointers, const AttentionPlan& plan) {
-  return inputs_from(pointers, plan, [](const char*) { return true; });
 }
 
 // Plans `request` with `make` and, when it is valid, runs body(plan, bag), which reads its
@@ -305,119 +184,6 @@ val run_planned(Status (*make)(const val&, Plan*), const val& request, const val
   }
   return error_to_js(s);
 }
-
-// -> { error, outputShape, weightsShape, workspaceBytes: { scalar, simd, trace, reference64 } }
-val plan_attention_js(val request) {
-  AttentionPlan plan;
-  const Status s = plan_from_js(request, &plan);
-  val out = val::object();
-  out.set(js("error"), error_to_js(s));
-  if (!s.ok()) return out;
-  out.set(js("outputShape"), shape_to_js(plan.output_shape));
-  out.set(js("weightsShape"), shape_to_js(plan.weights_shape));
-  out.set(js("maskElements"), static_cast<double>(plan.mask_elements));
-  val workspace = val::object();
-  workspace.set(js("scalar"), static_cast<double>(workspace_bytes(Backend::kScalar, plan)));
-  workspace.set(js("simd"), static_cast<double>(workspace_bytes(Backend::kSimd128, plan,
-                                                            threads_of(request, Backend::kSimd128, plan))));
-  workspace.set(js("trace"), static_cast<double>(trace_workspace_bytes(plan)));
-  workspace.set(js("reference64"), static_cast<double>(reference_workspace_bytes<double>(plan)));
-  out.set(js("workspaceBytes"), workspace);
-  return out;
-}
-
-// pointers: { query, key, value, mask?, queryDocuments?, keyDocuments?, output, weights?, lse?,
-//            scores? (with request.returnScores), workspace, inputArrival? }
-// while_helpers_run: a JS function (that must not throw) the calling thread runs while helper
-// threads run the kernel, or before it on one thread (cpu/thread_pool.h OverlappedWork), or
-// undefined. With inputArrival (the address of an InputArrivalRecord, core/input_arrival.h), the
-// query, key and value are not yet in place: while_helpers_run copies them in that order.
-val run_attention_js(val request, std::string backend, val pointers, val while_helpers_run) {
-  std::optional<OverlappedWork> overlapped;
-  if (!while_helpers_run.isUndefined()) {
-    overlapped.emplace([](void* function) { (*static_cast<val*>(function))(); }, &while_helpers_run);
-  }
-  return run_planned(plan_from_js, request, pointers, [&](const AttentionPlan& plan, PointerBag& bag) {
-    AttentionInputs in = inputs_from(bag, plan);
-    in.arrival.record = bag.optional<InputArrivalRecord>("inputArrival");
-    if (in.arrival.streamed() && !overlapped) {
-      return Status::TypeError("sdpa-web internal error: streamed inputs need the function that copies them");
-    }
-    float* output = bag.required<float>("output");
-    float* weights = bag.required_if<float>(plan.return_weights, "weights");
-    float* lse = bag.optional<float>("lse");
-    float* scores = bag.required_if<float>(plan.return_scores != ScoreStage::kNone, "scores");
-    void* workspace = bag.required("workspace");
-    const Backend b = backend_named(backend);
-    return bag.then([&] { run_attention(b, plan, in, output, weights, workspace, threads_of(request, b, plan), lse, scores); });
-  });
-}
-
-// The SIMD kernel's online softmax of query row `row` of head (batch, head), traced.
-// pointers: inputs + { output, steps ([tiles, 3 + Ev] floats), visited? ([blocks, tiles] zeroed
-// bytes), workspace (the simd workspace on 1 thread) } -> { error, steps: the number written }.
-// The traced row's batch, head and row: each an integer in range, else a RangeError naming it.
-Status check_traced_row(const AttentionPlan& plan, double batch, double head, double row) {
-  for (auto [name, value, size] : {std::tuple<const char*, double, int64_t>{"batch", batch, plan.B},
-                                   {"head", head, plan.Hq},
-                                   {"row", row, plan.Lq}}) {
-    if (!(value >= 0 && value < static_cast<double>(size)) || value != std::floor(value)) {
-      char got[32];
-      std::snprintf(got, sizeof got, "%.17g", value);
-      return Status::RangeError(std::string(name) + " must be an integer in [0, " + std::to_string(size) + "); got " + got);
-    }
-  }
-  return Status::Ok();
-}
-
-val trace_online_softmax_js(val request, val pointers, double batch, double head, double row) {
-  val out = val::object();
-  int64_t written = 0;
-  out.set(js("error"), run_planned(plan_from_js, request, pointers, [&](const AttentionPlan& plan, PointerBag& bag) {
-    if (Status s = check_float32_inputs(plan, "traceOnlineSoftmax"); !s.ok()) return s;
-    const AttentionInputs in = inputs_from(bag, plan);
-    float* output = bag.required<float>("output");
-    float* steps = bag.required<float>("steps");
-    auto* visited = bag.optional<uint8_t>("visited");
-    void* workspace = bag.required("workspace");
-    const Status checked = check_traced_row(plan, batch, head, row);
-    if (!checked.ok()) return checked;
-    SoftmaxTrace trace{static_cast<int64_t>(batch), static_cast<int64_t>(head), static_cast<int64_t>(row), steps, 0, visited};
-    return bag.then([&] {
-      trace_online_softmax(plan, in, output, workspace, &trace);
-      written = trace.steps_written;
-    });
-  }));
-  out.set(js("steps"), static_cast<double>(written));
-  return out;
-}
-
-// The reference in T with the stages asked for. pointers: inputs + { output, workspace } and the
-// stages { weights, lse, scores, scaledScores, softcappedScores, maskedScores }; `explain`: the
-// step-by-step explainer's, which needs weights, scores, scaledScores and maskedScores.
-template <typename T>
-val run_reference_js(const val& request, const val& pointers, bool explain) {
-  return run_planned(plan_from_js, request, pointers, [&](const AttentionPlan& plan, PointerBag& bag) {
-    if (Status s = check_float32_inputs(plan, explain ? "explain" : "referenceAttention"); !s.ok()) return s;
-    const AttentionInputs in = inputs_from(bag, plan);
-    ReferenceOutputs<T> out;
-    out.output = bag.required<T>("output");
-    out.weights = bag.required_if<T>(explain, "weights");
-    out.lse = bag.optional<T>("lse");
-    out.scores = bag.required_if<T>(explain, "scores");
-    out.scaled_scores = bag.required_if<T>(explain, "scaledScores");
-    out.softcapped_scores = bag.optional<T>("softcappedScores");
-    out.masked_scores = bag.required_if<T>(explain, "maskedScores");
-    T* workspace = bag.required<T>("workspace");
-    return bag.then([&] { attention_reference<T>(plan, in, out, workspace); });
-  });
-}
-
-// Every stage of the float32 reference, for the step-by-step explainer.
-val explain_attention_js(val request, val pointers) { return run_reference_js<float>(request, pointers, true); }
-
-// The float64 oracle (double buffers).
-val reference_attention64_js(val request, val pointers) { return run_reference_js<double>(request, pointers, false); }
 
 // -> { error, outputShape }; with addresses given (a, b, output) also computes.
 val matmul_js(val a_shape, val b_shape, val pointers) {
@@ -450,145 +216,777 @@ val softmax_js(val shape, double temperature, val pointers) {
   return error_to_js(s);
 }
 
-// The WebGPU backend (cpp/webgpu/device.h): plans like runAttention, then submits.
-// pointers: { query, key, value, mask?, queryDocuments?, keyDocuments?, output, weights?, scores? }
-//   -> { error } | { error: null, promise, job }
-// sources (or undefined): { query?, key?, value?, output? } held outside the heap (device.h
-// WebGpuAttention::run); their addresses are then left out of `pointers`.
-// A WebGPU call on a plan; with `trace_row` ((b·Hq + h)·Lq + i, from traceOnlineSoftmax) that
-// row's online-softmax state goes to pointers.trace.
-val webgpu_call(WebGpuAttention& gpu, const AttentionPlan& plan, val pointers, uint32_t trace_row, val sources) {
-  Status s = Status::Ok();
-  const auto in_heap = [&](const char* name) { return sources.isUndefined() || sources[name].isUndefined(); };
-  const bool tracing = trace_row != FlashVariant::kNoTrace;
-  if (tracing && (plan.return_weights || plan.return_scores != ScoreStage::kNone)) {
-    s = Status::TypeError("sdpa-web internal error: a WebGPU trace returns no weights or scores");
+
+// ---- attention calls: options (attention_options.def) and the call record (call_record.h) ----
+
+// The calls an option belongs to (attention_options.def).
+enum Calls : unsigned { kForward = 1, kBackward = 2, kTrace = 4, kModules = 8 };
+
+// What one call's options say: the core's request, and what the bindings act on themselves.
+struct CallOptions {
+  AttentionRequest request;
+  bool return_lse = false;
+  bool output_on_gpu = false;
+  std::optional<ElementType> output_type;  // absent: the query's
+  bool want_d_mask = false;
+  std::optional<double> trace_batch, trace_head, trace_row;
+};
+
+// An error for the TypeScript layer (web/src/core-call.ts), which fills in the placeholders of
+// its message: {where} the public call, {got} a description of `value`, {value} String(value),
+// {closest} "; did you mean '…'?" when `given` is close to one of `known`. So describing a value
+// and finding the closest name are written once, in TypeScript.
+struct CallError {
+  Status status;
+  val value = val::undefined();
+  val given = val::undefined();
+  std::vector<std::string> known;
+
+  bool fail(ErrorKind kind, std::string message, const val& got = val::undefined()) {
+    status = kind == ErrorKind::kType ? Status::TypeError(std::move(message)) : Status::RangeError(std::move(message));
+    value = got;
+    return false;
   }
+  bool fail(const Status& s) {
+    status = s;
+    return s.ok();
+  }
+  val to_js() const {
+    if (status.ok()) return val::null();
+    val e = error_to_js(status);
+    if (!value.isUndefined()) e.set(js("value"), value);
+    if (!given.isUndefined()) {
+      e.set(js("given"), given);
+      val names = val::array();
+      for (size_t i = 0; i < known.size(); ++i) names.set(i, known[i]);
+      e.set(js("known"), names);
+    }
+    return e;
+  }
+};
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) out += (i ? ", " : "") + names[i];
+  return out;
+}
+
+// Checks the keys of `object` (options.window, options.isCausal) against `known`.
+bool check_names(const val& object, const char* where, std::vector<std::string> known, CallError& e) {
+  static const val object_class = val::global("Object");
+  const val keys = object_class.call<val>("keys", object);
+  const auto n = keys[js("length")].as<unsigned>();
+  for (unsigned i = 0; i < n; ++i) {
+    const std::string name = keys[i].as<std::string>();
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+    e.given = keys[i];
+    e.known = std::move(known);
+    return e.fail(ErrorKind::kType, "unknown option '" + name + "' of " + where + "{closest} (known: " + joined(e.known) + ")");
+  }
+  return true;
+}
+
+bool is_object(const val& v) {
+  return v.typeOf().strictlyEquals(js("object")) && !v.isNull();
+}
+
+// ---- the option readers (read_<reader> of attention_options.def); undefined never reaches them.
+
+bool read_Tensor(const val&, const char*, CallError&) { return true; }
+bool read_Destination(const val&, const char*, CallError&) { return true; }
+
+bool read_Boolean(const val& v, const char* name, CallError& e, bool& out) {
+  if (!v.isTrue() && !v.isFalse()) return e.fail(ErrorKind::kType, std::string(name) + " must be a boolean; got {got}", v);
+  out = v.isTrue();
+  return true;
+}
+
+bool read_Number(const val& v, const char* name, CallError& e, double& out) {
+  if (!v.isNumber()) return e.fail(ErrorKind::kType, std::string(name) + " must be a number; got {got}", v);
+  out = v.as<double>();
+  return true;
+}
+
+bool read_OptionalNumber(const val& v, const char* name, CallError& e, bool& present, double& out) {
+  present = !v.isNull();
+  return !present || read_Number(v, name, e, out);
+}
+
+bool read_Index(const val& v, const char* name, CallError& e, std::optional<double>& out) {
+  double x = 0;
+  if (!read_Number(v, name, e, x)) return false;
+  out = x;
+  return true;
+}
+
+enum ArrayType { kInt32Array, kFloat32Array };
+bool read_NumberArray(const val& v, const char* name, CallError& e, const char* expected, ArrayType type,
+                      bool& present, std::vector<double>& out) {
+  present = !v.isNull();
+  if (!present) return true;
+  static const val int32_array = val::global("Int32Array"), float32_array = val::global("Float32Array");
+  if (!v.instanceof(type == kInt32Array ? int32_array : float32_array)) {
+    return e.fail(ErrorKind::kType, std::string(name) + " must be " + expected + "; got {got}", v);
+  }
+  out = emscripten::convertJSArrayToNumberVector<double>(v);
+  return true;
+}
+
+bool read_Causal(const val& v, const char*, CallError& e, AttentionRequest& r) {
+  if (v.isFalse()) return true;
+  if (v.isTrue() || v.strictlyEquals(js("top-left"))) {
+    r.causal = CausalAlignment::kTopLeft;
+    return true;
+  }
+  if (v.strictlyEquals(js("bottom-right"))) {
+    r.causal = CausalAlignment::kBottomRight;
+    return true;
+  }
+  static const val array_buffer = val::global("ArrayBuffer");
+  if (is_object(v) && !v.isArray() && !array_buffer.call<bool>("isView", v)) {
+    if (!check_names(v, "isCausal", {"offset"}, e)) return false;
+    const val offset = v[js("offset")];
+    if (!offset.isUndefined()) {
+      if (!offset.isNumber()) return e.fail(ErrorKind::kType, "isCausal.offset must be an integer number; got {got}", offset);
+      const double x = offset.as<double>();
+      if (x != std::floor(x) || !std::isfinite(x)) return e.fail(ErrorKind::kRange, "isCausal.offset must be an integer; got {value}", offset);
+      // Beyond ±2^53 an offset acts as ±2^53 (past -Lq no row sees a key, past Lk every row sees all).
+      const double bound = static_cast<double>(kMaxCausalOffset);
+      r.causal = CausalAlignment::kOffset;
+      r.causal_offset = static_cast<int64_t>(std::clamp(x, -bound, bound));
+      return true;
+    }
+  }
+  return e.fail(ErrorKind::kType, "isCausal must be false, true, 'top-left', 'bottom-right' or { offset: n }; got {got}", v);
+}
+
+bool read_Window(const val& v, const char*, CallError& e, AttentionRequest& r) {
+  if (v.isNull()) return true;
+  if (!is_object(v) || v.isArray()) return e.fail(ErrorKind::kType, "window must be { left?: n, right?: n }; got {got}", v);
+  if (!check_names(v, "window", {"left", "right"}, e)) return false;
+  for (auto [side, present, value] : {std::tuple{"left", &r.has_window_left, &r.window_left},
+                                      std::tuple{"right", &r.has_window_right, &r.window_right}}) {
+    const val n = v[js(side)];
+    if (n.isUndefined()) continue;
+    if (!read_Number(n, (std::string("window.") + side).c_str(), e, *value)) return false;
+    *present = true;
+  }
+  return true;
+}
+
+bool read_ScoreStage(const val& v, const char* name, CallError& e, ScoreStage& out) {
+  if (named(v, {{"scaled", ScoreStage::kScaled}, {"softcapped", ScoreStage::kSoftcapped}, {"masked", ScoreStage::kMasked}}, &out)) {
+    return true;
+  }
+  return e.fail(ErrorKind::kType, std::string(name) + " must be 'scaled', 'softcapped' or 'masked'; got {got}", v);
+}
+
+bool read_OutputDtype(const val& v, const char* name, CallError& e, std::optional<ElementType>& out) {
+  if (v.isNull()) return true;
+  ElementType type;
+  if (named(v, {{"float32", ElementType::kFloat32}, {"float16", ElementType::kFloat16}}, &type)) {
+    out = type;
+    return true;
+  }
+  if (v.isString()) {
+    e.given = v;
+    e.known = {"float32", "float16"};
+  }
+  return e.fail(ErrorKind::kType, std::string(name) + " must be 'float32' or 'float16'{closest}; got {got}", v);
+}
+
+bool read_OutputLocation(const val& v, const char* name, CallError& e, bool& on_gpu) {
+  if (v.isNull() || v.strictlyEquals(js("cpu"))) return true;
+  if (v.strictlyEquals(js("gpu"))) {
+    on_gpu = true;
+    return true;
+  }
+  return e.fail(ErrorKind::kType, std::string(name) + " must be 'cpu' or 'gpu'; got {got}", v);
+}
+
+// One option: its name, the calls that take it and its reader (attention_options.def); the
+// TypeScript layer reads the values of Tensor and Destination options itself.
+struct OptionEntry {
+  const char* name;
+  unsigned calls;
+  bool (*read)(const val& value, CallOptions& o, CallError& e);
+  bool read_here;
+};
+
+constexpr bool same_name(const char* a, const char* b) { return *a == *b && (*a == '\0' || same_name(a + 1, b + 1)); }
+constexpr bool reads_here(const char* reader) { return !same_name(reader, "Tensor") && !same_name(reader, "Destination"); }
+
+const OptionEntry kOptions[] = {
+#define SDPA_OPTION(name, calls, reader, ...) \
+  {#name, calls, [](const val& v, CallOptions& o, CallError& e) { \
+     (void)o;                                                        \
+     return read_##reader(v, #name, e, ##__VA_ARGS__);               \
+   },                                                                \
+   reads_here(#reader)},
+#include "bindings/attention_options.def"
+#undef SDPA_OPTION
+};
+
+// Reads `options` (undefined, or the caller's options object) for a call of kind `call`. Every
+// key must be an option of that call; undefined values count as absent.
+bool read_options(const val& options, unsigned call, CallOptions* o, CallError& e) {
+  if (options.isUndefined()) return true;
+  if (!is_object(options)) return e.fail(ErrorKind::kType, "options must be an object; got {got}", options);
+  static const val object_class = val::global("Object");
+  const val keys = object_class.call<val>("keys", options);
+  const auto n = keys[js("length")].as<unsigned>();
+  for (unsigned i = 0; i < n; ++i) {
+    const val key = keys[i];
+    const std::string name = key.as<std::string>();
+    const OptionEntry* entry = nullptr;
+    for (const OptionEntry& option : kOptions) {
+      if ((option.calls & call) && name == option.name) entry = &option;
+    }
+    if (entry == nullptr) {
+      e.given = key;
+      for (const OptionEntry& option : kOptions) {
+        if (option.calls & call) e.known.push_back(option.name);
+      }
+      return e.fail(ErrorKind::kType, "unknown option '" + name + "' of {where}{closest} (known: " + joined(e.known) + ")");
+    }
+    if (!entry->read_here) continue;
+    const val value = options[key];
+    if (!value.isUndefined() && !entry->read(value, *o, e)) return false;
+  }
+  return true;
+}
+
+// The option names of the calls in `calls` (the TypeScript layer's lists of known names).
+val option_names_js(unsigned calls) {
+  val names = val::array();
+  unsigned n = 0;
+  for (const OptionEntry& option : kOptions) {
+    if (option.calls & calls) names.set(n++, std::string(option.name));
+  }
+  return names;
+}
+
+// The call record (one per module; the main thread makes every call).
+CallRecord& call_record() {
+  static CallRecord record;
+  return record;
+}
+
+bool slot_present(const TensorSlot& slot) { return static_cast<SlotType>(slot.type) != SlotType::kAbsent; }
+
+template <typename T>
+T* slot_address(const TensorSlot& slot) {
+  return reinterpret_cast<T*>(static_cast<uintptr_t>(slot.address));
+}
+
+bool slot_shape(const TensorSlot& slot, const char* name, std::vector<int64_t>* shape, CallError& e) {
+  const auto rank = static_cast<int>(slot.rank);
+  if (rank > kMaxSlotRank) {
+    return e.fail(ErrorKind::kRange, std::string(name) + " has rank " + std::to_string(rank) + "; at most " +
+                                         std::to_string(kMaxSlotRank) + " dimensions are taken");
+  }
+  shape->assign(slot.dims, slot.dims + rank);
+  return true;
+}
+
+ElementType slot_element_type(const TensorSlot& slot) {
+  return static_cast<SlotType>(slot.type) == SlotType::kFloat16 ? ElementType::kFloat16 : ElementType::kFloat32;
+}
+
+// Reads the options and the record's tensors and plans the call.
+bool plan_call(const val& options, unsigned call, CallOptions* o, AttentionPlan* plan, CallError& e) {
+  if (!read_options(options, call, o, e)) return false;
+  const CallRecord& record = call_record();
+  AttentionRequest& r = o->request;
+  if (!slot_shape(record.query, "query", &r.query_shape, e) || !slot_shape(record.key, "key", &r.key_shape, e) ||
+      !slot_shape(record.value, "value", &r.value_shape, e)) {
+    return false;
+  }
+  r.query_type = slot_element_type(record.query);
+  r.key_type = slot_element_type(record.key);
+  r.value_type = slot_element_type(record.value);
+  if (slot_present(record.attnMask)) {
+    r.mask_kind = static_cast<SlotType>(record.attnMask.type) == SlotType::kUint8 ? MaskKind::kBool : MaskKind::kAdditive;
+    if (!slot_shape(record.attnMask, "attnMask", &r.mask_shape, e)) return false;
+  }
+  if (slot_present(record.queryDocuments) != slot_present(record.keyDocuments)) {
+    return e.fail(ErrorKind::kType,
+                  "queryDocuments and keyDocuments go together: pass both (for self-attention, the same ids twice) or neither");
+  }
+  r.has_documents = slot_present(record.queryDocuments);
+  if (r.has_documents && (!slot_shape(record.queryDocuments, "queryDocuments", &r.query_documents_shape, e) ||
+                          !slot_shape(record.keyDocuments, "keyDocuments", &r.key_documents_shape, e))) {
+    return false;
+  }
+  r.key_head_stride = static_cast<int64_t>(record.key_head_stride);
+  r.value_head_stride = static_cast<int64_t>(record.value_head_stride);
+  r.key_value_finite = record.key_value_finite != 0;
+  return e.fail(plan_attention(r, plan));
+}
+
+// The inputs the record points to.
+AttentionInputs record_inputs(const AttentionPlan& plan) {
+  const CallRecord& record = call_record();
   AttentionInputs in;
-  float* output = nullptr;
-  float* weights = nullptr;
-  float* scores = nullptr;
-  float* trace = nullptr;
-  if (s.ok()) {
-    PointerBag bag(pointers);
-    in = inputs_from(bag, plan, in_heap);
-    output = bag.required_if<float>(in_heap("output"), "output");
-    weights = bag.required_if<float>(plan.return_weights, "weights");
-    scores = bag.required_if<float>(plan.return_scores != ScoreStage::kNone, "scores");
-    trace = bag.required_if<float>(tracing, "trace");
-    s = bag.check();
+  const auto input = [](const TensorSlot& slot, ElementType type, const float** f32, const uint16_t** f16) {
+    if (type == ElementType::kFloat16) *f16 = slot_address<const uint16_t>(slot);
+    else *f32 = slot_address<const float>(slot);
+  };
+  input(record.query, plan.query_type, &in.query, &in.query_f16);
+  input(record.key, plan.key_type, &in.key, &in.key_f16);
+  input(record.value, plan.value_type, &in.value, &in.value_f16);
+  in.mask = slot_address<const void>(record.attnMask);
+  in.query_documents = slot_address<const int32_t>(record.queryDocuments);
+  in.key_documents = slot_address<const int32_t>(record.keyDocuments);
+  in.arrival.record = reinterpret_cast<InputArrivalRecord*>(static_cast<uintptr_t>(record.input_arrival));
+  return in;
+}
+
+std::string format_bytes(uint64_t bytes) {
+  char text[48];
+  if (bytes >= (uint64_t{1} << 20)) std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  else std::snprintf(text, sizeof text, "%llu bytes", static_cast<unsigned long long>(bytes));
+  return text;
+}
+
+constexpr uint64_t kAddressSpaceBytes = uint64_t{1} << 32;
+
+// The results of one call, laid out one after another (16-byte aligned) in one block that the
+// TypeScript layer frees once it has copied them out, beside a workspace freed here.
+class Results {
+ public:
+  // Reserves `bytes` for the result whose record slot is `slot`.
+  void add(double* slot, uint64_t bytes) {
+    parts_[count_++] = {slot, total_};
+    total_ += (bytes + 15) / 16 * 16;
   }
-  if (!s.ok()) return error_result(s);
-  return gpu.run(plan, in, output, weights, scores, trace_row, trace, sources);
-}
+  void add_workspace(uint64_t bytes) { workspace_bytes_ = bytes; }
 
-val webgpu_run_js(WebGpuAttention& gpu, val request, val pointers, val sources) {
-  AttentionPlan plan;
-  const Status s = plan_from_js(request, &plan);
-  if (!s.ok()) return error_result(s);
-  return webgpu_call(gpu, plan, pointers, FlashVariant::kNoTrace, sources);
-}
-
-val webgpu_trace_js(WebGpuAttention& gpu, val request, val pointers, double batch, double head, double row, val sources) {
-  AttentionPlan plan;
-  Status s = plan_from_js(request, &plan);
-  if (s.ok()) s = check_traced_row(plan, batch, head, row);
-  const double index = (batch * static_cast<double>(plan.Hq) + head) * static_cast<double>(plan.Lq) + row;
-  if (s.ok() && index >= static_cast<double>(FlashVariant::kNoTrace)) {
-    s = Status::RangeError("traceOnlineSoftmax on 'webgpu' takes at most 2^32 − 1 query rows");
+  // Allocates the block and the workspace, or says why not; the record's slots then hold the
+  // results' addresses.
+  bool allocate(CallError& e) {
+    const uint64_t bytes = total_ + workspace_bytes_;
+    if (bytes >= kAddressSpaceBytes) {
+      return e.fail(ErrorKind::kRange, "{where} needs " + format_bytes(bytes) +
+                                           " of WebAssembly memory, more than the 4 GiB a wasm32 module can address");
+    }
+    // At least 16 bytes when any result is asked for, so each has an address (empty ones too).
+    block_ = count_ ? std::malloc(std::max<uint64_t>(total_, 16)) : nullptr;
+    workspace_ = workspace_bytes_ ? std::malloc(workspace_bytes_) : nullptr;
+    if ((count_ && !block_) || (workspace_bytes_ && !workspace_)) {
+      std::free(block_);
+      std::free(workspace_);
+      block_ = workspace_ = nullptr;
+      return e.fail(ErrorKind::kRange, "out of WebAssembly memory: {where} needs " + format_bytes(bytes) + " more");
+    }
+    call_record().results = static_cast<double>(reinterpret_cast<uintptr_t>(block_));
+    for (int i = 0; i < count_; ++i) {
+      *parts_[i].slot = static_cast<double>(reinterpret_cast<uintptr_t>(static_cast<char*>(block_) + parts_[i].offset));
+    }
+    return true;
   }
-  if (!s.ok()) return error_result(s);
-  return webgpu_call(gpu, plan, pointers, static_cast<uint32_t>(index), sources);
+  void* workspace() const { return workspace_; }
+  ~Results() { std::free(workspace_); }
+
+ private:
+  struct Part {
+    double* slot;
+    uint64_t offset;
+  };
+  Part parts_[16] = {};
+  int count_ = 0;
+  uint64_t total_ = 0, workspace_bytes_ = 0;
+  void* block_ = nullptr;
+  void* workspace_ = nullptr;
+};
+
+template <typename T>
+T* result(double slot) {
+  return reinterpret_cast<T*>(static_cast<uintptr_t>(slot));
 }
 
-// { error } or { floats, tileKeys, lanes, stride, kernel }: the trace of `request` on this device.
-val webgpu_trace_layout_js(WebGpuAttention& gpu, val request) {
+// Clears the record's results before a call (so nothing stale is read after an error).
+CallRecord& fresh_results() {
+  CallRecord& record = call_record();
+  record.results = 0;
+#define SDPA_CLEAR_RESULT(name) record.name##_result = 0;
+  SDPA_CALL_RESULTS(SDPA_CLEAR_RESULT)
+#undef SDPA_CLEAR_RESULT
+  return record;
+}
+
+// The output and weights shapes into the record.
+void record_shapes(const AttentionPlan& plan) {
+  CallRecord& record = call_record();
+  record.output_rank = static_cast<double>(plan.output_shape.size());
+  std::copy(plan.output_shape.begin(), plan.output_shape.end(), record.output_dims);
+  record.weights_rank = static_cast<double>(plan.weights_shape.size());
+  std::copy(plan.weights_shape.begin(), plan.weights_shape.end(), record.weights_dims);
+}
+
+constexpr uint64_t kFloat = sizeof(float);
+
+// The forward on a CPU backend (0 'scalar', 1 'simd'): plans, allocates its results and
+// workspace, runs on the threads dispatch chooses. while_helpers_run: a JS function (that must
+// not throw) the calling thread runs while helper threads run the kernel, or before it on one
+// thread (cpu/thread_pool.h OverlappedWork), or undefined; with streamed inputs (the record's
+// input_arrival) it is what copies them in.
+val run_attention_js(val options, int backend_index, val while_helpers_run) {
+  CallError e;
+  CallOptions o;
   AttentionPlan plan;
-  const Status s = plan_from_js(request, &plan);
-  if (!s.ok()) return error_result(s);
-  return gpu.trace_layout(plan);
+  CallRecord& record = fresh_results();
+  const Backend backend = backend_index == 0 ? Backend::kScalar : Backend::kSimd128;
+  if (!plan_call(options, kForward, &o, &plan, e)) return e.to_js();
+  if (o.output_on_gpu) {
+    e.fail(ErrorKind::kType, std::string("outputLocation 'gpu' needs backend 'webgpu'; this instance uses '") +
+                                 (backend == Backend::kScalar ? "scalar" : "simd") + "'");
+    return e.to_js();
+  }
+  const AttentionInputs in = record_inputs(plan);
+  if (in.arrival.streamed() && while_helpers_run.isUndefined()) {
+    e.fail(Status::TypeError("sdpa-web internal error: streamed inputs need the function that copies them"));
+    return e.to_js();
+  }
+  const int threads = threads_for(backend, Pass::kForward, plan, static_cast<int>(record.threads), max_threads());
+  const auto scores_elements = plan.return_scores != ScoreStage::kNone ? plan.weights_elements() : 0;
+  Results results;
+  results.add(&record.output_result, kFloat * plan.output_elements());
+  if (plan.return_weights) results.add(&record.weights_result, kFloat * plan.weights_elements());
+  if (o.return_lse) results.add(&record.logSumExp_result, kFloat * plan.B * plan.Hq * plan.Lq);
+  if (scores_elements) results.add(&record.scores_result, kFloat * scores_elements);
+  results.add_workspace(workspace_bytes(backend, plan, threads));
+  if (!results.allocate(e)) return e.to_js();
+  record_shapes(plan);
+  record.output_float16 = o.output_type.value_or(plan.query_type) == ElementType::kFloat16;
+  std::optional<OverlappedWork> overlapped;
+  if (!while_helpers_run.isUndefined()) {
+    overlapped.emplace([](void* function) { (*static_cast<val*>(function))(); }, &while_helpers_run);
+  }
+  run_attention(backend, plan, in, result<float>(record.output_result), result<float>(record.weights_result),
+                results.workspace(), threads, result<float>(record.logSumExp_result), result<float>(record.scores_result));
+  return val::null();
+}
+
+// The bytes of workspace the forward of a call (the record's tensors, `options`) takes on
+// backend 0 'scalar' or 1 'simd' with the threads dispatch chooses: for the bench's diagnostics.
+val forward_workspace_bytes_js(val options, int backend_index) {
+  CallError e;
+  CallOptions o;
+  AttentionPlan plan;
+  if (!plan_call(options, kForward, &o, &plan, e)) return e.to_js();
+  const Backend backend = backend_index == 0 ? Backend::kScalar : Backend::kSimd128;
+  const int threads = threads_for(backend, Pass::kForward, plan, static_cast<int>(call_record().threads), max_threads());
+  return val(static_cast<double>(workspace_bytes(backend, plan, threads)));
+}
+
+// The traced row's batch, head and row: each an integer in range, else a RangeError naming it.
+bool check_traced_row(const AttentionPlan& plan, const CallOptions& o, CallError& e) {
+  if (!o.trace_row) return e.fail(ErrorKind::kType, "row must be a number; got {got}", val::undefined());
+  for (auto [name, value, size] : {std::tuple<const char*, double, int64_t>{"batch", o.trace_batch.value_or(0), plan.B},
+                                   {"head", o.trace_head.value_or(0), plan.Hq},
+                                   {"row", *o.trace_row, plan.Lq}}) {
+    if (!(value >= 0 && value < static_cast<double>(size)) || value != std::floor(value)) {
+      char got[32];
+      std::snprintf(got, sizeof got, "%.17g", value);
+      return e.fail(ErrorKind::kRange, std::string(name) + " must be an integer in [0, " + std::to_string(size) + "); got " + got);
+    }
+  }
+  return true;
+}
+
+// The SIMD kernel's online softmax of one query row (options batch, head, row), traced on one
+// thread: results output, trace ([tiles, 3 + Ev] floats; record.steps of them written) and
+// visited ([blocks, tiles] bytes).
+val trace_online_softmax_js(val options) {
+  CallError e;
+  CallOptions o;
+  AttentionPlan plan;
+  CallRecord& record = fresh_results();
+  if (!plan_call(options, kTrace, &o, &plan, e)) return e.to_js();
+  if (!e.fail(check_float32_inputs(plan, "traceOnlineSoftmax")) || !check_traced_row(plan, o, e)) return e.to_js();
+  const int64_t tiles = (plan.Lk + kSimd128TileKeys - 1) / kSimd128TileKeys;
+  const int64_t blocks = (plan.Lq + kSimd128BlockQueries - 1) / kSimd128BlockQueries;
+  Results results;
+  results.add(&record.output_result, kFloat * plan.output_elements());
+  results.add(&record.trace_result, kFloat * tiles * (3 + plan.Ev));
+  results.add(&record.visited_result, static_cast<uint64_t>(blocks * tiles));
+  results.add_workspace(trace_workspace_bytes(plan));
+  if (!results.allocate(e)) return e.to_js();
+  record_shapes(plan);
+  auto* visited = result<uint8_t>(record.visited_result);
+  std::fill(visited, visited + blocks * tiles, 0);
+  SoftmaxTrace trace{static_cast<int64_t>(o.trace_batch.value_or(0)), static_cast<int64_t>(o.trace_head.value_or(0)),
+                     static_cast<int64_t>(*o.trace_row), result<float>(record.trace_result), 0, visited};
+  trace_online_softmax(plan, record_inputs(plan), result<float>(record.output_result), results.workspace(), &trace);
+  record.steps = static_cast<double>(trace.steps_written);
+  record.trace_tile_keys = kSimd128TileKeys;
+  record.trace_block_rows = kSimd128BlockQueries;
+  return val::null();
+}
+
+// Every stage of the float32 reference, for the step-by-step explainer: results scores (Q·Kᵀ),
+// scaledScores, maskedScores, weights and output.
+val explain_attention_js(val options) {
+  CallError e;
+  CallOptions o;
+  AttentionPlan plan;
+  CallRecord& record = fresh_results();
+  if (!plan_call(options, kForward, &o, &plan, e) || !e.fail(check_float32_inputs(plan, "explain"))) return e.to_js();
+  if (o.output_on_gpu) {
+    e.fail(ErrorKind::kType, "{where} returns CPU arrays: outputLocation must be 'cpu' (or absent); 'gpu' is for scaledDotProductAttention on backend 'webgpu'");
+    return e.to_js();
+  }
+  const uint64_t n = kFloat * plan.weights_elements();
+  Results results;
+  for (double* slot : {&record.scores_result, &record.scaledScores_result, &record.maskedScores_result, &record.weights_result}) {
+    results.add(slot, n);
+  }
+  results.add(&record.output_result, kFloat * plan.output_elements());
+  results.add_workspace(reference_workspace_bytes<float>(plan));
+  if (!results.allocate(e)) return e.to_js();
+  record_shapes(plan);
+  ReferenceOutputs<float> out;
+  out.output = result<float>(record.output_result);
+  out.weights = result<float>(record.weights_result);
+  out.scores = result<float>(record.scores_result);
+  out.scaled_scores = result<float>(record.scaledScores_result);
+  out.masked_scores = result<float>(record.maskedScores_result);
+  attention_reference<float>(plan, record_inputs(plan), out, static_cast<float*>(results.workspace()));
+  return val::null();
+}
+
+// The float64 oracle: results output, weights and (with returnScores) scores, as doubles.
+val reference_attention64_js(val options) {
+  CallError e;
+  CallOptions o;
+  AttentionPlan plan;
+  CallRecord& record = fresh_results();
+  if (!plan_call(options, kForward, &o, &plan, e) || !e.fail(check_float32_inputs(plan, "referenceAttention"))) {
+    return e.to_js();
+  }
+  if (o.output_on_gpu) {
+    e.fail(ErrorKind::kType, "{where} returns CPU arrays: outputLocation must be 'cpu' (or absent); 'gpu' is for scaledDotProductAttention on backend 'webgpu'");
+    return e.to_js();
+  }
+  constexpr uint64_t kDouble = sizeof(double);
+  Results results;
+  results.add(&record.output_result, kDouble * plan.output_elements());
+  results.add(&record.weights_result, kDouble * plan.weights_elements());
+  if (plan.return_scores != ScoreStage::kNone) results.add(&record.scores_result, kDouble * plan.weights_elements());
+  results.add_workspace(reference_workspace_bytes<double>(plan));
+  if (!results.allocate(e)) return e.to_js();
+  record_shapes(plan);
+  ReferenceOutputs<double> out;
+  out.output = result<double>(record.output_result);
+  out.weights = result<double>(record.weights_result);
+  auto* scores = result<double>(record.scores_result);
+  switch (plan.return_scores) {
+    case ScoreStage::kScaled: out.scaled_scores = scores; break;
+    case ScoreStage::kSoftcapped: out.softcapped_scores = scores; break;
+    case ScoreStage::kMasked: out.masked_scores = scores; break;
+    case ScoreStage::kNone: break;
+  }
+  attention_reference<double>(plan, record_inputs(plan), out, static_cast<double*>(results.workspace()));
+  return val::null();
+}
+
+// The backward's plan: the forward's (returnWeights off) and the record's dOutput, output and
+// logSumExp (the forward's, optional), checked together.
+bool plan_backward_call(const val& options, CallOptions* o, AttentionPlan* plan, bool* has_forward, CallError& e) {
+  if (!plan_call(options, kBackward, o, plan, e)) return false;
+  const CallRecord& record = call_record();
+  if (slot_present(record.output) != slot_present(record.logSumExp)) {
+    return e.fail(ErrorKind::kType,
+                  "output and logSumExp (from a forward call with returnLogSumExp: true) must be passed together, or neither");
+  }
+  BackwardRequest r;
+  r.has_forward = slot_present(record.output);
+  if (!slot_shape(record.dOutput, "dOutput", &r.d_output_shape, e) ||
+      (r.has_forward && (!slot_shape(record.output, "output", &r.output_shape, e) ||
+                         !slot_shape(record.logSumExp, "logSumExp", &r.lse_shape, e)))) {
+    return false;
+  }
+  r.want_d_mask = o->want_d_mask;
+  *has_forward = r.has_forward;
+  return e.fail(check_backward_request(*plan, r));
+}
+
+// The gradients' results (in T): dQuery, dKey, dValue, dMask (with returnAttnMaskGrad), dSinks
+// (with sinks).
+template <typename T>
+void add_gradients(Results& results, const AttentionPlan& plan, const CallOptions& o) {
+  CallRecord& record = call_record();
+  results.add(&record.dQuery_result, sizeof(T) * plan.query_elements());
+  results.add(&record.dKey_result, sizeof(T) * plan.key_elements());
+  results.add(&record.dValue_result, sizeof(T) * plan.value_elements());
+  if (o.want_d_mask) results.add(&record.dMask_result, sizeof(T) * plan.mask_elements);
+  if (!plan.sinks.empty()) results.add(&record.dSinks_result, sizeof(T) * plan.Hq);
+}
+
+template <typename T>
+BackwardOutputs<T> gradients_in_record() {
+  const CallRecord& record = call_record();
+  return {result<T>(record.dQuery_result), result<T>(record.dKey_result), result<T>(record.dValue_result),
+          result<T>(record.dMask_result), result<T>(record.dSinks_result)};
+}
+
+// The backward on a CPU backend (0 'scalar', 1 'simd').
+val run_attention_backward_js(val options, int backend_index) {
+  CallError e;
+  CallOptions o;
+  AttentionPlan plan;
+  bool has_forward = false;
+  CallRecord& record = fresh_results();
+  const Backend backend = backend_index == 0 ? Backend::kScalar : Backend::kSimd128;
+  if (!plan_backward_call(options, &o, &plan, &has_forward, e)) return e.to_js();
+  Results results;
+  add_gradients<float>(results, plan, o);
+  results.add_workspace(backward_workspace_bytes(backend, plan, has_forward));
+  if (!results.allocate(e)) return e.to_js();
+  run_attention_backward(backend, plan, record_inputs(plan), slot_address<const float>(record.dOutput),
+                         has_forward ? slot_address<const float>(record.output) : nullptr,
+                         has_forward ? slot_address<const float>(record.logSumExp) : nullptr,
+                         gradients_in_record<float>(), results.workspace());
+  return val::null();
+}
+
+// The float64 analytic gradients (the forward recomputed in float64).
+val reference_attention_backward64_js(val options) {
+  CallError e;
+  CallOptions o;
+  AttentionPlan plan;
+  bool has_forward = false;
+  fresh_results();
+  if (!plan_backward_call(options, &o, &plan, &has_forward, e)) return e.to_js();
+  Results results;
+  add_gradients<double>(results, plan, o);
+  results.add_workspace(backward_reference_workspace_bytes<double>(plan));
+  if (!results.allocate(e)) return e.to_js();
+  attention_backward_reference<double>(plan, record_inputs(plan), slot_address<const float>(call_record().dOutput),
+                                       gradients_in_record<double>(), static_cast<double*>(results.workspace()));
+  return val::null();
 }
 
 // Bytes malloc has handed out and not yet taken back: the leak tests' baseline.
 double heap_bytes_in_use() { return static_cast<double>(mallinfo().uordblks); }
 
-// ---- gradients, PRNG, score functions -------------------------------------------------------
-
-// backward: { dOutputShape, outputShape?, lseShape?, returnAttnMaskGrad }; *has_forward: whether
-// the forward's output was given.
-Status backward_plan_from_js(const val& request, const val& backward, AttentionPlan* plan,
-                             bool* has_forward = nullptr) {
-  Status s = plan_from_js(request, plan);
-  if (!s.ok()) return s;
-  BackwardRequest r;
-  r.d_output_shape = shape_of(backward[js("dOutputShape")]);
-  const val output_shape = backward[js("outputShape")];
-  r.has_forward = !output_shape.isUndefined() && !output_shape.isNull();
-  r.output_shape = shape_of(output_shape);
-  r.lse_shape = shape_of(backward[js("lseShape")]);
-  r.want_d_mask = backward[js("returnAttnMaskGrad")].as<bool>();
-  if (has_forward != nullptr) *has_forward = r.has_forward;
-  return check_backward_request(*plan, r);
-}
-
-// The part every backward binding shares: plans the call and reads the bag's inputs, dOutput and
-// gradients { dQuery, dKey, dValue, dMask?, dSinks? } (in T), then runs
-// body(plan, bag, inputs, d_output, gradients), which reads the rest and computes through
-// bag.then().
-template <typename T, typename Body>
-val run_backward_planned(const val& request, const val& backward, const val& pointers, Body&& body) {
-  AttentionPlan plan;
-  Status s = backward_plan_from_js(request, backward, &plan);
-  if (s.ok()) {
-    PointerBag bag(pointers);
-    const AttentionInputs in = inputs_from(bag, plan);
-    const float* d_output = bag.required<const float>("dOutput");
-    const BackwardOutputs<T> gradients{bag.required<T>("dQuery"), bag.required<T>("dKey"),
-                                       bag.required<T>("dValue"), bag.optional<T>("dMask"),
-                                       bag.optional<T>("dSinks")};
-    s = body(plan, bag, in, d_output, gradients);
+// { name: slot index } of the call record's float64 slots (call_record.h), and its address.
+val call_record_layout_js() {
+  val layout = val::object();
+  const auto slot = [](const void* field) {
+    return static_cast<double>((static_cast<const char*>(field) - reinterpret_cast<const char*>(&call_record())) / sizeof(double));
+  };
+  CallRecord& r = call_record();
+  layout.set("address", static_cast<double>(reinterpret_cast<uintptr_t>(&r)));
+  layout.set("size", static_cast<double>(sizeof(CallRecord) / sizeof(double)));
+  layout.set("tensorSlot", static_cast<double>(sizeof(TensorSlot) / sizeof(double)));
+  layout.set("maxRank", kMaxSlotRank);
+  val tensors = val::object();
+#define SDPA_TENSOR_LAYOUT(name) tensors.set(#name, slot(&r.name));
+  SDPA_CALL_TENSORS(SDPA_TENSOR_LAYOUT)
+#undef SDPA_TENSOR_LAYOUT
+  layout.set("tensors", tensors);
+  val results = val::object();
+#define SDPA_RESULT_LAYOUT(name) results.set(#name, slot(&r.name##_result));
+  SDPA_CALL_RESULTS(SDPA_RESULT_LAYOUT)
+#undef SDPA_RESULT_LAYOUT
+  layout.set("results", results);
+  for (auto [name, field] : {std::pair<const char*, const double*>{"threads", &r.threads},
+                             {"keyHeadStride", &r.key_head_stride},
+                             {"valueHeadStride", &r.value_head_stride},
+                             {"keyValueFinite", &r.key_value_finite},
+                             {"inputArrival", &r.input_arrival},
+                             {"block", &r.results},
+                             {"outputRank", &r.output_rank},
+                             {"outputDims", r.output_dims},
+                             {"weightsRank", &r.weights_rank},
+                             {"weightsDims", r.weights_dims},
+                             {"outputFloat16", &r.output_float16},
+                             {"steps", &r.steps},
+                             {"traceTileKeys", &r.trace_tile_keys},
+                             {"traceBlockRows", &r.trace_block_rows}}) {
+    layout.set(name, slot(field));
   }
-  return error_to_js(s);
+  return layout;
 }
 
-// -> { error, workspaceBytes: { scalar, simd, reference64 } }
-val plan_attention_backward_js(val request, val backward) {
+// The known option names of each call (attention_options.def).
+val option_names_by_call_js() {
+  val names = val::object();
+  names.set("forward", option_names_js(kForward));
+  names.set("backward", option_names_js(kBackward));
+  names.set("trace", option_names_js(kTrace));
+  names.set("modules", option_names_js(kModules));
+  return names;
+}
+
+// ---- the WebGPU backend (cpp/webgpu/device.h) -----------------------------------------------
+
+// A WebGPU call: plans, then asks `prepare_output(outputShape, float16)` (a JS function that
+// must not throw) where the output goes: { array } or { buffer, offset, float16 } (see
+// WebGpuAttention::run's sources), or { error } to stop. The weights, scores and trace go to
+// the results block (read after finish). `trace`: record that row's online softmax (options
+// batch, head, row); the result then carries the trace's layout (WebGpuAttention::trace_layout).
+// -> { error } | { error: null, promise, job, layout? }
+val webgpu_call(WebGpuAttention& gpu, const val& options, val sources, const val& prepare_output, bool trace) {
+  CallError e;
+  CallOptions o;
   AttentionPlan plan;
-  bool has_forward = false;
-  const Status s = backward_plan_from_js(request, backward, &plan, &has_forward);
-  val out = val::object();
-  out.set(js("error"), error_to_js(s));
-  if (!s.ok()) return out;
-  val workspace = val::object();
-  workspace.set(js("scalar"), static_cast<double>(backward_workspace_bytes(Backend::kScalar, plan, has_forward)));
-  workspace.set(js("simd"), static_cast<double>(backward_workspace_bytes(Backend::kSimd128, plan, has_forward)));
-  workspace.set(js("reference64"), static_cast<double>(backward_reference_workspace_bytes<double>(plan)));
-  out.set(js("workspaceBytes"), workspace);
-  return out;
+  CallRecord& record = fresh_results();
+  uint32_t trace_row = FlashVariant::kNoTrace;
+  const auto failed = [&] {
+    val out = val::object();
+    out.set(js("error"), e.to_js());
+    return out;
+  };
+  if (!plan_call(options, trace ? kTrace : kForward, &o, &plan, e)) return failed();
+  if (trace) {
+    if (!check_traced_row(plan, o, e)) return failed();
+    const double index = (o.trace_batch.value_or(0) * static_cast<double>(plan.Hq) + o.trace_head.value_or(0)) *
+                             static_cast<double>(plan.Lq) + *o.trace_row;
+    if (index >= static_cast<double>(FlashVariant::kNoTrace)) {
+      e.fail(ErrorKind::kRange, "traceOnlineSoftmax on 'webgpu' takes at most 2^32 − 1 query rows");
+      return failed();
+    }
+    trace_row = static_cast<uint32_t>(index);
+  }
+  if (o.output_on_gpu && (plan.return_weights || plan.return_scores != ScoreStage::kNone || o.return_lse)) {
+    e.fail(ErrorKind::kType, "outputLocation 'gpu' returns the output only: returnWeights, returnScores and returnLogSumExp need outputLocation 'cpu'");
+    return failed();
+  }
+  record_shapes(plan);
+  record.output_float16 = o.output_type.value_or(plan.query_type) == ElementType::kFloat16;
+  const val output = prepare_output(shape_to_js(plan.output_shape), record.output_float16 != 0, o.output_on_gpu);
+  if (!output[js("error")].isUndefined()) {
+    val out = val::object();
+    out.set(js("error"), output[js("error")]);
+    return out;
+  }
+  sources.set(js("output"), output);
+  Results results;
+  if (plan.return_weights) results.add(&record.weights_result, kFloat * plan.weights_elements());
+  if (plan.return_scores != ScoreStage::kNone) results.add(&record.scores_result, kFloat * plan.weights_elements());
+  val layout = val::undefined();
+  if (trace) {
+    layout = gpu.trace_layout(plan);
+    if (!layout[js("error")].isNull()) return layout;
+    record.steps = layout[js("floats")].as<double>();
+    results.add(&record.trace_result, kFloat * static_cast<uint64_t>(record.steps));
+  }
+  if (!results.allocate(e)) return failed();
+  val started = gpu.run(plan, record_inputs(plan), nullptr, result<float>(record.weights_result),
+                        result<float>(record.scores_result), trace_row, result<float>(record.trace_result), sources);
+  if (trace) started.set(js("layout"), layout);
+  return started;
 }
 
-// pointers: inputs + { dOutput, output?, lse?, dQuery, dKey, dValue, dMask?, workspace }
-val run_attention_backward_js(val request, val backward, std::string backend, val pointers) {
-  return run_backward_planned<float>(request, backward, pointers,
-                                     [&](const AttentionPlan& plan, PointerBag& bag, const AttentionInputs& in,
-                                         const float* d_output, const BackwardOutputs<float>& gradients) {
-    const float* output = bag.optional<const float>("output");
-    const float* lse = bag.optional<const float>("lse");
-    void* workspace = bag.required("workspace");
-    return bag.then([&] {
-      run_attention_backward(backend_named(backend), plan, in, d_output, output, lse, gradients, workspace);
-    });
-  });
+val webgpu_run_js(WebGpuAttention& gpu, val options, val sources, val prepare_output) {
+  return webgpu_call(gpu, options, sources, prepare_output, false);
 }
 
-// The float64 analytic gradient. pointers: inputs + dOutput + double { dQuery, dKey, dValue, dMask?, workspace }
-val reference_attention_backward64_js(val request, val backward, val pointers) {
-  return run_backward_planned<double>(request, backward, pointers,
-                                      [&](const AttentionPlan& plan, PointerBag& bag, const AttentionInputs& in,
-                                          const float* d_output, const BackwardOutputs<double>& gradients) {
-    double* workspace = bag.required<double>("workspace");
-    return bag.then([&] { attention_backward_reference<double>(plan, in, d_output, gradients, workspace); });
-  });
+val webgpu_trace_js(WebGpuAttention& gpu, val options, val sources, val prepare_output) {
+  return webgpu_call(gpu, options, sources, prepare_output, true);
 }
 
 // -> error or null; with an output address, fills it with a [fanIn, fanOut] Xavier-uniform matrix.
@@ -777,17 +1175,18 @@ val check_multihead_inputs_js(val inputs) {
 }  // namespace sdpa
 
 EMSCRIPTEN_BINDINGS(sdpa) {
-  emscripten::function("planAttention", &sdpa::plan_attention_js);
+  emscripten::function("callRecordLayout", &sdpa::call_record_layout_js);
+  emscripten::function("optionNames", &sdpa::option_names_by_call_js);
   emscripten::function("runAttention", &sdpa::run_attention_js);
+  emscripten::function("forwardWorkspaceBytes", &sdpa::forward_workspace_bytes_js);
   emscripten::function("explainAttention", &sdpa::explain_attention_js);
   emscripten::function("traceOnlineSoftmax", &sdpa::trace_online_softmax_js);
   emscripten::function("referenceAttention64", &sdpa::reference_attention64_js);
+  emscripten::function("runAttentionBackward", &sdpa::run_attention_backward_js);
+  emscripten::function("referenceAttentionBackward64", &sdpa::reference_attention_backward64_js);
   emscripten::function("matmul", &sdpa::matmul_js);
   emscripten::function("softmax", &sdpa::softmax_js);
   emscripten::function("heapBytesInUse", &sdpa::heap_bytes_in_use);
-  emscripten::function("planAttentionBackward", &sdpa::plan_attention_backward_js);
-  emscripten::function("runAttentionBackward", &sdpa::run_attention_backward_js);
-  emscripten::function("referenceAttentionBackward64", &sdpa::reference_attention_backward64_js);
   emscripten::function("xavierUniform", &sdpa::xavier_uniform_js);
   emscripten::function("randomUniform", &sdpa::random_uniform_js);
   emscripten::function("dropout", &sdpa::dropout_js);
@@ -803,7 +1202,6 @@ EMSCRIPTEN_BINDINGS(sdpa) {
       .constructor<val, val>()
       .function("run", &sdpa::webgpu_run_js)
       .function("trace", &sdpa::webgpu_trace_js)
-      .function("traceLayout", &sdpa::webgpu_trace_layout_js)
       .function("finish", &sdpa::WebGpuAttention::finish)
       .function("release", &sdpa::WebGpuAttention::release)
       .function("abandon", &sdpa::WebGpuAttention::abandon)

@@ -24,59 +24,50 @@ export interface EmscriptenModule {
 
 // Embind surface of cpp/bindings/sdpa_bindings.cpp (internal: only web/src/ calls it).
 export type ShapeLike = readonly number[];
-/** A core validation error, thrown by the TS layer as a TypeError or RangeError. */
+/**
+ * A core validation error, thrown by the TS layer (web/src/core-call.ts) as a TypeError or
+ * RangeError. Its message may hold placeholders the TS layer fills in: {where} (the public call),
+ * {got} (a description of `value`), {value} (String(value)) and {closest} ("; did you mean …?"
+ * when `given` is close to one of `known`).
+ */
 export interface CoreError {
   name: 'TypeError' | 'RangeError';
   message: string;
+  value?: unknown;
+  given?: string;
+  known?: string[];
 }
-export interface AttentionRequest {
-  queryShape: ShapeLike;
-  keyShape: ShapeLike;
-  valueShape: ShapeLike;
-  maskKind: 'none' | 'bool' | 'additive';
-  maskShape: ShapeLike;
-  causal: 'none' | 'top-left' | 'bottom-right' | 'offset';
-  /** With causal 'offset': query i sees keys j ≤ i + causalOffset (an integer, any sign). */
-  causalOffset?: number;
-  /** Softcap c > 0: each scaled score s becomes c·tanh(s / c) before masks; undefined or 0 = off. */
-  softcap?: number;
-  /** Per-batch key lengths [B]: keys j ≥ keyLengths[b] hidden ('bottom-right' aligns to them). */
-  keyLengths?: ArrayLike<number>;
-  /** Sliding window sides (non-negative integers): key j visible iff p − left ≤ j ≤ p + right. */
-  windowLeft?: number;
-  windowRight?: number;
-  /** ALiBi with the standard slopes of Hq heads, or these slopes [Hq]. */
-  alibi?: boolean;
-  alibiSlopes?: ArrayLike<number>;
-  /** One extra softmax logit per query head [Hq], with no value. */
-  sinks?: ArrayLike<number>;
-  /** Document id tensors' shapes ([B, Lq] and [B, Lk]; both or neither): their data in the pointer bag. */
-  queryDocumentsShape?: ShapeLike;
-  keyDocumentsShape?: ShapeLike;
-  /** A stage of the scores to return beside the output. */
-  returnScores?: 'none' | 'scaled' | 'softcapped' | 'masked';
-  scale: number | undefined;
-  enableGqa: boolean;
-  returnWeights: boolean;
-  /** Threads for the simd backend (absent: 1; 0: all this module may use). */
-  threads?: number;
-  /** A KV cache read in place: elements between (batch, KV head) blocks of key and value (maxLength·E, maxLength·Ev). */
-  keyHeadStride?: number;
-  valueHeadStride?: number;
-  /** Element types of query, key and value (absent: float32): float16 data is passed as its bit patterns. */
-  queryType?: 'float32' | 'float16';
-  keyType?: 'float32' | 'float16';
-  valueType?: 'float32' | 'float16';
-  /** float16 keys and values known to hold no Inf/NaN (a KV cache tracks it): the decode kernel reads them in place. */
-  keyValueFinite?: boolean;
+/**
+ * cpp/bindings/call_record.h: the float64 slots through which a call's tensors go in and its
+ * results come out. Every number is a slot index into the Float64Array at `address`.
+ */
+export interface CallRecordLayout {
+  address: number;
+  size: number;
+  tensorSlot: number;
+  maxRank: number;
+  tensors: Record<'query' | 'key' | 'value' | 'attnMask' | 'queryDocuments' | 'keyDocuments' | 'dOutput' | 'output' | 'logSumExp', number>;
+  results: Record<CallResultName, number>;
+  threads: number;
+  keyHeadStride: number;
+  valueHeadStride: number;
+  keyValueFinite: number;
+  inputArrival: number;
+  block: number;
+  outputRank: number;
+  outputDims: number;
+  weightsRank: number;
+  weightsDims: number;
+  outputFloat16: number;
+  steps: number;
+  traceTileKeys: number;
+  traceBlockRows: number;
 }
-export interface AttentionPlanInfo {
-  error: CoreError | null;
-  outputShape: number[];
-  weightsShape: number[];
-  maskElements: number;
-  workspaceBytes: { scalar: number; simd: number; trace: number; reference64: number };
-}
+export type CallResultName =
+  | 'output' | 'weights' | 'logSumExp' | 'scores' | 'dQuery' | 'dKey' | 'dValue' | 'dMask' | 'dSinks'
+  | 'scaledScores' | 'maskedScores' | 'trace' | 'visited';
+/** The options object of an attention call, read by the core (cpp/bindings/attention_options.def). */
+export type CallOptions = object | undefined;
 /**
  * Heap byte addresses by name (a pointer bag). Each binding reads a fixed set of names, some
  * optional: a required name that is absent, or a name the binding does not read (a misspelling),
@@ -90,6 +81,15 @@ export type Addresses = Record<string, number>;
  * `float16: true` receives packed halves).
  */
 export type WebGpuSource = { array: Float32Array | Uint16Array } | { buffer: object; offset: number; float16?: boolean };
+export interface WebGpuTraceLayout {
+  floats: number;
+  tileKeys: number;
+  lanes: number;
+  stride: number;
+  kernel: string;
+}
+/** Where a WebGPU call's output goes, once its shape is known (see WebGpuAttention.run). */
+export type PrepareOutput = (outputShape: number[], float16: boolean, onGpu: boolean) => WebGpuSource | { error: CoreError };
 /** The tensors of a WebGPU call held outside the heap (their addresses are then left out). */
 export interface WebGpuSources {
   query?: WebGpuSource;
@@ -100,22 +100,20 @@ export interface WebGpuSources {
 
 /** cpp/webgpu/device.h: one GPUDevice's pipelines and in-flight calls. */
 export interface WebGpuAttention {
-  run(
-    request: AttentionRequest,
-    pointers: Addresses,
-    sources: WebGpuSources | undefined,
-  ): { error: CoreError } | { error: null; promise: Promise<unknown[]>; job: number };
-  /** run() that also records query row (batch, head, row)'s online softmax into pointers.trace. */
-  trace(
-    request: AttentionRequest,
-    pointers: Addresses,
-    batch: number,
-    head: number,
-    row: number,
-    sources: WebGpuSources | undefined,
-  ): { error: CoreError } | { error: null; promise: Promise<unknown[]>; job: number };
-  /** The trace's size and layout for `request` on this device: tileKeys keys a tile, stride floats a tile, lanes parts of ℓ. */
-  traceLayout(request: AttentionRequest): { error: CoreError } | { error: null; floats: number; tileKeys: number; lanes: number; stride: number; kernel: string };
+  /**
+   * Plans the call (tensors from the call record), asks `prepareOutput(outputShape, float16,
+   * onGpu)` where the output goes (a WebGpuSource, or { error }: it must not throw), and submits.
+   * Weights, scores and a trace land in the record's results block once finish() has run.
+   */
+  run(options: CallOptions, sources: WebGpuSources, prepareOutput: PrepareOutput): { error: CoreError } | { error: null; promise: Promise<unknown[]>; job: number };
+  /**
+   * run() that also records the options' (batch, head, row)'s online softmax into the trace
+   * result (record `steps` floats), laid out as `layout` says: tileKeys keys a tile, stride floats
+   * a tile, lanes parts of ℓ.
+   */
+  trace(options: CallOptions, sources: WebGpuSources, prepareOutput: PrepareOutput):
+    | { error: CoreError }
+    | { error: null; promise: Promise<unknown[]>; job: number; layout: WebGpuTraceLayout };
   /** After the promise resolved: copies the readbacks into the heap; a fault, or null. */
   finish(job: number, results: unknown[]): { kind: 'validation' | 'out-of-memory' | 'internal'; message: string } | null;
   release(job: number): void;
@@ -146,17 +144,25 @@ export interface WebGpuAttention {
 
 export interface SdpaModule extends EmscriptenModule {
   WebGpuAttention: new (device: object, caps: object | undefined) => WebGpuAttention;
-  planAttention(request: AttentionRequest): AttentionPlanInfo;
+  /** The call record's layout (call_record.h). */
+  callRecordLayout(): CallRecordLayout;
+  /** The known option names of each call (attention_options.def); `modules`: those the modules pass through. */
+  optionNames(): { forward: string[]; backward: string[]; trace: string[]; modules: string[] };
   /**
-   * `whileHelpersRun`: called once on this thread while helper threads run the kernel (on one
-   * thread, before it); it must not throw. With `pointers.inputArrival` (an InputArrivalRecord,
-   * cpp/core/input_arrival.h) it is what copies the query, key and value in, in that order.
+   * The forward on backend 0 'scalar' or 1 'simd', its tensors in the call record. `whileHelpersRun`:
+   * called once on this thread while helper threads run the kernel (on one thread, before it); it
+   * must not throw. With the record's inputArrival (an InputArrivalRecord, cpp/core/input_arrival.h)
+   * it is what copies the query, key and value in, in that order.
    */
-  runAttention(request: AttentionRequest, backend: 'scalar' | 'simd', pointers: Addresses, whileHelpersRun: (() => void) | undefined): CoreError | null;
-  explainAttention(request: AttentionRequest, pointers: Addresses): CoreError | null;
-  /** The SIMD kernel on 1 thread, tracing row `row` of head (batch, head): steps [tiles, 3 + Ev], visited [blocks, tiles]. */
-  traceOnlineSoftmax(request: AttentionRequest, pointers: Addresses, batch: number, head: number, row: number): { error: CoreError | null; steps: number };
-  referenceAttention64(request: AttentionRequest, pointers: Addresses): CoreError | null;
+  runAttention(options: CallOptions, backend: 0 | 1, whileHelpersRun: (() => void) | undefined): CoreError | null;
+  /** Workspace bytes of the forward of the record's tensors on backend 0 'scalar' or 1 'simd' (the bench's diagnostics), or its error. */
+  forwardWorkspaceBytes(options: CallOptions, backend: 0 | 1): number | CoreError;
+  /** Every stage of the float32 reference: results scores, scaledScores, maskedScores, weights, output. */
+  explainAttention(options: CallOptions): CoreError | null;
+  /** The SIMD kernel on 1 thread, tracing the options' row: results output, trace [tiles, 3 + Ev], visited [blocks, tiles]. */
+  traceOnlineSoftmax(options: CallOptions): CoreError | null;
+  /** The float64 reference: results output, weights (and scores) as float64. */
+  referenceAttention64(options: CallOptions): CoreError | null;
   /** Plans only when `pointers` is undefined (Embind needs every argument passed). */
   matmul(aShape: ShapeLike, bShape: ShapeLike, pointers: Addresses | undefined): { error: CoreError | null; outputShape: number[] };
   softmax(shape: ShapeLike, temperature: number, pointers: Addresses | undefined): CoreError | null;
@@ -165,9 +171,10 @@ export interface SdpaModule extends EmscriptenModule {
   maxThreads(): number;
   setMaxThreads(n: number): void;
   // Gradients, PRNG, score functions and module validation.
-  planAttentionBackward(request: AttentionRequest, backward: BackwardRequest): BackwardPlanInfo;
-  runAttentionBackward(request: AttentionRequest, backward: BackwardRequest, backend: 'scalar' | 'simd', pointers: Addresses): CoreError | null;
-  referenceAttentionBackward64(request: AttentionRequest, backward: BackwardRequest, pointers: Addresses): CoreError | null;
+  /** The backward on backend 0 'scalar' or 1 'simd': results dQuery, dKey, dValue (dMask, dSinks). */
+  runAttentionBackward(options: CallOptions, backend: 0 | 1): CoreError | null;
+  /** The float64 analytic gradients: results as float64. */
+  referenceAttentionBackward64(options: CallOptions): CoreError | null;
   xavierUniform(fanIn: number, fanOut: number, seed: number, offset: number, pointers?: Addresses): CoreError | null;
   randomUniform(n: number, low: number, high: number, seed: number, offset: number, pointers?: Addresses): CoreError | null;
   dropout(n: number, p: number, seed: number, pointers?: Addresses): CoreError | null;
@@ -186,17 +193,6 @@ export interface SdpaModule extends EmscriptenModule {
     queryShape: ShapeLike; keyShape: ShapeLike; valueShape: ShapeLike;
     keyPaddingMaskShape?: ShapeLike; attnMaskShape?: ShapeLike;
   }): { error: CoreError | null; B: number; L: number; S: number; unbatched: boolean };
-}
-export interface BackwardRequest {
-  dOutputShape: ShapeLike;
-  /** With lseShape: the forward's output and log-sum-exp are passed in (pointers output, lse). */
-  outputShape?: ShapeLike;
-  lseShape?: ShapeLike;
-  returnAttnMaskGrad: boolean;
-}
-export interface BackwardPlanInfo {
-  error: CoreError | null;
-  workspaceBytes: { scalar: number; simd: number; reference64: number };
 }
 export interface ScoreRequest {
   kind: 'dot' | 'scaled-dot' | 'multiplicative' | 'additive';

@@ -163,13 +163,13 @@ Status plan_attention(const AttentionRequest& r, AttentionPlan* plan) {
     return Status::RangeError("query must have shape [Lq, E], [B, Lq, E] or [B, H, Lq, E]; got " +
                               shape_to_string(r.query_shape));
   }
-  const std::string expected = kRankNames[rank];
+  const char* expected = kRankNames[rank];
   if (r.key_shape.size() != rank) {
-    return Status::RangeError("key must have the same rank as query (" + expected +
+    return Status::RangeError(std::string("key must have the same rank as query (") + expected +
                               " with L = Lk, D = E); got " + shape_to_string(r.key_shape));
   }
   if (r.value_shape.size() != rank) {
-    return Status::RangeError("value must have the same rank as query (" + expected +
+    return Status::RangeError(std::string("value must have the same rank as query (") + expected +
                               " with L = Lk, D = Ev); got " + shape_to_string(r.value_shape));
   }
   for (auto [name, shape] : {std::pair<const char*, const std::vector<int64_t>*>{"query", &r.query_shape},
@@ -201,12 +201,12 @@ Status plan_attention(const AttentionRequest& r, AttentionPlan* plan) {
                               shape_to_string(r.query_shape));
   }
   if (r.key_shape[rank - 1] != p.E) {
-    return Status::RangeError("key must have shape " + expected + " with D = E = " +
+    return Status::RangeError(std::string("key must have shape ") + expected + " with D = E = " +
                               std::to_string(p.E) + " (query's last dim); got " +
                               shape_to_string(r.key_shape));
   }
   if (value_batch != p.B || value_heads != p.Hkv || r.value_shape[rank - 2] != p.Lk) {
-    return Status::RangeError("value must have shape " + expected + " matching key's B, H and Lk (" +
+    return Status::RangeError(std::string("value must have shape ") + expected + " matching key's B, H and Lk (" +
                               "key " + shape_to_string(r.key_shape) + "); got " +
                               shape_to_string(r.value_shape));
   }

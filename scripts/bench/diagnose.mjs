@@ -1,10 +1,8 @@
 // --mode diagnose: the probes that explain the results table rather than belong in it.
-import { attentionRequest } from '../../dist/arguments.js';
 import { createAttention } from '../../dist/index.js';
-import { loadCoreModule } from '../../dist/wasm.js';
 import { flops, makeCheck, makeInputs, parseCase } from './cases.mjs';
 import { peakProbe } from './peak.mjs';
-import { callPhases } from './phases.mjs';
+import { callPhases, workspaceBytes } from './phases.mjs';
 import { log } from './run.mjs';
 import { twoCoreCeiling } from './two-cores.mjs';
 import { measure, median, pause } from './timing.mjs';
@@ -33,7 +31,6 @@ async function callBreakdown(one, many, inputs) {
  * memory before and after, and the check on the first 32 query rows.
  */
 async function longContext(attn, scalar) {
-  const module = await loadCoreModule({ threads: attn.threads > 1, relaxedSimd: attn.relaxedSimd });
   const before = attn.memoryStats().memoryBytes;
   const results = [];
   for (const [L, rounds, masks] of [[32768, 1, [false]], [16384, 3, [false, true]]]) {
@@ -50,9 +47,8 @@ async function longContext(attn, scalar) {
     }
     for (const { causal, times, cpu, out } of runs) {
       const check = makeCheck(scalar, inputs, { causal, rows: 32 })([out], 2);
-      const request = { ...attentionRequest('the long-context workspace', inputs.q, inputs.k, inputs.v, { isCausal: causal }), threads: attn.threads };
       const ms = median(times);
-      results.push({ L, E: 64, causal, threads: attn.threads, medianMs: ms, cpuMs: median(cpu), gflops: flops(c, { causal }) / ms / 1e6, workspaceBytes: module.planAttention(request).workspaceBytes.simd, maxError: check.error, bound: check.bound, ok: check.ok });
+      results.push({ L, E: 64, causal, threads: attn.threads, medianMs: ms, cpuMs: median(cpu), gflops: flops(c, { causal }) / ms / 1e6, workspaceBytes: await workspaceBytes(attn, inputs, { isCausal: causal }), maxError: check.error, bound: check.bound, ok: check.ok });
     }
   }
   return results.map((r) => ({ ...r, memoryBytesBefore: before, memoryBytesAfter: attn.memoryStats().memoryBytes }));

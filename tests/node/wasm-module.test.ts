@@ -38,15 +38,22 @@ describe('sdpa_core.mjs (Emscripten output)', () => {
     m._free(ptr);
   });
 
-  it('the float32-only bindings (trace, explain, the float64 reference) refuse a float16 request before reading an address', async () => {
+  it('the float32-only bindings (trace, explain, the float64 reference) refuse float16 inputs before reading an address', async () => {
     const m = await createSdpaModule();
-    const request = {
-      queryShape: [4, 8], keyShape: [70, 8], valueShape: [70, 8], maskKind: 'none' as const, maskShape: [], causal: 'none' as const,
-      scale: undefined, enableGqa: false, returnWeights: false, keyType: 'float16' as const,
+    const { CallRecord } = await import('../../web/src/core-call.js');
+    const record = CallRecord.of(m);
+    const float16Keys = () => {
+      record.begin();
+      record.tensor('query', 0, [4, 8]);
+      record.tensor('key', 0, [70, 8], 'float16');
+      record.tensor('value', 0, [70, 8]);
     };
-    expect(m.traceOnlineSoftmax(request, {}, 0, 0, 0).error).toEqual({ name: 'TypeError', message: expect.stringMatching(/^traceOnlineSoftmax takes float32 query, key and value/) });
-    expect(m.explainAttention(request, {})).toEqual({ name: 'TypeError', message: expect.stringMatching(/^explain takes float32/) });
-    expect(m.referenceAttention64(request, {})).toEqual({ name: 'TypeError', message: expect.stringMatching(/^referenceAttention takes float32/) });
+    float16Keys();
+    expect(m.traceOnlineSoftmax({ row: 0 })).toEqual({ name: 'TypeError', message: expect.stringMatching(/^traceOnlineSoftmax takes float32 query, key and value/) });
+    float16Keys();
+    expect(m.explainAttention(undefined)).toEqual({ name: 'TypeError', message: expect.stringMatching(/^explain takes float32/) });
+    float16Keys();
+    expect(m.referenceAttention64(undefined)).toEqual({ name: 'TypeError', message: expect.stringMatching(/^referenceAttention takes float32/) });
   });
 
   it('reports allocation failure with 0 instead of aborting (-sABORTING_MALLOC=0)', async () => {

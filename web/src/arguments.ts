@@ -1,13 +1,15 @@
-// Checks of the JavaScript-level types of every argument (is it a Float32Array, is the shape a
-// list of non-negative integers, does the data length match). Semantic shape rules (ranks,
-// matching dims, broadcasting, GQA) live in the C++ core, so native and wasm callers get the
-// same checks and messages.
-import type { AttentionRequest, CoreError } from './wasm/sdpa_core.mjs';
+// Checks of the tensors this layer copies into the wasm heap (is it a Float32Array, is the shape a
+// list of non-negative integers, does the data length match) and of the options of the calls
+// written in TypeScript (createAttention, the KV cache, the modules). The attention calls' options
+// are read and checked by the C++ core (cpp/bindings/attention_options.def), as are shape rules
+// (ranks, matching dims, broadcasting, GQA), so native and wasm callers get the same checks.
+import type { CoreError, SdpaModule } from './wasm/sdpa_core.mjs';
 import { isFloat16Array } from './float16.js';
 import type {
   AttentionOptions,
   CpuTensor,
   CreateAttentionOptions,
+  DocumentIds,
   DType,
   GpuLimitCaps,
   KvCacheAppendOptions,
@@ -30,7 +32,7 @@ import type {
   SelfAttentionForwardOptions,
   SelfAttentionOptions,
   UniformOptions,
-} from './extras/gradient-types.js';
+} from './extras/types.js';
 
 export function describe(value: unknown): string {
   if (value === null) return 'null';
@@ -58,20 +60,6 @@ function optionNames<T extends object>() {
   ): readonly string[] => names;
 }
 
-export const ATTENTION_OPTION_NAMES = optionNames<AttentionOptions>()([
-  'attnMask', 'isCausal', 'scale', 'softcap', 'keyLengths', 'window', 'alibi', 'alibiSlopes', 'sinks',
-  'queryDocuments', 'keyDocuments', 'enableGqa', 'returnScores', 'returnWeights', 'returnLogSumExp', 'out',
-  'outputLocation', 'outputDtype',
-]);
-export const BACKWARD_OPTION_NAMES = optionNames<BackwardOptions>()([
-  'attnMask', 'isCausal', 'scale', 'softcap', 'keyLengths', 'window', 'alibi', 'alibiSlopes', 'sinks',
-  'queryDocuments', 'keyDocuments', 'enableGqa', 'output', 'logSumExp', 'returnAttnMaskGrad',
-]);
-export const TRACE_OPTION_NAMES = optionNames<TraceOptions>()([
-  'attnMask', 'isCausal', 'scale', 'softcap', 'keyLengths', 'window', 'alibi', 'alibiSlopes', 'sinks',
-  'queryDocuments', 'keyDocuments', 'enableGqa', 'batch', 'head', 'row',
-]);
-export const WINDOW_OPTION_NAMES = optionNames<NonNullable<AttentionOptions['window']>>()(['left', 'right']);
 export const CREATE_ATTENTION_OPTION_NAMES = optionNames<CreateAttentionOptions>()([
   'backend', 'threads', 'relaxedSimd', 'gpuDevice', 'gpu', 'gpuLimits',
 ]);
@@ -88,16 +76,8 @@ export const DROPOUT_OPTION_NAMES = optionNames<DropoutOptions>()(['p', 'seed'])
 export const SCORE_OPTION_NAMES = optionNames<ScoreOptions>()(['kind', 'w', 'w1', 'w2', 'v', 'scale']);
 export const SELF_ATTENTION_OPTION_NAMES = optionNames<SelfAttentionOptions>()(['dModel', 'dK', 'dV', 'seed', 'weights', 'backend']);
 export const SELF_ATTENTION_WEIGHT_NAMES = optionNames<NonNullable<SelfAttentionOptions['weights']>>()(['wQ', 'wK', 'wV']);
-/** The variants' options, which the modules pass through (see {@link variantOptions}). */
-export const VARIANT_OPTION_NAMES = optionNames<VariantOptions>()([
-  'softcap', 'keyLengths', 'window', 'alibi', 'alibiSlopes', 'sinks', 'queryDocuments', 'keyDocuments',
-]);
-export const SELF_ATTENTION_FORWARD_OPTION_NAMES = optionNames<SelfAttentionForwardOptions>()([
-  'attnMask', 'isCausal', 'dropout', ...VARIANT_OPTION_NAMES as VariantName[],
-]);
-export const SELF_ATTENTION_BACKWARD_OPTION_NAMES = optionNames<SelfAttentionBackwardOptions>()([
-  'attnMask', 'isCausal', ...VARIANT_OPTION_NAMES as VariantName[],
-]);
+export const SELF_ATTENTION_FORWARD_OWN_OPTIONS = ['attnMask', 'isCausal', 'dropout'] as const;
+export const SELF_ATTENTION_BACKWARD_OWN_OPTIONS = ['attnMask', 'isCausal'] as const;
 export const MULTIHEAD_OPTION_NAMES = optionNames<MultiheadAttentionOptions>()([
   'embedDim', 'numHeads', 'numKvHeads', 'kdim', 'vdim', 'bias', 'batchFirst', 'weights', 'seed', 'backend',
 ]);
@@ -105,16 +85,23 @@ export const MULTIHEAD_WEIGHT_NAMES = optionNames<MultiheadAttentionWeights>()([
   'inProjWeight', 'inProjBias', 'qProjWeight', 'kProjWeight', 'vProjWeight',
   'qProjBias', 'kProjBias', 'vProjBias', 'outProjWeight', 'outProjBias',
 ]);
-export const MULTIHEAD_FORWARD_OPTION_NAMES = optionNames<MultiheadForwardOptions>()([
-  'keyPaddingMask', 'attnMask', 'isCausal', 'needWeights', 'averageAttnWeights', 'dropout', ...VARIANT_OPTION_NAMES as VariantName[],
-]);
+export const MULTIHEAD_FORWARD_OWN_OPTIONS = ['keyPaddingMask', 'attnMask', 'isCausal', 'needWeights', 'averageAttnWeights', 'dropout'] as const;
 
-type VariantName = keyof VariantOptions;
+/** The options of the attention calls that the modules pass through (cpp/bindings/attention_options.def). */
+export function variantOptionNames(module: Pick<SdpaModule, 'optionNames'>): readonly string[] {
+  let names = variantNames.get(module);
+  if (!names) {
+    names = module.optionNames().modules;
+    variantNames.set(module, names);
+  }
+  return names;
+}
+const variantNames = new WeakMap<object, readonly string[]>();
 
 /** The variants' options of a module's options object, to pass through to the attention call. */
-export function variantOptions(options: VariantOptions): VariantOptions {
+export function variantOptions(module: Pick<SdpaModule, 'optionNames'>, options: VariantOptions): VariantOptions {
   const picked: Record<string, unknown> = {};
-  for (const name of VARIANT_OPTION_NAMES) {
+  for (const name of variantOptionNames(module)) {
     if ((options as Record<string, unknown>)[name] !== undefined) picked[name] = (options as Record<string, unknown>)[name];
   }
   return picked as VariantOptions;
@@ -187,9 +174,19 @@ export function product(shape: readonly number[]): number {
   return shape.reduce((a, b) => a * b, 1);
 }
 
-/** Throws a validation error of the C++ core as the TypeError or RangeError it names. */
-export function throwIfError(error: CoreError | null): void {
-  if (error) throw error.name === 'TypeError' ? new TypeError(error.message) : new RangeError(error.message);
+/**
+ * Throws an error of the C++ core as the TypeError or RangeError it names, its placeholders
+ * filled in (cpp/bindings/sdpa_core.d.mts CoreError) for the public call `where`.
+ */
+export function throwIfError(error: CoreError | null | undefined, where = 'this call'): void {
+  if (!error) return;
+  const closest = error.given !== undefined ? closestName(error.given, error.known ?? []) : undefined;
+  const message = error.message
+    .replace('{where}', where)
+    .replace('{closest}', closest ? `; did you mean '${closest}'?` : '')
+    .replace('{got}', () => describe(error.value))
+    .replace('{value}', () => String(error.value));
+  throw error.name === 'TypeError' ? new TypeError(message) : new RangeError(message);
 }
 
 export function checkShape(name: string, shape: unknown): number {
@@ -221,14 +218,6 @@ export function checkDtype(name: string, dtype: unknown): DType {
 /** The element type of a checked attention input, on the CPU or (`{ buffer, dtype? }`) the GPU. */
 export function tensorDtype(tensor: TensorInput): DType {
   return tensor.dtype === 'float16' || ('data' in tensor && isFloat16Array(tensor.data)) ? 'float16' : 'float32';
-}
-
-/** `request` with the element types of its (checked) query, key and value. */
-export function withInputTypes(request: AttentionRequest, query: TensorInput, key: TensorInput, value: TensorInput): AttentionRequest {
-  request.queryType = tensorDtype(query);
-  request.keyType = tensorDtype(key);
-  request.valueType = tensorDtype(value);
-  return request;
 }
 
 export function checkTensor(name: string, tensor: unknown, kind: DataKind = 'float32'): void {
@@ -295,98 +284,8 @@ export function checkOut(out: unknown, elements: number, shape: readonly number[
   return out as Float32Array | Uint16Array | Float16ArrayLike;
 }
 
-/** `options.outputDtype`, defaulting to the query's element type. */
-export function outputDtype(option: unknown, queryDtype: DType): DType {
-  return option === undefined || option === null ? queryDtype : checkDtype('outputDtype', option);
-}
-
-/**
- * Validates the JS types of one attention call and its option names, and builds the core's
- * request; `where` names the call in errors.
- */
-export function attentionRequest(
-  where: string,
-  query: CpuTensor,
-  key: CpuTensor,
-  value: CpuTensor,
-  options: AttentionOptions | undefined,
-  float16 = false,
-): AttentionRequest {
-  const kind = float16 ? 'input' : 'float32';
-  checkTensor('query', query, kind);
-  checkTensor('key', key, kind);
-  checkTensor('value', value, kind);
-  const location: unknown = options?.outputLocation;
-  if (location !== undefined && location !== null && location !== 'cpu') {
-    throw new TypeError(`${where} returns CPU arrays: outputLocation must be 'cpu' (or absent); 'gpu' is for scaledDotProductAttention on backend 'webgpu'; got ${describe(location)}`);
-  }
-  const request = requestForShapes(where, query, key.shape, value.shape, options);
-  return float16 ? withInputTypes(request, query, key, value) : request;
-}
-
-/**
- * {@link attentionRequest} for key/value given by their shapes (a KV cache's); the query is
- * already checked.
- */
-export function requestForShapes(
-  where: string,
-  query: { shape: readonly number[] },
-  keyShape: readonly number[],
-  valueShape: readonly number[],
-  options: AttentionOptions | undefined,
-): AttentionRequest {
-  if (options !== undefined && (typeof options !== 'object' || options === null)) {
-    throw new TypeError(`options must be an object; got ${describe(options)}`);
-  }
-  if (options !== undefined) checkOptionNames(where, options, ATTENTION_OPTION_NAMES);
-  const { attnMask, isCausal, scale, softcap, enableGqa, returnWeights, returnScores, outputDtype: dtype } = options ?? {};
-  if (dtype !== undefined && dtype !== null) checkDtype('outputDtype', dtype);
-  let maskKind: AttentionRequest['maskKind'] = 'none';
-  if (attnMask !== undefined && attnMask !== null) {
-    checkTensor('attnMask', attnMask, 'mask');
-    maskKind = (attnMask as MaskTensor).data instanceof Uint8Array ? 'bool' : 'additive';
-  }
-  const { causal, causalOffset } = causalRequest(isCausal);
-  if (scale !== undefined && scale !== null && typeof scale !== 'number') {
-    throw new TypeError(`scale must be a number; got ${describe(scale)}`);
-  }
-  if (softcap !== undefined) checkNumber('softcap', softcap);
-  if (softcap !== undefined && !(Number.isFinite(softcap) && softcap >= 0)) {
-    throw new RangeError(`softcap must be a finite number > 0 (0 = off); got ${softcap}`);
-  }
-  return {
-    queryShape: query.shape,
-    keyShape,
-    valueShape,
-    maskKind,
-    maskShape: attnMask?.shape ?? [],
-    causal,
-    causalOffset,
-    scale: scale ?? undefined,
-    softcap,
-    ...variantRequest(options ?? {}),
-    returnScores: scoreStage(returnScores),
-    enableGqa: checkBoolean('enableGqa', enableGqa),
-    returnWeights: checkBoolean('returnWeights', returnWeights),
-  };
-}
-
-/** `returnScores` as the core's stage name; a TypeError naming it otherwise. */
-function scoreStage(stage: unknown): NonNullable<AttentionRequest['returnScores']> {
-  if (stage === undefined) return 'none';
-  if (stage === 'scaled' || stage === 'softcapped' || stage === 'masked') return stage;
-  throw new TypeError(`returnScores must be 'scaled', 'softcapped' or 'masked'; got ${describe(stage)}`);
-}
-
-/** A per-batch or per-head option: typed array `type` data, its length checked in the core. */
-function checkArray<T extends Int32Array | Float32Array>(name: string, value: unknown, type: new (n: number) => T, expected: string): T | undefined {
-  if (value === undefined || value === null) return undefined;
-  if (!(value instanceof type)) throw new TypeError(`${name} must be ${expected}; got ${describe(value)}`);
-  return value;
-}
-
 /** Document ids: `{ data: Int32Array, shape }` with matching lengths (the shape is checked in the core). */
-export function checkDocuments(name: string, documents: unknown): { data: Int32Array; shape: readonly number[] } | undefined {
+function checkDocuments(name: string, documents: unknown): { data: Int32Array; shape: readonly number[] } | undefined {
   if (documents === undefined || documents === null) return undefined;
   if (typeof documents !== 'object' || !('data' in documents) || !('shape' in documents)) {
     throw new TypeError(`${name} must be document ids { data: Int32Array, shape }; got ${describe(documents)}`);
@@ -400,56 +299,20 @@ export function checkDocuments(name: string, documents: unknown): { data: Int32A
   return documents as { data: Int32Array; shape: readonly number[] };
 }
 
-/** keyLengths, window, ALiBi, sinks and documents as the core's request fields (their JS types checked here). */
-function variantRequest(options: AttentionOptions): Partial<AttentionRequest> {
-  const request: Partial<AttentionRequest> = {};
-  const keyLengths = checkArray('keyLengths', options.keyLengths, Int32Array, 'an Int32Array [B] of key lengths');
-  if (keyLengths) request.keyLengths = keyLengths;
-  const { window } = options;
-  if (window !== undefined && window !== null) {
-    if (typeof window !== 'object' || Array.isArray(window)) {
-      throw new TypeError(`window must be { left?: n, right?: n }; got ${describe(window)}`);
-    }
-    checkOptionNames('window', window, WINDOW_OPTION_NAMES);
-    for (const side of ['left', 'right'] as const) {
-      const n = window[side];
-      if (n === undefined) continue;
-      if (typeof n !== 'number') throw new TypeError(`window.${side} must be a number; got ${describe(n)}`);
-      if (!(Number.isInteger(n) && n >= 0)) throw new RangeError(`window.${side} must be a non-negative integer (0 = this position only); got ${n}`);
-      request[side === 'left' ? 'windowLeft' : 'windowRight'] = Math.min(n, 2 ** 53);
-    }
+/**
+ * The tensors of an attention call's options that this layer copies into the heap (the mask and
+ * the document ids), their JS types checked; the core checks the rest of the options.
+ */
+export function optionTensors(options: unknown): { attnMask?: MaskTensor; queryDocuments?: DocumentIds; keyDocuments?: DocumentIds } {
+  if (typeof options !== 'object' || options === null) return {};
+  const { attnMask, queryDocuments, keyDocuments } = options as AttentionOptions;
+  const tensors: { attnMask?: MaskTensor; queryDocuments?: DocumentIds; keyDocuments?: DocumentIds } = {};
+  if (attnMask !== undefined && attnMask !== null) {
+    checkTensor('attnMask', attnMask, 'mask');
+    tensors.attnMask = attnMask;
   }
-  if (options.alibi !== undefined) request.alibi = checkBoolean('alibi', options.alibi);
-  const slopes = checkArray('alibiSlopes', options.alibiSlopes, Float32Array, 'a Float32Array [Hq] of ALiBi slopes');
-  if (slopes) request.alibiSlopes = slopes;
-  const sinks = checkArray('sinks', options.sinks, Float32Array, 'a Float32Array [Hq] of sink logits');
-  if (sinks) request.sinks = sinks;
-  const queryDocuments = checkDocuments('queryDocuments', options.queryDocuments);
-  const keyDocuments = checkDocuments('keyDocuments', options.keyDocuments);
-  if ((queryDocuments === undefined) !== (keyDocuments === undefined)) {
-    throw new TypeError('queryDocuments and keyDocuments go together: pass both (for self-attention, the same ids twice) or neither');
-  }
-  if (queryDocuments && keyDocuments) {
-    request.queryDocumentsShape = queryDocuments.shape;
-    request.keyDocumentsShape = keyDocuments.shape;
-  }
-  return request;
-}
-
-/** `options.isCausal` as the core's request fields; a TypeError/RangeError naming it otherwise. */
-function causalRequest(isCausal: unknown): Pick<AttentionRequest, 'causal' | 'causalOffset'> {
-  if (isCausal === undefined || isCausal === false) return { causal: 'none', causalOffset: 0 };
-  if (isCausal === true || isCausal === 'top-left') return { causal: 'top-left', causalOffset: 0 };
-  if (isCausal === 'bottom-right') return { causal: 'bottom-right', causalOffset: 0 };
-  if (typeof isCausal === 'object' && isCausal !== null && !Array.isArray(isCausal) && !ArrayBuffer.isView(isCausal)) {
-    checkOptionNames('isCausal', isCausal, ['offset']);
-  }
-  if (typeof isCausal === 'object' && isCausal !== null && 'offset' in isCausal) {
-    const { offset } = isCausal as { offset: unknown };
-    if (typeof offset !== 'number') throw new TypeError(`isCausal.offset must be an integer number; got ${describe(offset)}`);
-    if (!Number.isInteger(offset)) throw new RangeError(`isCausal.offset must be an integer; got ${offset}`);
-    // Beyond ±2^53 an offset acts as ±2^53 (past -Lq no row sees a key, past Lk every row sees all).
-    return { causal: 'offset', causalOffset: Math.min(Math.max(offset, -(2 ** 53)), 2 ** 53) };
-  }
-  throw new TypeError(`isCausal must be false, true, 'top-left', 'bottom-right' or { offset: n }; got ${describe(isCausal)}`);
+  const q = checkDocuments('queryDocuments', queryDocuments), k = checkDocuments('keyDocuments', keyDocuments);
+  if (q) tensors.queryDocuments = q;
+  if (k) tensors.keyDocuments = k;
+  return tensors;
 }

@@ -37,7 +37,9 @@ export class HeapScope {
   /** Allocates a buffer holding a copy of `data`. */
   copyIn(data: ArrayBufferView, what: string): number {
     const address = this.alloc(data.byteLength, what);
-    this.module.HEAPU8.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), address);
+    // A float32 array straight into the float32 view (no byte view to make).
+    if (data instanceof Float32Array) this.module.HEAPF32.set(data, address >>> 2);
+    else this.module.HEAPU8.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), address);
     return address;
   }
 
@@ -50,16 +52,7 @@ export class HeapScope {
     return copy;
   }
 
-  /** A view of `length` floats at `address`, valid until the next allocation (which may grow the memory). */
-  viewFloat32(address: number, length: number): Float32Array {
-    return new Float32Array(this.module.HEAPU8.buffer, address, length);
-  }
 
-  readFloat64(address: number, length: number): Float64Array {
-    const copy = new Float64Array(length);
-    copy.set(new Float64Array(this.module.HEAPU8.buffer, address, length));
-    return copy;
-  }
 
   release(): void {
     for (const address of this.addresses) this.module._free(address);

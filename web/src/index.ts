@@ -13,7 +13,7 @@
  * @packageDocumentation
  */
 export type * from './types.js';
-export type * from './extras/gradient-types.js';
+export type * from './extras/types.js';
 export { Attention, createAttention } from './attention.js';
 export { KvCache } from './kv-cache.js';
 export { WebGPUError } from './webgpu.js';

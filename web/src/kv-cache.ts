@@ -1,24 +1,15 @@
-// The KV cache: keys [B, Hkv, maxLength, E] and values [B, Hkv, maxLength, Ev] allocated once in
-// the wasm heap (CPU backends) or in two GPUBuffers (backend 'webgpu'); `append` writes new rows
-// in place and attention calls read them in place (the core and the WebGPU kernels take the
-// per-head strides maxLength·E and maxLength·Ev).
-import type { AttentionRequest, SdpaModule } from './wasm/sdpa_core.mjs';
-import { checkDtype, checkOptionNames, describe, KV_CACHE_APPEND_OPTION_NAMES, KV_CACHE_OPTION_NAMES, requestForShapes, tensorDtype } from './arguments.js';
-import { anyNonFinite, float16Bits, fromFloat16, toFloat16 } from './float16.js';
-import { formatBytes, HeapScope } from './heap.js';
-import type { AttentionOptions, CpuTensor, DType, GpuBufferLike, KvCacheAppendOptions, KvCacheOptions, TensorInput } from './types.js';
-import { checkGpuTensor, checkInput, GPU_USAGE, gpuTensorDtype, isGpuTensor, WebGPUError, type GpuState } from './webgpu.js';
-
-/** The WebGPU calls the cache makes (the standard GPUDevice/GPUQueue API). */
-interface GpuDeviceApi {
-  createBuffer(descriptor: { size: number; usage: number }): GpuBufferLike;
-  createCommandEncoder(): { copyBufferToBuffer(...args: unknown[]): void; finish(): unknown };
-  queue: { writeBuffer(...args: unknown[]): void; submit(commands: unknown[]): void };
-}
+// The KV cache of generation: its shape, the tokens each sequence holds, and appending, over a
+// storage class per place (kv-cache-storage.ts: the wasm heap or GPU buffers) that holds the keys
+// and values and that attention calls read in place.
+import type { SdpaModule, WebGpuSources } from './wasm/sdpa_core.mjs';
+import { checkDtype, checkOptionNames, describe, KV_CACHE_APPEND_OPTION_NAMES, KV_CACHE_OPTION_NAMES } from './arguments.js';
+import type { CallRecord } from './core-call.js';
+import { GpuKvStorage, HeapKvStorage, type KvStorage } from './kv-cache-storage.js';
+import type { AttentionOptions, BackendName, DType, KvCacheAppendOptions, KvCacheOptions, TensorInput } from './types.js';
+import { checkGpuTensor, checkInput, GPU_USAGE, gpuTensorDtype, isGpuTensor, type GpuState } from './webgpu.js';
 
 /** Largest element count of one tensor (cpp/core/problem.h kMaxTensorElements). */
 const MAX_TENSOR_ELEMENTS = 2 ** 30;
-
 
 /**
  * A key/value cache for generation, created by `attn.createKvCache`: preallocated once, grown
@@ -33,18 +24,8 @@ export class KvCache {
   readonly valueDim: number;
   /** Element type of the cached keys and values. */
   readonly dtype: DType;
-  /** @internal the module whose heap holds the cache */
-  readonly module: SdpaModule;
-  /** @internal heap byte addresses of the keys and the values (0 on the GPU) */
-  readonly keyAddress: number = 0;
-  readonly valueAddress: number = 0;
-  /** @internal on backend 'webgpu': the device's state and the buffers of the keys and the values */
-  readonly gpu: GpuState | undefined;
-  readonly keyBuffer: GpuBufferLike | undefined;
-  readonly valueBuffer: GpuBufferLike | undefined;
+  private readonly storage: KvStorage;
   private readonly held: Int32Array;
-  /** Whether a float16 Inf or NaN was appended since the last reset (the decode kernel then widens). */
-  private holdsNonFinite = false;
   private disposed = false;
 
   /** @internal use `attn.createKvCache` */
@@ -64,40 +45,14 @@ export class KvCache {
     this.headDim = size('headDim', options.headDim);
     this.valueDim = options.valueDim === undefined ? this.headDim : size('valueDim', options.valueDim);
     this.dtype = options.dtype === undefined ? 'float32' : checkDtype('createKvCache: dtype', options.dtype);
-    const bytesPerElement = this.dtype === 'float16' ? 2 : 4;
     const rows = this.batch * this.kvHeads * this.maxLength;
     for (const [name, dim] of [['keys', this.headDim], ['values', this.valueDim]] as const) {
       if (rows * dim > MAX_TENSOR_ELEMENTS) {
         throw new RangeError(`createKvCache: the ${name} [B, Hkv, maxLength, ${name === 'keys' ? 'E' : 'Ev'}] = [${this.batch}, ${this.kvHeads}, ${this.maxLength}, ${dim}] have more than 2^30 elements, more than wasm32 memory can hold`);
       }
     }
-    const keyBytes = bytesPerElement * rows * this.headDim, valueBytes = bytesPerElement * rows * this.valueDim;
-    this.module = module;
     this.held = new Int32Array(this.batch);
-    if (gpu) {
-      checkGpuUsable(gpu);
-      const maxBufferSize = (gpu.device.limits as { maxBufferSize?: number }).maxBufferSize ?? 256 * 2 ** 20;
-      if (Math.max(keyBytes, valueBytes) > maxBufferSize) {
-        throw new RangeError(`createKvCache: the keys/values need ${formatBytes(Math.max(keyBytes, valueBytes))} in one GPUBuffer, more than this device's maxBufferSize (${formatBytes(maxBufferSize)})`);
-      }
-      // WebGPU zero-initializes new buffers. Sizes in whole 4-byte words: the kernels bind a
-      // float16 cache's last half with the word it is in.
-      const device = gpu.device as unknown as GpuDeviceApi;
-      const usage = GPU_USAGE.STORAGE | GPU_USAGE.COPY_DST | GPU_USAGE.COPY_SRC;
-      this.gpu = gpu;
-      this.keyBuffer = device.createBuffer({ size: 4 * Math.ceil(keyBytes / 4), usage });
-      this.valueBuffer = device.createBuffer({ size: 4 * Math.ceil(valueBytes / 4), usage });
-      return;
-    }
-    HeapScope.checkTotal(keyBytes + valueBytes, 'this KV cache');
-    this.keyAddress = module._malloc(keyBytes) >>> 0;
-    this.valueAddress = this.keyAddress === 0 ? 0 : module._malloc(valueBytes) >>> 0;
-    if (this.valueAddress === 0) {
-      if (this.keyAddress !== 0) module._free(this.keyAddress);
-      throw new RangeError(`out of WebAssembly memory: this KV cache needs ${formatBytes(keyBytes + valueBytes)}`);
-    }
-    module.HEAPU8.fill(0, this.keyAddress, this.keyAddress + keyBytes);
-    module.HEAPU8.fill(0, this.valueAddress, this.valueAddress + valueBytes);
+    this.storage = gpu ? new GpuKvStorage(module, this, gpu) : new HeapKvStorage(module, this);
   }
 
   /** Tokens held: the longest sequence's when the batch is ragged (see {@link KvCache.lengths}). */
@@ -162,106 +117,61 @@ export class KvCache {
         throw new RangeError(`KvCache.append: sequence ${b} holds ${this.held[b]} tokens; ${added} more would pass maxLength = ${this.maxLength} (nothing was written)`);
       }
     }
-    if (this.gpu) {
-      this.appendGpu(key, value, n, lengths);
-      return;
-    }
-    const keys = this.stored(key as CpuTensor), values = this.stored(value as CpuTensor);
-    const half = this.dtype === 'float16';
-    const heap = half ? this.module.HEAPU16 : this.module.HEAPF32;
-    const bytes = half ? 2 : 4;
-    for (let b = 0; b < this.batch; b++) {
-      const added = lengths ? lengths[b]! : n;
-      for (let h = 0; h < this.kvHeads; h++) {
-        const head = b * this.kvHeads + h;
-        for (const [data, dim, address] of [[keys, this.headDim, this.keyAddress], [values, this.valueDim, this.valueAddress]] as const) {
-          const from = head * n * dim;
-          const rows = data.subarray(from, from + added * dim);
-          if (half && !this.holdsNonFinite) this.holdsNonFinite = anyNonFinite(rows as Uint16Array);
-          heap.set(rows, address / bytes + (head * this.maxLength + this.held[b]!) * dim);
-        }
-      }
-      this.held[b] = this.held[b]! + added;
-    }
-  }
-
-  /** @internal Whether the float16 keys and values hold no Inf or NaN (the decode kernel reads them in place). */
-  get finite(): boolean {
-    return !this.holdsNonFinite;
-  }
-
-  /** An appended CPU tensor's data in the cache's element type (float16 rounded from float32, or widened). */
-  private stored(tensor: CpuTensor): Float32Array | Uint16Array {
-    const given = tensorDtype(tensor);
-    if (given === this.dtype) return given === 'float16' ? float16Bits(tensor.data as Uint16Array) : (tensor.data as Float32Array);
-    return this.dtype === 'float16' ? toFloat16(tensor.data as Float32Array) : fromFloat16(tensor.data as Uint16Array);
+    const added = (b: number) => (lengths ? lengths[b]! : n);
+    this.storage.write({ key, value, n, added, held: this.held });
+    for (let b = 0; b < this.batch; b++) this.held[b] = this.held[b]! + added(b);
   }
 
   /** Forgets every token (the memory stays allocated). */
   reset(): void {
     this.checkUsable();
     this.held.fill(0);
-    this.holdsNonFinite = false;
+    this.storage.reset();
   }
 
   /** Frees the cache's memory (destroys its GPUBuffers). Later use, including a second `dispose()`, throws. */
   dispose(): void {
     if (this.disposed) throw new Error('sdpa-web: this KvCache was disposed');
     this.disposed = true;
-    if (this.gpu) {
-      this.keyBuffer!.destroy();
-      this.valueBuffer!.destroy();
-      return;
-    }
-    this.module._free(this.keyAddress);
-    this.module._free(this.valueAddress);
+    this.storage.dispose();
   }
 
   /** @internal Throws when disposed, or when its GPU device was lost (its tokens with it). */
   checkUsable(): void {
     if (this.disposed) throw new Error('sdpa-web: this KvCache was disposed');
-    if (this.gpu) checkGpuUsable(this.gpu);
+    this.storage.checkUsable();
+  }
+
+  /** @internal The GPU device's state of a cache in GPU memory (undefined in the wasm heap). */
+  get gpu(): GpuState | undefined {
+    return this.storage.gpu;
   }
 
   /**
-   * Each sequence's real rows, head by head, to its next free rows: writeBuffer straight from
-   * CPU arrays (in the cache's element type), or one copyBufferToBuffer per head from GPU-resident
-   * tensors. Both move whole 4-byte words, so a float16 cache takes them only where its rows
-   * (E·2 or Ev·2 bytes) and the source keep every run on whole words: even E and Ev, a float16
-   * source at an offset ≡ 0 (mod 4). Other runs, and float32 GPU tensors (rounded to float16),
-   * go through the WebGPU context's writeFloat16 (write_float16.wgsl), at any element offset.
+   * @internal This cache, when a call of an instance on `module` with `backend` may read it: made
+   * by that module, in the heap for a CPU backend, on the GPU for 'webgpu'; a TypeError otherwise.
    */
-  private appendGpu(key: TensorInput, value: TensorInput, n: number, lengths: Int32Array | readonly number[] | undefined): void {
-    const device = this.gpu!.device as unknown as GpuDeviceApi;
-    const half = this.dtype === 'float16';
-    const bytes = half ? 2 : 4;
-    let encoder: ReturnType<GpuDeviceApi['createCommandEncoder']> | undefined;
-    for (const [tensor, dim, target] of [[key, this.headDim, this.keyBuffer!], [value, this.valueDim, this.valueBuffer!]] as const) {
-      const gpuSource = isGpuTensor(tensor);
-      const data = gpuSource ? undefined : this.stored(tensor as CpuTensor);
-      const sourceBytes = tensorDtype(tensor) === 'float16' ? 2 : 4;
-      const offset = gpuSource ? (tensor.offset ?? 0) : 0;
-      // Runs the word-wise copies cannot take: [cache element, source element, count] triples.
-      const runs: number[] = [];
-      const wordWise = !half || (dim % 2 === 0 && (!gpuSource || (sourceBytes === 2 && offset % 4 === 0)));
-      for (let b = 0; b < this.batch; b++) {
-        const added = lengths ? lengths[b]! : n;
-        if (added === 0) continue;
-        for (let h = 0; h < this.kvHeads; h++) {
-          const head = b * this.kvHeads + h;
-          const from = head * n * dim, at = (head * this.maxLength + this.held[b]!) * dim;
-          if (!wordWise) runs.push(at, from, added * dim);
-          else if (gpuSource) (encoder ??= device.createCommandEncoder()).copyBufferToBuffer(tensor.buffer, offset + bytes * from, target, bytes * at, bytes * added * dim);
-          else device.queue.writeBuffer(target, bytes * at, data!, from, added * dim);
-        }
-      }
-      if (runs.length > 0) {
-        const source = gpuSource ? { buffer: tensor.buffer, offset, float32: sourceBytes === 4 } : { array: data as Uint16Array };
-        this.gpu!.context.writeFloat16(target, source, runs);
-      }
+  ownedBy(module: SdpaModule, backend: BackendName): this {
+    const onGpu = backend === 'webgpu';
+    if (!this.gpu) this.checkUsable(); // a GPU cache of a lost device is checked once the device is live
+    if (onGpu !== Boolean(this.gpu)) {
+      throw new TypeError(
+        onGpu
+          ? "sdpa-web: this KvCache is in wasm memory (a CPU backend's); backend 'webgpu' reads a cache made by its own createKvCache"
+          : `sdpa-web: this KvCache is in GPU memory (backend 'webgpu'); this instance uses '${backend}': create the cache with its createKvCache`,
+      );
     }
-    if (encoder) device.queue.submit([encoder.finish()]);
-    for (let b = 0; b < this.batch; b++) this.held[b] = this.held[b]! + (lengths ? lengths[b]! : n);
+    if (this.storage.module !== module) {
+      throw new TypeError('sdpa-web: this KvCache belongs to another wasm module (an Attention instance with another build): create it with this instance\'s createKvCache');
+    }
+    return this;
+  }
+
+  /** @internal Describes the cache as a call's key and value in `record` (and, on the GPU, `sources`). */
+  describeIn(record: CallRecord, sources?: WebGpuSources): void {
+    const length = this.length;
+    if (this.storage instanceof GpuKvStorage) this.storage.describeIn(record, sources!, length);
+    else (this.storage as HeapKvStorage).describeIn(record, length);
   }
 
   private appendLengths(n: number, lengths: unknown): Int32Array | readonly number[] | undefined {
@@ -286,15 +196,13 @@ export class KvCache {
  * lengths are the sequences' lengths when ragged, or the caller's `keyLengths` (each at most its
  * sequence's length).
  */
-export function cacheOptions(cache: KvCache, query: TensorInput, options: AttentionOptions | undefined): AttentionOptions {
+export function cacheOptions(cache: KvCache, query: TensorInput, options: AttentionOptions | undefined): AttentionOptions | undefined {
   cache.checkUsable();
   checkInput('query', query);
   if (query.shape.length !== 4) {
     throw new RangeError(`query must have shape [B, Hq, Lq, E] with a KV cache; got [${query.shape.join(', ')}]`);
   }
-  if (options !== undefined && (typeof options !== 'object' || options === null)) {
-    throw new TypeError(`options must be an object; got ${describe(options)}`);
-  }
+  if (typeof options !== 'object' || options === null) return options; // the core names what is wrong
   const held = cache.lengths;
   const mapped: AttentionOptions = { ...options };
   if (mapped.isCausal === true) mapped.isCausal = 'bottom-right';
@@ -309,26 +217,4 @@ export function cacheOptions(cache: KvCache, query: TensorInput, options: Attent
     mapped.keyLengths = held;
   }
   return mapped;
-}
-
-/** The core's request for a call on `cache` (read in place through its head strides). */
-export function cacheRequest(where: string, query: TensorInput, cache: KvCache, options: AttentionOptions | undefined): AttentionRequest {
-  const mapped = cacheOptions(cache, query, options);
-  const { batch, kvHeads, headDim, valueDim, maxLength } = cache;
-  const length = cache.length;
-  const request = requestForShapes(where, query, [batch, kvHeads, length, headDim], [batch, kvHeads, length, valueDim], mapped);
-  request.keyHeadStride = maxLength * headDim;
-  request.valueHeadStride = maxLength * valueDim;
-  request.queryType = tensorDtype(query);
-  request.keyType = request.valueType = cache.dtype;
-  request.keyValueFinite = cache.finite;
-  return request;
-}
-
-/** A GPU cache's device must be the live one it was made on. */
-function checkGpuUsable(gpu: GpuState): void {
-  if (gpu.isLost) {
-    throw new WebGPUError('device-lost', 'the GPU device holding this KvCache was lost, and its tokens with it: create a new cache (the next call re-initializes the device) and append the sequence again');
-  }
-  if (gpu.deleted) throw new Error('sdpa-web: the Attention instance that made this KvCache was disposed');
 }

@@ -204,22 +204,71 @@ export function inputSource(tensor: TensorInput): WebGpuSource {
   return { array: tensorDtype(tensor) === 'float16' ? float16Bits(tensor.data as Uint16Array) : (tensor.data as Float32Array) };
 }
 
-/** On a CPU backend: a GPU-resident input or `outputLocation: 'gpu'` is a TypeError naming the backend. */
-export function checkCpuLocation(backend: string, inputs: Record<string, unknown>, outputLocation: unknown): void {
-  for (const [name, tensor] of Object.entries(inputs)) {
-    if (isGpuTensor(tensor)) {
-      throw new TypeError(`${name} is a GPU-resident tensor { buffer, shape }, which only backend 'webgpu' reads; this instance uses '${backend}': pass { data: Float32Array, shape }`);
-    }
-  }
-  checkOutputLocation(outputLocation);
-  if (outputLocation === 'gpu') {
-    throw new TypeError(`outputLocation 'gpu' needs backend 'webgpu'; this instance uses '${backend}'`);
+/** On a CPU backend: a GPU-resident input is a TypeError naming the backend. */
+export function checkCpuInputs(backend: string, query: unknown, key: unknown, value: unknown): void {
+  const name = isGpuTensor(query) ? 'query' : isGpuTensor(key) ? 'key' : isGpuTensor(value) ? 'value' : undefined;
+  if (name) {
+    throw new TypeError(`${name} is a GPU-resident tensor { buffer, shape }, which only backend 'webgpu' reads; this instance uses '${backend}': pass { data: Float32Array, shape }`);
   }
 }
 
-/** `outputLocation`: 'cpu' (default) or 'gpu'. */
-export function checkOutputLocation(location: unknown): 'cpu' | 'gpu' {
-  if (location === undefined || location === null) return 'cpu';
-  if (location !== 'cpu' && location !== 'gpu') throw new TypeError(`outputLocation must be 'cpu' or 'gpu'; got ${describe(location)}`);
-  return location;
+/**
+ * The GPU device of one Attention instance: its shared state (acquireGpu), re-initialized after a
+ * loss with a new device from `gpu`/navigator.gpu. When none can be had, `live()` rejects on a
+ * 'webgpu' instance and, on an 'auto' one, reports the reason to `onGiveUp` (which moves the
+ * instance to SIMD) and resolves to undefined.
+ */
+export class GpuSession {
+  private state: GpuState | undefined;
+  /** A pending re-initialization after a device loss (shared by concurrent calls). */
+  private reinit: Promise<GpuState> | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly module: SdpaModule,
+    private readonly options: CreateAttentionOptions & { backend: string },
+    device: GpuDeviceLike,
+    owned: boolean,
+    private readonly onGiveUp: (reason: string) => void,
+  ) {
+    this.state = acquireGpu(module, device, options.gpuLimits, owned);
+  }
+
+  /** The device's state when it is live, else undefined (no waiting). */
+  get current(): GpuState | undefined {
+    return this.state && !this.state.isLost ? this.state : undefined;
+  }
+
+  async live(): Promise<GpuState | undefined> {
+    if (this.state && !this.state.isLost) return this.state;
+    this.reinit ??= (async () => {
+      const lost = this.state;
+      this.state = undefined;
+      if (lost) releaseGpu(lost);
+      const got = await requestDevice(gpuSource(this.options), this.options.backend === 'webgpu');
+      if (!got.device) throw new WebGPUError('unavailable', `the GPU device was lost and no new one can be had: ${got.reason}`);
+      if (this.closed) {
+        got.device.destroy();
+        throw new Error('sdpa-web: this Attention instance was disposed');
+      }
+      return acquireGpu(this.module, got.device, this.options.gpuLimits, true);
+    })().finally(() => {
+      this.reinit = undefined;
+    });
+    try {
+      this.state = await this.reinit;
+      return this.state;
+    } catch (error) {
+      if (this.options.backend !== 'auto' || !(error instanceof WebGPUError)) throw error;
+      this.onGiveUp(error.message);
+      return undefined;
+    }
+  }
+
+  /** Lets go of the device (a device the library requested is destroyed with its last user). */
+  close(): void {
+    this.closed = true;
+    if (this.state) releaseGpu(this.state);
+    this.state = undefined;
+  }
 }

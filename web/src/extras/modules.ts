@@ -3,21 +3,23 @@
 // PyTorch nn.MultiheadAttention numerics (and its shape names: L query length, S key length, E
 // embedDim). They compute through an Attention engine; shapes and configurations are validated
 // by the C++ core's module checks, and this file checks only JS types.
-import { createEngine, type Attention, type ModuleChecks } from '../attention.js';
+import { createAttention, type Attention } from '../attention.js';
+import type { SdpaModule } from '../wasm/sdpa_core.mjs';
 import {
   checkBoolean,
   checkNumber,
   checkOptionNames,
   checkTensor,
   describe,
-  MULTIHEAD_FORWARD_OPTION_NAMES,
+  MULTIHEAD_FORWARD_OWN_OPTIONS,
   MULTIHEAD_OPTION_NAMES,
   MULTIHEAD_WEIGHT_NAMES,
-  SELF_ATTENTION_BACKWARD_OPTION_NAMES,
-  SELF_ATTENTION_FORWARD_OPTION_NAMES,
+  SELF_ATTENTION_BACKWARD_OWN_OPTIONS,
+  SELF_ATTENTION_FORWARD_OWN_OPTIONS,
   SELF_ATTENTION_OPTION_NAMES,
   SELF_ATTENTION_WEIGHT_NAMES,
   throwIfError,
+  variantOptionNames,
   variantOptions,
 } from '../arguments.js';
 import { checkDropout } from './prng.js';
@@ -31,8 +33,17 @@ import type {
   SelfAttentionForwardOptions,
   SelfAttentionGradients,
   SelfAttentionOptions,
-} from './gradient-types.js';
+} from './types.js';
 import type { MaskTensor, Tensor } from '../types.js';
+
+/**
+ * The core's checks of the modules' configurations and inputs, and the names of the attention
+ * options they pass through: functions of the wasm module, the same in every build.
+ */
+type ModuleChecks = Pick<
+  SdpaModule,
+  'planSelfAttention' | 'checkSelfAttentionInput' | 'checkSelfAttentionWeights' | 'planMultihead' | 'checkMultiheadInputs' | 'optionNames'
+>;
 
 function checkNumberOption(name: string, value: unknown, fallback: number): number {
   return value === undefined ? fallback : checkNumber(name, value);
@@ -158,14 +169,14 @@ export class SelfAttention {
    */
   forward(x: Tensor, options: SelfAttentionForwardOptions = {}): Required<ModuleOutput> {
     checkTensor('x', x);
-    checkOptionsObject('options', options, 'SelfAttention.forward', SELF_ATTENTION_FORWARD_OPTION_NAMES);
+    checkOptionsObject('options', options, 'SelfAttention.forward', [...SELF_ATTENTION_FORWARD_OWN_OPTIONS, ...variantOptionNames(this.checks)]);
     throwIfError(this.checks.checkSelfAttentionInput(x.shape, this.dModel));
     const dropout = checkDropoutOption(options.dropout, 'SelfAttention.forward');
     const q = this.attention.matmul(x, this.wQ);
     const k = this.attention.matmul(x, this.wK);
     const v = this.attention.matmul(x, this.wV);
     const { output, weights } = this.attention.scaledDotProductAttentionSync(q, k, v, {
-      ...variantOptions(options),
+      ...variantOptions(this.checks, options),
       attnMask: options.attnMask ?? null,
       isCausal: options.isCausal ?? false,
       returnWeights: true,
@@ -191,14 +202,14 @@ export class SelfAttention {
     }
     // The forward's options object may be passed back as is: its dropout, off (null/undefined), is let through.
     const { dropout: _off, ...backwardOptions } = options as SelfAttentionForwardOptions;
-    checkOptionNames('SelfAttention.backward', backwardOptions, SELF_ATTENTION_BACKWARD_OPTION_NAMES);
+    checkOptionNames('SelfAttention.backward', backwardOptions, [...SELF_ATTENTION_BACKWARD_OWN_OPTIONS, ...variantOptionNames(this.checks)]);
     const a = this.attention;
     throwIfError(this.checks.checkSelfAttentionInput(x.shape, this.dModel));
     const q = a.matmul(x, this.wQ);
     const k = a.matmul(x, this.wK);
     const v = a.matmul(x, this.wV);
     const g = a.scaledDotProductAttentionBackward(q, k, v, dOutput, {
-      ...variantOptions(options),
+      ...variantOptions(this.checks, options),
       attnMask: options.attnMask ?? null,
       isCausal: options.isCausal ?? false,
     });
@@ -247,7 +258,8 @@ export async function createSelfAttention(options: SelfAttentionOptions): Promis
       shapes[name] = (t as Tensor).shape;
     }
   }
-  const { attention, checks } = await createEngine({ backend: options.backend ?? 'auto' });
+  const attention = await createAttention({ backend: options.backend ?? 'auto' });
+  const checks: ModuleChecks = attention.module;
   const error = checks.planSelfAttention(dModel, dK, dV, seed) ?? checks.checkSelfAttentionWeights(shapes, dModel, dK, dV);
   if (error) attention.dispose();
   throwIfError(error);
@@ -349,7 +361,7 @@ export class MultiheadAttention {
     checkTensor('query', query);
     checkTensor('key', key);
     checkTensor('value', value);
-    checkOptionsObject('options', options, 'MultiheadAttention.forward', MULTIHEAD_FORWARD_OPTION_NAMES);
+    checkOptionsObject('options', options, 'MultiheadAttention.forward', [...MULTIHEAD_FORWARD_OWN_OPTIONS, ...variantOptionNames(this.checks)]);
     const kpm = options.keyPaddingMask ?? undefined;
     const am = options.attnMask ?? undefined;
     if (kpm) checkTensor('keyPaddingMask', kpm, 'mask');
@@ -378,7 +390,7 @@ export class MultiheadAttention {
     const gqa = this.numKvHeads !== this.numHeads;
     const wantWeights = needWeights || dropout !== undefined;
     const result = a.scaledDotProductAttentionSync(q, k, v, {
-      ...variantOptions(options),
+      ...variantOptions(this.checks, options),
       attnMask: mask,
       isCausal: isCausal && !mask ? 'top-left' : false,
       enableGqa: gqa,
@@ -488,7 +500,8 @@ export async function createMultiheadAttention(options: MultiheadAttentionOption
       weightShapes[name] = (t as Tensor).shape;
     }
   }
-  const { attention, checks } = await createEngine({ backend: options.backend ?? 'auto' });
+  const attention = await createAttention({ backend: options.backend ?? 'auto' });
+  const checks: ModuleChecks = attention.module;
   const error = checks.planMultihead({ embedDim, numHeads, numKvHeads, kdim, vdim, seed, bias, weightShapes });
   if (error) attention.dispose();
   throwIfError(error);

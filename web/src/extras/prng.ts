@@ -3,7 +3,7 @@
 import type { SdpaModule } from '../wasm/sdpa_core.mjs';
 import { checkNumber, checkOptionNames, checkShape, checkTensor, describe, DROPOUT_OPTION_NAMES, throwIfError, UNIFORM_OPTION_NAMES } from '../arguments.js';
 import { withHeap } from '../heap.js';
-import type { DropoutOptions, UniformOptions } from './gradient-types.js';
+import type { DropoutOptions, UniformOptions } from './types.js';
 import type { Tensor } from '../types.js';
 
 export function xavierUniform(module: SdpaModule, shape: readonly [number, number], seed: number, offset = 0): Tensor {

@@ -3,7 +3,7 @@
 import type { ScoreRequest, SdpaModule } from '../wasm/sdpa_core.mjs';
 import { checkNumber, checkOptionNames, checkTensor, describe, product, SCORE_OPTION_NAMES, throwIfError } from '../arguments.js';
 import { HeapScope, tensorBytes, withHeap } from '../heap.js';
-import type { ScoreGradients, ScoreOptions, ScoreResult } from './gradient-types.js';
+import type { ScoreGradients, ScoreOptions, ScoreResult } from './types.js';
 import type { Tensor } from '../types.js';
 
 const SCORE_KINDS = ['dot', 'scaled-dot', 'multiplicative', 'additive'] as const;

@@ -1,4 +1,4 @@
-// Public types of the gradients, PRNG, score functions and attention modules of sdpa-web.
+// Public types of the extras: gradients, PRNG, score functions and the attention modules.
 // Shape letters as in types.ts: B batch, H heads (Hq, Hkv), Lq/Lk query/key length, E query/key
 // dim, Ev value dim. The score functions allow different query and key dims (Dq, Dk) and have a
 // hidden size A; the multi-head module keeps PyTorch nn.MultiheadAttention's names: L target

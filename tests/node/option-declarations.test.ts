@@ -1,0 +1,46 @@
+// The attention calls' options are declared once, in cpp/bindings/attention_options.def; the
+// core reads and checks them. These records tie that declaration to the public types both ways:
+// each must list every key of its type (TypeScript rejects a missing or an extra key), and the
+// test fails when the declaration and the type disagree.
+import { describe, expect, it } from 'vitest';
+import { createAttention, type AttentionOptions, type BackwardOptions, type TraceOptions, type VariantOptions } from 'sdpa-web';
+
+const forward: Record<keyof AttentionOptions, true> = {
+  attnMask: true, isCausal: true, scale: true, softcap: true, keyLengths: true, window: true, alibi: true, alibiSlopes: true,
+  sinks: true, queryDocuments: true, keyDocuments: true, enableGqa: true, returnScores: true, returnWeights: true,
+  returnLogSumExp: true, out: true, outputLocation: true, outputDtype: true,
+};
+const backward: Record<keyof BackwardOptions, true> = {
+  attnMask: true, isCausal: true, scale: true, softcap: true, keyLengths: true, window: true, alibi: true, alibiSlopes: true,
+  sinks: true, queryDocuments: true, keyDocuments: true, enableGqa: true, output: true, logSumExp: true, returnAttnMaskGrad: true,
+};
+const trace: Record<keyof TraceOptions, true> = {
+  attnMask: true, isCausal: true, scale: true, softcap: true, keyLengths: true, window: true, alibi: true, alibiSlopes: true,
+  sinks: true, queryDocuments: true, keyDocuments: true, enableGqa: true, batch: true, head: true, row: true,
+};
+const modules: Record<keyof VariantOptions, true> = {
+  softcap: true, keyLengths: true, window: true, alibi: true, alibiSlopes: true, sinks: true, queryDocuments: true, keyDocuments: true,
+};
+
+describe('option declarations', () => {
+  it('the core knows exactly the options of each public type', async () => {
+    const attn = await createAttention({ backend: 'scalar' });
+    const names = (attn as unknown as { module: { optionNames(): Record<string, string[]> } }).module.optionNames();
+    const sorted = (list: Iterable<string>) => [...list].sort();
+    expect(sorted(names.forward!)).toEqual(sorted(Object.keys(forward)));
+    expect(sorted(names.backward!)).toEqual(sorted(Object.keys(backward)));
+    expect(sorted(names.trace!)).toEqual(sorted(Object.keys(trace)));
+    expect(sorted(names.modules!)).toEqual(sorted(Object.keys(modules)));
+    attn.dispose();
+  });
+
+  it('an unknown option is a TypeError naming the closest declared one, on every call', async () => {
+    const attn = await createAttention({ backend: 'scalar' });
+    const t = { data: new Float32Array(4), shape: [2, 2] };
+    expect(() => attn.scaledDotProductAttentionSync(t, t, t, { isCasual: true } as never)).toThrow(/^unknown option 'isCasual' of scaledDotProductAttentionSync; did you mean 'isCausal'\? \(known: attnMask, /);
+    expect(() => attn.scaledDotProductAttentionBackward(t, t, t, t, { returnWeights: true } as never)).toThrow(/^unknown option 'returnWeights' of scaledDotProductAttentionBackward/);
+    expect(() => attn.traceOnlineSoftmax(t, t, t, { row: 0, rows: 1 } as never)).toThrow(/^unknown option 'rows' of traceOnlineSoftmax; did you mean 'row'/);
+    expect(() => attn.referenceAttention(t, t, t, { window: { lft: 1 } } as never)).toThrow(/^unknown option 'lft' of window; did you mean 'left'/);
+    attn.dispose();
+  });
+});

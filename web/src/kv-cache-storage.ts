@@ -1,0 +1,223 @@
+// Where a KvCache's keys [B, Hkv, maxLength, E] and values [B, Hkv, maxLength, Ev] live, one class
+// per place: the wasm heap (CPU backends) or two GPUBuffers (backend 'webgpu'). Each writes
+// appended rows in its element format and tells a call where to read them in place (the core and
+// the WebGPU kernels take the per-head strides maxLength·E and maxLength·Ev).
+import { tensorDtype } from './arguments.js';
+import type { CallRecord } from './core-call.js';
+import { anyNonFinite, float16Bits, fromFloat16, toFloat16 } from './float16.js';
+import { formatBytes, HeapScope } from './heap.js';
+import type { CpuTensor, DType, GpuBufferLike, TensorInput } from './types.js';
+import { GPU_USAGE, isGpuTensor, WebGPUError, type GpuState } from './webgpu.js';
+import type { SdpaModule, WebGpuSources } from './wasm/sdpa_core.mjs';
+
+/** The cache's fixed shape and element type. */
+export interface CacheShape {
+  batch: number;
+  kvHeads: number;
+  maxLength: number;
+  headDim: number;
+  valueDim: number;
+  dtype: DType;
+}
+
+/**
+ * Rows to append: for sequence b, rows [0, added(b)) of each head of key `[B, Hkv, n, E]` and value
+ * `[B, Hkv, n, Ev]` go after the `held[b]` rows it holds.
+ */
+export interface AppendRows {
+  key: TensorInput;
+  value: TensorInput;
+  n: number;
+  added: (b: number) => number;
+  held: Int32Array;
+}
+
+export interface KvStorage {
+  /** The module (its heap or its WebGPU context) the cache belongs to. */
+  readonly module: SdpaModule;
+  /** The GPU device's state, for a cache in GPU memory. */
+  readonly gpu: GpuState | undefined;
+  write(rows: AppendRows): void;
+  /** Whether the cached keys and values hold no Inf or NaN since the last reset (float16 decode reads them in place). */
+  readonly finite: boolean;
+  reset(): void;
+  /** Throws when the storage can no longer be used (its device lost). */
+  checkUsable(): void;
+  dispose(): void;
+}
+
+/** Bytes of the keys and of the values. */
+function storageBytes(shape: CacheShape): { key: number; value: number } {
+  const rows = shape.batch * shape.kvHeads * shape.maxLength;
+  const bytes = shape.dtype === 'float16' ? 2 : 4;
+  return { key: bytes * rows * shape.headDim, value: bytes * rows * shape.valueDim };
+}
+
+/** An appended CPU tensor's data in the cache's element type (float16 rounded from float32, or widened). */
+function stored(tensor: CpuTensor, dtype: DType): Float32Array | Uint16Array {
+  const given = tensorDtype(tensor);
+  if (given === dtype) return given === 'float16' ? float16Bits(tensor.data as Uint16Array) : (tensor.data as Float32Array);
+  return dtype === 'float16' ? toFloat16(tensor.data as Float32Array) : fromFloat16(tensor.data as Uint16Array);
+}
+
+/** Keys and values in the wasm heap, zeroed, read in place by the CPU kernels. */
+export class HeapKvStorage implements KvStorage {
+  readonly gpu = undefined;
+  private readonly keyAddress: number;
+  private readonly valueAddress: number;
+  /** Whether a float16 Inf or NaN was appended since the last reset (the decode kernel then widens). */
+  private holdsNonFinite = false;
+
+  constructor(readonly module: SdpaModule, private readonly shape: CacheShape) {
+    const bytes = storageBytes(shape);
+    HeapScope.checkTotal(bytes.key + bytes.value, 'this KV cache');
+    this.keyAddress = module._malloc(bytes.key) >>> 0;
+    this.valueAddress = this.keyAddress === 0 ? 0 : module._malloc(bytes.value) >>> 0;
+    if (this.valueAddress === 0) {
+      if (this.keyAddress !== 0) module._free(this.keyAddress);
+      throw new RangeError(`out of WebAssembly memory: this KV cache needs ${formatBytes(bytes.key + bytes.value)}`);
+    }
+    module.HEAPU8.fill(0, this.keyAddress, this.keyAddress + bytes.key);
+    module.HEAPU8.fill(0, this.valueAddress, this.valueAddress + bytes.value);
+  }
+
+  get finite(): boolean {
+    return !this.holdsNonFinite;
+  }
+
+  write({ key, value, n, added, held }: AppendRows): void {
+    const { batch, kvHeads, maxLength, headDim, valueDim, dtype } = this.shape;
+    const keys = stored(key as CpuTensor, dtype), values = stored(value as CpuTensor, dtype);
+    const half = dtype === 'float16';
+    const heap = half ? this.module.HEAPU16 : this.module.HEAPF32;
+    const bytes = half ? 2 : 4;
+    for (let b = 0; b < batch; b++) {
+      for (let h = 0; h < kvHeads; h++) {
+        const head = b * kvHeads + h;
+        for (const [data, dim, address] of [[keys, headDim, this.keyAddress], [values, valueDim, this.valueAddress]] as const) {
+          const from = head * n * dim;
+          const rows = data.subarray(from, from + added(b) * dim);
+          if (half && !this.holdsNonFinite) this.holdsNonFinite = anyNonFinite(rows as Uint16Array);
+          heap.set(rows, address / bytes + (head * maxLength + held[b]!) * dim);
+        }
+      }
+    }
+  }
+
+  /** The keys and values of the first `length` positions as a call's key and value, read in place. */
+  describeIn(record: CallRecord, length: number): void {
+    const { batch, kvHeads, maxLength, headDim, valueDim, dtype } = this.shape;
+    record.tensor('key', this.keyAddress, [batch, kvHeads, length, headDim], dtype);
+    record.tensor('value', this.valueAddress, [batch, kvHeads, length, valueDim], dtype);
+    record.cache({ key: maxLength * headDim, value: maxLength * valueDim }, this.finite);
+  }
+
+  reset(): void {
+    this.holdsNonFinite = false;
+  }
+
+  checkUsable(): void {}
+
+  dispose(): void {
+    this.module._free(this.keyAddress);
+    this.module._free(this.valueAddress);
+  }
+}
+
+/** The WebGPU calls the GPU storage makes (the standard GPUDevice/GPUQueue API). */
+interface GpuDeviceApi {
+  createBuffer(descriptor: { size: number; usage: number }): GpuBufferLike;
+  createCommandEncoder(): { copyBufferToBuffer(...args: unknown[]): void; finish(): unknown };
+  queue: { writeBuffer(...args: unknown[]): void; submit(commands: unknown[]): void };
+}
+
+/** Keys and values in two GPUBuffers of the instance's device, zeroed, read in place by the WebGPU kernels. */
+export class GpuKvStorage implements KvStorage {
+  readonly finite = true;
+  private readonly keyBuffer: GpuBufferLike;
+  private readonly valueBuffer: GpuBufferLike;
+
+  constructor(readonly module: SdpaModule, private readonly shape: CacheShape, readonly gpu: GpuState) {
+    checkGpuUsable(gpu);
+    const bytes = storageBytes(shape);
+    const maxBufferSize = (gpu.device.limits as { maxBufferSize?: number }).maxBufferSize ?? 256 * 2 ** 20;
+    if (Math.max(bytes.key, bytes.value) > maxBufferSize) {
+      throw new RangeError(`createKvCache: the keys/values need ${formatBytes(Math.max(bytes.key, bytes.value))} in one GPUBuffer, more than this device's maxBufferSize (${formatBytes(maxBufferSize)})`);
+    }
+    // WebGPU zero-initializes new buffers. Sizes in whole 4-byte words: the kernels bind a
+    // float16 cache's last half with the word it is in.
+    const device = gpu.device as unknown as GpuDeviceApi;
+    const usage = GPU_USAGE.STORAGE | GPU_USAGE.COPY_DST | GPU_USAGE.COPY_SRC;
+    this.keyBuffer = device.createBuffer({ size: 4 * Math.ceil(bytes.key / 4), usage });
+    this.valueBuffer = device.createBuffer({ size: 4 * Math.ceil(bytes.value / 4), usage });
+  }
+
+  /**
+   * Each sequence's real rows, head by head, to its next free rows: writeBuffer straight from
+   * CPU arrays (in the cache's element type), or one copyBufferToBuffer per head from GPU-resident
+   * tensors. Both move whole 4-byte words, so a float16 cache takes them only where its rows
+   * (E·2 or Ev·2 bytes) and the source keep every run on whole words: even E and Ev, a float16
+   * source at an offset ≡ 0 (mod 4). Other runs, and float32 GPU tensors (rounded to float16),
+   * go through the WebGPU context's writeFloat16 (write_float16.wgsl), at any element offset.
+   */
+  write({ key, value, n, added, held }: AppendRows): void {
+    const { batch, kvHeads, maxLength, headDim, valueDim, dtype } = this.shape;
+    const device = this.gpu.device as unknown as GpuDeviceApi;
+    const half = dtype === 'float16';
+    const bytes = half ? 2 : 4;
+    let encoder: ReturnType<GpuDeviceApi['createCommandEncoder']> | undefined;
+    for (const [tensor, dim, target] of [[key, headDim, this.keyBuffer], [value, valueDim, this.valueBuffer]] as const) {
+      const gpuSource = isGpuTensor(tensor);
+      const data = gpuSource ? undefined : stored(tensor as CpuTensor, dtype);
+      const sourceBytes = tensorDtype(tensor) === 'float16' ? 2 : 4;
+      const offset = gpuSource ? (tensor.offset ?? 0) : 0;
+      // Runs the word-wise copies cannot take: [cache element, source element, count] triples.
+      const runs: number[] = [];
+      const wordWise = !half || (dim % 2 === 0 && (!gpuSource || (sourceBytes === 2 && offset % 4 === 0)));
+      for (let b = 0; b < batch; b++) {
+        if (added(b) === 0) continue;
+        for (let h = 0; h < kvHeads; h++) {
+          const head = b * kvHeads + h;
+          const from = head * n * dim, at = (head * maxLength + held[b]!) * dim;
+          if (!wordWise) runs.push(at, from, added(b) * dim);
+          else if (gpuSource) (encoder ??= device.createCommandEncoder()).copyBufferToBuffer(tensor.buffer, offset + bytes * from, target, bytes * at, bytes * added(b) * dim);
+          else device.queue.writeBuffer(target, bytes * at, data!, from, added(b) * dim);
+        }
+      }
+      if (runs.length > 0) {
+        const source = gpuSource ? { buffer: tensor.buffer, offset, float32: sourceBytes === 4 } : { array: data as Uint16Array };
+        this.gpu.context.writeFloat16(target, source, runs);
+      }
+    }
+    if (encoder) device.queue.submit([encoder.finish()]);
+  }
+
+  /** The keys and values of the first `length` positions as a call's key and value, read in place on the GPU. */
+  describeIn(record: CallRecord, sources: WebGpuSources, length: number): void {
+    const { batch, kvHeads, maxLength, headDim, valueDim, dtype } = this.shape;
+    record.tensor('key', 0, [batch, kvHeads, length, headDim], dtype);
+    record.tensor('value', 0, [batch, kvHeads, length, valueDim], dtype);
+    record.cache({ key: maxLength * headDim, value: maxLength * valueDim }, true);
+    sources.key = { buffer: this.keyBuffer, offset: 0 };
+    sources.value = { buffer: this.valueBuffer, offset: 0 };
+  }
+
+  reset(): void {}
+
+  checkUsable(): void {
+    checkGpuUsable(this.gpu);
+  }
+
+  dispose(): void {
+    this.keyBuffer.destroy();
+    this.valueBuffer.destroy();
+  }
+}
+
+/** A GPU cache's device must be the live one it was made on. */
+function checkGpuUsable(gpu: GpuState): void {
+  if (gpu.isLost) {
+    throw new WebGPUError('device-lost', 'the GPU device holding this KvCache was lost, and its tokens with it: create a new cache (the next call re-initializes the device) and append the sequence again');
+  }
+  if (gpu.deleted) throw new Error('sdpa-web: the Attention instance that made this KvCache was disposed');
+}
