@@ -224,7 +224,7 @@ async function main() {
   writeFileSync(opts.json, JSON.stringify(report, null, 2));
   console.log(`\nwrote ${opts.json}`);
   if (opts.results) {
-    const run = { mode: opts.mode, command: commandLine(process.argv.slice(2)), startedAt, wallSeconds: (Date.now() - Date.parse(startedAt)) / 1000, machine: { ...machine, ...(await build(report)) }, notes: opts.note, json: opts.json };
+    const run = { mode: opts.mode, command: commandLine(process.argv.slice(2)), startedAt, wallSeconds: (Date.now() - Date.parse(startedAt)) / 1000, machine: { ...machine, loadAverageAtEnd: loadavg()[0], ...(await build(report)) }, notes: opts.note, json: opts.json };
     console.log(`wrote ${writeResults(resultsPath(opts.results, opts.mode), run, ROOT)}`);
   }
 }

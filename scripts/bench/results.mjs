@@ -32,7 +32,7 @@ const utc = (iso) => `${iso.slice(0, 10)} ${iso.slice(11, 16)} UTC`;
 
 /**
  * Writes the results file of a run: `run` = { mode, command, startedAt (ISO), wallSeconds, machine
- * { cpu, cores, node, loadAverage, build, gpu? }, notes [string], json (the JSON's path) }, root = the
+ * { cpu, cores, node, loadAverage, loadAverageAtEnd, build, gpu? }, notes [string], json (the JSON's path) }, root = the
  * repository (paths in the file are relative to it). Returns the file's path.
  */
 export function writeResults(path, run, root) {
@@ -45,7 +45,7 @@ export function writeResults(path, run, root) {
     '',
     `- **Command:** \`${run.command}\``,
     `- **Date:** ${utc(run.startedAt)} (${Math.round(run.wallSeconds)} s wall)`,
-    `- **Machine:** ${machine.cpu}, ${machine.cores} cores, Node ${machine.node}; load average ${machine.loadAverage.toFixed(2)} at the start`,
+    `- **Machine:** ${machine.cpu}, ${machine.cores} cores, Node ${machine.node}; load average ${machine.loadAverage.toFixed(2)} at the start, ${machine.loadAverageAtEnd.toFixed(2)} at the end`,
     `- **Build:** ${machine.build}`,
     ...(machine.gpu ? [`- **GPU adapter:** ${machine.gpu}`] : []),
     `- **JSON:** \`${inside(root, run.json)}\` (not kept in the repository)`,

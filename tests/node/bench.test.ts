@@ -43,7 +43,7 @@ describe('npm run bench', () => {
       expect(page.split('\n')[0]).toBe('# Bench results: forward');
       expect(page).toContain(`- **Command:** \`npm run bench -- --json /dev/null ${args.join(' ')}\``);
       expect(page).toMatch(/^- \*\*Date:\*\* \d{4}-\d\d-\d\d \d\d:\d\d UTC \(\d+ s wall\)$/m);
-      expect(page).toMatch(new RegExp(`^- \\*\\*Machine:\\*\\* .+, \\d+ cores, Node ${process.version}; load average \\d+\\.\\d\\d at the start$`, 'm'));
+      expect(page).toMatch(new RegExp(`^- \\*\\*Machine:\\*\\* .+, \\d+ cores, Node ${process.version}; load average \\d+\\.\\d\\d at the start, \\d+\\.\\d\\d at the end$`, 'm'));
       expect(page).toMatch(/^- \*\*Build:\*\* (relaxed SIMD|SIMD128)/m);
       expect(page).toContain("## Notes\n\n- a busy machine's run\n");
       const table = /## Output\n\n```text\n([^]*?)\n```\n$/.exec(page)?.[1] ?? '';
