@@ -1,5 +1,6 @@
 // The bench CLI runs in each mode on a tiny case, and every engine passes its accuracy check
-// (timings are not asserted). It imports the built package (dist/), as `npm run bench` does.
+// (timings are not asserted), and --results writes a well-formed Markdown file. It imports the
+// built package (dist/), as `npm run bench` does.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
