@@ -2,12 +2,13 @@
 // The bench's one entry: npm run bench -- [options] (see HELP).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
-import { availableParallelism, cpus } from 'node:os';
+import { availableParallelism, cpus, loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { ENGINES } from './engines.mjs';
 import { probeModule } from './peak.mjs';
+import { commandLine, resultsPath, writeResults } from './results.mjs';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -71,6 +72,10 @@ const HELP = `npm run bench -- [options]: sdpa-web's speed in Node, against its 
                     two-cores: two 1-thread workers at once against one (the machine's 2-core
                     scaling) and sdpa-web's threads; wake: a worker's wake-up after idle
   --json FILE       where the results go (default bench-output/<mode>.json)
+  --results DIR     also write DIR/<mode>.md (or the file itself, when it ends in .md): the
+                    command line, the date (UTC), the machine (CPU, cores, Node, build, GPU
+                    adapter) and the printed tables; docs/results/ keeps the project's runs
+  --note TEXT       a note for that file (repeatable), e.g. how busy the machine was
   --help            this text
 
 Method: one process times the engines of a case in interleaved rounds (the order rotated each
@@ -94,6 +99,8 @@ const OPTIONS = {
   probes: { type: 'string' },
   'decode-cases': { type: 'string' },
   json: { type: 'string' },
+  results: { type: 'string' },
+  note: { type: 'string', multiple: true, default: [] },
   child: { type: 'boolean', default: false }, // internal: print the rows as JSON on stdout
   help: { type: 'boolean', default: false },
 };
@@ -108,6 +115,7 @@ const positive = (name, text) => {
 async function options(argv) {
   const { values } = parseArgs({ args: argv, options: OPTIONS, strict: true });
   if (values.help) return undefined;
+  if (values.note.length && !values.results) throw new Error('--note goes into the file of --results: give --results too');
   const mode = MODES[values.mode];
   if (!mode) throw new Error(`unknown mode ${values.mode}: want ${Object.keys(MODES).join(', ')}`);
   if (!existsSync(join(ROOT, 'dist/index.js'))) throw new Error('dist/ is missing: build first (npm run build:lib)');
@@ -176,7 +184,7 @@ async function main() {
   }
   relaxedSimdFlag();
   const startedAt = new Date().toISOString();
-  const machine = { cpu: cpus()[0]?.model, cores: availableParallelism(), node: process.version };
+  const machine = { cpu: cpus()[0]?.model, cores: availableParallelism(), node: process.version, loadAverage: loadavg()[0] };
   const report = { startedAt, machine, options: { ...opts, json: undefined, child: undefined } };
   if (opts.mode === 'diagnose') {
     const { diagnose } = await import('./diagnose.mjs');
@@ -215,6 +223,21 @@ async function main() {
   mkdirSync(dirname(opts.json), { recursive: true });
   writeFileSync(opts.json, JSON.stringify(report, null, 2));
   console.log(`\nwrote ${opts.json}`);
+  if (opts.results) {
+    const run = { mode: opts.mode, command: commandLine(process.argv.slice(2)), startedAt, wallSeconds: (Date.now() - Date.parse(startedAt)) / 1000, machine: { ...machine, loadAverageAtEnd: loadavg()[0], ...(await build(report)) }, notes: opts.note, json: opts.json };
+    console.log(`wrote ${writeResults(resultsPath(opts.results, opts.mode), run, ROOT)}`);
+  }
+}
+
+/** The build the package picks here (relaxed SIMD or SIMD128), and the GPU adapter of a webgpu run. */
+async function build(report) {
+  const { createAttention } = await import('../../dist/index.js');
+  const attn = await createAttention({ backend: 'simd', threads: 1 });
+  const relaxed = attn.relaxedSimd;
+  attn.dispose();
+  const flag = process.execArgv.includes('--experimental-wasm-relaxed-simd') ? ' (Node run with --experimental-wasm-relaxed-simd)' : '';
+  const gpu = report.engines?.['sdpa-webgpu']?.adapter;
+  return { build: relaxed ? `relaxed SIMD${flag}` : 'SIMD128 (this engine has no relaxed SIMD)', ...(gpu ? { gpu } : {}) };
 }
 
 main().then(

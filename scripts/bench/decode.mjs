@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { createAttention, fromFloat16, maxAbsDiff, toFloat16, toleranceBound } from '../../dist/index.js';
 import { groupQueryAttentionModel } from './onnx.mjs';
 import { section, uleb } from './peak.mjs';
+import { print } from './results.mjs';
 import { log } from './run.mjs';
 import { interleave, warmUp } from './timing.mjs';
 
@@ -259,11 +260,11 @@ export async function benchDecode(opts) {
 export function printDecode({ rows }) {
   const cases = [...new Set(rows.map((r) => r.case))];
   const summary = [];
-  console.log('\ncase                       engine                        ms/step    GB/s   error      heap flat');
+  print('\ncase                       engine                        ms/step    GB/s   error      heap flat');
   for (const name of cases) {
     const of = (engine) => rows.find((r) => r.case === name && (r.engine === engine || r.engine.startsWith(`${engine} (`)));
     for (const r of rows.filter((x) => x.case === name)) {
-      console.log(`${name.padEnd(26)} ${r.engine.padEnd(29)} ${r.ms.toFixed(3).padStart(8)} ${r.gbPerS.toFixed(2).padStart(7)}   ${r.error === undefined ? '       -' : r.error.toExponential(1).padStart(8)}   ${r.heapFlatOver32Steps === undefined ? '-' : r.heapFlatOver32Steps ? 'yes' : 'NO'}`);
+      print(`${name.padEnd(26)} ${r.engine.padEnd(29)} ${r.ms.toFixed(3).padStart(8)} ${r.gbPerS.toFixed(2).padStart(7)}   ${r.error === undefined ? '       -' : r.error.toExponential(1).padStart(8)}   ${r.heapFlatOver32Steps === undefined ? '-' : r.heapFlatOver32Steps ? 'yes' : 'NO'}`);
     }
     const one = of('sdpa-simd-1t'), many = of('sdpa-simd-mt'), probe = of('probe'), ort1 = of('ort-gqa-1t'), ort2 = of('ort-gqa-2t');
     const one16 = of('sdpa-simd-1t-f16'), many16 = of('sdpa-simd-mt-f16');
@@ -278,8 +279,8 @@ export function printDecode({ rows }) {
     };
     summary.push(ratios);
     const fmt = (x, unit) => (x === undefined ? '-' : `${unit === '%' ? (100 * x).toFixed(0) : x.toFixed(2)}${unit}`);
-    console.log(`  1 thread ${fmt(ratios.oneThreadOfProbe, '%')} of the probe; threads ${fmt(ratios.threadsOverOne, '×')} 1 thread; 1 thread ${fmt(ratios.overOrt1, '×')} ort-gqa-1t; threads ${fmt(ratios.threadsOverOrt2, '×')} ort-gqa-2t`);
-    console.log(`  float16 cache ${fmt(ratios.float16OverFloat32OneThread, '×')} float32 on 1 thread, ${fmt(ratios.float16OverFloat32Threads, '×')} on threads`);
+    print(`  1 thread ${fmt(ratios.oneThreadOfProbe, '%')} of the probe; threads ${fmt(ratios.threadsOverOne, '×')} 1 thread; 1 thread ${fmt(ratios.overOrt1, '×')} ort-gqa-1t; threads ${fmt(ratios.threadsOverOrt2, '×')} ort-gqa-2t`);
+    print(`  float16 cache ${fmt(ratios.float16OverFloat32OneThread, '×')} float32 on 1 thread, ${fmt(ratios.float16OverFloat32Threads, '×')} on threads`);
   }
   return { summary };
 }

@@ -3,6 +3,7 @@ import { createAttention } from '../../dist/index.js';
 import { flops, makeCheck, makeInputs, parseCase } from './cases.mjs';
 import { peakProbe } from './peak.mjs';
 import { callPhases, workspaceBytes } from './phases.mjs';
+import { print } from './results.mjs';
 import { log } from './run.mjs';
 import { twoCoreCeiling } from './two-cores.mjs';
 import { measure, median, pause } from './timing.mjs';
@@ -61,19 +62,19 @@ export async function diagnose(opts) {
   const many = await createAttention({ backend: 'simd', threads: opts.threads });
   const threaded = many.threads > 1 ? [one, many] : [one];
   const has = (probe) => opts.probes.includes(probe);
-  console.log(`sdpa-web diagnose: ${one.relaxedSimd ? 'relaxed-SIMD' : 'SIMD128'} build, ${many.threads} threads${many.fallbackReason ? ` (${many.fallbackReason})` : ''}`);
+  print(`sdpa-web diagnose: ${one.relaxedSimd ? 'relaxed-SIMD' : 'SIMD128'} build, ${many.threads} threads${many.fallbackReason ? ` (${many.fallbackReason})` : ''}`);
 
   if (has('peak')) {
     report.peak = { mulAdd: await peakProbe(), relaxedMadd: await peakProbe(9, true) };
-    console.log('\npeak probe, one core, 12 chains (median GFLOP/s of 9 runs of ~50 ms; best):');
-    for (const [name, p] of Object.entries(report.peak)) if (p) console.log(`  ${name.padEnd(11)} ${fmt(p.medianGflops, 1)} (${fmt(p.maxGflops, 1)})`);
+    print('\npeak probe, one core, 12 chains (median GFLOP/s of 9 runs of ~50 ms; best):');
+    for (const [name, p] of Object.entries(report.peak)) if (p) print(`  ${name.padEnd(11)} ${fmt(p.medianGflops, 1)} (${fmt(p.maxGflops, 1)})`);
   }
   if (has('long')) {
     report.long = [];
     for (const attn of threaded) report.long.push(...(await longContext(attn, scalar)));
-    console.log('\nlong context (H = 1, E = Ev = 64; wasm memory is per module, over all its calls):');
+    print('\nlong context (H = 1, E = Ev = 64; wasm memory is per module, over all its calls):');
     for (const l of report.long) {
-      console.log(`  L=${String(l.L).padEnd(6)} ${l.causal ? 'causal' : 'full  '} threads=${l.threads}: ${fmt(l.medianMs, 0)} ms, CPU ${fmt(l.cpuMs, 0)} ms, ${fmt(l.gflops, 1)} GFLOP/s, workspace ${MiB(l.workspaceBytes)} MiB, wasm memory ${MiB(l.memoryBytesBefore)} -> ${MiB(l.memoryBytesAfter)} MiB, ${l.ok ? 'check ok' : 'WRONG RESULT'} (${l.maxError.toExponential(1)} ≤ ${l.bound.toExponential(1)})`);
+      print(`  L=${String(l.L).padEnd(6)} ${l.causal ? 'causal' : 'full  '} threads=${l.threads}: ${fmt(l.medianMs, 0)} ms, CPU ${fmt(l.cpuMs, 0)} ms, ${fmt(l.gflops, 1)} GFLOP/s, workspace ${MiB(l.workspaceBytes)} MiB, wasm memory ${MiB(l.memoryBytesBefore)} -> ${MiB(l.memoryBytesAfter)} MiB, ${l.ok ? 'check ok' : 'WRONG RESULT'} (${l.maxError.toExponential(1)} ≤ ${l.bound.toExponential(1)})`);
     }
   }
   if (many.threads > 1 && has('breakdown')) {
@@ -83,8 +84,8 @@ export async function diagnose(opts) {
       report.breakdown.push({ case: c.name, ...(await callBreakdown(one, many, makeInputs(scalar, c))) });
     }
     const phases = (x) => `${fmt(x.copyIn, 1)} + ${fmt(x.kernel, 1)} + ${fmt(x.copyOut, 1)}`;
-    console.log('\ncall breakdown (µs per call: copy-in + kernel + copy-out; back-to-back calls, median of 5 rounds):');
-    for (const b of report.breakdown) console.log(`  ${b.case.padEnd(12)} 1 thread ${phases(b.oneThread)}, ${b.threads} threads ${phases(b.manyThreads)}: kernel ${fmt(b.kernelSpeedup)}×, call ${fmt(b.callSpeedup)}×`);
+    print('\ncall breakdown (µs per call: copy-in + kernel + copy-out; back-to-back calls, median of 5 rounds):');
+    for (const b of report.breakdown) print(`  ${b.case.padEnd(12)} 1 thread ${phases(b.oneThread)}, ${b.threads} threads ${phases(b.manyThreads)}: kernel ${fmt(b.kernelSpeedup)}×, call ${fmt(b.callSpeedup)}×`);
   }
   if (many.threads > 1 && has('two-cores')) {
     report.twoCores = [];
@@ -93,14 +94,14 @@ export async function diagnose(opts) {
       const { q, k, v } = makeInputs(scalar, c);
       report.twoCores.push(await twoCoreCeiling({ dist: new URL('../../dist/index.js', import.meta.url).href, shape: c.name, tensors: [q, k, v], flops: flops(c, {}), threaded: many }));
     }
-    console.log(`\ntwo-core ceiling (GFLOP/s of back-to-back calls for 0.5 s, median of 5 rounds): one 1-thread worker alone, two at once (each its own instance: the machine's own 2-core scaling), sdpa-web on ${many.threads} threads`);
-    for (const t of report.twoCores) console.log(`  ${t.shape.padEnd(12)} alone ${fmt(t.aloneGflops, 1)}, two at once ${fmt(t.pairGflops, 1)} (${fmt(t.machineScaling)}×), threads ${fmt(t.threadsGflops, 1)} (${fmt(t.threadsScaling)}× alone, ${fmt(100 * t.ofCeiling, 0)}% of two at once)`);
+    print(`\ntwo-core ceiling (GFLOP/s of back-to-back calls for 0.5 s, median of 5 rounds): one 1-thread worker alone, two at once (each its own instance: the machine's own 2-core scaling), sdpa-web on ${many.threads} threads`);
+    for (const t of report.twoCores) print(`  ${t.shape.padEnd(12)} alone ${fmt(t.aloneGflops, 1)}, two at once ${fmt(t.pairGflops, 1)} (${fmt(t.machineScaling)}×), threads ${fmt(t.threadsGflops, 1)} (${fmt(t.threadsScaling)}× alone, ${fmt(100 * t.ofCeiling, 0)}% of two at once)`);
   }
   if (many.threads > 1 && has('wake')) {
     log('waking a thread after idle');
     report.wake = await wakeAfterIdle();
-    console.log(`\nwaking after idle (median of 9): the main thread wakes a worker from Atomics.wait and both run a ${fmt(report.wake.loopMs)} ms loop; 2× = each on its own core`);
-    for (const w of report.wake.results) console.log(`  idle ${String(w.idleMs).padStart(3)} ms: worker running ${fmt(w.wakeMs, 3)} ms after the notify, both loops done ${fmt(w.speedup)}× as fast as one alone`);
+    print(`\nwaking after idle (median of 9): the main thread wakes a worker from Atomics.wait and both run a ${fmt(report.wake.loopMs)} ms loop; 2× = each on its own core`);
+    for (const w of report.wake.results) print(`  idle ${String(w.idleMs).padStart(3)} ms: worker running ${fmt(w.wakeMs, 3)} ms after the notify, both loops done ${fmt(w.speedup)}× as fast as one alone`);
   }
   for (const attn of [scalar, one, many]) attn.dispose();
   return report;

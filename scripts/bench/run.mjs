@@ -3,6 +3,7 @@
 import { createAttention } from '../../dist/index.js';
 import { flops, makeCheck, makeInputs } from './cases.mjs';
 import { ENGINES, checkFactor } from './engines.mjs';
+import { print } from './results.mjs';
 import { interleave, warmUp } from './timing.mjs';
 
 export const log = (msg) => process.stderr.write(`[bench] ${msg}\n`);
@@ -72,9 +73,9 @@ const fmt = (x, digits = 2) => (x === undefined ? '' : x >= 100 ? x.toFixed(0) :
 /** Prints the results table (and, with a baseline, time new/old per case); returns the ratios. */
 export function printResults({ rows, engines }, opts) {
   for (const [name, info] of Object.entries(engines)) {
-    console.log(`${name}: ${Object.entries(info).filter(([, v]) => v !== undefined).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+    print(`${name}: ${Object.entries(info).filter(([, v]) => v !== undefined).map(([k, v]) => `${k} ${v}`).join(', ')}`);
   }
-  console.log();
+  print();
   const columns = {
     case: (r) => r.case,
     engine: (r) => (r.process === 'child' ? `${r.engine} (ort-2t process)` : r.engine),
@@ -91,10 +92,10 @@ export function printResults({ rows, engines }, opts) {
   const cells = rows.map((r) => (r.error ? [r.case, columns.engine(r), `error: ${r.error}`] : shown.map(([, cell]) => cell(r))));
   const widths = shown.map(([name], c) => Math.max(name.length, ...cells.filter((l) => l.length === shown.length || c < 2).map((l) => l[c].length)));
   const line = (l) => l.map((x, c) => (c < 2 ? x.padEnd(widths[c]) : l.length === shown.length ? x.padStart(widths[c]) : x)).join('  ');
-  console.log(`${line(shown.map(([name]) => name))}\n${widths.map((w) => '-'.repeat(w)).join('  ')}`);
-  for (const l of cells) console.log(line(l));
+  print(`${line(shown.map(([name]) => name))}\n${widths.map((w) => '-'.repeat(w)).join('  ')}`);
+  for (const l of cells) print(line(l));
   const ratios = shown.some(([name]) => name.startsWith('×')) ? '; ×ort-1t/×ort-2t: its median over this one (above 1: faster), across processes chained through sdpa-simd-mt' : '';
-  console.log(`medians of the third of three back-to-back calls (cold: the first) over interleaved rounds${ratios}`);
+  print(`medians of the third of three back-to-back calls (cold: the first) over interleaved rounds${ratios}`);
   const versusOrt = rows.filter((r) => r.medianMs).map((r) => ({ case: r.case, engine: r.engine, process: r.process, ort1t: versus(rows, r, 'ort-1t'), ort2t: versus(rows, r, 'ort-2t') }));
   const baseline = [];
   for (const r of rows) {
@@ -102,8 +103,8 @@ export function printResults({ rows, engines }, opts) {
     if (old && r.medianMs) baseline.push({ case: r.case, engine: r.engine, newOverOld: r.medianMs / old.medianMs, minNewOverOld: r.minMs / old.minMs });
   }
   if (baseline.length) {
-    console.log(`\ntime new/old (this dist/ over --baseline ${opts.baseline}, same rounds; below 1: the new build is faster): medians, and min times (less moved by a busy machine)`);
-    for (const b of baseline) console.log(`  ${b.case.padEnd(12)} ${b.engine.padEnd(14)} ${fmt(b.newOverOld, 3)}  min ${fmt(b.minNewOverOld, 3)}`);
+    print(`\ntime new/old (this dist/ over --baseline ${opts.baseline}, same rounds; below 1: the new build is faster): medians, and min times (less moved by a busy machine)`);
+    for (const b of baseline) print(`  ${b.case.padEnd(12)} ${b.engine.padEnd(14)} ${fmt(b.newOverOld, 3)}  min ${fmt(b.minNewOverOld, 3)}`);
   }
   return { ratios: versusOrt, baseline };
 }

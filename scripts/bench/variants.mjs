@@ -7,6 +7,7 @@
 import { createAttention, maxAbsDiff, toleranceBound } from '../../dist/index.js';
 import { makeInputs } from './cases.mjs';
 import { callPhases } from './phases.mjs';
+import { print } from './results.mjs';
 import { interleave, median, pause, warmUp } from './timing.mjs';
 import { log } from './run.mjs';
 
@@ -100,12 +101,12 @@ export async function benchVariants(opts) {
 }
 
 export function printVariants({ rows }) {
-  console.log('\ncase        engine         variant                            median ms   time/full   ideal   time/ideal (target ≤ 1.3)   kernel ms   kernel/ideal   copies ms');
+  print('\ncase        engine         variant                            median ms   time/full   ideal   time/ideal (target ≤ 1.3)   kernel ms   kernel/ideal   copies ms');
   for (const r of rows) {
-    console.log(
+    print(
       `${r.case.padEnd(11)} ${r.engine.padEnd(14)} ${r.variant.padEnd(34)} ${r.medianMs.toFixed(2).padStart(9)}   ${r.timeFraction.toFixed(3).padStart(9)}   ${r.idealFraction.toFixed(3)}   ${r.overIdeal.toFixed(2).padStart(6)}                      ${r.kernelMs.toFixed(2).padStart(9)}   ${r.kernelOverIdeal.toFixed(2).padStart(12)}   ${r.copiesMs.toFixed(2).padStart(9)}`,
     );
   }
-  console.log('kernel: the wasm call alone; copies: q, k, v into the wasm heap and the output out, on the calling thread (phases of back-to-back calls, median of 3 rounds); on threads the package copies q, k, v in while the helpers start the kernel.');
+  print('kernel: the wasm call alone; copies: q, k, v into the wasm heap and the output out, on the calling thread (phases of back-to-back calls, median of 3 rounds); on threads the package copies q, k, v in while the helpers start the kernel.');
   return {};
 }

@@ -10,6 +10,7 @@ import { createAttention } from '../../dist/index.js';
 import { flops, makeCheck, makeInputs as prefillInputs } from './cases.mjs';
 import { makeInputs as decodeInputs, oracle, parseDecodeCase } from './decode.mjs';
 import { attentionGraphModel, groupQueryAttentionModel } from './onnx.mjs';
+import { print } from './results.mjs';
 import { log } from './run.mjs';
 import { interleave, warmUp } from './timing.mjs';
 
@@ -188,11 +189,11 @@ export async function benchWebGpuResident(opts, gpu) {
 }
 
 export function printWebGpuResident({ rows }) {
-  console.log('\nGPU-resident: prefill (GPU tensors in, out GPUBuffer) and decode (GPU KV cache), to onSubmittedWorkDone');
-  console.log('part     case                        engine                           ms    GFLOP/s or GB/s   max error');
+  print('\nGPU-resident: prefill (GPU tensors in, out GPUBuffer) and decode (GPU KV cache), to onSubmittedWorkDone');
+  print('part     case                        engine                           ms    GFLOP/s or GB/s   max error');
   for (const r of rows) {
     const rate = r.gflops !== undefined ? `${r.gflops.toFixed(1)} GFLOP/s` : r.gbPerS !== undefined ? `${r.gbPerS.toFixed(2)} GB/s` : '';
     const tail = r.failure ? `error: ${r.failure}` : `${r.ms.toFixed(3).padStart(9)}  ${rate.padStart(16)}   ${r.maxError.toExponential(1)}`;
-    console.log(`${r.part.padEnd(8)} ${r.case.padEnd(27)} ${r.engine.padEnd(31)} ${tail}`);
+    print(`${r.part.padEnd(8)} ${r.case.padEnd(27)} ${r.engine.padEnd(31)} ${tail}`);
   }
 }

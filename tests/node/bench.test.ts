@@ -1,6 +1,10 @@
 // The bench CLI runs in each mode on a tiny case, and every engine passes its accuracy check
-// (timings are not asserted). It imports the built package (dist/), as `npm run bench` does.
+// (timings are not asserted), and --results writes a well-formed Markdown file. It imports the
+// built package (dist/), as `npm run bench` does.
 import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
@@ -31,7 +35,31 @@ describe('npm run bench', () => {
     expect(out).not.toMatch(/ NO$/m);
   }, 120_000);
 
+  it('--results writes the run as Markdown: command, date, machine, build, notes and the table', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sdpa-bench-results-'));
+    try {
+      const args = ['--cases', '1x2x40x16', '--reps', '3', '--engines', 'sdpa-simd-1t,sdpa-scalar', '--results', dir];
+      bench(...args, '--note', "a busy machine's run");
+      const page = readFileSync(join(dir, 'forward.md'), 'utf8');
+      expect(page.split('\n')[0]).toBe('# Bench results: forward');
+      expect(page).toContain(`- **Command:** \`npm run bench -- --json /dev/null ${args.join(' ')}\``);
+      expect(page).toMatch(/^- \*\*Date:\*\* \d{4}-\d\d-\d\d \d\d:\d\d UTC \(\d+ s wall\)$/m);
+      expect(page).toMatch(new RegExp(`^- \\*\\*Machine:\\*\\* .+, \\d+ cores, Node ${process.version}; load average \\d+\\.\\d\\d at the start, \\d+\\.\\d\\d at the end$`, 'm'));
+      expect(page).toMatch(/^- \*\*Build:\*\* (relaxed SIMD|SIMD128)/m);
+      expect(page).toContain("## Notes\n\n- a busy machine's run\n");
+      const table = /## Output\n\n```text\n([^]*?)\n```\n$/.exec(page)?.[1] ?? '';
+      for (const engine of ['sdpa-simd-1t', 'sdpa-scalar']) expect(table).toMatch(new RegExp(`^2x40x16 +${engine} +\\d+\\.\\d{3} `, 'm'));
+      expect(table).not.toMatch(/wrong result|error/i);
+
+      bench('--mode', 'decode', '--cases', '64', '--reps', '3', '--engines', 'sdpa-simd-1t', '--results', join(dir, 'decode-short.md'));
+      expect(readFileSync(join(dir, 'decode-short.md'), 'utf8')).toMatch(/^# Bench results: decode\n[^]*\nL=64 +sdpa-simd-1t /);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
+
   it('rejects an unknown option in one line', () => {
     expect(() => bench('--mdoe', 'forward')).toThrow(/mdoe/);
+    expect(() => bench('--note', 'no file for it')).toThrow(/--note goes into the file of --results/);
   });
 });
