@@ -725,6 +725,17 @@ val trace_online_softmax_js(val options) {
   return val::null();
 }
 
+// A forward call of the reference (`what`: explain or referenceAttention): float32 inputs, the
+// output on the CPU.
+bool plan_reference_call(const val& options, const char* what, CallOptions* o, AttentionPlan* plan, CallError& e) {
+  if (!plan_call(options, kForward, o, plan, e) || !e.fail(check_float32_inputs(*plan, what))) return false;
+  if (o->output_on_gpu) {
+    return e.fail(ErrorKind::kType,
+                  "{where} returns CPU arrays: outputLocation must be 'cpu' (or absent); 'gpu' is for scaledDotProductAttention on backend 'webgpu'");
+  }
+  return true;
+}
+
 // Every stage of the float32 reference, for the step-by-step explainer: results scores (Q·Kᵀ),
 // scaledScores, maskedScores, weights and output.
 val explain_attention_js(val options) {
@@ -732,11 +743,7 @@ val explain_attention_js(val options) {
   CallOptions o;
   AttentionPlan plan;
   CallRecord& record = fresh_results();
-  if (!plan_call(options, kForward, &o, &plan, e) || !e.fail(check_float32_inputs(plan, "explain"))) return e.to_js();
-  if (o.output_on_gpu) {
-    e.fail(ErrorKind::kType, "{where} returns CPU arrays: outputLocation must be 'cpu' (or absent); 'gpu' is for scaledDotProductAttention on backend 'webgpu'");
-    return e.to_js();
-  }
+  if (!plan_reference_call(options, "explain", &o, &plan, e)) return e.to_js();
   const uint64_t n = kFloat * plan.weights_elements();
   Results results;
   for (double* slot : {&record.scores_result, &record.scaledScores_result, &record.maskedScores_result, &record.weights_result}) {
@@ -762,13 +769,7 @@ val reference_attention64_js(val options) {
   CallOptions o;
   AttentionPlan plan;
   CallRecord& record = fresh_results();
-  if (!plan_call(options, kForward, &o, &plan, e) || !e.fail(check_float32_inputs(plan, "referenceAttention"))) {
-    return e.to_js();
-  }
-  if (o.output_on_gpu) {
-    e.fail(ErrorKind::kType, "{where} returns CPU arrays: outputLocation must be 'cpu' (or absent); 'gpu' is for scaledDotProductAttention on backend 'webgpu'");
-    return e.to_js();
-  }
+  if (!plan_reference_call(options, "referenceAttention", &o, &plan, e)) return e.to_js();
   constexpr uint64_t kDouble = sizeof(double);
   Results results;
   results.add(&record.output_result, kDouble * plan.output_elements());
