@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/reference.h"
+#include "core/round_up.h"
 #include "cpu/attention_backward_f32_simd128.h"
 #include "cpu/attention_decode_f32_simd128.h"
 #include "cpu/attention_f32_simd128.h"
@@ -24,7 +25,7 @@ uint64_t simd_forward_bytes(const AttentionPlan& plan) {
 }
 
 // Bytes of a widened float16 input, rounded up so that what follows stays 16-byte aligned.
-uint64_t widened_bytes(int64_t elements) { return (static_cast<uint64_t>(elements) * sizeof(float) + 15) / 16 * 16; }
+uint64_t widened_bytes(int64_t elements) { return round_up(static_cast<uint64_t>(elements) * sizeof(float), 16); }
 
 // Which float16 inputs run_attention widens to float32 before the kernel of `plan` runs.
 struct Widened {
@@ -114,12 +115,10 @@ bool uses_decode_kernel(const AttentionPlan& plan) {
 }
 
 DecodeSplit decode_split(const AttentionPlan& plan) {
-  const int64_t chunk = kDecodeChunkKeys;
-  const auto round_up = [&](int64_t x) { return std::max<int64_t>(chunk, (x + chunk - 1) / chunk * chunk); };
   int64_t keys = 0;  // every (batch, KV head)'s keys
   for (int64_t b = 0; b < plan.B; ++b) keys += plan.Hkv * plan.key_length(b);
   DecodeSplit split;
-  split.keys_per_split = round_up(std::max(kDecodeMinSplitKeys, (keys + kDecodeTasks - 1) / kDecodeTasks));
+  split.keys_per_split = round_up(std::max(kDecodeMinSplitKeys, (keys + kDecodeTasks - 1) / kDecodeTasks), kDecodeChunkKeys);
   split.splits_per_head = std::max<int64_t>(1, (plan.Lk + split.keys_per_split - 1) / split.keys_per_split);
   return split;
 }
