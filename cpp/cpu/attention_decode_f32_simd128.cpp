@@ -361,17 +361,13 @@ void run_decode(const Decode& d, float* output, int threads, float* lse) {
   const AttentionPlan& p = d.p;
   const idx splits = d.splits;
   const idx heads = static_cast<idx>(p.B * p.Hkv);
-  // One thread's time, roughly (memory-bound: about 2 bytes of K/V per ns): lets the pool leave
-  // sleeping helpers asleep for calls too short to gain from them.
-  const double serial_micros = static_cast<double>(p.B * p.Hkv) * static_cast<double>(p.Lk) *
-                               static_cast<double>(p.E + p.Ev) * 4.0 / 2000.0;
   parallel_for(threads, static_cast<int64_t>(heads * splits), [&](int64_t task, int worker) {
     const idx head = static_cast<idx>(task) / splits, s = static_cast<idx>(task) % splits;
     const SplitTask<KV> split_task(d, head / d.Hkv, head % d.Hkv, d.scratch + worker * d.R * kChunk);
     const int64_t begin = split_task.first_key() + s * d.keys_per_split;
     const int64_t end = std::min(split_task.end_key(), begin + d.keys_per_split);
     split_task.run(begin, std::max(begin, end), d.partials + (head * splits + s) * d.R * d.partial_row);
-  }, serial_micros);
+  });
   for (idx head = 0; head < heads; ++head) {
     const SplitTask<KV> task(d, head / d.Hkv, head % d.Hkv, d.scratch);
     merge_group(d, task, head / d.Hkv, head % d.Hkv, output, lse);

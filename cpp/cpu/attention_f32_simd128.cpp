@@ -697,9 +697,6 @@ void attention_f32_simd128(const AttentionPlan& p, const AttentionInputs& in, fl
     }
   };
   const ForwardTasks tasks(static_cast<idx>(p.B * p.Hq), s.blocks, threads, p.causal);
-  // One thread's time, roughly (about 20000 multiply-adds per µs): lets the pool leave sleeping
-  // helpers asleep when waking them would cost more than they save.
-  const double serial_micros = p.multiply_adds() / 20000;
   // Query blocks [first_block, first_block + count) of one head, on `worker`'s scratch.
   auto attend_blocks = [&](idx head, idx first_block, idx count, int worker) {
     const idx b = head / s.Hq, h = head % s.Hq, kv = b * s.Hkv + h / s.group;
@@ -776,7 +773,7 @@ void attention_f32_simd128(const AttentionPlan& p, const AttentionInputs& in, fl
       if (s.scores) write_scores(blocks[i]);
     }
   };
-  tasks.run(threads, serial_micros, attend_blocks);
+  tasks.run(threads, attend_blocks);
 }
 
 }  // namespace sdpa

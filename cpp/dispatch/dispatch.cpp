@@ -9,12 +9,10 @@
 #include "cpu/attention_decode_f32_simd128.h"
 #include "cpu/attention_f32_simd128.h"
 #include "cpu/thread_pool.h"
+#include "dispatch/cost_model.h"
 
 namespace sdpa {
 namespace {
-
-// Multiply-adds below which another thread costs more than it saves (see threads_for).
-constexpr double kMultiplyAddsPerThread = 1 << 18;
 
 // The backward's own forward (output, lse and the forward's scratch) after its workspace.
 uint64_t simd_forward_bytes(const AttentionPlan& plan) {
@@ -85,6 +83,7 @@ void run_float32(Backend backend, const AttentionPlan& plan, const AttentionInpu
       return;
     }
     case Backend::kSimd128:
+      if (threads > 1) threads = threads_to_run(backend, plan, threads, pool_wake_state());
       if (uses_decode_kernel(plan)) {
         attention_decode_f32_simd128(plan, in, decode_split(plan), output, static_cast<float*>(workspace),
                                      threads, lse);
@@ -105,8 +104,16 @@ bool float16_in_place(Backend backend, const AttentionPlan& plan) {
 int threads_for(Backend backend, Pass pass, const AttentionPlan& plan, int requested, int pool_threads) {
   if (backend != Backend::kSimd128 || pass != Pass::kForward) return 1;
   const int allowed = std::max(1, requested <= 0 ? pool_threads : std::min(requested, pool_threads));
-  const int useful = static_cast<int>(std::max(1.0, plan.multiply_adds() / kMultiplyAddsPerThread));
+  const int useful = static_cast<int>(std::max(1.0, plan.multiply_adds() / cost::kForwardMultiplyAddsPerThread));
   return std::min(allowed, useful);
+}
+
+int threads_to_run(Backend backend, const AttentionPlan& plan, int threads, const PoolWakeState& wake) {
+  if (backend != Backend::kSimd128 || threads <= 1 || wake.follows_last_call) return threads;
+  const double serial_micros =
+      uses_decode_kernel(plan) ? cost::decode_serial_micros(plan) : cost::forward_serial_micros(plan);
+  if (serial_micros >= wake.wake_micros) return threads;
+  return std::min(threads, 1 + wake.awake_helpers);
 }
 
 bool uses_decode_kernel(const AttentionPlan& plan) {
