@@ -142,14 +142,20 @@ inline void pv_block(const float* const* p, const T* v, idx v_stride, idx n, flo
       if (kChains == 2) a[kChains - 1][r][c] = hidden;
     }
   }
-  const auto add_key = [&](idx j, f32x4 (&acc)[kRows][NV]) {
+  // Pointers walked key by key (wasm has no scaled-index addressing: an index would cost a shift
+  // and an add per row and key).
+  const float* pj[kRows];
+  for (int r = 0; r < kRows; ++r) pj[r] = p[r];
+  const T* vj = v;
+  // The current key into the accumulator set `acc`, then on to the next key.
+  const auto add_key = [&](f32x4 (&acc)[kRows][NV]) {
     f32x4 x[kRows];
     mask32x4 visible[kRows];
     for (int r = 0; r < kRows; ++r) {
-      x[r] = splat(p[r][j * kPStride]);
+      x[r] = splat(*pj[r]);
       visible[r] = bits_differ(x[r], hidden);
+      pj[r] += kPStride;
     }
-    const T* vj = v + j * v_stride;
     for (int c = 0; c < NV; c += Load::kVectors) {
       f32x4 vc[Load::kVectors];
       Load::load(vj + 4 * c, vc);
@@ -159,16 +165,16 @@ inline void pv_block(const float* const* p, const T* v, idx v_stride, idx n, flo
         }
       }
     }
+    vj += v_stride;
   };
-  const idx keys = kFixedKeys > 0 ? kFixedKeys : n;
-  idx j = 0;
+  const float* const end = p[0] + (kFixedKeys > 0 ? kFixedKeys : n) * kPStride;
   if (kChains == 2) {
-    for (; j + 1 < keys; j += 2) {
-      add_key(j, a[0]);
-      add_key(j + 1, a[kChains - 1]);
+    while (end - pj[0] >= 2 * kPStride) {
+      add_key(a[0]);
+      add_key(a[kChains - 1]);
     }
   }
-  for (; j < keys; ++j) add_key(j, a[0]);
+  while (pj[0] != end) add_key(a[0]);
   for (int r = 0; r < kRows; ++r) {
     for (int c = 0; c < NV; ++c) store(o[r] + 4 * c, kChains == 2 ? add(a[0][r][c], a[kChains - 1][r][c]) : a[0][r][c]);
   }
