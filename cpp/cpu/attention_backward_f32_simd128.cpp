@@ -21,7 +21,7 @@
 //  - The register accumulations alternate two sets of accumulators over the rows (8 chains):
 //    with one set (4 chains) they were latency-bound and a fused multiply-add's longer latency
 //    made the relaxed build 1.4–1.6× slower than SIMD128. The dot products (S, dP) are unfused in
-//    both builds: they then need no overflow repair (cpu/dot_2x16.h), which cost more than
+//    both builds: they then need no overflow repair (cpu/microkernels.h), which cost more than
 //    fusing saved.
 // Flops: 10·Lq·Lk·d per head for E = Ev = d (five matrix products), as FlashAttention counts.
 // Chosen for backend 'simd' (the default CPU backend); dispatch is in dispatch/dispatch.cpp.
@@ -32,7 +32,8 @@
 #include <limits>
 
 #include "core/masks.h"
-#include "cpu/dot_2x16.h"
+#include "core/round_up.h"
+#include "cpu/microkernels.h"
 #include "cpu/simd128.h"
 
 namespace sdpa {
@@ -44,9 +45,6 @@ constexpr int64_t kTileKeys = 32;      // Bc: keys per tile
 constexpr int64_t kBlockQueries = 32;  // Bq: query rows per block
 constexpr int kColumnVectors = 4;      // register tile width: 4 f32x4 = 16 keys / dims
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-constexpr int32_t kNegativeZeroBits = INT32_MIN;  // bit pattern of -0.0f: "hidden key"
-
-int64_t round_up(int64_t x, int64_t multiple) { return (x + multiple - 1) / multiple * multiple; }
 
 struct Sizes {
   int64_t tiles, e4, ev4;
@@ -101,54 +99,16 @@ inline void rows_times_tile_2x16(const float* x0, const float* x1, const float* 
   }
 }
 
-// dst[0, 4·NV) += Σ_{x<n} coef[x·coef_stride]·src[x·src_stride + (0, 4·NV)]. With kDropHidden,
-// terms whose coefficient is −0.0 (hidden key) add nothing, even when src holds NaN or Inf there.
-template <int NV, bool kDropHidden>
-inline void accumulate(const float* coef, int64_t coef_stride, const float* src, int64_t src_stride,
-                       int64_t n, float* dst) {
-  // Even and odd x in separate accumulators: twice the independent chains, so the fused
-  // multiply-add's latency is covered. The odd set starts at -0.0, the identity of +.
-  f32x4 even[NV], odd[NV];
-  for (int c = 0; c < NV; ++c) {
-    even[c] = load(dst + 4 * c);
-    odd[c] = from_bits(kNegativeZeroBits);
-  }
-  const f32x4 hidden = from_bits(kNegativeZeroBits);
-  auto term = [&](int64_t x, f32x4* a) {
-    const f32x4 k = splat(coef[x * coef_stride]);
-    const float* s = src + x * src_stride;
-    const mask32x4 visible = bits_differ(k, hidden);
-    for (int c = 0; c < NV; ++c) {
-      if (kDropHidden) {
-        a[c] = madd(k, keep_where(load(s + 4 * c), visible), a[c]);
-      } else {
-        a[c] = madd(k, load(s + 4 * c), a[c]);
-      }
-    }
-  };
-  int64_t x = 0;
-  for (; x + 1 < n; x += 2) {
-    term(x, even);
-    term(x + 1, odd);
-  }
-  if (x < n) term(x, even);
-  for (int c = 0; c < NV; ++c) store(dst + 4 * c, add(even[c], odd[c]));
-}
-
-// The same over a whole row of d4 dims, in chunks of 16.
-template <bool kDropHidden>
-void accumulate_row(const float* coef, int64_t coef_stride, const float* src, int64_t src_stride,
-                    int64_t n, int64_t d4, float* dst) {
-  for (int64_t col = 0; col < d4; col += 4 * kColumnVectors) {
-    const float* s = src + col;
-    float* o = dst + col;
-    switch (std::min<int64_t>(kColumnVectors, (d4 - col) / 4)) {
-      case 1: accumulate<1, kDropHidden>(coef, coef_stride, s, src_stride, n, o); break;
-      case 2: accumulate<2, kDropHidden>(coef, coef_stride, s, src_stride, n, o); break;
-      case 3: accumulate<3, kDropHidden>(coef, coef_stride, s, src_stride, n, o); break;
-      default: accumulate<4, kDropHidden>(coef, coef_stride, s, src_stride, n, o); break;
-    }
-  }
+// dst[0, d4) += Σ_{x<n} coef[x·kCoefStride]·src[x·src_stride + (0, d4)] in chunks of 16 dims
+// (pv_columns, cpu/microkernels.h). Even and odd x go to separate accumulators: twice the
+// independent chains, so the fused multiply-add's latency is covered. With kDropHidden, terms
+// whose coefficient is −0.0 (hidden key) add nothing, even when src holds NaN or Inf there.
+template <bool kDropHidden, int kCoefStride>
+void accumulate_row(const float* coef, const float* src, int64_t src_stride, int64_t n, int64_t d4, float* dst) {
+  const float* p[1] = {coef};
+  float* o[1] = {dst};
+  pv_columns<1, kColumnVectors, kDropHidden, 2, kCoefStride>(p, src, static_cast<idx>(src_stride), static_cast<idx>(n),
+                                                            static_cast<idx>(d4), o);
 }
 
 // One (batch, query head) and its shared, packed key/value head.
@@ -255,18 +215,18 @@ void backward_block(const HeadContext& c, int64_t i0, int64_t rows, int64_t t) {
   // dV_tile += Pᵀ·dO_blk and dK_tile += dSᵀ·Q_blk (coefficients are finite or −0.0, sources are
   // the caller's dO and Q rows: nothing to drop).
   for (int64_t j = 0; j < tile_len; ++j) {
-    accumulate_row<false>(c.probs + j, kTileKeys, c.dout_rows + i0 * sz.ev4, sz.ev4, rows, sz.ev4,
-                          c.dv + (j0 + j) * sz.ev4);
-    accumulate_row<false>(c.dscores + j, kTileKeys, c.q_rows + i0 * sz.e4, sz.e4, rows, sz.e4,
-                          c.dk + (j0 + j) * sz.e4);
+    accumulate_row<false, kTileKeys>(c.probs + j, c.dout_rows + i0 * sz.ev4, sz.ev4, rows, sz.ev4,
+                                     c.dv + (j0 + j) * sz.ev4);
+    accumulate_row<false, kTileKeys>(c.dscores + j, c.q_rows + i0 * sz.e4, sz.e4, rows, sz.e4,
+                                     c.dk + (j0 + j) * sz.e4);
   }
   // dQ_blk += dS·K_tile (hidden keys' rows dropped when the tile has any).
   const float* k_rows = c.key_rows + j0 * sz.e4;
   for (int64_t r = 0; r < rows; ++r) {
     if (any_hidden) {
-      accumulate_row<true>(c.dscores + r * kTileKeys, 1, k_rows, sz.e4, tile_len, sz.e4, c.dq + (i0 + r) * sz.e4);
+      accumulate_row<true, 1>(c.dscores + r * kTileKeys, k_rows, sz.e4, tile_len, sz.e4, c.dq + (i0 + r) * sz.e4);
     } else {
-      accumulate_row<false>(c.dscores + r * kTileKeys, 1, k_rows, sz.e4, tile_len, sz.e4, c.dq + (i0 + r) * sz.e4);
+      accumulate_row<false, 1>(c.dscores + r * kTileKeys, k_rows, sz.e4, tile_len, sz.e4, c.dq + (i0 + r) * sz.e4);
     }
   }
 }

@@ -42,6 +42,8 @@
 
 #include "core/float16.h"
 #include "core/masks.h"
+#include "core/round_up.h"
+#include "cpu/microkernels.h"
 #include "cpu/simd128.h"
 #include "cpu/thread_pool.h"
 
@@ -49,13 +51,9 @@ namespace sdpa {
 namespace {
 
 using namespace simd;
-using idx = std::ptrdiff_t;
 
 constexpr idx kChunk = kDecodeChunkKeys;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-constexpr int32_t kNegativeZeroBits = INT32_MIN;  // -0.0f: the P of a hidden key
-
-idx round_up(idx x, idx multiple) { return (x + multiple - 1) / multiple * multiple; }
 
 // Shared, read-only state of one call.
 struct Decode {
@@ -76,54 +74,11 @@ std::pair<const float*, const float*> inputs<float>(const AttentionInputs& in) {
 template <>
 std::pair<const uint16_t*, const uint16_t*> inputs<uint16_t>(const AttentionInputs& in) { return {in.key_f16, in.value_f16}; }
 
-// Loading K/V elements of type KV as f32x4 vectors, kVectors at a time (kWidth elements): float32
-// as they are; float16 (finite) scaled by 2^-112 (simd::load_half8_scaled), which the sums undo
-// by kUnscale once per score and per output row. scaled(): one element the same way; exact():
-// its true value.
-template <typename KV>
-struct KvLoad;
-template <>
-struct KvLoad<float> {
-  static constexpr int kVectors = 1, kWidth = 4;
-  static constexpr float kUnscale = 1.0f;
-  static void load(const float* p, f32x4* v) { v[0] = simd::load(p); }
-  static float scaled(float x) { return x; }
-  static float exact(float x) { return x; }
-};
-template <>
-struct KvLoad<uint16_t> {
-  static constexpr int kVectors = 2, kWidth = 8;
-  static constexpr float kUnscale = 0x1p112f;
-  static void load(const uint16_t* p, f32x4* v) { load_half8_scaled(p, v); }
-  static float scaled(uint16_t h) { return float16_to_float32(h) * kHalfScaled; }
-  static float exact(uint16_t h) { return float16_to_float32(h); }
-};
-
 // The query row, head and row index of row r of a KV-head group.
 struct GroupRow {
   idx h, i;
 };
 inline GroupRow group_row(const Decode& d, idx kv_head, idx r) { return {kv_head * d.group + r / d.Lq, r % d.Lq}; }
-
-// a[r·2 + k] = Σ_e lanes of q_r[e]·k_k[e] over e < E_main (a multiple of KvLoad<KV>::kWidth),
-// for kRows rows and 2 keys (float16 keys: the sums scaled by 2^-112).
-template <int kRows, bool kFused, typename KV>
-inline void dot_rows(const float* const* q, const KV* k0, const KV* k1, idx E_main, f32x4* a) {
-  using Load = KvLoad<KV>;
-  for (int i = 0; i < 2 * kRows; ++i) a[i] = splat(0.0f);
-  for (idx e = 0; e < E_main; e += Load::kWidth) {
-    f32x4 x0[Load::kVectors], x1[Load::kVectors];
-    Load::load(k0 + e, x0);
-    Load::load(k1 + e, x1);
-    for (int v = 0; v < Load::kVectors; ++v) {
-      for (int r = 0; r < kRows; ++r) {
-        const f32x4 qv = load(q[r] + e + 4 * v);
-        a[2 * r] = dot_madd<kFused>(qv, x0[v], a[2 * r]);
-        a[2 * r + 1] = dot_madd<kFused>(qv, x1[v], a[2 * r + 1]);
-      }
-    }
-  }
-}
 
 // One load per 64-byte line of p[0, elements): pulls memory the next step reads into the cache
 // while this step computes (wasm has no prefetch instruction; demand misses of the V rows after
@@ -146,7 +101,7 @@ inline uint32_t touch_lines(const KV* p, idx elements) {
 // elements each) are loaded line by line along the way (see touch_lines).
 template <int kRows, typename KV>
 void score_rows(const float* const* q, const KV* keys, idx n, idx E, float scale, float* const* s, const KV* touch, idx touch_row) {
-  using Load = KvLoad<KV>;
+  using Load = ValueLoad<KV>;
   const idx E_main = E / Load::kWidth * Load::kWidth;
   const f32x4 neg_inf = splat(kNegInf);
   uint32_t touched = 0;
@@ -155,15 +110,7 @@ void score_rows(const float* const* q, const KV* keys, idx n, idx E, float scale
     const KV* k0 = keys + j * E;
     const KV* k1 = j + 1 < n ? k0 + E : k0;
     f32x4 a[2 * kRows];
-    dot_rows<kRows, kFusedMadd>(q, k0, k1, E_main, a);
-    if (kFusedMadd && may_have_overflowed(a, 2 * kRows, neg_inf)) {
-      // Replace each (row, key) whose fused sum reached -Inf or NaN by its unfused sum.
-      f32x4 unfused[2 * kRows];
-      dot_rows<kRows, false>(q, k0, k1, E_main, unfused);
-      for (int i = 0; i < 2 * kRows; ++i) {
-        if (!all(less(neg_inf, a[i]))) a[i] = unfused[i];
-      }
-    }
+    dot_rows_2keys<kRows>(q, k0, k1, E_main, neg_inf, a);
     for (int r = 0; r < kRows; ++r) {
       float d0 = horizontal_sum(a[2 * r]), d1 = horizontal_sum(a[2 * r + 1]);
       for (idx e = E_main; e < E; ++e) {
@@ -178,64 +125,21 @@ void score_rows(const float* const* q, const KV* keys, idx n, idx E, float scale
   (void)keep;
 }
 
-// o_r[0, 4·NV) += Σ_j p_r[j]·v[j, 0, 4·NV) for kRows rows over n keys (float16 values: scaled by
-// 2^-112); kDropHidden: lanes of a hidden key (P = −0.0) add nothing even where V holds NaN or Inf.
-// NV is a multiple of KvLoad<KV>::kVectors.
-template <int kRows, int NV, bool kDropHidden, typename KV>
-inline void accumulate_pv(const float* const* p, const KV* v, idx v_stride, idx n, float* const* o) {
-  f32x4 a[kRows][NV];
-  for (int r = 0; r < kRows; ++r) {
-    for (int c = 0; c < NV; ++c) a[r][c] = load(o[r] + 4 * c);
-  }
-  const f32x4 hidden = from_bits(kNegativeZeroBits);
-  for (idx j = 0; j < n; ++j, v += v_stride) {
-    f32x4 vc[NV];
-    for (int c = 0; c < NV; c += KvLoad<KV>::kVectors) KvLoad<KV>::load(v + 4 * c, vc + c);
-    for (int r = 0; r < kRows; ++r) {
-      const f32x4 x = splat(p[r][j]);
-      const mask32x4 visible = bits_differ(x, hidden);
-      for (int c = 0; c < NV; ++c) a[r][c] = madd(x, kDropHidden ? keep_where(vc[c], visible) : vc[c], a[r][c]);
-    }
-  }
-  for (int r = 0; r < kRows; ++r) {
-    for (int c = 0; c < NV; ++c) store(o[r] + 4 * c, a[r][c]);
-  }
-}
-
 // O += P·V for kRows rows: column blocks of 16 (8 for 4 rows: 8 accumulators, each V vector
-// loaded once for all 4 rows), then what is left of the whole vectors, then single columns.
+// loaded once for all 4 rows) and what is left of the whole vectors (pv_columns,
+// cpu/microkernels.h), then single columns: V rows are read in place, with no padding to load past.
 template <int kRows, bool kDropHidden, typename KV>
 void accumulate_rows(const float* const* p, const KV* v, idx Ev, idx n, float* const* o) {
-  constexpr int kWidth = KvLoad<KV>::kWidth;
   constexpr int kBlock = kRows >= 4 ? 2 : 4;  // vectors per column block
-  const idx ev_vectors = Ev / kWidth * kWidth;
-  idx col = 0;
-  for (; col + 4 * kBlock <= ev_vectors; col += 4 * kBlock) {
-    float* oc[kRows];
-    for (int r = 0; r < kRows; ++r) oc[r] = o[r] + col;
-    accumulate_pv<kRows, kBlock, kDropHidden>(p, v + col, Ev, n, oc);
-  }
-  if (col < ev_vectors) {
-    float* oc[kRows];
-    for (int r = 0; r < kRows; ++r) oc[r] = o[r] + col;
-    if constexpr (kWidth == 8) {
-      accumulate_pv<kRows, 2, kDropHidden>(p, v + col, Ev, n, oc);  // 8 columns left (kBlock 4)
-    } else {
-      switch ((ev_vectors - col) / 4) {
-        case 1: accumulate_pv<kRows, 1, kDropHidden>(p, v + col, Ev, n, oc); break;
-        case 2: accumulate_pv<kRows, 2, kDropHidden>(p, v + col, Ev, n, oc); break;
-        default: accumulate_pv<kRows, 3, kDropHidden>(p, v + col, Ev, n, oc); break;
-      }
-    }
-  }
-  // The last dims one by one (V rows are read in place: no padding to load past).
+  const idx ev_vectors = Ev / ValueLoad<KV>::kWidth * ValueLoad<KV>::kWidth;
+  pv_columns<kRows, kBlock, kDropHidden, 1, 1, 0>(p, v, Ev, n, ev_vectors, o);
   for (idx c = ev_vectors; c < Ev; ++c) {
     for (int r = 0; r < kRows; ++r) {
       float sum = o[r][c];
       for (idx j = 0; j < n; ++j) {
         const float x = p[r][j];
         if (kDropHidden && x == 0.0f && std::signbit(x)) continue;
-        sum += x * KvLoad<KV>::scaled(v[j * Ev + c]);
+        sum += x * ValueLoad<KV>::scaled(v[j * Ev + c]);
       }
       o[r][c] = sum;
     }
@@ -404,7 +308,7 @@ class SplitTask {
         if (s[j] == kNegInf) continue;  // hidden: its V (even NaN) is left out
         const float w = std::exp(s[j] - M) / L;
         const KV* v = values_ + (j0 + j) * d_.Ev;
-        for (idx c = 0; c < d_.Ev; ++c) out[c] += w * KvLoad<KV>::exact(v[c]);
+        for (idx c = 0; c < d_.Ev; ++c) out[c] += w * ValueLoad<KV>::exact(v[c]);
       }
     }
   }
@@ -417,13 +321,6 @@ class SplitTask {
   const KV* values_;
   int64_t first_key_, end_key_;
 };
-
-bool all_finite(const float* x, idx n) {
-  for (idx i = 0; i < n; ++i) {
-    if (!std::isfinite(x[i])) return false;
-  }
-  return true;
-}
 
 // Merges the splits of one (batch, KV head) into its R output rows (and lse).
 template <typename KV>
@@ -453,7 +350,7 @@ void merge_group(const Decode& d, const SplitTask<KV>& task, idx b, idx kv_head,
       for (idx c = 0; c < d.Ev; ++c) out[c] += part[c] * w;
     }
     const float inv = 1.0f / L;  // L ≥ 1 (the largest score's own term): inv·2^112 is finite
-    for (idx c = 0; c < d.Ev; ++c) out[c] *= inv * KvLoad<KV>::kUnscale;
+    for (idx c = 0; c < d.Ev; ++c) out[c] *= inv * ValueLoad<KV>::kUnscale;
     if (lse) lse[out_row] = M + std::log(L);
     if (!all_finite(out, d.Ev) || !std::isfinite(L)) task.recompute_row(row, M, L, out);
   }
@@ -464,17 +361,13 @@ void run_decode(const Decode& d, float* output, int threads, float* lse) {
   const AttentionPlan& p = d.p;
   const idx splits = d.splits;
   const idx heads = static_cast<idx>(p.B * p.Hkv);
-  // One thread's time, roughly (memory-bound: about 2 bytes of K/V per ns): lets the pool leave
-  // sleeping helpers asleep for calls too short to gain from them.
-  const double serial_micros = static_cast<double>(p.B * p.Hkv) * static_cast<double>(p.Lk) *
-                               static_cast<double>(p.E + p.Ev) * 4.0 / 2000.0;
   parallel_for(threads, static_cast<int64_t>(heads * splits), [&](int64_t task, int worker) {
     const idx head = static_cast<idx>(task) / splits, s = static_cast<idx>(task) % splits;
     const SplitTask<KV> split_task(d, head / d.Hkv, head % d.Hkv, d.scratch + worker * d.R * kChunk);
     const int64_t begin = split_task.first_key() + s * d.keys_per_split;
     const int64_t end = std::min(split_task.end_key(), begin + d.keys_per_split);
     split_task.run(begin, std::max(begin, end), d.partials + (head * splits + s) * d.R * d.partial_row);
-  }, serial_micros);
+  });
   for (idx head = 0; head < heads; ++head) {
     const SplitTask<KV> task(d, head / d.Hkv, head % d.Hkv, d.scratch);
     merge_group(d, task, head / d.Hkv, head % d.Hkv, output, lse);

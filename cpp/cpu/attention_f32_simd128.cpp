@@ -61,7 +61,8 @@
 #include <type_traits>
 
 #include "core/masks.h"
-#include "cpu/dot_2x16.h"
+#include "core/round_up.h"
+#include "cpu/microkernels.h"
 #include "cpu/simd128.h"
 #include "cpu/tasks.h"
 
@@ -69,15 +70,11 @@ namespace sdpa {
 namespace {
 
 using namespace simd;
-using idx = std::ptrdiff_t;  // 32-bit in wasm32: cheaper address arithmetic than int64_t
 
 constexpr int kTileKeys = kSimd128TileKeys;  // Bc: keys per streamed K/V tile
 constexpr int kBlockQueries = kSimd128BlockQueries;  // Bq: query rows per register-tiled block (even)
 constexpr int kColumnVectors = 4;  // register tile width: 4 f32x4 = 16 keys / value dims
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-constexpr int32_t kNegativeZeroBits = INT32_MIN;  // bit pattern of -0.0f: "hidden key"
-
-idx round_up(idx x, idx multiple) { return (x + multiple - 1) / multiple * multiple; }
 
 struct Sizes {
   idx tiles, ev4;           // key tiles per head, Ev rounded up to a whole f32x4
@@ -129,20 +126,6 @@ void pack_key_tile(const float* key, idx Lk, idx E, idx t, float* tile) {
 struct Columns {
   idx begin, end;
 };
-
-// Whether x[0, n) holds no NaN or Inf: x − x is 0 for a finite x and NaN otherwise, so the sum
-// of them stays 0 exactly when every element is finite.
-bool all_finite(const float* x, idx n) {
-  f32x4 probe = splat(0.0f);
-  idx i = 0;
-  for (; i + 4 <= n; i += 4) {
-    const f32x4 v = load(x + i);
-    probe = add(probe, sub(v, v));
-  }
-  float tail = 0.0f;
-  for (; i < n; ++i) tail += x[i] - x[i];
-  return horizontal_sum(probe) + tail == 0.0f;
-}
 
 // Running per-lane extremes of one score row (NaN left out of both).
 struct RowRange {
@@ -222,62 +205,13 @@ void scores_block(const float* query, idx rows, idx last_row, idx E, const float
   }
 }
 
-// o_r[0, 4·NV) += Σ_j p_r[j]·v[j, 0, 4·NV) for two rows over n keys. With kDropHidden, lanes
-// whose weight is -0.0 (hidden key) contribute nothing, even when v holds NaN or Inf there.
-// kFull: n is a whole tile (Bc), a compile-time trip count.
-template <int NV, bool kDropHidden, bool kFull>
-inline void accumulate_pv(const float* p0, const float* p1, const float* v, idx v_stride, idx n,
-                          float* o0, float* o1) {
-  f32x4 a0[NV], a1[NV];
-  for (int c = 0; c < NV; ++c) {
-    a0[c] = load(o0 + 4 * c);
-    a1[c] = load(o1 + 4 * c);
-  }
-  const f32x4 hidden = from_bits(kNegativeZeroBits);
-  const float* const end = p0 + (kFull ? kTileKeys : n);
-  for (const float* vj = v; p0 != end; ++p0, ++p1, vj += v_stride) {
-    const f32x4 x0 = splat(*p0), x1 = splat(*p1);
-    // A hidden key's V row becomes 0 (-0.0·0 then adds nothing): the same multiply-add as
-    // unmasked tiles, so a row's visible keys give the same bits with or without a mask.
-    const mask32x4 visible0 = bits_differ(x0, hidden), visible1 = bits_differ(x1, hidden);
-    for (int c = 0; c < NV; ++c) {
-      const f32x4 vc = load(vj + 4 * c);
-      if (kDropHidden) {
-        a0[c] = madd(x0, keep_where(vc, visible0), a0[c]);
-        a1[c] = madd(x1, keep_where(vc, visible1), a1[c]);
-      } else {
-        a0[c] = madd(x0, vc, a0[c]);
-        a1[c] = madd(x1, vc, a1[c]);
-      }
-    }
-  }
-  for (int c = 0; c < NV; ++c) {
-    store(o0 + 4 * c, a0[c]);
-    store(o1 + 4 * c, a1[c]);
-  }
-}
-
-template <bool kDropHidden, bool kFull>
-void accumulate_pv_chunk(int vectors, const float* p0, const float* p1, const float* v,
-                         idx v_stride, idx n, float* o0, float* o1) {
-  switch (vectors) {
-    case 1: return accumulate_pv<1, kDropHidden, kFull>(p0, p1, v, v_stride, n, o0, o1);
-    case 2: return accumulate_pv<2, kDropHidden, kFull>(p0, p1, v, v_stride, n, o0, o1);
-    case 3: return accumulate_pv<3, kDropHidden, kFull>(p0, p1, v, v_stride, n, o0, o1);
-    default: return accumulate_pv<4, kDropHidden, kFull>(p0, p1, v, v_stride, n, o0, o1);
-  }
-}
-
 // Two O rows += P·V over n keys (P rows p0 and p0 + Bc, V rows from v), in 2-row × 16-dim
-// register tiles.
+// register tiles (pv_columns, cpu/microkernels.h). kFull: n is a whole tile (Bc).
 template <bool kDropHidden, bool kFull>
 void accumulate_row_pair(const float* p0, const float* v, idx v_stride, idx n, idx ev4, float* o0) {
-  const float* p1 = p0 + kTileKeys;
-  float* o1 = o0 + ev4;
-  for (idx col = 0; col < ev4; col += 4 * kColumnVectors) {
-    const int vectors = static_cast<int>(std::min<idx>(kColumnVectors, (ev4 - col) / 4));
-    accumulate_pv_chunk<kDropHidden, kFull>(vectors, p0, p1, v + col, v_stride, n, o0 + col, o1 + col);
-  }
+  const float* p[2] = {p0, p0 + kTileKeys};
+  float* o[2] = {o0, o0 + ev4};
+  pv_columns<2, kColumnVectors, kDropHidden, 1, 1, kFull ? kTileKeys : 0>(p, v, v_stride, n, ev4, o);
 }
 
 // Vector constants, loaded once per task (see ExpConstants).
@@ -763,9 +697,6 @@ void attention_f32_simd128(const AttentionPlan& p, const AttentionInputs& in, fl
     }
   };
   const ForwardTasks tasks(static_cast<idx>(p.B * p.Hq), s.blocks, threads, p.causal);
-  // One thread's time, roughly (about 20000 multiply-adds per µs): lets the pool leave sleeping
-  // helpers asleep when waking them would cost more than they save.
-  const double serial_micros = p.multiply_adds() / 20000;
   // Query blocks [first_block, first_block + count) of one head, on `worker`'s scratch.
   auto attend_blocks = [&](idx head, idx first_block, idx count, int worker) {
     const idx b = head / s.Hq, h = head % s.Hq, kv = b * s.Hkv + h / s.group;
@@ -842,7 +773,7 @@ void attention_f32_simd128(const AttentionPlan& p, const AttentionInputs& in, fl
       if (s.scores) write_scores(blocks[i]);
     }
   };
-  tasks.run(threads, serial_micros, attend_blocks);
+  tasks.run(threads, attend_blocks);
 }
 
 }  // namespace sdpa

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -55,14 +56,9 @@ inline f32x4 or_bits(f32x4 a, f32x4 b) { return wasm_v128_or(a, b); }
 // Lanes of `a` where `m` holds, else `b`.
 inline f32x4 select(mask32x4 m, f32x4 a, f32x4 b) { return wasm_v128_bitselect(a, b, m); }
 inline f32x4 from_bits(int32_t bits) { return wasm_i32x4_splat(bits); }
-// Lanes (2, 3, 0, 1) and (1, 0, 3, 2): one pshufd each.
-inline f32x4 swap_halves(f32x4 v) { return wasm_i32x4_shuffle(v, v, 2, 3, 0, 1); }
-inline f32x4 swap_pairs(f32x4 v) { return wasm_i32x4_shuffle(v, v, 1, 0, 3, 2); }
-// Lanes (a0, b0, a1, b1), (a2, b2, a3, b3), (a0, a1, b0, b1) and (a2, a3, b2, b3).
-inline f32x4 interleave_low(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b, 0, 4, 1, 5); }
-inline f32x4 interleave_high(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b, 2, 6, 3, 7); }
-inline f32x4 low_halves(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b, 0, 1, 4, 5); }
-inline f32x4 high_halves(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b, 2, 3, 6, 7); }
+// Lanes (i0, i1, i2, i3) of the 8 lanes of a then b.
+template <int i0, int i1, int i2, int i3>
+inline f32x4 shuffle(f32x4 a, f32x4 b) { return wasm_i32x4_shuffle(a, b, i0, i1, i2, i3); }
 // 2^n from lanes holding 1.5·2^23 + n (bit pattern 0x4B400000 + n), n in [-126, 127]: move
 // n + 127 into the exponent field.
 inline f32x4 exp2_from_magic(f32x4 n_plus_magic) {
@@ -157,12 +153,8 @@ inline f32x4 and_bits(f32x4 a, f32x4 b) {
 }
 inline f32x4 select(mask32x4 m, f32x4 a, f32x4 b) { return m ? a : b; }
 inline f32x4 from_bits(int32_t bits) { return bit_cast<f32x4>(mask32x4{bits, bits, bits, bits}); }
-inline f32x4 swap_halves(f32x4 v) { return __builtin_shufflevector(v, v, 2, 3, 0, 1); }
-inline f32x4 swap_pairs(f32x4 v) { return __builtin_shufflevector(v, v, 1, 0, 3, 2); }
-inline f32x4 interleave_low(f32x4 a, f32x4 b) { return __builtin_shufflevector(a, b, 0, 4, 1, 5); }
-inline f32x4 interleave_high(f32x4 a, f32x4 b) { return __builtin_shufflevector(a, b, 2, 6, 3, 7); }
-inline f32x4 low_halves(f32x4 a, f32x4 b) { return __builtin_shufflevector(a, b, 0, 1, 4, 5); }
-inline f32x4 high_halves(f32x4 a, f32x4 b) { return __builtin_shufflevector(a, b, 2, 3, 6, 7); }
+template <int i0, int i1, int i2, int i3>
+inline f32x4 shuffle(f32x4 a, f32x4 b) { return __builtin_shufflevector(a, b, i0, i1, i2, i3); }
 inline f32x4 exp2_from_magic(f32x4 n_plus_magic) {
   return bit_cast<f32x4>((bit_cast<mask32x4>(n_plus_magic) + (127 - 0x4B400000)) << 23);
 }
@@ -179,6 +171,19 @@ inline void load_half8_scaled(const uint16_t* p, f32x4* v) {
 }
 
 #endif
+
+// Lanes (2, 3, 0, 1) and (1, 0, 3, 2): one pshufd each.
+inline f32x4 swap_halves(f32x4 v) { return shuffle<2, 3, 0, 1>(v, v); }
+inline f32x4 swap_pairs(f32x4 v) { return shuffle<1, 0, 3, 2>(v, v); }
+// Lanes (a0, b0, a1, b1), (a2, b2, a3, b3), (a0, a1, b0, b1) and (a2, a3, b2, b3).
+inline f32x4 interleave_low(f32x4 a, f32x4 b) { return shuffle<0, 4, 1, 5>(a, b); }
+inline f32x4 interleave_high(f32x4 a, f32x4 b) { return shuffle<2, 6, 3, 7>(a, b); }
+inline f32x4 low_halves(f32x4 a, f32x4 b) { return shuffle<0, 1, 4, 5>(a, b); }
+inline f32x4 high_halves(f32x4 a, f32x4 b) { return shuffle<2, 3, 6, 7>(a, b); }
+
+// The bit pattern of -0.0f: the kernels' weight of a hidden key (e^-inf = +0 with its sign set),
+// which adds nothing to a finite sum and which a bit compare tells from a true 0.
+constexpr int32_t kNegativeZeroBits = INT32_MIN;
 
 // Transposes the 4×4 block whose rows are r[0..3], in place (eight shuffles).
 inline void transpose4(f32x4 r[4]) {
@@ -221,6 +226,20 @@ inline float max_propagating_nan(float a, float b) {
   return (a != a || b != b) ? a + b : (a > b ? a : b);
 }
 inline float horizontal_sum(f32x4 v) { return (lane(v, 0) + lane(v, 1)) + (lane(v, 2) + lane(v, 3)); }
+// Whether x[0, n) holds no NaN or Inf: x − x is 0 for a finite x (−0, subnormals and FLT_MAX
+// included) and NaN otherwise, so the sum of them stays 0 exactly when every element is finite.
+inline bool all_finite(const float* x, std::ptrdiff_t n) {
+  f32x4 probe = splat(0.0f);
+  std::ptrdiff_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const f32x4 v = load(x + i);
+    probe = add(probe, sub(v, v));
+  }
+  float tail = 0.0f;
+  for (; i < n; ++i) tail += x[i] - x[i];
+  return horizontal_sum(probe) + tail == 0.0f;
+}
+
 // The smallest and the largest lane; lanes must not be NaN. Two shuffles and two pmin/pmax, no
 // branch: scalar compares of the lanes cost V8 a mispredicted branch on most score rows.
 inline float horizontal_min(f32x4 v) {

@@ -35,9 +35,8 @@ class ForwardTasks {
 
   // Runs every task on `threads` threads (cpu/thread_pool.h), calling
   // attend_blocks(head, first_block, block_count, worker) for each group of blocks.
-  // `serial_micros`: about how long one thread would take (see parallel_for).
   template <typename AttendBlocks>
-  void run(int threads, double serial_micros, AttendBlocks&& attend_blocks) const {
+  void run(int threads, AttendBlocks&& attend_blocks) const {
     auto attend_group = [&](idx head, idx group, int worker) {
       const idx first_block = group * per_task_;
       attend_blocks(head, first_block, std::min<idx>(per_task_, blocks_ - first_block), worker);
@@ -55,7 +54,7 @@ class ForwardTasks {
       } else {
         attend_blocks(heads_ - 1, first_split_block_ + (task - grouped_tasks_), 1, worker);
       }
-    }, serial_micros);
+    });
   }
 
  private:

@@ -42,7 +42,8 @@ void run_overlapped_work() {
 
 int max_threads() { return 1; }
 void set_max_threads(int) {}
-void parallel_for(int, int64_t tasks, ParallelBody body, void* context, double) {
+PoolWakeState pool_wake_state() { return {}; }
+void parallel_for(int, int64_t tasks, ParallelBody body, void* context) {
   run_overlapped_work();
   for (int64_t t = 0; t < tasks; ++t) body(context, t, 0);
 }
@@ -65,8 +66,8 @@ namespace {
 //    enough that an idle page does not keep a core busy for long. Waking a sleeping web worker
 //    is slow (up to milliseconds under load, and the posting thread is held up about as long,
 //    whether by a semaphore post or a condition variable's notify): spinning keeps back-to-back
-//    calls from paying that, and run() leaves sleepers asleep for a lone call shorter than a
-//    wake-up.
+//    calls from paying that, and dispatch/ leaves sleepers asleep for a lone call shorter than
+//    a wake-up (wake_state() is its input).
 //  - Dozing covers calls a few to 50 ms apart (a model's other layers in between): the helper
 //    looks at `announced` every 200 µs from timed waits that nobody ends, so the caller posts
 //    nothing and finds it within about a poll, for a fraction of a core.
@@ -86,13 +87,17 @@ class Pool {
   int max_threads() const { return max_threads_; }
   void set_max_threads(int n) { max_threads_ = std::max(1, n); }
 
-  void run(int threads, int64_t tasks, ParallelBody body, void* context, double serial_micros) {
+  PoolWakeState wake_state() const {
+    PoolWakeState state;
+    state.wake_micros = wake_micros_;
+    state.follows_last_call = now_ns() - last_end_ < spin_nanos_.load(std::memory_order_relaxed);
+    state.awake_helpers = leading_awake_helpers();
+    return state;
+  }
+
+  void run(int threads, int64_t tasks, ParallelBody body, void* context) {
     threads = static_cast<int>(std::min<int64_t>({threads, max_threads_, tasks}));
     const int64_t start = now_ns();
-    const bool follows_last_call = start - last_end_ < spin_nanos_.load(std::memory_order_relaxed);
-    if (threads > 1 && serial_micros > 0 && serial_micros < wake_micros_ && !follows_last_call) {
-      threads = std::min(threads, 1 + leading_awake_helpers());
-    }
     if (threads <= 1) {
       run_overlapped_work();
       for (int64_t t = 0; t < tasks; ++t) body(context, t, 0);
@@ -277,8 +282,9 @@ class Pool {
 
 int max_threads() { return Pool::get().max_threads(); }
 void set_max_threads(int n) { Pool::get().set_max_threads(n); }
-void parallel_for(int threads, int64_t tasks, ParallelBody body, void* context, double serial_micros) {
-  Pool::get().run(threads, tasks, body, context, serial_micros);
+PoolWakeState pool_wake_state() { return Pool::get().wake_state(); }
+void parallel_for(int threads, int64_t tasks, ParallelBody body, void* context) {
+  Pool::get().run(threads, tasks, body, context);
 }
 
 #endif

@@ -2,8 +2,9 @@
 // Built with SDPA_THREADS=0 (the single-thread wasm module) it runs everything on the caller.
 // Under Emscripten -pthread the std::threads are web workers: the JS side must have preloaded
 // enough of them (PTHREAD_POOL_SIZE) before the first call, since a worker cannot start while
-// the main thread blocks. How many threads a call gets is decided by threads_for
-// (dispatch/dispatch.h), which clamps to max_threads(); the pool runs the count it is given.
+// the main thread blocks. How many threads a call gets is decided in dispatch/ (threads_for and
+// threads_to_run, dispatch/dispatch.h), from the call's cost and the pool's wake state
+// (pool_wake_state below); the pool runs the count it is given.
 #pragma once
 
 #include <cstdint>
@@ -17,18 +18,27 @@ int max_threads();
 // Caps max_threads() (the JS layer sets it to the number of preloaded workers + 1).
 void set_max_threads(int n);
 
-// Calls body(context, task, worker) once for every task in [0, tasks), on at most
-// min(threads, tasks) threads (threads above max_threads() are a caller's bug and are cut to
-// it), the caller being worker 0 (workers are numbered
-// densely from 0). Tasks are handed out in increasing order from a shared counter, so put the
-// longest first. Returns when every task has finished. Not reentrant.
-// `serial_micros`, when known, is about how long one thread would take: a call shorter than
-// the time a sleeping helper has recently taken to wake runs without the sleeping helpers
-// (waking them would make it slower), unless it follows the previous call closely: in a
-// stream of calls the woken helpers then stay awake for the rest. Longer calls wake them: a
-// lone call of one to two wake-up times may lose a little, the calls after it gain.
+// What waking the pool's helpers would cost a call starting now.
+struct PoolWakeState {
+  // How long a sleeping helper has recently taken to start on a call, in µs (a moving average;
+  // 0 until one has been woken).
+  double wake_micros = 0;
+  // Whether this call follows the previous one while its helpers still spin: none needs waking.
+  bool follows_last_call = false;
+  // How many helpers, in the order a call of n threads announces helpers 1 … n − 1, can join
+  // without being woken (they spin or doze).
+  int awake_helpers = 0;
+};
+// The pool's wake state now (all zero in a build without threads).
+PoolWakeState pool_wake_state();
+
+// Calls body(context, task, worker) once for every task in [0, tasks), on min(threads, tasks)
+// threads (threads above max_threads() are a caller's bug and are cut to it), the caller being
+// worker 0 (workers are numbered densely from 0). Sleeping helpers among them are woken. Tasks
+// are handed out in increasing order from a shared counter, so put the longest first. Returns
+// when every task has finished. Not reentrant.
 using ParallelBody = void (*)(void* context, int64_t task, int worker);
-void parallel_for(int threads, int64_t tasks, ParallelBody body, void* context, double serial_micros = 0);
+void parallel_for(int threads, int64_t tasks, ParallelBody body, void* context);
 
 // Work the calling thread does while helpers run: within an OverlappedWork's scope, the first
 // parallel_for calls `work` on the caller once, after announcing the helpers and before the
@@ -56,12 +66,12 @@ void run_overlapped_work();
 
 // Convenience wrapper for a lambda (a temporary or a named one).
 template <typename F>
-void parallel_for(int threads, int64_t tasks, F&& body, double serial_micros = 0) {
+void parallel_for(int threads, int64_t tasks, F&& body) {
   using Body = std::remove_reference_t<F>;
   parallel_for(
       threads, tasks,
       [](void* c, int64_t task, int worker) { (*static_cast<Body*>(c))(task, worker); },
-      const_cast<void*>(static_cast<const void*>(&body)), serial_micros);
+      const_cast<void*>(static_cast<const void*>(&body)));
 }
 
 }  // namespace sdpa

@@ -4,16 +4,15 @@
 #include <string>
 
 #include "core/reference.h"
+#include "core/round_up.h"
 #include "cpu/attention_backward_f32_simd128.h"
 #include "cpu/attention_decode_f32_simd128.h"
 #include "cpu/attention_f32_simd128.h"
 #include "cpu/thread_pool.h"
+#include "dispatch/cost_model.h"
 
 namespace sdpa {
 namespace {
-
-// Multiply-adds below which another thread costs more than it saves (see threads_for).
-constexpr double kMultiplyAddsPerThread = 1 << 18;
 
 // The backward's own forward (output, lse and the forward's scratch) after its workspace.
 uint64_t simd_forward_bytes(const AttentionPlan& plan) {
@@ -24,7 +23,7 @@ uint64_t simd_forward_bytes(const AttentionPlan& plan) {
 }
 
 // Bytes of a widened float16 input, rounded up so that what follows stays 16-byte aligned.
-uint64_t widened_bytes(int64_t elements) { return (static_cast<uint64_t>(elements) * sizeof(float) + 15) / 16 * 16; }
+uint64_t widened_bytes(int64_t elements) { return round_up(static_cast<uint64_t>(elements) * sizeof(float), 16); }
 
 // Which float16 inputs run_attention widens to float32 before the kernel of `plan` runs.
 struct Widened {
@@ -84,6 +83,7 @@ void run_float32(Backend backend, const AttentionPlan& plan, const AttentionInpu
       return;
     }
     case Backend::kSimd128:
+      if (threads > 1) threads = threads_to_run(backend, plan, threads, pool_wake_state());
       if (uses_decode_kernel(plan)) {
         attention_decode_f32_simd128(plan, in, decode_split(plan), output, static_cast<float*>(workspace),
                                      threads, lse);
@@ -104,8 +104,16 @@ bool float16_in_place(Backend backend, const AttentionPlan& plan) {
 int threads_for(Backend backend, Pass pass, const AttentionPlan& plan, int requested, int pool_threads) {
   if (backend != Backend::kSimd128 || pass != Pass::kForward) return 1;
   const int allowed = std::max(1, requested <= 0 ? pool_threads : std::min(requested, pool_threads));
-  const int useful = static_cast<int>(std::max(1.0, plan.multiply_adds() / kMultiplyAddsPerThread));
+  const int useful = static_cast<int>(std::max(1.0, plan.multiply_adds() / cost::kForwardMultiplyAddsPerThread));
   return std::min(allowed, useful);
+}
+
+int threads_to_run(Backend backend, const AttentionPlan& plan, int threads, const PoolWakeState& wake) {
+  if (backend != Backend::kSimd128 || threads <= 1 || wake.follows_last_call) return threads;
+  const double serial_micros =
+      uses_decode_kernel(plan) ? cost::decode_serial_micros(plan) : cost::forward_serial_micros(plan);
+  if (serial_micros >= wake.wake_micros) return threads;
+  return std::min(threads, 1 + wake.awake_helpers);
 }
 
 bool uses_decode_kernel(const AttentionPlan& plan) {
@@ -114,12 +122,10 @@ bool uses_decode_kernel(const AttentionPlan& plan) {
 }
 
 DecodeSplit decode_split(const AttentionPlan& plan) {
-  const int64_t chunk = kDecodeChunkKeys;
-  const auto round_up = [&](int64_t x) { return std::max<int64_t>(chunk, (x + chunk - 1) / chunk * chunk); };
   int64_t keys = 0;  // every (batch, KV head)'s keys
   for (int64_t b = 0; b < plan.B; ++b) keys += plan.Hkv * plan.key_length(b);
   DecodeSplit split;
-  split.keys_per_split = round_up(std::max(kDecodeMinSplitKeys, (keys + kDecodeTasks - 1) / kDecodeTasks));
+  split.keys_per_split = round_up(std::max(kDecodeMinSplitKeys, (keys + kDecodeTasks - 1) / kDecodeTasks), kDecodeChunkKeys);
   split.splits_per_head = std::max<int64_t>(1, (plan.Lk + split.keys_per_split - 1) / split.keys_per_split);
   return split;
 }

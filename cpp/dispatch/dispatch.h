@@ -1,5 +1,6 @@
 // The CPU backends of the forward and backward passes, the one place that chooses between them,
-// and the one per-call thread policy. Kernels and the pool run on the thread count given here.
+// and the one per-call thread policy (threads_for, threads_to_run; the kernels' cost estimates it
+// reads are in dispatch/cost_model.h). Kernels and the pool run on the thread count given here.
 //   forward   scalar: attention_reference<float> (plain loops, materializes one [Lq, Lk] head)
 //             simd:   attention_f32_simd128 (fused, tiled, online softmax; multi-threaded), or
 //                     attention_decode_f32_simd128 when the query rows per KV head are few and
@@ -18,6 +19,7 @@
 #include "core/reference_backward.h"
 #include "cpu/attention_decode_f32_simd128.h"
 #include "cpu/attention_f32_simd128.h"
+#include "cpu/thread_pool.h"
 
 namespace sdpa {
 
@@ -28,13 +30,22 @@ enum class Backend {
 
 enum class Pass { kForward, kBackward };
 
-// The threads one call runs on, given the threads asked for (`requested`, <= 0: every thread of
-// the pool) and the pool's size (`pool_threads`, cpu/thread_pool.h's max_threads()):
-// min(requested, pool_threads) for the SIMD forward, cut so that each thread gets at least about
-// 256K multiply-adds (~10 µs: below that the hand-off and the packing of K on one thread while
-// the others wait cost more than another thread saves). The scalar backend and every backward
-// kernel run on one thread. At least 1.
+// The threads one call may run on, what its workspace is sized for, given the threads asked for
+// (`requested`, <= 0: every thread of the pool) and the pool's size (`pool_threads`,
+// cpu/thread_pool.h's max_threads()): min(requested, pool_threads) for the SIMD forward, cut so
+// that each thread gets at least cost::kForwardMultiplyAddsPerThread multiply-adds (below that the
+// hand-off and the packing of K on one thread while the others wait cost more than another thread
+// saves). The scalar backend and every backward kernel run on one thread. At least 1.
 int threads_for(Backend backend, Pass pass, const AttentionPlan& plan, int requested, int pool_threads);
+
+// The threads the call runs on now, from threads_for's count (`threads`) and the pool's wake state
+// (cpu/thread_pool.h's pool_wake_state(); run_attention reads it just before the kernel): a call
+// that one thread finishes sooner than a sleeping helper has recently taken to wake runs on the
+// helpers still awake (waking the others would make it slower), unless it follows the previous
+// call while the helpers spin (in a stream of calls the helpers woken by one stay awake for the
+// rest). Longer calls wake them: a lone call of one to two wake-ups may lose a little, the calls
+// after it gain. One thread's time is the kernel's estimate in cost_model.h. At most `threads`.
+int threads_to_run(Backend backend, const AttentionPlan& plan, int threads, const PoolWakeState& wake);
 
 // Whether the SIMD forward of `plan` runs the decode kernel: at most kDecodeMaxRows query rows per
 // KV head ((Hq/Hkv)·Lq), at least kDecodeMinKeys keys, and no weights or score output.
@@ -58,7 +69,7 @@ bool float16_in_place(Backend backend, const AttentionPlan& plan);
 // float16 inputs' widened copies included; the caller allocates them (kernels never allocate).
 uint64_t workspace_bytes(Backend backend, const AttentionPlan& plan, int threads = 1);
 
-// Runs the forward on `threads` threads (the workspace must be sized for them). `weights` is
+// Runs the forward on threads_to_run(threads) threads (the workspace must be sized for `threads`). `weights` is
 // written only when plan.return_weights; `lse` ([B, Hq, Lq], the rows' log-sum-exp that the
 // backward pass reuses) only when not null; `scores` ([B, Hq, Lq, Lk], the stage
 // plan.return_scores) only when that stage is not kNone. With streamed inputs (in.arrival), the

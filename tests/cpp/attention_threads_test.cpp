@@ -32,18 +32,20 @@ TEST(ParallelFor, RunsEveryTaskOnceOnDenseWorkers) {
 }
 
 // Back-to-back calls with the thread count changing, some after a pause long enough for the
-// helpers to stop spinning and doze (3 ms), sleep lightly (60 ms) or sleep (1.1 s), some short
-// enough (serial_micros) to leave sleepers asleep: every task still runs exactly once.
+// helpers to stop spinning and doze (3 ms), sleep lightly (60 ms) or sleep (1.1 s), some on the
+// threads dispatch leaves a call far shorter than a wake-up (sleepers left asleep): every task
+// still runs exactly once.
 TEST(ParallelFor, BackToBackAndAfterSleeping) {
   set_max_threads(4);
+  const AttentionPlan tiny = plan_or_die(make_problem({1, 1, 1}, {1, 1, 1}, {1, 1, 1}, 906).request);
   std::vector<std::atomic<int>> runs(64);
   for (int call = 0; call < 3000; ++call) {
     if (call % 500 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(3));
     if (call % 1000 == 250) std::this_thread::sleep_for(std::chrono::milliseconds(call == 1250 ? 1100 : 60));
-    const int threads = 1 + call % 4;
+    int threads = 1 + call % 4;
+    if (call % 3 == 0) threads = threads_to_run(Backend::kSimd128, tiny, threads, pool_wake_state());
     const int64_t tasks = 1 + call % 64;
-    const double serial_micros = call % 3 == 0 ? 1.0 : 0.0;
-    parallel_for(threads, tasks, [&](int64_t t, int) { runs[static_cast<size_t>(t)]++; }, serial_micros);
+    parallel_for(threads, tasks, [&](int64_t t, int) { runs[static_cast<size_t>(t)]++; });
     for (int64_t t = 0; t < tasks; ++t) ASSERT_EQ(runs[static_cast<size_t>(t)].exchange(0), 1) << "call " << call;
   }
 }
@@ -124,6 +126,42 @@ TEST(ParallelFor, ThreadsForLeavesSmallCallsFewerThreads) {
   EXPECT_EQ(threads(512, 0), 8);   // 2^21
   EXPECT_EQ(threads(512, 4), 4);
   EXPECT_EQ(threads(4096, 0), 16);
+}
+
+// The wake cut: a call shorter on one thread than a helper's wake-up runs on the helpers awake,
+// unless it follows the previous call while they spin; never more threads than threads_for gave.
+TEST(ParallelFor, ThreadsToRunLeavesSleepersAsleepForShortCalls) {
+  // 1×64×64: 2^19 multiply-adds, about 26 µs on one thread (cost_model.h).
+  const AttentionPlan plan = plan_or_die(make_problem({1, 64, 64}, {1, 64, 64}, {1, 64, 64}, 909).request);
+  const auto run = [&](double wake_micros, bool follows, int awake, int threads = 4, Backend b = Backend::kSimd128) {
+    PoolWakeState wake;
+    wake.wake_micros = wake_micros;
+    wake.follows_last_call = follows;
+    wake.awake_helpers = awake;
+    return threads_to_run(b, plan, threads, wake);
+  };
+  EXPECT_EQ(run(0, false, 0), 4) << "no wake-up measured yet";
+  EXPECT_EQ(run(10, false, 0), 4) << "longer than a wake-up";
+  EXPECT_EQ(run(100, false, 0), 1);
+  EXPECT_EQ(run(100, false, 1), 2);
+  EXPECT_EQ(run(100, false, 3), 4);
+  EXPECT_EQ(run(100, false, 8), 4);
+  EXPECT_EQ(run(100, false, 8, 2), 2) << "never above threads_for's count";
+  EXPECT_EQ(run(100, true, 0), 4) << "follows the previous call: the helpers spin";
+  EXPECT_EQ(run(100, false, 0, 1), 1);
+  EXPECT_EQ(run(100, false, 0, 4, Backend::kScalar), 4) << "only the SIMD kernels run on the pool";
+}
+
+// The decode kernel's call is timed by its bytes of K/V, not its multiply-adds: 1×1×4096 keys,
+// E = Ev = 64, about 26 multiply-add µs but about 1 ms of reading.
+TEST(ParallelFor, ThreadsToRunTimesDecodeByItsBytes) {
+  const AttentionPlan plan = plan_or_die(make_problem({1, 1, 64}, {1, 4096, 64}, {1, 4096, 64}, 910).request);
+  ASSERT_TRUE(uses_decode_kernel(plan));
+  PoolWakeState wake;
+  wake.wake_micros = 500;
+  EXPECT_EQ(threads_to_run(Backend::kSimd128, plan, 2, wake), 2);
+  wake.wake_micros = 5000;
+  EXPECT_EQ(threads_to_run(Backend::kSimd128, plan, 2, wake), 1);
 }
 
 void ExpectSameOnThreads(const Problem& p, const char* what) {

@@ -41,6 +41,9 @@
 
 //! include attention_common.wgsl.inc
 //! include attention_flash_common.wgsl.inc
+//! include attention_flash_finish.wgsl.inc
+
+const LANES: u32 = 1u;  // invocations per query row (finish_row)
 
 // Zero-padded to E_PAD/EV_PAD columns, so every loop below has a compile-time trip count
 // (unrollable, private arrays stay in registers) and padding adds exact zeros.
@@ -140,21 +143,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   }
 
   if (!row.in_range) { return; }
-  let sink = fold_sink(row.h, m, l, seen && !nan_row);
-  m = sink.m;
-  l = sink.l;
-  for (var c4 = 0u; c4 < EV4; c4++) { acc[c4] *= sink.rescale; }
-  if (sink.applied) { visible_count = 0u; }  // the weights no longer sum to 1: no single-key copy
-  var inv_l = select(0.0, 1.0 / l, seen);
-  // acc holds l·output; where it overflowed the row is recomputed with normalized weights.
-  var overflowed = false;
-  for (var c4 = 0u; c4 < EV4; c4++) { overflowed = overflowed || !all_finite4(acc[c4]); }
-  if (overflowed && seen && !nan_row && visible_count != 1u) {
-    for (var c4 = 0u; c4 < EV4; c4++) { acc[c4] = normalized_output4(row, q_row, m, l, c4); }
-    inv_l = 1.0;
-  }
-  for (var c = 0u; c < p.Ev; c++) {
-    output[row.out_row * p.Ev + c] = output_value(row, acc[c / 4u][c % 4u] * inv_l, visible_count, single_key, seen, nan_row, c);
-  }
-  if (WRITE_STATS) { write_row_stats(row, m, l, seen, nan_row); }
+  finish_row(row, q_row, 0u, m, l, acc, visible_count, single_key, seen, nan_row);
 }

@@ -30,10 +30,10 @@
 
 //! include attention_common.wgsl.inc
 //! include attention_flash_common.wgsl.inc
+//! include attention_flash_finish.wgsl.inc
 
 const THREADS: u32 = ROWS * LANES;
 const KEYS_PER_LANE: u32 = BLOCK_KEYS / LANES;
-const COLS_PER_LANE: u32 = EV4 / LANES;  // EV_PAD is 16, 32, 64 or 128
 const KV_STRIDE: u32 = max(E4, EV4) + 1u;
 const P_STRIDE: u32 = BLOCK_KEYS + 1u;
 const HIDDEN_BITS: u32 = 0x80000000u;  // −0.0: a hidden key's weight in the P tile
@@ -202,27 +202,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   }
   if (!row.in_range) { return; }
 
-  let sink = fold_sink(row.h, m, l_row, seen && !nan_any);
-  m = sink.m;
-  l_row = sink.l;
-  for (var c = 0u; c < COLS_PER_LANE; c++) { acc[c] *= sink.rescale; }
-  if (sink.applied) { count_row = 0u; }  // the weights no longer sum to 1: no single-key copy
-  var inv_l = select(0.0, 1.0 / l_row, seen);
-  // acc holds l·output; where it overflowed this lane's columns are recomputed with normalized
-  // weights.
-  var overflowed = false;
-  for (var c = 0u; c < COLS_PER_LANE; c++) { overflowed = overflowed || !all_finite4(acc[c]); }
-  if (overflowed && seen && !nan_any && count_row != 1u) {
-    for (var c = 0u; c < COLS_PER_LANE; c++) { acc[c] = normalized_output4(row, q_row, m, l_row, lane + LANES * c); }
-    inv_l = 1.0;
-  }
-  for (var c = 0u; c < COLS_PER_LANE; c++) {
-    for (var d = 0u; d < 4u; d++) {
-      let col = 4u * (lane + LANES * c) + d;
-      if (col < p.Ev) {
-        output[row.out_row * p.Ev + col] = output_value(row, acc[c][d] * inv_l, count_row, single_key, seen, nan_any, col);
-      }
-    }
-  }
-  if (WRITE_STATS && lane == 0u) { write_row_stats(row, m, l_row, seen, nan_any); }
+  finish_row(row, q_row, lane, m, l_row, acc, count_row, single_key, seen, nan_any);
 }
