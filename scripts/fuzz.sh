@@ -25,7 +25,7 @@ for variant in separate fused; do
   step "building build/fuzz/attention_fuzz_$variant (clang, -fsanitize=fuzzer,address,undefined ${defines[*]})"
   clang++ -std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
     -fno-sanitize-recover=undefined -Icpp "${defines[@]}" \
-    cpp/core/*.cpp cpp/cpu/*.cpp cpp/extras/*.cpp cpp/webgpu/plan.cpp tests/fuzz/attention_fuzz.cpp -o "build/fuzz/attention_fuzz_$variant"
+    cpp/core/*.cpp cpp/cpu/*.cpp cpp/dispatch/*.cpp cpp/extras/*.cpp cpp/webgpu/plan.cpp tests/fuzz/attention_fuzz.cpp -o "build/fuzz/attention_fuzz_$variant"
   step "fuzzing the $variant multiply-adds for $((seconds / 2))s (2 workers)"
   # Run in build/fuzz: libFuzzer writes its per-job fuzz-<n>.log files into the working directory.
   (cd build/fuzz && "./attention_fuzz_$variant" -max_total_time="$((seconds / 2))" -timeout=20 \
