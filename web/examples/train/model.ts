@@ -69,25 +69,34 @@ export function checkConfig(config: LabConfig): LabConfig {
   return config;
 }
 
-/** The model's parameters, initialised from `seed` (one stream, each tensor at its own offset). */
-export function initParameters(attn: Attention, heads: number, layers: number, seed: number): Parameter[] {
+/** The names and shapes of the model's parameters, in order. */
+export function parameterShapes(heads: number, layers: number): { name: string; shape: [number, number] }[] {
   const inner = heads * HEAD_DIM;
-  const params: Parameter[] = [];
-  let offset = 0;
-  const add = (name: string, t: Tensor) => {
-    params.push({ name, shape: [t.shape[0]!, t.shape[1]!], data: t.data });
-    offset += t.data.length;
-  };
-  add('embedding', attn.randomUniform([VOCAB.length, TOKEN_DIM], seed, { low: -1, high: 1, offset }));
+  const shapes: { name: string; shape: [number, number] }[] = [{ name: 'embedding', shape: [VOCAB.length, TOKEN_DIM] }];
   for (let l = 1; l <= layers; l++) {
-    add(`layer${l}.wQ`, attn.xavierUniform([MODEL_DIM, inner], seed, offset));
-    add(`layer${l}.wK`, attn.xavierUniform([MODEL_DIM, inner], seed, offset));
-    add(`layer${l}.wV`, attn.xavierUniform([MODEL_DIM, inner], seed, offset));
-    add(`layer${l}.wO`, attn.xavierUniform([inner, MODEL_DIM], seed, offset));
+    for (const w of ['wQ', 'wK', 'wV']) shapes.push({ name: `layer${l}.${w}`, shape: [MODEL_DIM, inner] });
+    shapes.push({ name: `layer${l}.wO`, shape: [inner, MODEL_DIM] });
   }
-  add('readout', attn.xavierUniform([MODEL_DIM, VOCAB.length], seed, offset));
-  params.push({ name: 'readoutBias', shape: [1, VOCAB.length], data: new Float32Array(VOCAB.length) });
-  return params;
+  shapes.push({ name: 'readout', shape: [MODEL_DIM, VOCAB.length] }, { name: 'readoutBias', shape: [1, VOCAB.length] });
+  return shapes;
+}
+
+/**
+ * The model's parameters, initialised from `seed`'s stream, each tensor from its own draws (in
+ * order): the embedding U(−1, 1), the matrices Xavier-uniform, the read-out bias 0.
+ */
+export function initParameters(attn: Attention, heads: number, layers: number, seed: number): Parameter[] {
+  let offset = 0;
+  return parameterShapes(heads, layers).map(({ name, shape }) => {
+    const data =
+      name === 'readoutBias'
+        ? new Float32Array(shape[1])
+        : name === 'embedding'
+          ? attn.randomUniform(shape, seed, { low: -1, high: 1, offset }).data
+          : attn.xavierUniform(shape, seed, offset).data;
+    offset += data.length;
+    return { name, shape, data };
+  });
 }
 
 /** y[n, dout] = x[n, din]·w[din, dout]. */
