@@ -25,6 +25,10 @@ export interface Progress {
   shown: { tokens: number[]; answer: Answer };
   /** Training speed over the last update, steps per second (0 before the first step). */
   stepsPerSecond: number;
+  /** Workers that computed the last update's steps (1: the trainer alone). */
+  workers: number;
+  /** The last probes' speeds, steps per second, alone and with the shard workers (0: not yet measured). */
+  measured: { alone: number; shared: number };
 }
 
 /** Trainer worker → main thread. */

@@ -17,8 +17,11 @@ const TARGET_LOSS = LOSS_FLOOR + 0.05;
 const TARGET_WEIGHT = 0.9;
 const RATES = [0.003, 0.01, 0.03, 0.1];
 const DEFAULTS = { task: 'copy' as TaskName, heads: 2, layers: 1, learningRate: 0.03, seed: 1 };
-/** The loss plot is redrawn at most this often (a redraw is a few ms; updates come every 100 ms). */
-const PLOT_MS = 400;
+/** The loss plot's top (the untrained loss is about ln 8 ≈ 2.08). */
+const LOSS_YMAX = 2.2;
+const BATCH_COLOR = 'var(--muted)';
+const HELD_COLOR = 'var(--accent)';
+const FLOOR_COLOR = '#d95f02';
 const CELL = 16;
 
 const TASK_LABEL: Record<TaskName, string> = {
@@ -28,7 +31,9 @@ const TASK_LABEL: Record<TaskName, string> = {
 
 const DEFAULT_SEQUENCE: Record<TaskName, string> = { copy: 'HEADBADCAFEB', induction: 'BEADCHBEADC' };
 
-const weightColor = Plot.scale({ color: { type: 'linear', scheme: 'viridis', domain: [0, 1] } });
+/** Viridis at weights 0, 0.01, …, 1 (the page's colour for weights), looked up on every update. */
+const weightScale = Plot.scale({ color: { type: 'linear', scheme: 'viridis', domain: [0, 1] } });
+const WEIGHT_COLORS = Array.from({ length: 101 }, (_, i) => String(weightScale.apply(i / 100)));
 
 /** The configuration in the URL (tlt task, tlh heads, tll layers, tlr learning rate, tls seed); defaults where absent or invalid. */
 function configFromUrl(): LabConfig {
@@ -43,67 +48,69 @@ function configFromUrl(): LabConfig {
   };
 }
 
-const SVG = 'http://www.w3.org/2000/svg';
-function svg(tag: string, attrs: Record<string, string | number>, text?: string): SVGElement {
-  const e = document.createElementNS(SVG, tag);
-  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
-  if (text !== undefined) e.textContent = text;
-  return e;
+/** An empty curve of the loss plot. */
+function lossPath(stroke: string, width: number): SVGPathElement {
+  const path = document.createElementNS('http://www.w3.org/2000/svg', 'path');
+  for (const [k, v] of Object.entries({ fill: 'none', stroke, 'stroke-width': String(width) })) path.setAttribute(k, v);
+  return path;
 }
+
+/** Left and top margin of a head's map, for the letters. */
+const MAP_PAD = 18;
+const MAP_SIZE = MAP_PAD + LENGTH * CELL;
+/** The maps' letters, in CSS px (the canvas is never scaled down). */
+const MAP_FONT_PX = 12;
 
 /**
  * A LENGTH × LENGTH heatmap of one head's weights on the shown sequence (rows: queries, columns:
- * keys, labelled by their tokens), the right keys ringed. Drawn once; `update` recolours it.
+ * keys, labelled by their tokens), the right keys ringed. A canvas: repainting it on every update
+ * costs no style or layout work, which hundreds of recoloured SVG cells would.
  */
 class HeadMap {
   readonly figure: HTMLElement;
-  private readonly cells: SVGElement[] = [];
-  private readonly labels: SVGElement[] = [];
-  private readonly rings: SVGElement[] = [];
+  private readonly canvas: HTMLCanvasElement;
   private readonly score: HTMLElement;
 
   constructor(title: string, name: string) {
-    const pad = 18;
-    const size = pad + LENGTH * CELL;
-    const root = svg('svg', { width: size, height: size, viewBox: `0 0 ${size} ${size}`, class: 'tl-map' });
-    for (let i = 0; i < LENGTH; i++) {
-      const row = svg('text', { x: pad - 4, y: pad + i * CELL + CELL / 2, 'text-anchor': 'end', 'dominant-baseline': 'central' });
-      const col = svg('text', { x: pad + i * CELL + CELL / 2, y: pad - 5, 'text-anchor': 'middle' });
-      this.labels.push(row, col);
-      root.append(row, col);
-      for (let j = 0; j < LENGTH; j++) {
-        const cell = svg('rect', { x: pad + j * CELL, y: pad + i * CELL, width: CELL - 1, height: CELL - 1, fill: 'var(--masked-cell)' });
-        this.cells.push(cell);
-        root.append(cell);
-      }
-    }
-    for (let i = 0; i < LENGTH; i++) {
-      const ring = svg('rect', { x: 0, y: pad + i * CELL - 0.5, width: CELL, height: CELL, class: 'tl-ring', visibility: 'hidden' });
-      this.rings.push(ring);
-      root.append(ring);
-    }
+    const dpr = Math.max(1, Math.round(window.devicePixelRatio || 1));
+    this.canvas = el('canvas', { class: 'tl-map', width: MAP_SIZE * dpr, height: MAP_SIZE * dpr, role: 'img', 'data-font-px': MAP_FONT_PX });
+    this.canvas.style.width = this.canvas.style.height = `${MAP_SIZE}px`;
     this.score = el('span', { class: 'tl-score' });
-    this.figure = el('figure', { class: 'tl-head', 'data-testid': 'tl-head', 'data-name': name }, el('figcaption', {}, el('span', { text: title }), this.score), root);
+    this.figure = el('figure', { class: 'tl-head', 'data-testid': 'tl-head', 'data-name': name }, el('figcaption', {}, el('span', { text: title }), this.score), this.canvas);
   }
 
-  /** Weights `n × n` of the sequence `tokens` (n ≤ LENGTH); `score` the head's held-out mean weight on the right key. */
+  /** Weights `n × n` of the sequence `tokens` (n ≤ LENGTH), or null for the right pattern; `score` the head's held-out mean weight on the right key. */
   update(tokens: number[], weights: ArrayLike<number> | null, task: TaskName, score: number | null): void {
     const n = tokens.length;
-    const pad = 18;
-    for (let i = 0; i < LENGTH; i++) {
-      this.labels[2 * i]!.textContent = i < n ? VOCAB[tokens[i]!]! : '';
-      this.labels[2 * i + 1]!.textContent = i < n ? VOCAB[tokens[i]!]! : '';
-      for (let j = 0; j < LENGTH; j++) {
-        const visible = i < n && j < n && j <= i;
-        const w = weights && visible ? weights[i * n + j]! : visible ? (j === rightKey(task, i) ? 1 : 0) : -1;
-        this.cells[i * LENGTH + j]!.setAttribute('fill', w < 0 ? 'var(--tl-empty)' : weightColor.apply(w) as string);
+    const ctx = this.canvas.getContext('2d')!;
+    const dpr = this.canvas.width / MAP_SIZE;
+    const style = getComputedStyle(this.figure);
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, MAP_SIZE, MAP_SIZE);
+    ctx.font = `${MAP_FONT_PX}px ui-monospace, monospace`;
+    ctx.fillStyle = style.color;
+    ctx.textAlign = 'end';
+    ctx.textBaseline = 'middle';
+    for (let i = 0; i < n; i++) ctx.fillText(VOCAB[tokens[i]!]!, MAP_PAD - 4, MAP_PAD + i * CELL + CELL / 2);
+    ctx.textAlign = 'center';
+    ctx.textBaseline = 'alphabetic';
+    for (let j = 0; j < n; j++) ctx.fillText(VOCAB[tokens[j]!]!, MAP_PAD + j * CELL + CELL / 2, MAP_PAD - 5);
+    for (let i = 0; i < n; i++) {
+      for (let j = 0; j <= i; j++) {
+        const w = weights ? weights[i * n + j]! : j === rightKey(task, i) ? 1 : 0;
+        ctx.fillStyle = WEIGHT_COLORS[Math.round(Math.min(1, Math.max(0, w)) * 100)]!;
+        ctx.fillRect(MAP_PAD + j * CELL, MAP_PAD + i * CELL, CELL - 1, CELL - 1);
       }
-      const key = i < n ? rightKey(task, i) : -1;
-      this.rings[i]!.setAttribute('visibility', key >= 0 ? 'visible' : 'hidden');
-      if (key >= 0) this.rings[i]!.setAttribute('x', String(pad + key * CELL - 0.5));
+    }
+    ctx.strokeStyle = style.getPropertyValue('--focus').trim() || '#ff9f1c';
+    ctx.lineWidth = 2;
+    for (let i = 0; i < n; i++) {
+      const key = rightKey(task, i);
+      if (key >= 0) ctx.strokeRect(MAP_PAD + key * CELL - 0.5, MAP_PAD + i * CELL - 0.5, CELL, CELL);
     }
     this.score.textContent = score === null ? '' : `${fmt(score, 2)} on the right key`;
     this.figure.dataset.score = score === null ? '' : String(score);
+    this.canvas.setAttribute('aria-label', `${weights ? 'Attention weights' : 'The right pattern'} on ${decode(tokens)}: rows are queries, columns keys${score === null ? '' : `; mean weight on the right key ${fmt(score, 2)}`}`);
   }
 }
 
@@ -111,9 +118,9 @@ export function mountTrainingLab(app: App): void {
   const sec = document.getElementById('training')!;
   let config = configFromUrl();
   const cores = navigator.hardwareConcurrency || 1;
-  // Data parallelism: a shard worker computes half of each batch where there is a second core
-  // (tlworkers=1 in the URL keeps the trainer alone, for comparison).
-  const shardWorkerCount = cores >= 2 && getParam('tlworkers') !== '1' ? 1 : 0;
+  // Data parallelism: a shard worker can compute half of each batch where there is a second core
+  // (the trainer measures whether it helps and uses it only then).
+  const shardWorkerCount = cores >= 2 ? 1 : 0;
 
   const taskSelect = el('select', { id: 'tl-task' }, ...TASK_NAMES.map((t) => el('option', { value: t, text: TASK_LABEL[t] })));
   const headsSelect = el('select', { id: 'tl-heads' }, ...[1, 2, 3, 4].map((h) => el('option', { value: String(h), text: String(h) })));
@@ -133,6 +140,7 @@ export function mountTrainingLab(app: App): void {
   const sequenceError = el('p', { class: 'error-text', id: 'tl-sequence-error', role: 'alert' });
   const answerBox = el('div', { class: 'table-scroll tl-answer', 'data-testid': 'tl-answer' });
   const engine = el('p', { class: 'note', id: 'tl-engine' });
+  const speed = el('p', { class: 'note', id: 'tl-speed' });
 
   sec.append(
     el('p', { class: 'section-lede', text: 'Attention is learnt. Here a tiny model starts with random weights, so each head spreads its attention evenly, and is trained on a task whose answer is a position in the sequence. Press Train and watch each head’s weights move from uniform to that position.' }),
@@ -158,6 +166,7 @@ export function mountTrainingLab(app: App): void {
     sequenceError,
     answerBox,
     engine,
+    speed,
   );
 
   // ---- Workers ------------------------------------------------------------------------------
@@ -178,8 +187,6 @@ export function mountTrainingLab(app: App): void {
   let training = false;
   let step = 0;
   let maps: HeadMap[] = [];
-  let lastPlot = 0;
-  let plotTimer: ReturnType<typeof setTimeout> | undefined;
   let last: Progress | undefined;
   let trainingTo = RUN_STEPS;
   /** The current Train press: a 'stopped' of an earlier one is stale. */
@@ -222,53 +229,73 @@ export function mountTrainingLab(app: App): void {
     heads.replaceChildren(...maps.map((m) => m.figure), el('figure', { class: 'tl-legend' }, Plot.legend({ color: { type: 'linear', scheme: 'viridis', domain: [0, 1], label: 'weight' } })));
   }
 
-  function drawLoss(): void {
-    lastPlot = performance.now();
-    plotTimer = undefined;
-    // At most ~300 points of the batch loss (every k-th step).
-    const every = Math.max(1, Math.ceil(losses.length / 300));
-    const batch = losses.filter((_, i) => i % every === 0 || i === losses.length - 1).map(([x, y]) => ({ step: x, loss: y, series: 'training batch' }));
-    const held = heldOut.map(([x, y]) => ({ step: x, loss: y, series: 'held-out' }));
+  /**
+   * The loss plot: axes, legend and floor drawn by Observable Plot when the step range changes; the
+   * two curves are paths in it, redrawn from the plot's own scales on every update (a full redraw
+   * costs tens of ms, a path a fraction of one).
+   */
+  let lossAxes: { domain: number; x: (v: number) => number; y: (v: number) => number; batch: SVGPathElement; held: SVGPathElement } | undefined;
+  function drawLossAxes(): void {
     const width = Math.min(640, Math.max(280, sec.clientWidth - 8));
+    const domain = Math.max(RUN_STEPS, trainingTo);
     const plot = Plot.plot({
       width,
       height: 220,
       marginLeft: 44,
       style: { background: 'transparent', fontSize: '12px' },
-      x: { label: 'step', domain: [0, Math.max(RUN_STEPS, step)], grid: true },
-      y: { label: 'loss (cross-entropy)', domain: [0, Math.max(2.2, ...held.map((d) => d.loss))], grid: true },
-      color: { legend: true, domain: ['training batch', 'held-out', 'floor'], range: ['#9aa4b5', '#2456c9', '#d95f02'] },
-      marks: [
-        Plot.ruleY([LOSS_FLOOR], { stroke: '#d95f02', strokeDasharray: '5,4' }),
-        Plot.line(batch, { x: 'step', y: 'loss', stroke: 'series', strokeWidth: 1 }),
-        Plot.line(held, { x: 'step', y: 'loss', stroke: 'series', strokeWidth: 2.5 }),
-      ],
+      x: { label: 'step', domain: [0, domain], grid: true },
+      y: { label: 'loss (cross-entropy)', domain: [0, LOSS_YMAX], grid: true, clamp: true },
+      color: { legend: true, domain: ['training batch', 'held-out', 'floor'], range: [BATCH_COLOR, HELD_COLOR, FLOOR_COLOR] },
+      marks: [Plot.ruleY([LOSS_FLOOR], { stroke: FLOOR_COLOR, strokeDasharray: '5,4' })],
     });
+    // With a legend, Plot returns a figure: the legend, then the plot's svg.
+    const plotSvg = plot instanceof SVGSVGElement ? plot : plot.querySelector(':scope > svg')!;
+    const batch = lossPath(BATCH_COLOR, 1);
+    const held = lossPath(HELD_COLOR, 2.5);
+    plotSvg.append(batch, held);
+    const xs = plot.scale('x')!;
+    const ys = plot.scale('y')!;
+    lossAxes = { domain, x: (v) => xs.apply(v) as number, y: (v) => ys.apply(Math.min(LOSS_YMAX, v)) as number, batch, held };
     lossBox.replaceChildren(el('figcaption', { text: `Loss: each step’s batch, and 64 held-out sequences; dashed: the floor (${fmt(LOSS_FLOOR, 3)})` }), plot);
   }
 
-  function scheduleLoss(): void {
-    if (plotTimer) return;
-    plotTimer = setTimeout(drawLoss, Math.max(0, PLOT_MS - (performance.now() - lastPlot)));
+  function drawLoss(): void {
+    if (!lossAxes || lossAxes.domain !== Math.max(RUN_STEPS, trainingTo)) drawLossAxes();
+    const { x, y, batch, held } = lossAxes!;
+    const path = (points: [number, number][]) => points.map(([s, l], i) => `${i ? 'L' : 'M'}${x(s).toFixed(1)},${y(l).toFixed(1)}`).join('');
+    batch.setAttribute('d', path(losses));
+    held.setAttribute('d', path(heldOut));
   }
 
+  /** The answer table of the shown sequence: built when the sequence or task changes, then its last two rows updated in place. */
+  let answerRows: { key: string; said: HTMLElement[]; sure: HTMLElement[] } | undefined;
   function showAnswer(p: Progress): void {
     const { tokens, answer } = p.shown;
-    const row = (head: string, cells: (Node | string)[]) => el('tr', {}, el('th', { scope: 'row', text: head }), ...cells.map((c) => el('td', {}, c)));
-    const said = answer.predicted.map((t, i) => {
-      const key = rightKey(config.task, i);
-      const right = key >= 0 && key < tokens.length ? tokens[key]! : -1;
-      const mark = right < 0 ? '' : t === right ? ' ✓' : ' ✗';
-      return el('span', { class: right < 0 ? 'tl-free' : t === right ? 'tl-right' : 'tl-wrong', title: `${fmt(answer.confidence[i]!, 2)} sure`, text: `${VOCAB[t]}${mark}` });
+    const key = `${config.task}:${decode(tokens)}`;
+    if (answerRows?.key !== key) {
+      const cells = () => tokens.map(() => el('td'));
+      const said = cells();
+      const sure = cells();
+      const row = (head: string, tds: HTMLElement[]) => el('tr', {}, el('th', { scope: 'row', text: head }), ...tds);
+      answerBox.replaceChildren(
+        el('table', { class: 'data tl-answer-table' },
+          el('tbody', {},
+            row('position', tokens.map((_, i) => el('td', { text: String(i + 1) }))),
+            row('letter', tokens.map((t) => el('td', { text: VOCAB[t]! }))),
+            row(config.task === 'copy' ? `model: ${COPY_OFFSET} back` : 'model: next', said),
+            row('sure', sure),
+          )),
+      );
+      answerRows = { key, said, sure };
+    }
+    answer.predicted.forEach((t, i) => {
+      const k = rightKey(config.task, i);
+      const right = k >= 0 && k < tokens.length ? tokens[k]! : -1;
+      const cell = answerRows!.said[i]!;
+      cell.textContent = `${VOCAB[t]}${right < 0 ? '' : t === right ? ' ✓' : ' ✗'}`;
+      cell.className = right < 0 ? '' : t === right ? 'tl-right' : 'tl-wrong';
+      answerRows!.sure[i]!.textContent = fmt(answer.confidence[i]!, 2);
     });
-    const table = el('table', { class: 'data tl-answer-table' },
-      el('tbody', {},
-        row('position', tokens.map((_, i) => String(i + 1))),
-        row('letter', tokens.map((t) => VOCAB[t]!)),
-        row(config.task === 'copy' ? `model: ${COPY_OFFSET} back` : 'model: next', said),
-        row('sure', answer.confidence.map((c) => fmt(c, 2))),
-      ));
-    answerBox.replaceChildren(table);
     answerBox.dataset.predicted = decode(answer.predicted);
     answerBox.dataset.tokens = decode(tokens);
   }
@@ -281,7 +308,9 @@ export function mountTrainingLab(app: App): void {
     if (!heldOut.length || heldOut[heldOut.length - 1]![0] !== p.step) heldOut.push([p.step, p.evaluation.loss]);
     const flat = p.evaluation.pattern.flatMap((heads, l) => heads.map((w, h) => ({ w, l, h })));
     const best = flat.reduce((a, b) => (b.w > a.w ? b : a));
-    status.textContent = `Step ${p.step}${training ? ` (training to ${trainingTo})` : ''} · held-out loss ${fmt(p.evaluation.loss, 3)} · best head: layer ${best.l + 1}, head ${best.h + 1}, ${fmt(best.w, 2)} of its weight on the right key${p.stepsPerSecond ? ` · ${Math.round(p.stepsPerSecond)} steps/s` : ''}`;
+    status.textContent = `Step ${p.step}${training ? ` (training to ${trainingTo})` : ''} · held-out loss ${fmt(p.evaluation.loss, 3)} · best head: layer ${best.l + 1}, head ${best.h + 1}, ${fmt(best.w, 2)} of its weight on the right key${p.stepsPerSecond ? ` · ${Math.round(p.stepsPerSecond)} steps/s on ${p.workers} worker${p.workers > 1 ? 's' : ''}` : ''}`;
+    status.dataset.workers = String(p.workers);
+    if (p.measured.alone && p.measured.shared) speed.textContent = `Measured: ${Math.round(p.measured.alone)} steps/s with the trainer alone, ${Math.round(p.measured.shared)} with a second worker computing half of each batch; training uses the faster (re-measured every 3 s or so).`;
     status.dataset.step = String(p.step);
     status.dataset.loss = String(p.evaluation.loss);
     status.dataset.pattern = String(best.w);
@@ -295,7 +324,7 @@ export function mountTrainingLab(app: App): void {
     maps[0]!.update(p.shown.tokens, null, config.task, null);
     p.shown.answer.weights.forEach((layer, l) => layer.forEach((w, h) => maps[1 + l * config.heads + h]?.update(p.shown.tokens, w, config.task, p.evaluation.pattern[l]![h]!)));
     showAnswer(p);
-    scheduleLoss();
+    drawLoss();
   }
 
   function setTraining(on: boolean): void {
@@ -335,7 +364,7 @@ export function mountTrainingLab(app: App): void {
   trainer.onmessage = (e: MessageEvent<TrainerReply>) => {
     const m = e.data;
     if (m.type === 'ready') {
-      engine.textContent = `Training runs in a web worker on sdpa-web’s ${m.backend} backend (${m.threads} thread)${m.shardWorkers ? `, with ${m.shardWorkers} more worker computing half of each batch (this device reports ${cores} cores)` : ` alone (this device reports ${cores} core${cores === 1 ? '' : 's'})`}; the page itself only draws.`;
+      engine.textContent = `Training runs in a web worker on sdpa-web’s ${m.backend} backend (${m.threads} thread)${m.shardWorkers ? `, and a second worker that can compute half of each batch (this device reports ${cores} cores)` : ` alone (this device reports ${cores} core${cores === 1 ? '' : 's'})`}; the page itself only draws.`;
       sec.dataset.ready = 'true';
     } else if (m.type === 'progress') {
       onProgress(m);

@@ -4,13 +4,12 @@ import { createAttention, type Attention } from 'sdpa-web';
 import { parameterShapes, TinyTransformer } from '../../../examples/train/model';
 import type { ShardReply, ShardRequest } from '../lib/training-protocol';
 
-let attn: Promise<Attention> | undefined;
-
 function serve(port: MessagePort): void {
+  // Created when the port arrives, so that the first shard does not wait for it.
+  const attn: Promise<Attention> = createAttention({ backend: 'simd', threads: 1 });
   port.onmessage = async (e: MessageEvent<ShardRequest>) => {
     const r = e.data;
     try {
-      attn ??= createAttention({ backend: 'simd', threads: 1 });
       const a = await attn;
       const params = parameterShapes(r.heads, r.layers).map((p, i) => ({ ...p, data: r.params[i]! }));
       const { lossSum, gradients } = new TinyTransformer(a, r.heads, r.layers, params).lossAndGradients(r.tokens, r.count, r.task, r.normalizer);
