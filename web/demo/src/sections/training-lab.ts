@@ -1,6 +1,6 @@
 // The training lab: a tiny attention model (web/examples/train) learns a task whose answer is an
-// attention pattern, trained in a worker (with a second worker computing half of each batch where
-// there are two cores) by sdpa-web's attention forward and backward. The page shows the loss falling
+// attention pattern, trained in a worker (with a second worker computing half of each batch when
+// that is measured to be faster) by sdpa-web's attention forward and backward. The page shows the loss falling
 // and every head's weights on one sequence moving from uniform to the pattern, then lets the
 // student type a sequence for the model to answer. Settings and seed live in the URL.
 import * as Plot from '@observablehq/plot';

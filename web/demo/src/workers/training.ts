@@ -52,8 +52,9 @@ async function trainStep(t: Trainer, shared: boolean): Promise<number> {
 /**
  * Whether the shard workers help is measured, not assumed: for such small batches a message round
  * trip per step can cost more than half a batch, and on a busy machine the second core may be
- * taken. Every PROBE_EVERY updates, one update trains alone and the next with the shard workers;
- * the updates in between use the faster. The run is the same either way (see above).
+ * taken. In every PROBE_EVERY updates, update 2 trains alone and update 3 with the shard workers
+ * (updates 0 and 1, with both, warm both up); the others use the faster. The run is the same
+ * either way (see above).
  */
 const PROBE_EVERY = 20;
 const measured = { alone: 0, shared: 0 };
@@ -62,7 +63,8 @@ let updates = 0;
 function useShardWorkers(): boolean {
   if (shardPorts.length === 0) return false;
   const phase = updates % PROBE_EVERY;
-  return phase === 0 ? false : phase === 1 ? true : measured.shared > measured.alone;
+  if (phase === 2 || phase === 3) return phase === 3;
+  return !(measured.alone && measured.shared) || measured.shared > measured.alone;
 }
 
 function progress(t: Trainer, losses: [number, number][], stepsPerSecond: number, workers: number): void {
@@ -75,6 +77,7 @@ async function train(untilStep: number, run: number): Promise<void> {
   if (!t) throw new Error('train before configure');
   const mine = ++generation;
   updates = 0;
+  measured.alone = measured.shared = 0;
   while (t.step < untilStep) {
     const shared = useShardWorkers();
     const start = performance.now();
@@ -87,7 +90,7 @@ async function train(untilStep: number, run: number): Promise<void> {
     // A 'configure' replaced the model: its updates are stale.
     if (trainer !== t) break;
     const rate = ((t.step - first) * 1000) / (performance.now() - start);
-    if (updates % PROBE_EVERY < 2) measured[shared ? 'shared' : 'alone'] = rate;
+    if (updates % PROBE_EVERY === 2 || updates % PROBE_EVERY === 3) measured[shared ? 'shared' : 'alone'] = rate;
     updates++;
     progress(t, losses, rate, shared ? 1 + shardPorts.length : 1);
     // Let 'stop', 'show' and 'configure' in.
