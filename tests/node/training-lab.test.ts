@@ -93,19 +93,21 @@ function trainingLoss64(params: Map<string, Float64Array>, layers: number, heads
     const k = matmul64(x, n, MODEL_DIM, params.get(`layer${l}.wK`)!, inner);
     const v = matmul64(x, n, MODEL_DIM, params.get(`layer${l}.wV`)!, inner);
     const heads64 = new Float64Array(n * inner);
+    const weights = new Float64Array(LENGTH);
     for (let b = 0; b < count; b++) {
       for (let h = 0; h < heads; h++) {
+        const at = (t: number) => (b * LENGTH + t) * inner + h * HEAD_DIM;
         for (let i = 0; i < LENGTH; i++) {
-          const at = (t: number, c: number) => (b * LENGTH + t) * inner + h * HEAD_DIM + c;
-          const scores = Array.from({ length: i + 1 }, (_, j) => {
-            let s = 0;
-            for (let c = 0; c < HEAD_DIM; c++) s += q[at(i, c)]! * k[at(j, c)]!;
-            return s / Math.sqrt(HEAD_DIM);
-          });
-          const max = Math.max(...scores);
-          const e = scores.map((s) => Math.exp(s - max));
-          const sum = e.reduce((a, z) => a + z, 0);
-          for (let j = 0; j <= i; j++) for (let c = 0; c < HEAD_DIM; c++) heads64[at(i, c)]! += (e[j]! / sum) * v[at(j, c)]!;
+          let max = -Infinity;
+          for (let j = 0; j <= i; j++) {
+            let dot = 0;
+            for (let c = 0; c < HEAD_DIM; c++) dot += q[at(i) + c]! * k[at(j) + c]!;
+            weights[j] = dot / Math.sqrt(HEAD_DIM);
+            max = Math.max(max, weights[j]!);
+          }
+          let sum = 0;
+          for (let j = 0; j <= i; j++) sum += weights[j] = Math.exp(weights[j]! - max);
+          for (let j = 0; j <= i; j++) for (let c = 0; c < HEAD_DIM; c++) heads64[at(i) + c]! += (weights[j]! / sum) * v[at(j) + c]!;
         }
       }
     }
