@@ -11,9 +11,9 @@
  *   backward by `attn.scaledDotProductAttentionBackward`);
  * - a read-out to the vocabulary, logits = x·W_U + b_U, and the mean cross-entropy over the task's
  *   query positions.
- * The dense layers and the cross-entropy are plain loops below (for these sizes a wasm call would
- * spend longer copying than computing). Weights are `attn.xavierUniform` draws (embedding:
- * `attn.randomUniform`) of the seed's stream, biases 0, so a seed gives the same model everywhere.
+ * The dense layers are `attn.matmul` calls (their transposes and the cross-entropy are loops below).
+ * Weights are `attn.xavierUniform` draws (embedding: `attn.randomUniform`) of the seed's stream,
+ * biases 0, so a seed gives the same model everywhere.
  */
 import type { Attention, Tensor } from 'sdpa-web';
 import { LENGTH, queryPositions, rightKey, sampleSequences, VOCAB, type TaskName } from './tasks.js';
@@ -99,44 +99,11 @@ export function initParameters(attn: Attention, heads: number, layers: number, s
   });
 }
 
-/** y[n, dout] = x[n, din]·w[din, dout]. */
-function linear(x: Float32Array, n: number, din: number, w: Float32Array, dout: number): Float32Array {
-  const y = new Float32Array(n * dout);
-  for (let r = 0; r < n; r++) {
-    const xr = r * din;
-    const yr = r * dout;
-    for (let k = 0; k < din; k++) {
-      const a = x[xr + k]!;
-      if (a === 0) continue;
-      const wk = k * dout;
-      for (let c = 0; c < dout; c++) y[yr + c]! += a * w[wk + c]!;
-    }
-  }
-  return y;
-}
-
-/**
- * Given dy = ∂L/∂(x·w): dw += xᵀ·dy and, when `dx` is given, dx[:, 0:dxColumns] += (dy·wᵀ)[:, 0:dxColumns]
- * (the one-hot position columns of the model's input need no gradient).
- */
-function linearBackward(x: Float32Array, dy: Float32Array, n: number, din: number, w: Float32Array, dout: number, dw: Float32Array, dx: Float32Array | null, dxColumns = din): void {
-  for (let r = 0; r < n; r++) {
-    const xr = r * din;
-    const yr = r * dout;
-    for (let k = 0; k < din; k++) {
-      const a = x[xr + k]!;
-      if (a === 0) continue;
-      const wk = k * dout;
-      for (let c = 0; c < dout; c++) dw[wk + c]! += a * dy[yr + c]!;
-    }
-    if (!dx) continue;
-    for (let k = 0; k < dxColumns; k++) {
-      const wk = k * dout;
-      let s = 0;
-      for (let c = 0; c < dout; c++) s += dy[yr + c]! * w[wk + c]!;
-      dx[xr + k]! += s;
-    }
-  }
+/** a `[rows, cols]` transposed to `[cols, rows]`, keeping only its first `keepRows` rows. */
+function transpose(a: Float32Array, rows: number, cols: number, keepRows = rows): Float32Array {
+  const t = new Float32Array(cols * keepRows);
+  for (let r = 0; r < keepRows; r++) for (let c = 0; c < cols; c++) t[c * keepRows + r] = a[r * cols + c]!;
+  return t;
 }
 
 /** [B·L, H·E] (rows of tokens) ↔ [B, H, L, E] (the attention layout). */
@@ -218,6 +185,23 @@ export class TinyTransformer {
     return this.params.find((p) => p.name === name)!.data;
   }
 
+  /** y[n, dout] = x[n, din]·w[din, dout], by `attn.matmul`. */
+  private linear(x: Float32Array, n: number, din: number, w: Float32Array, dout: number): Float32Array {
+    return this.attn.matmul({ data: x, shape: [n, din] }, { data: w, shape: [din, dout] }).data;
+  }
+
+  /**
+   * Given dy = ∂L/∂(x·w): dw += xᵀ·dy and, when `dx` is given, dx[:, 0:dxColumns] += (dy·wᵀ)[:, 0:dxColumns]
+   * (the one-hot position columns of the model's input need no gradient).
+   */
+  private linearBackward(x: Float32Array, dy: Float32Array, n: number, din: number, w: Float32Array, dout: number, dw: Float32Array, dx: Float32Array | null, dxColumns = din): void {
+    const gw = this.linear(transpose(x, n, din), din, n, dy, dout);
+    for (let i = 0; i < dw.length; i++) dw[i]! += gw[i]!;
+    if (!dx) return;
+    const gx = this.linear(dy, n, dout, transpose(w, din, dout, dxColumns), dxColumns);
+    for (let r = 0; r < n; r++) for (let k = 0; k < dxColumns; k++) dx[r * din + k]! += gx[r * dxColumns + k]!;
+  }
+
   /** The input rows [count·LENGTH, MODEL_DIM] of `tokens` (token ids, `count` rows of LENGTH). */
   private embed(tokens: ArrayLike<number>, count: number): Float32Array {
     const e = this.param('embedding');
@@ -236,19 +220,19 @@ export class TinyTransformer {
     let x = this.embed(tokens, count);
     const caches: LayerCache[] = [];
     for (let l = 1; l <= this.layers; l++) {
-      const project = (w: string): Tensor => ({ data: splitHeads(linear(x, n, MODEL_DIM, this.param(`layer${l}.${w}`), inner), count, this.heads), shape });
+      const project = (w: string): Tensor => ({ data: splitHeads(this.linear(x, n, MODEL_DIM, this.param(`layer${l}.${w}`), inner), count, this.heads), shape });
       const q = project('wQ');
       const k = project('wK');
       const v = project('wV');
       const r = this.attn.scaledDotProductAttentionSync(q, k, v, { isCausal: true, returnLogSumExp: true, returnWeights });
       const merged = mergeHeads(r.output.data, count, this.heads);
-      const out = linear(merged, n, inner, this.param(`layer${l}.wO`), MODEL_DIM);
+      const out = this.linear(merged, n, inner, this.param(`layer${l}.wO`), MODEL_DIM);
       caches.push({ input: x, q, k, v, output: r.output, logSumExp: r.logSumExp!, merged, weights: r.weights });
       // The last layer's output alone feeds the read-out: the answer can only come through attention.
       if (l < this.layers) for (let i = 0; i < x.length; i++) out[i]! += x[i]!;
       x = out;
     }
-    const logits = linear(x, n, MODEL_DIM, this.param('readout'), VOCAB.length);
+    const logits = this.linear(x, n, MODEL_DIM, this.param('readout'), VOCAB.length);
     const bias = this.param('readoutBias');
     for (let r = 0; r < n; r++) for (let c = 0; c < VOCAB.length; c++) logits[r * VOCAB.length + c]! += bias[c]!;
     return { logits, last: x, caches };
@@ -315,17 +299,17 @@ export class TinyTransformer {
     const dBias = grads.get('readoutBias')!;
     for (let r = 0; r < n; r++) for (let c = 0; c < vocab; c++) dBias[c]! += dLogits[r * vocab + c]!;
     let dx = new Float32Array(n * MODEL_DIM);
-    linearBackward(last, dLogits, n, MODEL_DIM, this.param('readout'), vocab, grads.get('readout')!, dx);
+    this.linearBackward(last, dLogits, n, MODEL_DIM, this.param('readout'), vocab, grads.get('readout')!, dx);
     for (let l = this.layers; l >= 1; l--) {
       const c = caches[l - 1]!;
       const dMerged = new Float32Array(n * inner);
-      linearBackward(c.merged, dx, n, inner, this.param(`layer${l}.wO`), MODEL_DIM, grads.get(`layer${l}.wO`)!, dMerged);
+      this.linearBackward(c.merged, dx, n, inner, this.param(`layer${l}.wO`), MODEL_DIM, grads.get(`layer${l}.wO`)!, dMerged);
       const dOutput: Tensor = { data: splitHeads(dMerged, count, this.heads), shape: c.output.shape };
       const g = this.attn.scaledDotProductAttentionBackward(c.q, c.k, c.v, dOutput, { isCausal: true, output: c.output, logSumExp: c.logSumExp });
       // Below the last layer the residual passes dx through; layer 1's input needs it only in the embedding's columns.
       const dxIn = l < this.layers ? dx.slice() : new Float32Array(dx.length);
       for (const [w, d] of [['wQ', g.dQuery], ['wK', g.dKey], ['wV', g.dValue]] as const) {
-        linearBackward(c.input, mergeHeads(d.data, count, this.heads), n, MODEL_DIM, this.param(`layer${l}.${w}`), inner, grads.get(`layer${l}.${w}`)!, dxIn, l === 1 ? TOKEN_DIM : MODEL_DIM);
+        this.linearBackward(c.input, mergeHeads(d.data, count, this.heads), n, MODEL_DIM, this.param(`layer${l}.${w}`), inner, grads.get(`layer${l}.${w}`)!, dxIn, l === 1 ? TOKEN_DIM : MODEL_DIM);
       }
       dx = dxIn;
     }
