@@ -45,6 +45,8 @@ export default defineConfig({
   preview: {
     headers: isolationHeaders,
   },
+  // Workers (the training lab's) load sdpa-web, which imports its wasm modules dynamically: ES modules.
+  worker: { format: 'es' },
   build: {
     outDir: 'dist',
     emptyOutDir: true,

@@ -59,6 +59,7 @@ const MODULES: Record<string, () => Promise<(app: App) => unknown>> = {
   gradients: () => import('./sections/gradients').then((m) => m.mountGradients),
   precision: () => import('./sections/precision-lab').then((m) => m.mountPrecisionLab),
   multihead: () => import('./sections/multihead').then((m) => m.mountMultihead),
+  training: () => import('./sections/training-lab').then((m) => m.mountTrainingLab),
   cost: () => import('./sections/cost').then((m) => m.mountCost),
   limits: () => import('./sections/limits').then((m) => m.mountLimits),
 };
