@@ -125,14 +125,60 @@ void score_rows(const float* const* q, const KV* keys, idx n, idx E, float scale
   (void)keep;
 }
 
+// o_r[0, 4·NV) += Σ_j p_r[j]·v[j, 0, 4·NV) for kRows rows over n keys (float16 values: scaled by
+// 2^-112); kDropHidden: lanes of a hidden key (P = −0.0) add nothing even where V holds NaN or Inf.
+// NV is a multiple of ValueLoad<KV>::kVectors. The decode kernel's own P·V loop, not the shared
+// pv_block (cpu/microkernels.h): on float16 values with 4 rows, pv_block's per-row pointers and
+// weights outgrow the registers, and a decode step ran 7-12% slower (paired A/B, 1 thread, L = 2048
+// and 8192, Hq = 32, Hkv = 8, E = Ev = 128); its keys are indexed, V loaded once per key for all rows.
+template <int kRows, int NV, bool kDropHidden, typename KV>
+inline void accumulate_pv(const float* const* p, const KV* v, idx v_stride, idx n, float* const* o) {
+  f32x4 a[kRows][NV];
+  for (int r = 0; r < kRows; ++r) {
+    for (int c = 0; c < NV; ++c) a[r][c] = load(o[r] + 4 * c);
+  }
+  const f32x4 hidden = from_bits(kNegativeZeroBits);
+  for (idx j = 0; j < n; ++j, v += v_stride) {
+    f32x4 vc[NV];
+    for (int c = 0; c < NV; c += ValueLoad<KV>::kVectors) ValueLoad<KV>::load(v + 4 * c, vc + c);
+    for (int r = 0; r < kRows; ++r) {
+      const f32x4 x = splat(p[r][j]);
+      const mask32x4 visible = bits_differ(x, hidden);
+      for (int c = 0; c < NV; ++c) a[r][c] = madd(x, kDropHidden ? keep_where(vc[c], visible) : vc[c], a[r][c]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    for (int c = 0; c < NV; ++c) store(o[r] + 4 * c, a[r][c]);
+  }
+}
+
 // O += P·V for kRows rows: column blocks of 16 (8 for 4 rows: 8 accumulators, each V vector
-// loaded once for all 4 rows) and what is left of the whole vectors (pv_columns,
-// cpu/microkernels.h), then single columns: V rows are read in place, with no padding to load past.
+// loaded once for all 4 rows), then what is left of the whole vectors, then single columns.
 template <int kRows, bool kDropHidden, typename KV>
 void accumulate_rows(const float* const* p, const KV* v, idx Ev, idx n, float* const* o) {
+  constexpr int kWidth = ValueLoad<KV>::kWidth;
   constexpr int kBlock = kRows >= 4 ? 2 : 4;  // vectors per column block
-  const idx ev_vectors = Ev / ValueLoad<KV>::kWidth * ValueLoad<KV>::kWidth;
-  pv_columns<kRows, kBlock, kDropHidden, 1, 1, 0>(p, v, Ev, n, ev_vectors, o);
+  const idx ev_vectors = Ev / kWidth * kWidth;
+  idx col = 0;
+  for (; col + 4 * kBlock <= ev_vectors; col += 4 * kBlock) {
+    float* oc[kRows];
+    for (int r = 0; r < kRows; ++r) oc[r] = o[r] + col;
+    accumulate_pv<kRows, kBlock, kDropHidden>(p, v + col, Ev, n, oc);
+  }
+  if (col < ev_vectors) {
+    float* oc[kRows];
+    for (int r = 0; r < kRows; ++r) oc[r] = o[r] + col;
+    if constexpr (kWidth == 8) {
+      accumulate_pv<kRows, 2, kDropHidden>(p, v + col, Ev, n, oc);  // 8 columns left (kBlock 4)
+    } else {
+      switch ((ev_vectors - col) / 4) {
+        case 1: accumulate_pv<kRows, 1, kDropHidden>(p, v + col, Ev, n, oc); break;
+        case 2: accumulate_pv<kRows, 2, kDropHidden>(p, v + col, Ev, n, oc); break;
+        default: accumulate_pv<kRows, 3, kDropHidden>(p, v + col, Ev, n, oc); break;
+      }
+    }
+  }
+  // The last dims one by one (V rows are read in place: no padding to load past).
   for (idx c = ev_vectors; c < Ev; ++c) {
     for (int r = 0; r < kRows; ++r) {
       float sum = o[r][c];
