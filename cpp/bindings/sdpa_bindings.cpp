@@ -225,7 +225,6 @@ enum Calls : unsigned { kForward = 1, kBackward = 2, kTrace = 4, kModules = 8 };
 // What one call's options say: the core's request, and what the bindings act on themselves.
 struct CallOptions {
   AttentionRequest request;
-  bool return_lse = false;
   bool output_on_gpu = false;
   std::optional<ElementType> output_type;  // absent: the query's
   bool want_d_mask = false;
@@ -653,7 +652,7 @@ val run_attention_js(val options, int backend_index, val while_helpers_run) {
   Results results;
   results.add(&record.output_result, kFloat * plan.output_elements());
   if (plan.return_weights) results.add(&record.weights_result, kFloat * plan.weights_elements());
-  if (o.return_lse) results.add(&record.logSumExp_result, kFloat * plan.B * plan.Hq * plan.Lq);
+  if (plan.return_lse) results.add(&record.logSumExp_result, kFloat * plan.B * plan.Hq * plan.Lq);
   if (scores_elements) results.add(&record.scores_result, kFloat * scores_elements);
   results.add_workspace(workspace_bytes(backend, plan, threads));
   if (!results.allocate(e)) return e.to_js();
@@ -763,7 +762,8 @@ val explain_attention_js(val options) {
   return val::null();
 }
 
-// The float64 oracle: results output, weights and (with returnScores) scores, as doubles.
+// The float64 oracle: results output, weights, (with returnScores) scores and (with
+// returnLogSumExp) logSumExp, as doubles.
 val reference_attention64_js(val options) {
   CallError e;
   CallOptions o;
@@ -775,12 +775,14 @@ val reference_attention64_js(val options) {
   results.add(&record.output_result, kDouble * plan.output_elements());
   results.add(&record.weights_result, kDouble * plan.weights_elements());
   if (plan.return_scores != ScoreStage::kNone) results.add(&record.scores_result, kDouble * plan.weights_elements());
+  if (plan.return_lse) results.add(&record.logSumExp_result, kDouble * plan.B * plan.Hq * plan.Lq);
   results.add_workspace(reference_workspace_bytes<double>(plan));
   if (!results.allocate(e)) return e.to_js();
   record_shapes(plan);
   ReferenceOutputs<double> out;
   out.output = result<double>(record.output_result);
   out.weights = result<double>(record.weights_result);
+  out.lse = result<double>(record.logSumExp_result);
   auto* scores = result<double>(record.scores_result);
   switch (plan.return_scores) {
     case ScoreStage::kScaled: out.scaled_scores = scores; break;
