@@ -928,8 +928,8 @@ val option_names_by_call_js() {
 
 // A WebGPU call: plans, then asks `prepare_output(outputShape, float16)` (a JS function that
 // must not throw) where the output goes: { array } or { buffer, offset, float16 } (see
-// WebGpuAttention::run's sources), or { error } to stop. The weights, scores and trace go to
-// the results block (read after finish). `trace`: record that row's online softmax (options
+// WebGpuAttention::run's sources), or { error } to stop. The weights, scores, log-sum-exp and
+// trace go to the results block (read after finish). `trace`: record that row's online softmax (options
 // batch, head, row); the result then carries the trace's layout (WebGpuAttention::trace_layout).
 // -> { error } | { error: null, promise, job, layout? }
 val webgpu_call(WebGpuAttention& gpu, const val& options, val sources, const val& prepare_output, bool trace) {
@@ -954,7 +954,7 @@ val webgpu_call(WebGpuAttention& gpu, const val& options, val sources, const val
     }
     trace_row = static_cast<uint32_t>(index);
   }
-  if (o.output_on_gpu && (plan.return_weights || plan.return_scores != ScoreStage::kNone || o.return_lse)) {
+  if (o.output_on_gpu && (plan.return_weights || plan.return_scores != ScoreStage::kNone || plan.return_lse)) {
     e.fail(ErrorKind::kType, "outputLocation 'gpu' returns the output only: returnWeights, returnScores and returnLogSumExp need outputLocation 'cpu'");
     return failed();
   }
@@ -970,6 +970,7 @@ val webgpu_call(WebGpuAttention& gpu, const val& options, val sources, const val
   Results results;
   if (plan.return_weights) results.add(&record.weights_result, kFloat * plan.weights_elements());
   if (plan.return_scores != ScoreStage::kNone) results.add(&record.scores_result, kFloat * plan.weights_elements());
+  if (plan.return_lse) results.add(&record.logSumExp_result, kFloat * plan.B * plan.Hq * plan.Lq);
   val layout = val::undefined();
   if (trace) {
     layout = gpu.trace_layout(plan);
@@ -979,7 +980,7 @@ val webgpu_call(WebGpuAttention& gpu, const val& options, val sources, const val
   }
   if (!results.allocate(e)) return failed();
   val started = gpu.run(plan, record_inputs(plan), nullptr, result<float>(record.weights_result),
-                        result<float>(record.scores_result), trace_row, result<float>(record.trace_result), sources);
+                        result<float>(record.scores_result), result<float>(record.logSumExp_result), trace_row, result<float>(record.trace_result), sources);
   if (trace) started.set(js("layout"), layout);
   return started;
 }

@@ -261,6 +261,8 @@ export interface AttentionResult64 {
   weights: Tensor64;
   /** The stage `returnScores` asked for, in float64. */
   scores?: Tensor64;
+  /** `[..., Lq]`, with `returnLogSumExp`: each row's log(e^sink + Σ_j e^(masked score)), in float64. */
+  logSumExp?: Tensor64;
 }
 
 /**
