@@ -724,13 +724,27 @@ val trace_online_softmax_js(val options) {
   return val::null();
 }
 
-// A forward call of the reference (`what`: explain or referenceAttention): float32 inputs, the
-// output on the CPU.
+// A forward call of the reference (`what`: explain or referenceAttention): float32 inputs, new
+// CPU arrays of its own precision. The options that say where scaledDotProductAttention's output
+// goes or in which dtype, and explain's missing log-sum-exp, are TypeErrors here, not ignored.
 bool plan_reference_call(const val& options, const char* what, CallOptions* o, AttentionPlan* plan, CallError& e) {
   if (!plan_call(options, kForward, o, plan, e) || !e.fail(check_float32_inputs(*plan, what))) return false;
   if (o->output_on_gpu) {
     return e.fail(ErrorKind::kType,
                   "{where} returns CPU arrays: outputLocation must be 'cpu' (or absent); 'gpu' is for scaledDotProductAttention on backend 'webgpu'");
+  }
+  const bool explain = std::string(what) == "explain";
+  const val out = options.isUndefined() || options.isNull() ? val::undefined() : options[js("out")];
+  if (!out.isUndefined() && !out.isNull()) {
+    return e.fail(ErrorKind::kType, "{where} returns new arrays: out is for scaledDotProductAttention");
+  }
+  if (o->output_type) {
+    return e.fail(ErrorKind::kType, std::string("{where} returns ") + (explain ? "float32" : "float64") +
+                                        " arrays: outputDtype is for scaledDotProductAttention");
+  }
+  if (explain && plan->return_lse) {
+    return e.fail(ErrorKind::kType,
+                  "explain returns the stages scores, scaledScores, maskedScores, weights and output: returnLogSumExp is for scaledDotProductAttention and referenceAttention");
   }
   return true;
 }
