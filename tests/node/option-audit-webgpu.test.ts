@@ -1,6 +1,7 @@
 // The forward option audit (support/option-audit-suite.ts) on the 'webgpu' backend (dawn.node on
-// SwiftShader), and the log-sum-exp of calls cut into several chunks (heads, then rows of one head).
-import { afterAll, beforeAll, describe, it } from 'vitest';
+// SwiftShader), the log-sum-exp of calls cut into several chunks (heads, then rows of one head),
+// and the backward of a 'webgpu' instance, which is the 'simd' CPU backward (as documented).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttention, type Attention, type GpuTensor } from 'sdpa-web';
 import { defineOptionAuditSuite } from './support/option-audit-suite.js';
 import { randomTensor } from './support/tensors.js';
@@ -54,5 +55,25 @@ describe('returnLogSumExp on webgpu calls cut into chunks', () => {
       const options = { isCausal: { offset: -2 }, returnLogSumExp: true };
       expectResultMatchesReference(await small.scaledDotProductAttention(q, k, v, options), oracle, q, k, v, options, 4, label);
     }
+  });
+});
+
+describe("scaledDotProductAttentionBackward on a 'webgpu' instance", () => {
+  it("is the 'simd' backward on the CPU, with the WebGPU forward's logSumExp", async () => {
+    const attn = await createAttention({ backend: 'webgpu', gpuDevice: await sharedDevice(), gpu });
+    const simd = await createAttention({ backend: 'simd' });
+    const q = randomTensor([2, 2, 9, 8], 50, -2, 2), k = randomTensor([2, 2, 13, 8], 51, -2, 2), v = randomTensor([2, 2, 13, 4], 52);
+    const dOut = randomTensor([2, 2, 9, 4], 53);
+    const options = { isCausal: true, sinks: new Float32Array([0.5, -1]) };
+    const forward = await attn.scaledDotProductAttention(q, k, v, { ...options, returnLogSumExp: true });
+    const cpu = simd.scaledDotProductAttentionBackward(q, k, v, dOut, options);
+    for (const given of [options, { ...options, output: forward.output, logSumExp: forward.logSumExp }]) {
+      const gpuInstance = attn.scaledDotProductAttentionBackward(q, k, v, dOut, given);
+      for (const name of ['dQuery', 'dKey', 'dValue', 'dSinks'] as const) {
+        expect(Math.max(...gpuInstance[name]!.data.map((x, i) => Math.abs(x - cpu[name]!.data[i]!))), name).toBeLessThanOrEqual(1e-5);
+      }
+    }
+    attn.dispose();
+    simd.dispose();
   });
 });
