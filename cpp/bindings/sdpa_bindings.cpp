@@ -726,7 +726,8 @@ val trace_online_softmax_js(val options) {
 
 // A forward call of the reference (`what`: explain or referenceAttention): float32 inputs, new
 // CPU arrays of its own precision. The options that say where scaledDotProductAttention's output
-// goes or in which dtype, and explain's missing log-sum-exp, are TypeErrors here, not ignored.
+// goes or in which dtype, and on explain (which returns its fixed stages) returnScores and
+// returnLogSumExp, are TypeErrors here, not ignored.
 bool plan_reference_call(const val& options, const char* what, CallOptions* o, AttentionPlan* plan, CallError& e) {
   if (!plan_call(options, kForward, o, plan, e) || !e.fail(check_float32_inputs(*plan, what))) return false;
   if (o->output_on_gpu) {
@@ -742,9 +743,10 @@ bool plan_reference_call(const val& options, const char* what, CallOptions* o, A
     return e.fail(ErrorKind::kType, std::string("{where} returns ") + (explain ? "float32" : "float64") +
                                         " arrays: outputDtype is for scaledDotProductAttention");
   }
-  if (explain && plan->return_lse) {
+  if (explain && (plan->return_lse || plan->return_scores != ScoreStage::kNone)) {
     return e.fail(ErrorKind::kType,
-                  "explain returns the stages scores, scaledScores, maskedScores, weights and output: returnLogSumExp is for scaledDotProductAttention and referenceAttention");
+                  std::string("explain returns the stages scores, scaledScores, maskedScores, weights and output: ") +
+                      (plan->return_lse ? "returnLogSumExp" : "returnScores") + " is for scaledDotProductAttention and referenceAttention");
   }
   return true;
 }

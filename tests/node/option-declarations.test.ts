@@ -53,7 +53,8 @@ describe('option declarations', () => {
     expect(out.every((x) => x === 7)).toBe(true);
     expect(() => attn.referenceAttention(t, t, t, { outputDtype: 'float16' })).toThrow(/^referenceAttention returns float64 arrays: outputDtype/);
     await expect(attn.explain(t, t, t, { outputDtype: 'float32' })).rejects.toThrow(/^explain returns float32 arrays: outputDtype/);
-    await expect(attn.explain(t, t, t, { returnLogSumExp: true })).rejects.toThrow(TypeError);
+    await expect(attn.explain(t, t, t, { returnLogSumExp: true })).rejects.toThrow(/^explain returns the stages .*: returnLogSumExp is for/);
+    await expect(attn.explain(t, t, t, { returnScores: 'softcapped', softcap: 2 })).rejects.toThrow(/^explain returns the stages .*: returnScores is for/);
     // What they do honour: referenceAttention's float64 log-sum-exp, null `out`.
     const { logSumExp } = attn.referenceAttention(t, t, t, { returnLogSumExp: true, isCausal: { offset: -1 }, out: null });
     expect(logSumExp!.shape).toEqual([2]);
