@@ -225,7 +225,6 @@ enum Calls : unsigned { kForward = 1, kBackward = 2, kTrace = 4, kModules = 8 };
 // What one call's options say: the core's request, and what the bindings act on themselves.
 struct CallOptions {
   AttentionRequest request;
-  bool return_lse = false;
   bool output_on_gpu = false;
   std::optional<ElementType> output_type;  // absent: the query's
   bool want_d_mask = false;
@@ -653,7 +652,7 @@ val run_attention_js(val options, int backend_index, val while_helpers_run) {
   Results results;
   results.add(&record.output_result, kFloat * plan.output_elements());
   if (plan.return_weights) results.add(&record.weights_result, kFloat * plan.weights_elements());
-  if (o.return_lse) results.add(&record.logSumExp_result, kFloat * plan.B * plan.Hq * plan.Lq);
+  if (plan.return_lse) results.add(&record.logSumExp_result, kFloat * plan.B * plan.Hq * plan.Lq);
   if (scores_elements) results.add(&record.scores_result, kFloat * scores_elements);
   results.add_workspace(workspace_bytes(backend, plan, threads));
   if (!results.allocate(e)) return e.to_js();
@@ -725,13 +724,29 @@ val trace_online_softmax_js(val options) {
   return val::null();
 }
 
-// A forward call of the reference (`what`: explain or referenceAttention): float32 inputs, the
-// output on the CPU.
+// A forward call of the reference (`what`: explain or referenceAttention): float32 inputs, new
+// CPU arrays of its own precision. The options that say where scaledDotProductAttention's output
+// goes or in which dtype, and on explain (which returns its fixed stages) returnScores and
+// returnLogSumExp, are TypeErrors here, not ignored.
 bool plan_reference_call(const val& options, const char* what, CallOptions* o, AttentionPlan* plan, CallError& e) {
   if (!plan_call(options, kForward, o, plan, e) || !e.fail(check_float32_inputs(*plan, what))) return false;
   if (o->output_on_gpu) {
     return e.fail(ErrorKind::kType,
                   "{where} returns CPU arrays: outputLocation must be 'cpu' (or absent); 'gpu' is for scaledDotProductAttention on backend 'webgpu'");
+  }
+  const bool explain = std::string(what) == "explain";
+  const val out = options.isUndefined() || options.isNull() ? val::undefined() : options[js("out")];
+  if (!out.isUndefined() && !out.isNull()) {
+    return e.fail(ErrorKind::kType, "{where} returns new arrays: out is for scaledDotProductAttention");
+  }
+  if (o->output_type) {
+    return e.fail(ErrorKind::kType, std::string("{where} returns ") + (explain ? "float32" : "float64") +
+                                        " arrays: outputDtype is for scaledDotProductAttention");
+  }
+  if (explain && (plan->return_lse || plan->return_scores != ScoreStage::kNone)) {
+    return e.fail(ErrorKind::kType,
+                  std::string("explain returns the stages scores, scaledScores, maskedScores, weights and output: ") +
+                      (plan->return_lse ? "returnLogSumExp" : "returnScores") + " is for scaledDotProductAttention and referenceAttention");
   }
   return true;
 }
@@ -763,7 +778,8 @@ val explain_attention_js(val options) {
   return val::null();
 }
 
-// The float64 oracle: results output, weights and (with returnScores) scores, as doubles.
+// The float64 oracle: results output, weights, (with returnScores) scores and (with
+// returnLogSumExp) logSumExp, as doubles.
 val reference_attention64_js(val options) {
   CallError e;
   CallOptions o;
@@ -775,12 +791,14 @@ val reference_attention64_js(val options) {
   results.add(&record.output_result, kDouble * plan.output_elements());
   results.add(&record.weights_result, kDouble * plan.weights_elements());
   if (plan.return_scores != ScoreStage::kNone) results.add(&record.scores_result, kDouble * plan.weights_elements());
+  if (plan.return_lse) results.add(&record.logSumExp_result, kDouble * plan.B * plan.Hq * plan.Lq);
   results.add_workspace(reference_workspace_bytes<double>(plan));
   if (!results.allocate(e)) return e.to_js();
   record_shapes(plan);
   ReferenceOutputs<double> out;
   out.output = result<double>(record.output_result);
   out.weights = result<double>(record.weights_result);
+  out.lse = result<double>(record.logSumExp_result);
   auto* scores = result<double>(record.scores_result);
   switch (plan.return_scores) {
     case ScoreStage::kScaled: out.scaled_scores = scores; break;
@@ -926,8 +944,8 @@ val option_names_by_call_js() {
 
 // A WebGPU call: plans, then asks `prepare_output(outputShape, float16)` (a JS function that
 // must not throw) where the output goes: { array } or { buffer, offset, float16 } (see
-// WebGpuAttention::run's sources), or { error } to stop. The weights, scores and trace go to
-// the results block (read after finish). `trace`: record that row's online softmax (options
+// WebGpuAttention::run's sources), or { error } to stop. The weights, scores, log-sum-exp and
+// trace go to the results block (read after finish). `trace`: record that row's online softmax (options
 // batch, head, row); the result then carries the trace's layout (WebGpuAttention::trace_layout).
 // -> { error } | { error: null, promise, job, layout? }
 val webgpu_call(WebGpuAttention& gpu, const val& options, val sources, const val& prepare_output, bool trace) {
@@ -952,7 +970,7 @@ val webgpu_call(WebGpuAttention& gpu, const val& options, val sources, const val
     }
     trace_row = static_cast<uint32_t>(index);
   }
-  if (o.output_on_gpu && (plan.return_weights || plan.return_scores != ScoreStage::kNone || o.return_lse)) {
+  if (o.output_on_gpu && (plan.return_weights || plan.return_scores != ScoreStage::kNone || plan.return_lse)) {
     e.fail(ErrorKind::kType, "outputLocation 'gpu' returns the output only: returnWeights, returnScores and returnLogSumExp need outputLocation 'cpu'");
     return failed();
   }
@@ -968,6 +986,7 @@ val webgpu_call(WebGpuAttention& gpu, const val& options, val sources, const val
   Results results;
   if (plan.return_weights) results.add(&record.weights_result, kFloat * plan.weights_elements());
   if (plan.return_scores != ScoreStage::kNone) results.add(&record.scores_result, kFloat * plan.weights_elements());
+  if (plan.return_lse) results.add(&record.logSumExp_result, kFloat * plan.B * plan.Hq * plan.Lq);
   val layout = val::undefined();
   if (trace) {
     layout = gpu.trace_layout(plan);
@@ -977,7 +996,7 @@ val webgpu_call(WebGpuAttention& gpu, const val& options, val sources, const val
   }
   if (!results.allocate(e)) return failed();
   val started = gpu.run(plan, record_inputs(plan), nullptr, result<float>(record.weights_result),
-                        result<float>(record.scores_result), trace_row, result<float>(record.trace_result), sources);
+                        result<float>(record.scores_result), result<float>(record.logSumExp_result), trace_row, result<float>(record.trace_result), sources);
   if (trace) started.set(js("layout"), layout);
   return started;
 }

@@ -260,6 +260,7 @@ Status plan_attention(const AttentionRequest& r, AttentionPlan* plan) {
                               std::to_string(p.Lk * p.E) + " and Lk·Ev = " + std::to_string(p.Lk * p.Ev));
   }
   p.return_weights = r.return_weights;
+  p.return_lse = r.return_lse;
   p.output_shape = r.query_shape;
   p.output_shape[rank - 1] = p.Ev;
   p.weights_shape = r.query_shape;

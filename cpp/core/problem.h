@@ -59,6 +59,7 @@ struct AttentionRequest {
   double softcap = 0.0;  // > 0: score <- softcap·tanh(score / softcap) after the scale; 0 = off
   bool enable_gqa = false;
   bool return_weights = false;
+  bool return_lse = false;  // also each row's log-sum-exp [B, Hq, Lq] (for the backward)
   // Per-batch key lengths [B] (ONNX's nonpad_kv_seqlen): keys j >= key_lengths[b] are hidden;
   // empty = every batch has Lk keys.
   bool has_key_lengths = false;
@@ -118,6 +119,7 @@ struct AttentionPlan {
   int64_t mask_stride_b = 0, mask_stride_h = 0, mask_stride_q = 0, mask_stride_k = 0;
   int64_t mask_elements = 0;
   bool return_weights = false;
+  bool return_lse = false;  // the caller wants each row's log-sum-exp [B, Hq, Lq]
   // Elements from one (batch, key/value head) block of key/value to the next: Lk·E and Lk·Ev for
   // dense tensors, more for a KV cache read in place ([B, Hkv, maxLength, E]).
   int64_t key_head_stride = 0, value_head_stride = 0;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
 #include <vector>
 
 #include "webgpu_shaders.h"  // generated from cpp/webgpu/shaders/ by cmake/embed_wgsl.cmake
@@ -127,9 +128,9 @@ WebGpuAttention::WebGpuAttention(val device, val caps)
     pdesc.set("bindGroupLayouts", layouts);
     *layout = device_.call<val>("createPipelineLayout", pdesc);
   };
-  // attention_flash.wgsl: params, query, key, value, mask, output, stats, variants
+  // attention_flash.wgsl: params, query, key, value, mask, output, stats, variants, lse
   make_layout({"uniform", "read-only-storage", "read-only-storage", "read-only-storage",
-               "read-only-storage", "storage", "storage", "read-only-storage"},
+               "read-only-storage", "storage", "storage", "read-only-storage", "storage"},
               &flash_bgl_, &flash_layout_);
   // attention_weights.wgsl: params, query, key, mask, stats, weights (or scores), variants
   make_layout({"uniform", "read-only-storage", "read-only-storage", "read-only-storage",
@@ -350,7 +351,7 @@ val WebGpuAttention::trace_layout(const AttentionPlan& plan) const {
 }
 
 val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, float* output,
-                         float* weights, float* scores, uint32_t trace_row, float* trace, val sources) {
+                         float* weights, float* scores, float* lse, uint32_t trace_row, float* trace, val sources) {
   const auto source = [&](const char* name) { return sources.isUndefined() ? val::undefined() : sources[name]; };
   const val output_source = source("output");
   val result = val::object();
@@ -388,7 +389,14 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       commands.call<void>("push", encoder.call<val>("finish"));
       queue_.call<void>("submit", commands);
     }
-    // Lk = 0: no scores; no query rows: nothing to write (the weights are zeros or empty too).
+    // Lk = 0: no scores, and each row's log-sum-exp is its sink's logit (−inf without one); no
+    // query rows: nothing to write (the weights are zeros or empty too).
+    if (plan.return_lse) {
+      for (int64_t bh = 0; bh < plan.B * plan.Hq; ++bh) {
+        const float row_lse = plan.sinks.empty() ? -std::numeric_limits<float>::infinity() : plan.sinks[bh % plan.Hq];
+        std::fill(lse + bh * plan.Lq, lse + (bh + 1) * plan.Lq, row_lse);
+      }
+    }
     result.set("promise", val::global("Promise").call<val>("resolve", val::array()));
     result.set("job", 0);
     return result;
@@ -418,8 +426,10 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
     FlashVariant decode = flash;
     decode.tiled = false;
     decode.decode = 1;
+    decode.write_lse = false;  // the merge writes it
     partial_pipeline = pipeline(decode.key(), decode.wgsl_constants() + kAttentionDecodePartialWgsl, Layout::kFlash, job);
     decode.decode = 2;
+    decode.write_lse = flash.write_lse;
     merge_pipeline = pipeline(decode.key(), decode.wgsl_constants() + kAttentionDecodeMergeWgsl, Layout::kFlash, job);
   } else {
     flash_pipeline = pipeline(flash.key(), flash.wgsl_constants() + (flash.tiled ? kAttentionFlashTiledWgsl : kAttentionFlashWgsl), Layout::kFlash, job);
@@ -434,9 +444,11 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
     const WeightsVariant sv = webgpu_weights_variant(plan, limits_, plan.return_scores);
     scores_pipeline = pipeline(sv.key(), sv.wgsl_constants() + kAttentionWeightsWgsl, Layout::kWeights, job);
   }
-  // Stand-ins for bindings a variant does not use (no mask, no stats).
+  // Stand-ins for bindings a variant does not use (no mask, no stats, no log-sum-exp); writable
+  // bindings of one dispatch must not alias, so stats and log-sum-exp have one each.
   const val dummy_read = buffer(job, 16, kStorage);
   const val dummy_write = buffer(job, 16, kStorage);
+  const val dummy_lse = buffer(job, 16, kStorage);
   // The variants' data (per-batch ranges, slopes, sinks, document ids): one buffer for the call.
   const std::vector<uint32_t> variant_words = webgpu_variant_data(plan, in, flash.block_keys);
   const val variants = upload(job, variant_words.data(), 4 * variant_words.size(), kStorage);
@@ -508,6 +520,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       stats = buffer(job, bytes.stats, kStorage);
       w = buffer(job, bytes.weights, kStorage | kCopySrc);
     }
+    const val lse_buffer = plan.return_lse ? buffer(job, bytes.lse, kStorage | kCopySrc) : dummy_lse;
 
     val pass = encoder.call<val>("beginComputePass");
     auto dispatch = [&](const val& pipeline, const val& bgl, const GridPart& part,
@@ -524,15 +537,15 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       const val partials = buffer(job, rows * splits * record_bytes, kStorage);
       const uint64_t per = kWebGpuDecodeInvocations;
       for (const GridPart& part : split_grid((rows * splits + per - 1) / per, 1, limits_.max_workgroups_per_dim)) {
-        dispatch(partial_pipeline, flash_bgl_, part, {q, k, v, mask, out_resource, whole(partials), whole(variants)});
+        dispatch(partial_pipeline, flash_bgl_, part, {q, k, v, mask, out_resource, whole(partials), whole(variants), whole(lse_buffer)});
       }
       for (const GridPart& part : split_grid((rows + per - 1) / per, 1, limits_.max_workgroups_per_dim)) {
-        dispatch(merge_pipeline, flash_bgl_, part, {q, k, v, mask, out_resource, whole(partials), whole(variants)});
+        dispatch(merge_pipeline, flash_bgl_, part, {q, k, v, mask, out_resource, whole(partials), whole(variants), whole(lse_buffer)});
       }
     } else {
       const uint64_t row_tiles = (static_cast<uint64_t>(c.rows) + kWebGpuFlashRows - 1) / kWebGpuFlashRows;
       for (const GridPart& part : split_grid(row_tiles, c.nbh, limits_.max_workgroups_per_dim)) {
-        dispatch(flash_pipeline, flash_bgl_, part, {q, k, v, mask, out_resource, whole(stats), whole(variants)});
+        dispatch(flash_pipeline, flash_bgl_, part, {q, k, v, mask, out_resource, whole(stats), whole(variants), whole(lse_buffer)});
       }
     }
     const uint64_t key_tiles = (static_cast<uint64_t>(plan.Lk) + kWebGpuWeightsKeys - 1) / kWebGpuWeightsKeys;
@@ -572,6 +585,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
     if (plan.return_weights) {
       read_back(w, bytes.weights, weights + webgpu_row_offset(plan, c.bh0, c.row0, plan.Lk));
     }
+    if (plan.return_lse) read_back(lse_buffer, bytes.lse, lse + webgpu_row_offset(plan, c.bh0, c.row0, 1));
     if (plan.return_scores != ScoreStage::kNone) {
       read_back(score_buffer, bytes.scores, scores + webgpu_row_offset(plan, c.bh0, c.row0, plan.Lk));
     }

@@ -36,7 +36,8 @@ class WebGpuAttention {
 
   // -> { error: null, promise, job } once submitted, or { error: { name, message } } when the
   // call cannot be planned for this device (RangeError).
-  // `scores` ([B, Hq, Lq, Lk]) is written when plan.return_scores asks for a stage.
+  // `scores` ([B, Hq, Lq, Lk]) is written when plan.return_scores asks for a stage, `lse`
+  // ([B, Hq, Lq], each row's log-sum-exp) when plan.return_lse.
   // With a `trace` (traceOnlineSoftmax), query row `trace_row` ((b·Hq + h)·Lq + i) records its
   // online-softmax state after each key tile there (trace_floats(plan) floats; the layout is in
   // attention_flash_common.wgsl.inc); the call must run in one piece.
@@ -49,7 +50,7 @@ class WebGpuAttention {
   // before it. An output { buffer, offset, float16: true } receives packed halves (the float32
   // result rounded on the GPU by write_float16.wgsl); other outputs are float32.
   emscripten::val run(const AttentionPlan& plan, const AttentionInputs& in, float* output,
-                      float* weights, float* scores, uint32_t trace_row = FlashVariant::kNoTrace,
+                      float* weights, float* scores, float* lse, uint32_t trace_row = FlashVariant::kNoTrace,
                       float* trace = nullptr, emscripten::val sources = emscripten::val::undefined());
   // { floats, tileKeys, lanes, stride } of a trace of `plan` on this device, or { error }.
   emscripten::val trace_layout(const AttentionPlan& plan) const;

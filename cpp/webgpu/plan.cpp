@@ -164,7 +164,7 @@ std::string FlashVariant::key() const {
   static const char* const kNames[] = {"flash", "decode-partial", "decode-merge"};
   return std::string(tiled ? "flash-tiled" : kNames[decode]) + ":e" + std::to_string(e_pad) + ":ev" + std::to_string(ev_pad) + ":bk" +
          std::to_string(block_keys) + ":mask=" + mask_name(mask) + ":causal=" + (causal ? "1" : "0") +
-         ":stats=" + (write_stats ? "1" : "0") + variants.key() + types.key() +
+         ":stats=" + (write_stats ? "1" : "0") + variants.key() + types.key() + (write_lse ? ":lse=1" : "") +
          (trace_row == kNoTrace ? "" : ":trace=" + std::to_string(trace_row));
 }
 
@@ -178,7 +178,7 @@ std::string FlashVariant::wgsl_constants() const {
   return types.wgsl_declarations() + u32_const("ROWS", kWebGpuFlashRows) + (tiled ? u32_const("LANES", kWebGpuTiledLanes) : "") +
          u32_const("E_PAD", e_pad) + u32_const("EV_PAD", ev_pad) + u32_const("BLOCK_KEYS", block_keys) +
          u32_const("MASK_KIND", mask_code(mask)) + bool_const("CAUSAL", causal) +
-         bool_const("WRITE_STATS", write_stats) + variants.wgsl_constants() + u32_const("TRACE_ROW", trace_row) +
+         bool_const("WRITE_STATS", write_stats) + bool_const("WRITE_LSE", write_lse) + variants.wgsl_constants() + u32_const("TRACE_ROW", trace_row) +
          u32_const("TRACE_LANES", tiled ? kWebGpuTiledLanes : 1) +
          (decode ? u32_const("DECODE_INVOCATIONS", kWebGpuDecodeInvocations) : "");
 }
@@ -226,6 +226,7 @@ Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limit
   v.mask = plan.mask_kind;
   v.causal = plan.causal;
   v.write_stats = plan.return_weights;
+  v.write_lse = plan.return_lse;
   v.variants = webgpu_variant_flags(plan);
   v.types = webgpu_element_types(plan, limits);
   if (v.e_pad <= kWebGpuTiledMaxHeadDim && v.ev_pad <= kWebGpuTiledMaxHeadDim &&
@@ -269,7 +270,7 @@ WeightsVariant webgpu_weights_variant(const AttentionPlan& plan, const WebGpuLim
 }
 
 uint64_t WebGpuChunkBytes::largest() const {
-  return std::max({query, key, value, mask, output, weights, stats, scores});
+  return std::max({query, key, value, mask, output, weights, stats, scores, lse});
 }
 
 WebGpuChunkElements webgpu_chunk_elements(const AttentionPlan& p, const WebGpuChunk& c) {
@@ -303,6 +304,7 @@ WebGpuChunkBytes webgpu_chunk_bytes(const AttentionPlan& p, const WebGpuChunk& c
     b.stats = 8 * rows;
   }
   if (p.return_scores != ScoreStage::kNone) b.scores = 4 * rows * p.Lk;
+  if (p.return_lse) b.lse = 4 * rows;
   return b;
 }
 
@@ -366,7 +368,7 @@ Status plan_webgpu_chunks(const AttentionPlan& p, const WebGpuLimits& limits,
     // One head is too big as a whole: cut its query rows.
     const bool full_rows = p.return_weights || p.return_scores != ScoreStage::kNone;
     const uint64_t per_row = 4ull * std::max<int64_t>({p.E, p.Ev, full_rows ? p.Lk : 0,
-                                                       p.return_weights ? 2 : 0, 1});
+                                                       p.return_weights ? 2 : 0, p.return_lse ? 1 : 0, 1});
     int64_t rows = static_cast<int64_t>(cap / per_row);
     if (masked && p.mask_stride_q > 0) {
       const int64_t budget = static_cast<int64_t>((cap - kMaskAlignSlack) / mask_element_bytes(p));

@@ -119,6 +119,7 @@ struct FlashVariant {
   MaskKind mask = MaskKind::kNone;
   bool causal = false;  // its offset is a uniform (kUfCausalOffset), so one pipeline serves every offset
   bool write_stats = false;  // also write each row's (max, denominator) for the weights pass
+  bool write_lse = false;    // also write each row's log-sum-exp (returnLogSumExp) to the lse binding
   // 0: a flash kernel; 1: attention_decode_partial.wgsl; 2: attention_decode_merge.wgsl (with
   // the flash kernel's constants, tiled = false).
   uint32_t decode = 0;
@@ -133,7 +134,8 @@ struct FlashVariant {
   uint64_t trace_floats(int64_t Lk) const;
   // The pipeline-cache key, e.g.
   // "flash-tiled:e64:ev32:bk32:mask=bool:causal=1:stats=0:ranges=0:alibi=0:sinks=0:docs=0"
-  // (then the element types' key when a tensor is float16, and ":trace=<row>" for a trace).
+  // (then the element types' key when a tensor is float16, ":lse=1" when it writes the
+  // log-sum-exp, and ":trace=<row>" for a trace).
   std::string key() const;
   // What the glue puts before the kernel: the element types' declarations, the variant's and
   // the tile constants.
@@ -195,9 +197,10 @@ WebGpuChunkElements webgpu_chunk_elements(const AttentionPlan& plan, const WebGp
 constexpr uint64_t kWebGpuFloat16BindingSlack = 256 + 4;
 
 // Bytes the chunk's buffers need, by tensor (the mask in its element size, bool = 1 byte; a
-// float16 query/key/value in 2 bytes an element plus kWebGpuFloat16BindingSlack).
+// float16 query/key/value in 2 bytes an element plus kWebGpuFloat16BindingSlack; the log-sum-exp
+// a float per query row, with returnLogSumExp).
 struct WebGpuChunkBytes {
-  uint64_t query = 0, key = 0, value = 0, mask = 0, output = 0, weights = 0, stats = 0, scores = 0;
+  uint64_t query = 0, key = 0, value = 0, mask = 0, output = 0, weights = 0, stats = 0, scores = 0, lse = 0;
   uint64_t largest() const;
 };
 WebGpuChunkBytes webgpu_chunk_bytes(const AttentionPlan& plan, const WebGpuChunk& chunk);

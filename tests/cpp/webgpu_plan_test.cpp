@@ -140,6 +140,32 @@ void expect_valid_chunks(const AttentionPlan& p, const WebGpuLimits& limits, con
   for (int n : covered) ASSERT_EQ(n, 1);
 }
 
+TEST(WebGpuPlan, LogSumExpIsAConstantOfTheFlashKernelsAndAFloatPerRow) {
+  AttentionRequest r;
+  r.query_shape = {2, 3, 5, 8};
+  r.key_shape = {2, 3, 300, 8};
+  r.value_shape = {2, 3, 300, 4};
+  AttentionPlan plain, lse;
+  ASSERT_TRUE(plan_attention(r, &plain).ok());
+  r.return_lse = true;
+  ASSERT_TRUE(plan_attention(r, &lse).ok());
+  FlashVariant without, with;
+  ASSERT_TRUE(webgpu_flash_variant(plain, WebGpuLimits{}, &without).ok());
+  ASSERT_TRUE(webgpu_flash_variant(lse, WebGpuLimits{}, &with).ok());
+  EXPECT_EQ(with.key(), without.key() + ":lse=1");  // calls without it keep their pipelines
+  EXPECT_NE(without.wgsl_constants().find("const WRITE_LSE: bool = false;"), std::string::npos);
+  EXPECT_NE(with.wgsl_constants().find("const WRITE_LSE: bool = true;"), std::string::npos);
+  // Flash-decoding serves it too (its merge writes it).
+  EXPECT_EQ(webgpu_decode_splits(lse), webgpu_decode_splits(plain));
+  EXPECT_GT(webgpu_decode_splits(lse), 0u);
+
+  std::vector<WebGpuChunk> chunks;
+  ASSERT_TRUE(plan_webgpu_chunks(lse, WebGpuLimits{}, &chunks).ok());
+  ASSERT_EQ(chunks.size(), 1u);
+  EXPECT_EQ(webgpu_chunk_bytes(lse, chunks[0]).lse, 4u * 2 * 3 * 5);
+  EXPECT_EQ(webgpu_chunk_bytes(plain, chunks[0]).lse, 0u);
+}
+
 TEST(WebGpuPlan, SmallWorkIsOneChunk) {
   const AttentionPlan p = make_plan({2, 3, 5, 8}, {2, 3, 7, 8}, {2, 3, 7, 4});
   std::vector<WebGpuChunk> chunks;

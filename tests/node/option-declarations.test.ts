@@ -43,4 +43,24 @@ describe('option declarations', () => {
     expect(() => attn.referenceAttention(t, t, t, { window: { lft: 1 } } as never)).toThrow(/^unknown option 'lft' of window; did you mean 'left'/);
     attn.dispose();
   });
+
+  it('the reference calls reject the output options they cannot honour, never ignore them', async () => {
+    const attn = await createAttention({ backend: 'scalar' });
+    const t = { data: new Float32Array([1, 2, 3, 4]), shape: [2, 2] };
+    const out = new Float32Array(4).fill(7);
+    expect(() => attn.referenceAttention(t, t, t, { out })).toThrow(/^referenceAttention returns new arrays: out is for scaledDotProductAttention/);
+    await expect(attn.explain(t, t, t, { out })).rejects.toThrow(/^explain returns new arrays: out is for scaledDotProductAttention/);
+    expect(out.every((x) => x === 7)).toBe(true);
+    expect(() => attn.referenceAttention(t, t, t, { outputDtype: 'float16' })).toThrow(/^referenceAttention returns float64 arrays: outputDtype/);
+    await expect(attn.explain(t, t, t, { outputDtype: 'float32' })).rejects.toThrow(/^explain returns float32 arrays: outputDtype/);
+    await expect(attn.explain(t, t, t, { returnLogSumExp: true })).rejects.toThrow(/^explain returns the stages .*: returnLogSumExp is for/);
+    await expect(attn.explain(t, t, t, { returnScores: 'softcapped', softcap: 2 })).rejects.toThrow(/^explain returns the stages .*: returnScores is for/);
+    // What they do honour: referenceAttention's float64 log-sum-exp, null `out`.
+    const { logSumExp } = attn.referenceAttention(t, t, t, { returnLogSumExp: true, isCausal: { offset: -1 }, out: null });
+    expect(logSumExp!.shape).toEqual([2]);
+    expect(logSumExp!.data).toBeInstanceOf(Float64Array);
+    expect(logSumExp!.data[0]).toBe(-Infinity);
+    expect(logSumExp!.data[1]).toBeCloseTo((3 * 1 + 4 * 2) * Math.fround(Math.SQRT1_2), 12); // row 1 sees key 0 only; the scale is float32
+    attn.dispose();
+  });
 });

@@ -199,6 +199,8 @@ export class Attention implements GpuEngine {
    * `dOutput` = ∂L/∂output, with the forward's options. On `'simd'` the weights are recomputed
    * tile by tile from the forward's log-sum-exp (FlashAttention-2 style): pass the forward's
    * `output` and `logSumExp` (`returnLogSumExp: true`) to skip recomputing them.
+   * It runs on the CPU on every backend: a `'webgpu'` instance runs the `'simd'` backward, on
+   * CPU tensors (there is no WebGPU backward yet).
    */
   scaledDotProductAttentionBackward(query: Tensor, key: Tensor, value: Tensor, dOutput: Tensor, options?: BackwardOptions): AttentionGradients {
     this.checkUsable();

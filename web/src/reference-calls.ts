@@ -96,6 +96,10 @@ export function referenceAttention(engine: Engine, query: CpuTensor, key: CpuTen
       weights: { data: results.float64('weights', n), shape: weightsShape },
     };
     if (results.has('scores')) result.scores = { data: results.float64('scores', n), shape: [...weightsShape] };
+    if (results.has('logSumExp')) {
+      const lseShape = outputShape.slice(0, -1);
+      result.logSumExp = { data: results.float64('logSumExp', product(lseShape)), shape: lseShape };
+    }
     return result;
   });
 }

@@ -163,9 +163,10 @@ export interface AttentionOptions {
   /** Also return the attention weights `[..., Lq, Lk]`. Default false (the fused kernel then never builds them). */
   returnWeights?: boolean;
   /**
-   * Also return each query row's log-sum-exp of its scaled, masked scores, `[..., Lq]`
-   * (`-Infinity` for a row that sees no key): with `output`, what the backward pass reuses
-   * instead of recomputing the forward. Default false.
+   * Also return each query row's log-sum-exp of its scaled, masked scores (and sink),
+   * log(e^sink + Σ_j e^score_j), float32 `[..., Lq]` (`-Infinity` for a row that sees no key and
+   * has no sink): with `output`, what the backward pass reuses instead of recomputing the
+   * forward. Every backend ('webgpu' with `outputLocation` 'cpu'). Default false.
    */
   returnLogSumExp?: boolean;
   /**
@@ -260,6 +261,8 @@ export interface AttentionResult64 {
   weights: Tensor64;
   /** The stage `returnScores` asked for, in float64. */
   scores?: Tensor64;
+  /** `[..., Lq]`, with `returnLogSumExp`: each row's log(e^sink + Σ_j e^(masked score)), in float64. */
+  logSumExp?: Tensor64;
 }
 
 /**

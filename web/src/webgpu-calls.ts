@@ -134,6 +134,10 @@ export async function runWebGpuAttention(
     const matrix = product(weightsShape);
     if (results.has('weights')) result.weights = { data: results.float32('weights', matrix), shape: weightsShape };
     if (results.has('scores')) result.scores = { data: results.float32('scores', matrix), shape: [...weightsShape] };
+    if (results.has('logSumExp')) {
+      const lseShape = outputShape.slice(0, -1);
+      result.logSumExp = { data: results.float32('logSumExp', product(lseShape)), shape: lseShape };
+    }
     const layout = (started as { layout?: WebGpuTraceLayout }).layout;
     if (layout) result.trace = { data: results.float32('trace', results.steps), layout };
     return result;

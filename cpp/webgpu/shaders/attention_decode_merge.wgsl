@@ -7,7 +7,8 @@
 // i.e. the softmax over every visible key, merged by log-sum-exp; weights at most 1, so nothing
 // overflows where the output does not. Semantics as the flash kernels (output_value): a row that
 // sees no key writes zeros, a NaN score makes the row NaN, a row with exactly one visible key
-// (and no sink) copies that key's value row.
+// (and no sink) copies that key's value row. With WRITE_LSE, also the row's log-sum-exp
+// M + log L (write_row_lse).
 //
 // Algorithm: one invocation per query row, reading its splits' records twice (M and L, then the
 // weighted sum column by column).
@@ -59,4 +60,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     }
     output[row.out_row * p.Ev + c] = output_value(row, o, visible_count, single_key, seen, nan_row, c);
   }
+  if (WRITE_LSE) { write_row_lse(row, sink, seen, nan_row); }
 }

@@ -3,7 +3,8 @@
 // Computes, for every query row i of every (batch·head) of one chunk,
 //   output[i] = softmax_j(q_i·k_j · scale + mask_ij) · V     over the keys j that row i may see,
 // without ever building the [Lq, Lk] score matrix, and (WRITE_STATS) each row's softmax
-// statistics (running max m, denominator l) for attention_weights.wgsl.
+// statistics (running max m, denominator l) for attention_weights.wgsl, and (WRITE_LSE) each
+// row's log-sum-exp m + log l for the backward (returnLogSumExp).
 //
 // Tiling: one workgroup of ROWS invocations per (batch·head, tile of ROWS query rows); invocation
 // t owns query row tile·ROWS + t: its query row (E_PAD floats) and its output accumulator (EV_PAD
@@ -34,7 +35,7 @@
 // attention_common.wgsl.inc), then
 //   const ROWS: u32; const E_PAD: u32; const EV_PAD: u32; const BLOCK_KEYS: u32;
 //   const MASK_KIND: u32 (0 none, 1 bool bytes packed in u32 words, 2 additive f32);
-//   const CAUSAL: bool; const WRITE_STATS: bool; const RANGES, ALIBI, SINKS, DOCUMENTS: bool;
+//   const CAUSAL: bool; const WRITE_STATS: bool; const WRITE_LSE: bool; const RANGES, ALIBI, SINKS, DOCUMENTS: bool;
 //   const TRACE_ROW: u32; const TRACE_LANES: u32 (= 1) (the trace, attention_flash_common.wgsl.inc);
 // Buffers hold one chunk (cpp/webgpu/plan.h, WebGpuChunk): query/output/stats rows
 // [chunk heads × rows], key/value heads [kv0, kv0 + nkv), mask elements from mask_base.

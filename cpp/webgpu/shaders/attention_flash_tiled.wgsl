@@ -24,7 +24,7 @@
 //
 // Prepended by the C++ glue, as for attention_flash.wgsl, plus LANES:
 //   const ROWS: u32; const LANES: u32; const E_PAD: u32; const EV_PAD: u32; const BLOCK_KEYS: u32 (16, 32 or 64);
-//   const MASK_KIND: u32; const CAUSAL: bool; const WRITE_STATS: bool;
+//   const MASK_KIND: u32; const CAUSAL: bool; const WRITE_STATS: bool; const WRITE_LSE: bool;
 //   const RANGES, ALIBI, SINKS, DOCUMENTS: bool (the variants, as in attention_flash.wgsl);
 //   const TRACE_ROW: u32; const TRACE_LANES: u32 (= LANES) (the trace, attention_flash_common.wgsl.inc).
 

@@ -19,7 +19,7 @@ export interface CheckOptions {
 }
 
 /**
- * Runs `attn` and checks output (and weights, when requested) against the float64 reference.
+ * Runs `attn` and checks output (and weights, scores and log-sum-exp, when requested) against the float64 reference.
  * `oracle` is a scalar-backend instance: it provides both the float64 reference and e_ref.
  */
 export async function expectMatchesReference(
@@ -62,6 +62,28 @@ export function expectResultMatchesReference(
     expect(wErr, `${label} weights error ${wErr} > ${wBound}`).toBeLessThanOrEqual(wBound);
   }
   if (options.returnScores) expectScoresMatch(got.scores, ref.scores!, plain.scores, factor, label);
+  if (options.returnLogSumExp) expectLogSumExpMatches(got.logSumExp, ref.logSumExp!, plain.logSumExp, factor, label);
+}
+
+/**
+ * The rows' log-sum-exp against the float64 one: −Infinity (a row that sees no key, without a
+ * sink) and NaN exactly where the reference has them, elsewhere
+ * max|lse − lse64| ≤ f·e_ref + 1e-5·max(1, |lse64|), e_ref the float32 scalar error.
+ */
+function expectLogSumExpMatches(got: Tensor | undefined, ref: { data: Float64Array; shape: readonly number[] }, plain: Tensor | undefined, factor: number, label: string) {
+  expect(got, `${label}: logSumExp returned`).toBeDefined();
+  expect(got!.shape, label).toEqual(ref.shape);
+  expect(got!.data.length, label).toBe(ref.data.length);
+  for (let i = 0; i < ref.data.length; i++) {
+    const r = ref.data[i]!, g = got!.data[i]!;
+    if (!Number.isFinite(r) || !Number.isFinite(g)) {
+      expect(g, `${label} logSumExp ${i}`).toBe(r);
+      continue;
+    }
+    const eRef = Math.abs(plain!.data[i]! - r);
+    const bound = factor * eRef + 1e-5 * Math.max(1, Math.abs(r));
+    expect(Math.abs(g - r), `${label} logSumExp ${i}: ${g} vs ${r} (e_ref ${eRef})`).toBeLessThanOrEqual(bound);
+  }
 }
 
 /**
