@@ -45,6 +45,8 @@ export default defineConfig({
   preview: {
     headers: isolationHeaders,
   },
+  // The heavy-work worker imports sdpa-web, which loads its builds with dynamic imports: an ES module worker.
+  worker: { format: 'es' },
   build: {
     outDir: 'dist',
     emptyOutDir: true,

@@ -4,11 +4,13 @@ import type { Extra, MatrixView } from './compute';
 import { el, fmt, fmtCell, fmtExact, rowsOf } from './tensors';
 
 const CELL = 46;
+/** Viridis at 0 and 1: a mask's hidden and may-attend cells, coloured as weights 0 and 1 are. */
+const VIRIDIS_ENDS = ['#440154', '#fde725'] as const;
 
 /** Cell text colour that stays readable on the cell's fill (viridis is dark at 0, light at 1). */
 function textFill(kind: MatrixView['kind'], v: number, maxAbs: number): string {
   if (!Number.isFinite(v)) return 'currentColor';
-  if (kind === 'weights') return v > 0.55 ? '#111' : '#fff';
+  if (kind === 'weights' || kind === 'mask') return v > 0.55 ? '#111' : '#fff';
   return Math.abs(v) / (maxAbs || 1) > 0.55 ? '#fff' : '#111';
 }
 
@@ -31,10 +33,13 @@ export function heatmap(view: MatrixView, opts: { decimals?: number; title?: str
   const colLongest = Math.max(...view.colLabels.map((s) => s.length));
   const rotate = colLongest * 7 > cell * (opts.numbers === false ? 0.8 : 1);
   const marginBottom = rotate ? Math.min(160, 28 + colLongest * 5) : 40;
+  const legend = opts.legend !== false;
   const color =
-    view.kind === 'weights'
-      ? { type: 'linear' as const, scheme: 'viridis' as const, domain: [0, 1], label: 'weight', legend: opts.legend !== false }
-      : { type: 'linear' as const, scheme: 'rdbu' as const, domain: [-maxAbs, maxAbs], reverse: true, label: 'value', legend: opts.legend !== false };
+    view.kind === 'mask'
+      ? { type: 'ordinal' as const, domain: [0, 1], range: [VIRIDIS_ENDS[0], VIRIDIS_ENDS[1]], tickFormat: (m: number) => (m ? 'may attend' : 'hidden'), label: 'mask', legend }
+      : view.kind === 'weights'
+        ? { type: 'linear' as const, scheme: 'viridis' as const, domain: [0, 1], label: 'weight', legend }
+        : { type: 'linear' as const, scheme: 'rdbu' as const, domain: [-maxAbs, maxAbs], reverse: true, label: 'value', legend };
   const plot = Plot.plot({
     title: opts.title,
     width: marginLeft + 20 + Math.max(nc, 2) * cell,

@@ -38,6 +38,9 @@ async function weightStats(attn: Attention, q: Tensor, k: Tensor, scale: number,
   return { meanMax: sumMax / n, meanEntropy: sumH / n, corner };
 }
 
+/** A heatmap cell small enough that m columns (and their labels) fit `width` px undistorted: its text is never scaled below its size. */
+const cornerCell = (width: number, m: number) => Math.max(16, Math.min(46, Math.floor(((width || 360) - 110) / m)));
+
 export function mountScalingLab(app: App): void {
   const sec = document.getElementById('scaling')!;
   sec.append(el('p', { text: 'For each d_k, draw n random queries and n random keys with N(0, 1) entries and let sdpa-web compute the scores and the softmax. Without scaling, the score std grows like √d_k and the softmax collapses to one-hot (max weight → 1, entropy → 0). Dividing by √d_k keeps the std at 1 and the weights soft.' }));
@@ -150,7 +153,7 @@ export function mountScalingLab(app: App): void {
     if (!stats) return;
     tempPanel.replaceChildren(el('div', { class: 'view' },
       el('p', { id: 'lab-temp-stats', text: `d_k = ${dk}, T = ${T.toFixed(2)}: mean max weight ${stats.meanMax.toFixed(3)}, mean entropy ${stats.meanEntropy.toFixed(3)} nats (uniform: ${Math.log(n).toFixed(2)}).` }),
-      heatmap({ name: `weights, first ${m} queries × ${m} of ${n} keys`, tensor: tensor(stats.corner, [m, m]), rowLabels: seqLabels('q', m), colLabels: seqLabels('k', m), rowAxis: 'query', colAxis: 'key', kind: 'weights' }, { decimals: 2, numbers: tempPanel.clientWidth >= 480 }),
+      heatmap({ name: `weights, first ${m} queries × ${m} of ${n} keys`, tensor: tensor(stats.corner, [m, m]), rowLabels: seqLabels('q', m), colLabels: seqLabels('k', m), rowAxis: 'query', colAxis: 'key', kind: 'weights' }, { decimals: 2, numbers: tempPanel.clientWidth >= 480, cell: cornerCell(tempPanel.clientWidth, m) }),
     ));
   }
 
