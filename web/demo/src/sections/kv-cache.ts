@@ -150,10 +150,12 @@ export function mountKvCache(app: App): void {
       // The drawing shrinks to fit a phone: its labels are sized in drawing units so that they are
       // drawn at 11 px or more, and thinned out (every 2nd, 3rd … token) where cells get too small for them.
       const cell = 12, gap = 10;
-      const natural = 20 + total * cell;
-      const shrink = Math.min(1, (matrix.clientWidth || natural) / natural);
-      const font = Math.max(11, 11.5 / shrink);
-      const label = Math.ceil(font * 1.4);
+      let font = 11.5, label = 16;
+      for (let round = 0; round < 4; round++) {
+        label = Math.ceil(font * 1.4);
+        const natural = label + total * cell + 4;
+        font = Math.max(11.5, 11.8 / Math.min(1, (matrix.clientWidth || natural) / natural));
+      }
       const rowEvery = Math.ceil(font / cell), colEvery = Math.ceil((0.7 * font) / cell);
       const rowsShown = s.start + s.rows;
       const keys = cachedRows(run, layer, kvHead, step, 'key');
