@@ -1,6 +1,7 @@
 // Section 6: the n²·d compute and n² memory of attention (the seed's 512-token, 12-layer, 12-head example),
 // and a live benchmark of sdpa-web's backends in this browser.
 import * as Plot from '@observablehq/plot';
+import { renderPlot } from '../lib/plots';
 import { getParam, selectable, setParams, webgpuLabel, type App } from '../lib/app';
 import { heavy } from '../lib/heavy';
 import { wholeNumberProblem } from '../lib/fields';
@@ -67,7 +68,7 @@ export function mountCost(app: App): void {
     )));
     const ns = [128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768];
     const pts = ns.flatMap((x) => [{ n: x, y: (x * x * by * H * L * B) / MiB, what: 'weights memory (MiB)' }, { n: x, y: (4 * x * x * D * H * L * B) / 1e9, what: 'compute (GFLOP)' }]);
-    growth.replaceChildren(el('figure', {}, el('figcaption', { text: 'Both grow with n²: doubling n quadruples them' }), Plot.plot({
+    growth.replaceChildren(el('figure', {}, el('figcaption', { text: 'Both grow with n²: doubling n quadruples them' }), renderPlot({
       // As wide as its box (never wider: a scaled-down plot shrinks its text below 11 px).
       width: Math.min(560, Math.max(260, growth.clientWidth || sec.clientWidth - 32)), height: 300, marginLeft: 60,
       style: { background: 'transparent', fontSize: '12px' },
@@ -130,7 +131,7 @@ export function mountCost(app: App): void {
     }
 
     function draw(): void {
-      plot.replaceChildren(el('figure', { 'data-testid': 'bench-plot' }, el('figcaption', { text: 'Attention throughput: 4·n²·d FLOP per call, d = 64' }), Plot.plot({
+      plot.replaceChildren(el('figure', { 'data-testid': 'bench-plot' }, el('figcaption', { text: 'Attention throughput: 4·n²·d FLOP per call, d = 64' }), renderPlot({
         width: 560, height: 320, marginLeft: 56,
         style: { background: 'transparent', fontSize: '12px' },
         x: { type: 'log', label: 'sequence length n (log scale)', grid: true },

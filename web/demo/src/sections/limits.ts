@@ -4,6 +4,7 @@
 // asked: a WebGPU instance with these limits (gpuLimits) names the kernel it compiles, runs the
 // longest call that fits and refuses one key more.
 import * as Plot from '@observablehq/plot';
+import { renderPlot } from '../lib/plots';
 import { maxAbsDiff, toleranceBound, type GpuLimitCaps } from 'sdpa-web';
 import { getParam, setParams, type App } from '../lib/app';
 import { randn } from '../lib/compute';
@@ -91,7 +92,7 @@ export function mountLimits(app: App): void {
     const ns = Array.from({ length: 15 }, (_, i) => 2 ** (i + 6));
     const pts = ns.flatMap((n) => [{ n, bytes: 4 * n * call.headDim, what: 'one head’s K (flash path)' }, { n, bytes: 4 * n * n, what: 'one head’s weights matrix' }]);
     const width = Math.min(520, Math.max(280, plot.clientWidth || 480));
-    plot.replaceChildren(el('figure', {}, el('figcaption', { text: 'One head’s buffers against the buffer limit: L² outgrows it long before L' }), Plot.plot({
+    plot.replaceChildren(el('figure', {}, el('figcaption', { text: 'One head’s buffers against the buffer limit: L² outgrows it long before L' }), renderPlot({
       width, height: 280, marginLeft: 64, marginRight: 24,
       style: { background: 'transparent', fontSize: '12px' },
       x: { type: 'log', base: 2, label: 'length L (log scale)', grid: true, ticks: [64, 1024, 16384, 262144], tickFormat: (n: number) => (n >= 1024 ? `${n / 1024}K` : String(n)) },

@@ -5,7 +5,7 @@ import type { AttentionOptions, AttentionStages, Tensor } from 'sdpa-web';
 import { normalSampler, randomMatrix, uniformStream, type UniformSource } from '../../../examples/worked-examples';
 import { getParam, setParams, type App } from '../lib/app';
 import { readWholeNumber } from '../lib/fields';
-import { heatmap } from '../lib/plots';
+import { heatmap, renderPlot } from '../lib/plots';
 import { el, rowsOf, slice0, tensor, type NumTensor } from '../lib/tensors';
 
 const D_MODEL = 16;
@@ -47,7 +47,7 @@ function headView(w: NumTensor, tokens: string[], color: string, title: string):
     return r.map((v, j) => ({ i, j, v, share: v / top }));
   });
   const ys = tokens.map((_, i) => i);
-  return Plot.plot({
+  return renderPlot({
     title,
     width: 220,
     height: 40 + tokens.length * 24,
@@ -68,7 +68,7 @@ function gqaMap(h: number, hkv: number): Element {
   const g = h / hkv;
   const q = Array.from({ length: h }, (_, i) => ({ i, kv: Math.floor(i / g) }));
   const kvx = (j: number) => (j + 0.5) * (h / hkv) - 0.5;
-  return Plot.plot({
+  return renderPlot({
     width: Math.max(320, 70 * h),
     height: 150,
     marginLeft: 90,

@@ -8,7 +8,7 @@ import { attentionStages } from '../lib/compute';
 import { pytorchAttention } from '../lib/pytorch';
 import { fitMath, tex } from '../lib/katex';
 import { heatmap, matrixTable } from '../lib/plots';
-import { el, entropy, fmt, isFullyMasked, maxOf, rowsOf, seqLabels } from '../lib/tensors';
+import { afterPaint, el, entropy, fmt, isFullyMasked, maxOf, rowsOf, seqLabels } from '../lib/tensors';
 
 type Mode = 'qkv' | 'x';
 type MaskKind = 'none' | 'causal-tl' | 'causal-br' | 'padding' | 'custom';
@@ -122,7 +122,9 @@ export function mountPlayground(app: App): void {
   const randomRow = el('div', { class: 'row', role: 'group', 'aria-label': 'Shapes of Q, K, V' }, el('span', { class: 'note', text: 'Shapes:' }), el('label', {}, 'Lq ', lqIn), el('label', {}, 'Lk ', lkIn), el('label', {}, 'd_k ', dkIn), el('label', {}, 'd_v ', dvIn), rnd);
   const error = el('p', { id: 'pg-error', class: 'error-text', role: 'alert' });
   const limitNote = el('p', { class: 'note', id: 'pg-limit', 'data-rows': MAX_ROWS, 'data-cols': MAX_COLS, text: `Each matrix: up to ${MAX_ROWS} rows and ${MAX_COLS} columns (larger inputs belong in a script calling sdpa-web). Small matrices are kept in the URL; larger ones are not, so a link stays short.` });
-  const results = el('div', { id: 'pg-results', 'data-version': '0' });
+  const progress = el('p', { class: 'note', id: 'pg-progress', role: 'status' });
+  const results = el('div', { id: 'pg-results', 'data-version': '0' }, progress);
+  const views = el('div', { class: 'views' });
   sec.append(controls, variantControls, backendNote, randomRow, inputs, el('div', { class: 'row' }, el('label', {}, 'Query tokens ', tokQ), el('label', {}, 'Key tokens ', tokK)), el('div', { id: 'pg-mask-cells' }, maskGrid), limitNote, error, results);
 
   mode.value = (getParam('pmode') as Mode) ?? 'qkv';
@@ -277,6 +279,45 @@ export function mountPlayground(app: App): void {
     return Object.fromEntries(MATS.map((m) => [`p${m}`, small && m in encoded ? encoded[m]! : null]));
   }
 
+  /**
+   * Draw `pieces` into the results in order, each replacing its previous drawing, one per task with a
+   * paint between; false when a newer recompute (version) took over meanwhile.
+   */
+  async function drawPieces(pieces: Piece[], my: number): Promise<boolean> {
+    results.setAttribute('aria-busy', 'true');
+    let last: { results: Element; views: Element | null } = { results: progress, views: null };
+    for (const [n, piece] of pieces.entries()) {
+      progress.textContent = `Drawing ${piece.what} (${n + 1} of ${pieces.length})…`;
+      const node = piece.draw();
+      node.id = piece.id;
+      results.querySelector(`#${piece.id}`)?.remove();
+      if (piece.inside) document.getElementById(piece.inside)!.append(node);
+      else if (piece.inViews) {
+        if (last.views) last.views.after(node);
+        else {
+          last.results.after(views);
+          last.results = views;
+          views.prepend(node);
+        }
+        last.views = node;
+      } else {
+        last.results.after(node);
+        last.results = node;
+      }
+      await afterPaint();
+      if (my !== version) return false;
+    }
+    // What an earlier drawing showed and this one does not (X mode's projections).
+    const drawn = new Set(pieces.map((p) => p.id));
+    for (const c of [...results.children, ...views.children]) if (c !== progress && c !== views && !drawn.has(c.id)) c.remove();
+    endDrawing();
+    return true;
+  }
+  const endDrawing = () => {
+    progress.textContent = '';
+    results.removeAttribute('aria-busy');
+  };
+
   /** Valid keys (padding mask): a whole number from 0 to Lk, or the reason beside the field. */
   const validKeys = (lk: number) => readWholeNumber(keyLen, 'Valid keys', 0, lk);
 
@@ -307,14 +348,13 @@ export function mountPlayground(app: App): void {
           throw e;
         }
       };
-      const extra: HTMLElement[] = [];
+      const extra: [string, string, Tensor][] = [];
       if (mode.value === 'x') {
         const x = parse('x', 'X');
         q = attn.matmul(x, parse('wq', 'W_Q'));
         k = attn.matmul(x, parse('wk', 'W_K'));
         v = attn.matmul(x, parse('wv', 'W_V'));
-        const lbl = tokLabels(tokQ.value, 'x', x.shape[0]);
-        extra.push(...([['Q = XW_Q', q], ['K = XW_K', k], ['V = XW_V', v]] as [string, Tensor][]).map(([n, t]) => el('div', { class: 'view' }, heatmap({ name: n, tensor: t, rowLabels: lbl, colLabels: seqLabels('d', t.shape[1]), rowAxis: 'token', colAxis: 'dimension', kind: 'signed' }))));
+        extra.push(['pg-xq', 'Q = XW_Q', q], ['pg-xk', 'K = XW_K', k], ['pg-xv', 'V = XW_V', v]);
       } else {
         q = parse('q', 'Q');
         k = parse('k', 'K');
@@ -355,27 +395,32 @@ export function mountPlayground(app: App): void {
       const masked = stages.find((s) => s.id === 'masked')!.views[0];
       const output = stages.find((s) => s.id === 'output')!.views[0];
       const w = rowsOf(st.weights);
-      const stats = el('table', { class: 'data', id: 'pg-row-stats' }, el('thead', {}, el('tr', {}, ...([['query', 'query row'], ['max weight', 'the row’s largest weight'], ['entropy', 'entropy of the row’s weights, in nats'], ['of ln Lk', 'the entropy as a share of its largest possible value, ln Lk (uniform weights)'], ['status', 'status']] as const).map(([h, title]) => el('th', { scope: 'col', title, text: h })))), el('tbody', {}, ...w.map((r, i) => {
+      const lbl = tokLabels(tokQ.value, 'x', lq);
+      const statsTable = () => el('table', { class: 'data', id: 'pg-row-stats' }, el('thead', {}, el('tr', {}, ...([['query', 'query row'], ['max weight', 'the row’s largest weight'], ['entropy', 'entropy of the row’s weights, in nats'], ['of ln Lk', 'the entropy as a share of its largest possible value, ln Lk (uniform weights)'], ['status', 'status']] as const).map(([h, title]) => el('th', { scope: 'col', title, text: h })))), el('tbody', {}, ...w.map((r, i) => {
         const fm = isFullyMasked(r);
         return el('tr', fm ? { class: 'fully-masked' } : {}, el('th', { scope: 'row', text: ql[i] }), el('td', { text: fm ? '—' : fmt(maxOf(r), 3) }), el('td', { text: fm ? '—' : fmt(entropy(r), 3) }), el('td', { text: fm ? '—' : `${((100 * entropy(r)) / Math.log(lk || 1) || 0).toFixed(0)}%` }), el('td', { text: fm ? 'fully masked: every key is masked, all weights 0' : 'ok' }));
       })));
-      results.replaceChildren(
-        el('p', { class: 'note', id: 'pg-summary', text: `Q [${lq} × ${dk}], K [${lk} × ${dk}], V [${lk} × ${v.shape[1]}] · scale ${+opts.scale!.toPrecision(4)} (${scaled.checked ? `1/√${dk}` : '1'} / T) · mask: ${maskLabel} · backend ${inst.backend}` }),
-        fitMath(tex(`A = \\operatorname{softmax}\\!\\left(\\frac{QK^{\\top} \\cdot ${scaled.checked ? `\\frac{1}{\\sqrt{${dk}}}` : '1'}}{T = ${T.toFixed(2)}} + M\\right),\\quad O = AV`, true)),
-        el('div', { class: 'views' },
-          ...extra,
-          el('div', { class: 'view', id: 'pg-masked' }, heatmap(masked)),
-          el('div', { class: 'view', id: 'pg-weights' }, heatmap(weights), el('details', { class: 'numbers' }, el('summary', { text: 'Numbers of the weights' }), matrixTable(weights))),
-          el('div', { class: 'view', id: 'pg-stats' }, el('figcaption', { text: 'Per row: max weight and entropy' }), stats),
-          el('div', { class: 'view', id: 'pg-output' }, heatmap(output), el('details', { class: 'numbers', open: true }, el('summary', { text: 'Numbers of the output' }), matrixTable(output))),
-          tileMapView(inst, opts),
-        ),
-        el('details', {}, el('summary', { text: 'Copy this view as PyTorch' }), el('pre', { class: 'snippet', id: 'pg-pytorch' }, el('code', { text: pytorchAttention(q, k, v, { options: opts, title: 'sdpa-web playground' }) }))),
-      );
+      const numbers = (what: string, open: boolean, table: () => HTMLElement) => el('details', { class: 'numbers', open }, el('summary', { text: `Numbers of ${what}` }), table());
+      // The results are drawn a piece per task, each laid out and painted before the next is built,
+      // so a large input never blocks the page for long; a note says how far the drawing is.
+      const pieces: Piece[] = [
+        { id: 'pg-summary', what: 'the summary', draw: () => el('p', { class: 'note', text: `Q [${lq} × ${dk}], K [${lk} × ${dk}], V [${lk} × ${v.shape[1]}] · scale ${+opts.scale!.toPrecision(4)} (${scaled.checked ? `1/√${dk}` : '1'} / T) · mask: ${maskLabel} · backend ${inst.backend}` }) },
+        { id: 'pg-formula', what: 'the formula', draw: () => fitMath(tex(`A = \\operatorname{softmax}\\!\\left(\\frac{QK^{\\top} \\cdot ${scaled.checked ? `\\frac{1}{\\sqrt{${dk}}}` : '1'}}{T = ${T.toFixed(2)}} + M\\right),\\quad O = AV`, true)) },
+        ...extra.map(([id, name, t]): Piece => ({ id, what: name, inViews: true, draw: () => el('div', { class: 'view' }, heatmap({ name, tensor: t, rowLabels: lbl, colLabels: seqLabels('d', t.shape[1]), rowAxis: 'token', colAxis: 'dimension', kind: 'signed' })) })),
+        { id: 'pg-masked', what: 'the masked scores', inViews: true, draw: () => el('div', { class: 'view' }, heatmap(masked)) },
+        { id: 'pg-weights', what: 'the weights', inViews: true, draw: () => el('div', { class: 'view' }, heatmap(weights)) },
+        { id: 'pg-weights-numbers', what: 'the numbers of the weights', inside: 'pg-weights', draw: () => numbers('the weights', false, () => matrixTable(weights)) },
+        { id: 'pg-stats', what: 'the row statistics', inViews: true, draw: () => el('div', { class: 'view' }, el('figcaption', { text: 'Per row: max weight and entropy' }), statsTable()) },
+        { id: 'pg-output', what: 'the output', inViews: true, draw: () => el('div', { class: 'view' }, heatmap(output), numbers('the output', true, () => matrixTable(output))) },
+        { id: 'pg-tiles', what: 'the key tiles read', inViews: true, draw: () => tileMapView(inst, opts) },
+        { id: 'pg-pytorch-view', what: 'the PyTorch code', draw: () => el('details', {}, el('summary', { text: 'Copy this view as PyTorch' }), el('pre', { class: 'snippet', id: 'pg-pytorch' }, el('code', { text: pytorchAttention(q, k, v, { options: opts, title: 'sdpa-web playground' }) }))) },
+      ];
+      if (!(await drawPieces(pieces, my))) return;
       results.dataset.version = String(my);
       results.dataset.backend = inst.backend;
     } catch (e) {
       if (my !== version) return;
+      endDrawing();
       error.textContent = e instanceof Error ? `${e.name === 'Error' ? '' : `${e.name}: `}${e.message}` : String(e);
       results.dataset.version = String(my);
     }
@@ -468,6 +513,16 @@ export function mountPlayground(app: App): void {
     describeBackends();
     await recompute();
   })().catch((e) => app.error('playground', e));
+}
+
+/** One piece of the playground's results: drawn in a task of its own, into the results, their views or the element `inside`. */
+interface Piece {
+  id: string;
+  /** What it shows, for the progress note. */
+  what: string;
+  inViews?: boolean;
+  inside?: string;
+  draw(): HTMLElement;
 }
 
 /** What a worked example hands to the playground. */

@@ -3,6 +3,7 @@
 // the largest error, where in the output it sits, and the bound of the rule the tests use. Then how
 // the error grows with the logit scale and with the length.
 import * as Plot from '@observablehq/plot';
+import { renderPlot } from '../lib/plots';
 import { getParam, setParams, webgpuLabel, type App } from '../lib/app';
 import type { PrecisionResult } from '../lib/explainers';
 import { heavy, type EngineInfo } from '../lib/heavy';
@@ -99,7 +100,7 @@ export function mountPrecisionLab(app: App): void {
     }
     const width = Math.max(280, sweeps.clientWidth >= 760 ? sweeps.clientWidth / 2 - 40 : sweeps.clientWidth - 24);
     const chart = (title: string, pts: typeof byScale, xLabel: string, current: number) =>
-      el('figure', { class: 'view' }, el('figcaption', { text: title }), Plot.plot({
+      el('figure', { class: 'view' }, el('figcaption', { text: title }), renderPlot({
         width, height: 280, marginLeft: 60,
         style: { background: 'transparent', fontSize: '12px' },
         x: { type: 'log', base: 2, label: xLabel, grid: true },

@@ -5,7 +5,7 @@ import * as Plot from '@observablehq/plot';
 import type { Attention, Tensor } from 'sdpa-web';
 import { getParam, setParams, type App } from '../lib/app';
 import { randnInPieces, rowsPerChunk, scoreStatsFor, type StatsRow } from '../lib/compute';
-import { heatmap, linePlot } from '../lib/plots';
+import { heatmap, linePlot, renderPlot } from '../lib/plots';
 import { el, entropy, maxOf, stdOf, nextFrame, rowsOf, seqLabels, tensor } from '../lib/tensors';
 
 const DKS = [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
@@ -127,7 +127,7 @@ export function mountScalingLab(app: App): void {
     const full = Math.max(300, hist.clientWidth);
     const width = full >= 760 ? Math.floor((full - 16) / 2) - 24 : full - 24;
     const one = (label: string, values: number[]) =>
-      el('figure', { class: 'view', 'data-testid': 'lab-hist' }, el('figcaption', { text: `${label}, d_k = ${r.dk}: std ${stdOf(values).toFixed(2)}` }), Plot.plot({
+      el('figure', { class: 'view', 'data-testid': 'lab-hist' }, el('figcaption', { text: `${label}, d_k = ${r.dk}: std ${stdOf(values).toFixed(2)}` }), renderPlot({
         width, height: 260, marginLeft: 50,
         style: { background: 'transparent', fontSize: '12px' },
         x: { label: `${label} →`, grid: true },

@@ -3,6 +3,7 @@
 // queries and keys, the library computes the scores and one query's attention, and the page plots the
 // variance itself (unscaled and scaled) against d_k.
 import * as Plot from '@observablehq/plot';
+import { renderPlot } from '../lib/plots';
 import { getParam, setParams, type App } from '../lib/app';
 import { rowSummary, VARIANCE_DKS, VARIANCE_KEYS, VARIANCE_SAMPLES, varianceAt, type VariancePoint } from '../lib/explainers';
 import { fitMath, tex } from '../lib/katex';
@@ -60,7 +61,7 @@ export function mountVarianceLab(app: App): void {
     // Series names are legend labels, never CSS: Plot reads a string starting with "var(" as a CSS variable.
     const pts = [...points.values()].sort((a, b) => a.dk - b.dk).flatMap((p) => [{ dk: p.dk, v: p.varUnscaled, series: SERIES_UNSCALED }, { dk: p.dk, v: p.varScaled, series: SERIES_SCALED }]);
     const ref = VARIANCE_DKS.flatMap((dk) => [{ dk, v: dk, series: 'reference d_k' }, { dk, v: 1, series: 'reference 1' }]);
-    plot.replaceChildren(el('figure', { 'data-testid': 'var-plot' }, el('figcaption', { text: 'The variance of the scores against d_k (log–log): measured points on the line Var = d_k, and at 1 after ÷√d_k' }), Plot.plot({
+    plot.replaceChildren(el('figure', { 'data-testid': 'var-plot' }, el('figcaption', { text: 'The variance of the scores against d_k (log–log): measured points on the line Var = d_k, and at 1 after ÷√d_k' }), renderPlot({
       width, height: Math.round(Math.min(340, Math.max(240, width * 0.45))), marginLeft: 56,
       style: { background: 'transparent', fontSize: '12px' },
       x: { type: 'log', base: 2, label: 'd_k (log scale)', grid: true, domain: [1, 1024] },
@@ -77,7 +78,7 @@ export function mountVarianceLab(app: App): void {
   function drawBars(p: VariancePoint): void {
     const width = Math.max(280, Math.min(520, bars.clientWidth >= 760 ? bars.clientWidth / 2 - 40 : bars.clientWidth - 24));
     const one = (title: string, w: number[], fill: string, id: string) =>
-      el('figure', { class: 'view', 'data-testid': id }, el('figcaption', { text: title }), Plot.plot({
+      el('figure', { class: 'view', 'data-testid': id }, el('figcaption', { text: title }), renderPlot({
         width, height: 220, marginLeft: 44,
         style: { background: 'transparent', fontSize: '12px' },
         x: { domain: seqLabels('k', VARIANCE_KEYS), label: 'key', tickRotate: 0 },
