@@ -3,7 +3,8 @@
 import { workedExamples, getExample, type MatrixInput, type UniformSource, type WorkedExample } from '../../../examples/worked-examples';
 import type { PlaygroundLoad } from './playground';
 import { currentExample, getParam, setParams, type App } from '../lib/app';
-import { runExample, type Comparison, type ExampleRun, type Stage } from '../lib/compute';
+import { runExample, type Comparison, type ExampleRun, type ScoreStatsRunner, type Stage } from '../lib/compute';
+import { heavy } from '../lib/heavy';
 import { fitMath, tex } from '../lib/katex';
 import { heatmap, matrixTable, renderExtra } from '../lib/plots';
 import { el, entropy, fmt, isFullyMasked, maxOf, nextFrame, rowsOf, toTensor, type NumTensor } from '../lib/tensors';
@@ -143,7 +144,9 @@ export function mountExamples(app: App): { rerun(): void } {
         if (progressText) progressText.textContent = `Computing ${ex.id} with sdpa-web… ${Math.round(100 * done)}%`;
         await nextFrame();
       };
-      const r = await runExample(app.attn, ex, { maskVariant: Number(variantSelect.value || 0), between });
+      // The statistical runs (up to a million scores) go to the worker; the page shows their progress.
+      const scoreStats: ScoreStatsRunner = (args, progress) => heavy('scoreStats', { backend: app.attn.backend, ...args }, progress);
+      const r = await runExample(app.attn, ex, { maskVariant: Number(variantSelect.value || 0), between, scoreStats });
       if (my !== token) return;
       run = r;
       // The summary leads; how a constructed example was built is one click away, not between the reader and the stage.

@@ -2,7 +2,7 @@
 // benchmark's timed calls run here on this worker's own sdpa-web instances, so the page keeps
 // painting and taking input while they run. Messages: { id, op, args } in, { id, result | error } out.
 import { createAttention, type Attention, type BackendChoice } from 'sdpa-web';
-import { randn } from '../lib/compute';
+import { randn, scoreStatsFor } from '../lib/compute';
 import { float16Precision, precisionInputs, precisionOf, worstError, type Float16Precision, type PrecisionResult } from '../lib/explainers';
 import type { EngineInfo, HeavyOps } from '../lib/heavy';
 
@@ -16,7 +16,7 @@ const ENGINE_SPECS: { name: string; short: string; how: string; options: { backe
 
 let engines: Promise<{ info: EngineInfo; attn?: Attention }[]> | undefined;
 let reference: Promise<Attention> | undefined;
-const benchInstances = new Map<string, Promise<Attention>>();
+const instances = new Map<string, Promise<Attention>>();
 
 function loadEngines(): Promise<{ info: EngineInfo; attn?: Attention }[]> {
   engines ??= Promise.all(ENGINE_SPECS.map(async ({ options, ...info }) => {
@@ -37,7 +37,21 @@ function loadEngines(): Promise<{ info: EngineInfo; attn?: Attention }[]> {
 
 const referenceInstance = () => (reference ??= createAttention({ backend: 'scalar' }));
 
-const ops: HeavyOps = {
+/** This worker's instance of `backend` (created once). */
+function instanceOf(backend: string): Promise<Attention> {
+  let inst = instances.get(backend);
+  if (!inst) {
+    inst = createAttention({ backend: backend as BackendChoice });
+    instances.set(backend, inst);
+    inst.catch(() => instances.delete(backend));
+  }
+  return inst;
+}
+
+/** Each op, with `progress(done)` to report the share done to the page. */
+type WorkerOps = { [K in keyof HeavyOps]: (args: Parameters<HeavyOps[K]>[0], progress: (done: number) => void) => ReturnType<HeavyOps[K]> };
+
+const ops: WorkerOps = {
   async engines() {
     return (await loadEngines()).map((e) => e.info);
   },
@@ -56,13 +70,7 @@ const ops: HeavyOps = {
     return { results, float16 };
   },
   async bench({ backend, n, headDim }) {
-    let inst = benchInstances.get(backend);
-    if (!inst) {
-      inst = createAttention({ backend: backend as BackendChoice });
-      benchInstances.set(backend, inst);
-      inst.catch(() => benchInstances.delete(backend));
-    }
-    const attn = await inst;
+    const attn = await instanceOf(backend);
     const ref = await referenceInstance();
     const q = randn(ref, [n, headDim], n), k = randn(ref, [n, headDim], n + 1), v = randn(ref, [n, headDim], n + 2);
     await attn.scaledDotProductAttention(q, k, v); // warm-up
@@ -76,12 +84,20 @@ const ops: HeavyOps = {
     times.sort((a, c) => a - c);
     return { ms: Math.max(times[Math.floor(times.length / 2)]!, 1e-3) };
   },
+  async scoreStats({ backend, dk, samples, seed }, progress) {
+    let reported = 0;
+    return scoreStatsFor(await instanceOf(backend), dk, samples, seed, async (done) => {
+      if (done - reported < 0.01) return;
+      reported = done;
+      progress(done);
+    });
+  },
 };
 
 onmessage = async (e: MessageEvent<{ id: number; op: keyof HeavyOps; args: never }>) => {
   const { id, op, args } = e.data;
   try {
-    const result = await (ops[op] as (a: unknown) => Promise<unknown>)(args);
+    const result = await (ops[op] as (a: unknown, progress: (done: number) => void) => Promise<unknown>)(args, (progress) => postMessage({ id, progress }));
     postMessage({ id, result });
   } catch (err) {
     postMessage({ id, error: err instanceof Error ? `${err.name}: ${err.message}` : String(err) });
