@@ -43,8 +43,25 @@ function hoistPlotStyles<T extends Element>(node: T): T {
   return node;
 }
 
-/** Plot.plot with its inline <style> rules shared (see {@link hoistPlotStyles}). */
-export const renderPlot = (options: Plot.PlotOptions): ReturnType<typeof Plot.plot> => hoistPlotStyles(Plot.plot(options));
+/** Plot's bottom margin when an x axis is drawn below the plot and no margin is given. */
+const PLOT_MARGIN_BOTTOM = 30;
+/**
+ * Room under a bottom axis label for its descenders: Plot sets the label's text box on the drawing's
+ * bottom edge, where the underscore of "d_k" and the tails of g, p, y were cut off.
+ */
+const DESCENDER_ROOM = 6;
+
+/**
+ * Plot.plot with its inline <style> rules shared (see {@link hoistPlotStyles}) and room under a
+ * bottom x-axis label (the label keeps its place under the axis; the drawing grows).
+ */
+export function renderPlot(options: Plot.PlotOptions): ReturnType<typeof Plot.plot> {
+  const x = options.x;
+  const labelBelow = x?.label != null && x.axis !== 'top' && x.axis !== null && x.labelOffset === undefined;
+  const margin = options.marginBottom ?? PLOT_MARGIN_BOTTOM;
+  const roomy = { ...options, marginBottom: margin + DESCENDER_ROOM, x: { ...x, labelOffset: margin - 3 }, ...(options.height !== undefined ? { height: options.height + DESCENDER_ROOM } : {}) };
+  return hoistPlotStyles(Plot.plot(labelBelow ? roomy : options));
+}
 
 /** A labelled heatmap of a 2-D matrix (rows = queries, columns = keys). −∞ cells are hatched grey. */
 export function heatmap(view: MatrixView, opts: { decimals?: number; title?: string; cell?: number; numbers?: boolean; legend?: boolean } = {}): HTMLElement {
