@@ -12,14 +12,6 @@ let s: Session;
 beforeAll(async () => {
   buildDemo();
   s = await start();
-  // Every page records its long main-thread tasks (the Long Tasks API), from the first script on.
-  await s.context.addInitScript(() => {
-    const w = window as unknown as { longTasks: { start: number; duration: number }[] };
-    w.longTasks = [];
-    new PerformanceObserver((list) => {
-      for (const e of list.getEntries()) w.longTasks.push({ start: e.startTime, duration: e.duration });
-    }).observe({ type: 'longtask', buffered: true });
-  });
 });
 
 afterAll(async () => {
@@ -42,21 +34,53 @@ async function openSection(page: Page, query: string, id: string, width = 1280):
   }
 }
 
-/** Wait until the page has had no long task for a second (sections nearby finish loading), up to 60 s. */
-async function quiet(page: Page): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    const t = await now(page);
-    await page.waitForTimeout(1000);
-    if ((await longestTaskSince(page, t)) === 0 || Date.now() > deadline) return;
-  }
+/** One main-thread task of the page: its wall time and the time the main thread itself ran it (ms). */
+interface Task {
+  wallMs: number;
+  threadMs: number;
 }
 
-/** The page's clock now, to read the long tasks that start after it. */
-const now = (page: Page) => page.evaluate(() => performance.now());
-/** The longest main-thread task since `t0` (ms; 0 when none was longer than 50 ms). */
-const longestTaskSince = (page: Page, t0: number) =>
-  page.evaluate((t0) => Math.max(0, ...(window as unknown as { longTasks: { start: number; duration: number }[] }).longTasks.filter((t) => t.start + t.duration >= t0).map((t) => t.duration)), t0);
+/**
+ * The page's main-thread tasks while `during` runs, from a Chromium trace. A task's thread time is
+ * the work the page put on its main thread; its wall time adds whatever time other processes held
+ * the CPU, which on a shared machine is most of it (20 ms of work took 56–202 ms there).
+ */
+async function mainThreadTasks(page: Page, during: () => Promise<unknown>): Promise<Task[]> {
+  const cdp = await page.context().newCDPSession(page);
+  const events: { name: string; ph: string; pid: number; tid: number; dur?: number; tdur?: number; args?: { name?: string } }[] = [];
+  cdp.on('Tracing.dataCollected', (e) => events.push(...(e.value as unknown as typeof events)));
+  const complete = new Promise((resolve) => cdp.once('Tracing.tracingComplete', resolve));
+  await cdp.send('Tracing.start', { traceConfig: { includedCategories: ['toplevel', '__metadata'], recordMode: 'recordAsMuchAsPossible' }, transferMode: 'ReportEvents' });
+  try {
+    await during();
+  } finally {
+    await cdp.send('Tracing.end');
+    await complete;
+    await cdp.detach();
+  }
+  const main = new Set(events.filter((e) => e.name === 'thread_name' && e.args?.name === 'CrRendererMain').map((e) => `${e.pid}:${e.tid}`));
+  return events
+    .filter((e) => e.ph === 'X' && /(^|::)RunTask$/.test(e.name) && main.has(`${e.pid}:${e.tid}`))
+    .map((e) => ({ wallMs: (e.dur ?? 0) / 1000, threadMs: (e.tdur ?? e.dur ?? 0) / 1000 }));
+}
+
+/**
+ * The most main-thread time one task may take (ms): half the 100 ms a task may last, the other half
+ * for a machine busy with other work.
+ */
+const TASK_WORK_MS = 50;
+
+/** The longest task's thread time (ms), and a summary of the longest ones for the failure message. */
+function longest(tasks: Task[]): { threadMs: number; summary: string } {
+  const top = [...tasks].sort((a, b) => b.threadMs - a.threadMs).slice(0, 3);
+  return { threadMs: top[0]?.threadMs ?? 0, summary: `longest tasks (thread / wall ms): ${top.map((t) => `${t.threadMs.toFixed(0)} / ${t.wallMs.toFixed(0)}`).join(', ')}` };
+}
+
+/** Wait until a second passes with no main-thread task over 50 ms (sections nearby finish loading), up to 30 s. */
+async function quiet(page: Page): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (longest(await mainThreadTasks(page, () => page.waitForTimeout(1000))).threadMs > 50 && Date.now() < deadline);
+}
 
 /** The size an SVG or HTML text is drawn at on screen (its font size times the scale of the drawing). */
 function drawnFontPx(e: Element): number {
@@ -120,31 +144,36 @@ describe('the page never freezes', () => {
     const page = s.page;
     await openSection(page, '', 'playground');
     await page.waitForSelector('#pg-results[data-version]:not([data-version="0"])');
+    await quiet(page);
     const limit = await page.$eval('#pg-limit', (e) => ({ rows: Number((e as HTMLElement).dataset.rows), cols: Number((e as HTMLElement).dataset.cols) }));
     expect(limit.rows).toBeGreaterThanOrEqual(16);
     expect(limit.cols).toBeGreaterThanOrEqual(64);
     const matrix = (r: number, c: number, seed: number) => Array.from({ length: r }, (_, i) => Array.from({ length: c }, (_, j) => (Math.sin(seed * 97 + i * 31 + j * 7) * 2).toFixed(3)).join(' ')).join('\n');
     await quiet(page);
+    // Q, K and V pasted at once (as a reader pastes them: the value, then an input event each).
     const fill = async (rows: number) => {
       const before = Number(await page.getAttribute('#pg-results', 'data-version'));
-      await page.fill('#pg-q', matrix(rows, limit.cols, 1));
-      await page.fill('#pg-k', matrix(rows, limit.cols, 2));
-      const t0 = await now(page);
-      await page.fill('#pg-v', matrix(rows, 8, 3));
-      await page.waitForFunction((v) => Number(document.getElementById('pg-results')!.dataset.version) > v, before, { timeout: 60_000 });
+      await page.evaluate((values) => {
+        for (const [id, text] of values) {
+          const area = document.getElementById(id) as HTMLTextAreaElement;
+          area.value = text;
+          area.dispatchEvent(new Event('input', { bubbles: true }));
+        }
+      }, [['pg-q', matrix(rows, limit.cols, 1)], ['pg-k', matrix(rows, limit.cols, 2)], ['pg-v', matrix(rows, 8, 3)]]);
+      await page.waitForFunction((v) => Number(document.getElementById('pg-results')!.dataset.version) > v, before, { timeout: 60_000, polling: 100 });
       await page.waitForTimeout(300);
-      return longestTaskSince(page, t0);
     };
-    const longest = await fill(limit.rows);
+    const largest = longest(await mainThreadTasks(page, () => fill(limit.rows)));
     expect(await page.textContent('#pg-error')).toBe('');
     expect(await page.locator('#pg-weights svg').count()).toBeGreaterThan(0);
-    expect(longest, 'longest main-thread task while recomputing (ms)').toBeLessThanOrEqual(100);
+    expect(largest.threadMs, `longest main-thread task while recomputing (ms); ${largest.summary}`).toBeLessThanOrEqual(TASK_WORK_MS);
     expect(page.url().length, 'the URL of the largest allowed input').toBeLessThanOrEqual(2048);
     // Typing a token list on the largest input: no long task either.
-    const t1 = await now(page);
-    await page.type('#pg-tokq', 'a, b, c, d', { delay: 30 });
-    await page.waitForTimeout(800);
-    expect(await longestTaskSince(page, t1)).toBeLessThanOrEqual(100);
+    const typing = longest(await mainThreadTasks(page, async () => {
+      await page.type('#pg-tokq', 'a, b, c, d', { delay: 30 });
+      await page.waitForTimeout(800);
+    }));
+    expect(typing.threadMs, `typing tokens; ${typing.summary}`).toBeLessThanOrEqual(TASK_WORK_MS);
     await fill(limit.rows + 1);
     expect(await page.textContent('#pg-error')).toMatch(new RegExp(`at most ${limit.rows}`));
   });
@@ -154,10 +183,11 @@ describe('the page never freezes', () => {
     await openSection(page, '', 'precision');
     await page.waitForSelector('#precision[data-done="true"]', { timeout: 120_000 });
     await quiet(page);
-    const t0 = await now(page);
-    await page.selectOption('#prec-length', '1024');
-    await page.waitForSelector('#precision[data-done="true"]', { timeout: 120_000 });
-    expect(await longestTaskSince(page, t0)).toBeLessThanOrEqual(100);
+    const lab = longest(await mainThreadTasks(page, async () => {
+      await page.selectOption('#prec-length', '1024');
+      await page.waitForSelector('#precision[data-done="true"]', { timeout: 120_000 });
+    }));
+    expect(lab.threadMs, `the precision lab at L = 1024; ${lab.summary}`).toBeLessThanOrEqual(TASK_WORK_MS);
     expect(await page.locator('#prec-table tr[data-engine="scalar"] td[data-v]').count()).toBe(1);
   });
 
@@ -165,10 +195,11 @@ describe('the page never freezes', () => {
     const page = s.page;
     await openSection(page, '?cbench=2048', 'cost');
     await quiet(page);
-    const t0 = await now(page);
-    await page.click('#bench-run');
-    await page.waitForSelector('#cost[data-bench-done="true"]', { timeout: 170_000 });
-    expect(await longestTaskSince(page, t0)).toBeLessThanOrEqual(100);
+    const bench = longest(await mainThreadTasks(page, async () => {
+      await page.click('#bench-run');
+      await page.waitForSelector('#cost[data-bench-done="true"]', { timeout: 170_000 });
+    }));
+    expect(bench.threadMs, `the benchmark; ${bench.summary}`).toBeLessThanOrEqual(TASK_WORK_MS);
     expect(await page.locator('#bench-table tbody tr').count()).toBeGreaterThanOrEqual(6);
   });
 
@@ -177,10 +208,11 @@ describe('the page never freezes', () => {
     await openSection(page, '', 'formula');
     await page.waitForSelector('#example-select');
     await quiet(page);
-    const t0 = await now(page);
-    await page.selectOption('#example-select', 'ex-variance-512');
-    await page.waitForSelector('#stage-panel[data-ready="ex-variance-512"]', { state: 'attached', timeout: 120_000 });
-    expect(await longestTaskSince(page, t0)).toBeLessThanOrEqual(100);
+    const example = longest(await mainThreadTasks(page, async () => {
+      await page.selectOption('#example-select', 'ex-variance-512');
+      await page.waitForSelector('#stage-panel[data-ready="ex-variance-512"]', { state: 'attached', timeout: 120_000 });
+    }));
+    expect(example.threadMs, `the score-std example; ${example.summary}`).toBeLessThanOrEqual(TASK_WORK_MS);
   });
 });
 
@@ -321,6 +353,30 @@ describe('readable on a phone', () => {
         }));
         expect(outside, `${id}: labels cut off`).toEqual([]);
       }
+    });
+  }
+});
+
+describe('axis labels are not cut off', () => {
+  for (const width of WIDTHS) {
+    it(`${width} px: every axis label's text box, descenders included (the underscore of d_k), lies inside its drawing`, async () => {
+      const page = s.page;
+      const cut: string[] = [];
+      for (const [id, done] of [['variance', '#variance[data-done="true"]'], ['cost', '#cost-growth svg'], ['playground', '#pg-results[data-version]:not([data-version="0"])']] as const) {
+        await openSection(page, '', id, width);
+        await page.waitForSelector(done, { timeout: 120_000, state: 'attached' });
+        // Plot's axis labels (g aria-label "x-axis label", "y-axis label"); a text box is the font's
+        // ascent to descent, so a glyph inside it is inside the drawing, with no tolerance.
+        cut.push(...(await page.$$eval(`#${id} svg[class^="plot"]`, (svgs) => svgs.flatMap((svg) => {
+          const box = svg.getBoundingClientRect();
+          return [...svg.querySelectorAll('g[aria-label$="axis label"] text')].flatMap((t) => {
+            const r = t.getBoundingClientRect();
+            const over = Math.max(box.left - r.left, r.right - box.right, box.top - r.top, r.bottom - box.bottom);
+            return r.width > 0 && over > 0.01 ? [`“${t.textContent}” ${over.toFixed(1)} px outside`] : [];
+          });
+        }))).map((c) => `#${id}: ${c}`));
+      }
+      expect(cut).toEqual([]);
     });
   }
 });
