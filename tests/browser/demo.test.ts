@@ -332,7 +332,7 @@ describe('demo page', () => {
     await expect.poll(() => cards.count()).toBe(4);
     await cards.nth(0).click();
     expect(new URL(page.url()).searchParams.get('mhsel')).toBeNull();
-    expect(await page.textContent('#cost-result')).toContain('144.0 MiB');
+    expect(await page.textContent('#cost-result')).toContain('144 MiB (151.0 MB)');
     await page.selectOption('#bench-max', '256');
     await page.click('#bench-run');
     await page.waitForSelector('#cost[data-bench-done="true"]', { timeout: 120_000 });
@@ -513,10 +513,10 @@ describe('demo page layout, URL state and themes (1280 px and 390 px)', () => {
     expect(await page.getAttribute('.mask-grid [data-cell="1,2"]', 'aria-label')).toBe('query cat → key c: may attend');
     // Cost: 0 and empty are refused with a message naming the field; a valid value goes into the URL.
     await page.fill('#cost-n', '0');
-    expect(await page.textContent('#cost-error')).toContain('sequence length n must be a whole number of at least 1 (got “0”)');
+    expect(await page.textContent('#cost-error')).toContain('sequence length n: 0 is too small (min 1); a whole number from 1 to 16,777,216, please.');
     expect(await page.getAttribute('#cost-n', 'aria-invalid')).toBe('true');
     await page.fill('#cost-heads', '');
-    expect(await page.textContent('#cost-error')).toContain('heads must be a whole number of at least 1 (got nothing)');
+    expect(await page.textContent('#cost-error')).toContain('heads: empty; a whole number from 1 to 4,096, please.');
     await page.fill('#cost-n', '1024');
     await page.fill('#cost-heads', '12');
     expect(await page.textContent('#cost-error')).toBe('');
