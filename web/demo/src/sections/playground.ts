@@ -284,7 +284,6 @@ export function mountPlayground(app: App): void {
    * paint between; false when a newer recompute (version) took over meanwhile.
    */
   async function drawPieces(pieces: Piece[], my: number): Promise<boolean> {
-    results.setAttribute('aria-busy', 'true');
     let last: { results: Element; views: Element | null } = { results: progress, views: null };
     for (const [n, piece] of pieces.entries()) {
       progress.textContent = `Drawing ${piece.what} (${n + 1} of ${pieces.length})…`;
@@ -336,6 +335,8 @@ export function mountPlayground(app: App): void {
       prnd: seeded ? random!.key : null,
     });
     const my = ++version;
+    // Busy from the start of the computation to the last piece drawn (or the error shown).
+    results.setAttribute('aria-busy', 'true');
     try {
       error.textContent = '';
       MATS.forEach((m) => areas[m].removeAttribute('aria-invalid'));
