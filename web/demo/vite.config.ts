@@ -45,7 +45,8 @@ export default defineConfig({
   preview: {
     headers: isolationHeaders,
   },
-  // Workers (the training lab's) load sdpa-web, which imports its wasm modules dynamically: ES modules.
+  // The workers (the heavy-work one, the training lab's) import sdpa-web, which loads its builds
+  // with dynamic imports: ES module workers.
   worker: { format: 'es' },
   build: {
     outDir: 'dist',

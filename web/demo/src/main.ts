@@ -97,6 +97,25 @@ const seen = new IntersectionObserver((entries) => {
   }
 });
 for (const e of document.querySelectorAll('[data-lazy]')) seen.observe(e);
+
+// A section link (the nav, or /#id in the address) keeps its section's heading at the top of the
+// screen while the sections it passes load and grow, until the reader scrolls, clicks or types.
+let anchored: HTMLElement | undefined;
+const reanchor = () => anchored?.scrollIntoView({ block: 'start' });
+function anchorTo(hash: string): void {
+  const target = hash.length > 1 ? document.getElementById(decodeURIComponent(hash.slice(1))) : null;
+  if (!target?.matches('main > section')) return;
+  anchored = target;
+  reanchor();
+}
+for (const type of ['wheel', 'touchstart', 'keydown', 'mousedown']) addEventListener(type, () => (anchored = undefined), { capture: true, passive: true });
+new ResizeObserver(reanchor).observe(document.querySelector('main')!);
+document.addEventListener('click', (e) => {
+  const link = (e.target as Element).closest<HTMLAnchorElement>('a[href^="#"]');
+  if (link) anchorTo(link.hash);
+});
+addEventListener('hashchange', () => anchorTo(location.hash));
+anchorTo(location.hash);
 // The reader is moving on: fetch the library (and its WebAssembly) before the first section needs it.
 addEventListener('scroll', () => void loadLibrary(), { once: true, passive: true });
 document.body.dataset.ready = 'true';

@@ -57,7 +57,8 @@ export function setParams(params: Record<string, string | null>): void {
     else sp.set(k, v);
   }
   const q = sp.toString();
-  history.replaceState(null, '', `${location.pathname}${q ? `?${q}` : ''}${location.hash}`);
+  // replaceState costs tens of milliseconds: skipped when nothing changed (most recomputes).
+  if (q !== location.search.slice(1)) history.replaceState(null, '', `${location.pathname}${q ? `?${q}` : ''}${location.hash}`);
 }
 
 type Listener = (id: string) => void;

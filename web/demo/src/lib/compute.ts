@@ -15,7 +15,8 @@ export interface MatrixView {
   rowAxis: string;
   colAxis: string;
   /** Colour scale: weights in [0, 1], or signed values. */
-  kind: 'weights' | 'signed';
+  /** How its values are coloured: weights in [0, 1], signed values, or a 0/1 mask (1 = may attend). */
+  kind: 'weights' | 'signed' | 'mask';
   /** Rows that are fully masked (all weights 0). */
   maskedRows?: number[];
 }
@@ -260,8 +261,16 @@ function statsExtras(rows: StatsRow[]): Extra[] {
   ];
 }
 
-/** Run one worked example through the library. */
-export async function runExample(attn: Attention, ex: WorkedExample, opts: { maskVariant?: number; samples?: number } = {}): Promise<ExampleRun> {
+/** The score statistics for one d_k, computed elsewhere (a page's worker); `progress(done)` reports the share done. */
+export type ScoreStatsRunner = (args: { dk: number; samples: number; seed: number }, progress: (done: number) => void) => Promise<StatsRow>;
+
+/**
+ * Run one worked example through the library. `between`, where given, is awaited between the pieces
+ * of a long statistical run (with the share done so far): a page passes one that paints its progress
+ * and yields. `scoreStats`, where given, computes the statistical runs instead (a page passes one that
+ * runs them in its worker, so its main thread has none of that work).
+ */
+export async function runExample(attn: Attention, ex: WorkedExample, opts: { maskVariant?: number; samples?: number; between?: (done: number) => Promise<void>; scoreStats?: ScoreStatsRunner } = {}): Promise<ExampleRun> {
   const inp = ex.inputs;
   const stages: Stage[] = [];
   const values: Partial<Record<Target, NumTensor>> = {};
@@ -412,7 +421,11 @@ export async function runExample(attn: Attention, ex: WorkedExample, opts: { mas
     case 'score-stats': {
       const samples = opts.samples ?? inp.samples ?? 64;
       const rows: StatsRow[] = [];
-      for (const dk of inp.dks!) rows.push(await scoreStatsFor(attn, dk, samples, inp.seed ?? 1));
+      for (const [i, dk] of inp.dks!.entries()) {
+        const share = (done: number) => (i + done) / inp.dks!.length;
+        const seed = inp.seed ?? 1;
+        rows.push(await (opts.scoreStats ? opts.scoreStats({ dk, samples, seed }, (done) => void opts.between?.(share(done))) : scoreStatsFor(attn, dk, samples, seed, opts.between && ((done) => opts.between!(share(done))))));
+      }
       values.unscaledStd = { data: rows.map((r) => r.unscaledStd), shape: [rows.length] };
       values.scaledStd = { data: rows.map((r) => r.scaledStd), shape: [rows.length] };
       extras.push(...statsExtras(rows));

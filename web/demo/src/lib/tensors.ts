@@ -133,3 +133,17 @@ export function el<K extends keyof HTMLElementTagNameMap>(
 
 /** Let the browser paint (progress bars) between chunks of work. */
 export const nextFrame = (): Promise<void> => new Promise((r) => setTimeout(r, 0));
+
+/**
+ * Resolve once the browser has laid out and painted what was added so far (after the next animation
+ * frame), so the next piece of drawing starts in a task of its own. A page in a background tab gets
+ * no frames: it goes on after 100 ms.
+ */
+export const afterPaint = (): Promise<void> =>
+  new Promise((resolve) => {
+    const fallback = setTimeout(resolve, 100);
+    requestAnimationFrame(() => {
+      clearTimeout(fallback);
+      setTimeout(resolve, 0);
+    });
+  });

@@ -1,24 +1,25 @@
 // Section 6: the n²·d compute and n² memory of attention (the seed's 512-token, 12-layer, 12-head example),
 // and a live benchmark of sdpa-web's backends in this browser.
 import * as Plot from '@observablehq/plot';
-import type { Attention } from 'sdpa-web';
+import { renderPlot } from '../lib/plots';
 import { getParam, selectable, setParams, webgpuLabel, type App } from '../lib/app';
-import { randn } from '../lib/compute';
-import { el, nextFrame } from '../lib/tensors';
+import { heavy } from '../lib/heavy';
+import { wholeNumberProblem } from '../lib/fields';
+import { el } from '../lib/tensors';
+import { formatBytes } from '../lib/units';
 
 const MiB = 2 ** 20;
-const fmtBytes = (b: number) => (b >= 2 ** 30 ? `${(b / 2 ** 30).toFixed(2)} GiB` : `${(b / MiB).toFixed(b < MiB ? 3 : 1)} MiB`);
 const fmtFlops = (f: number) => (f >= 1e12 ? `${(f / 1e12).toFixed(2)} TFLOP` : f >= 1e9 ? `${(f / 1e9).toFixed(2)} GFLOP` : `${(f / 1e6).toFixed(2)} MFLOP`);
 
 export function mountCost(app: App): void {
   const sec = document.getElementById('cost')!;
   // Each field's URL parameter and default; only what differs from the default goes into the URL.
-  const num = (id: string, param: string, label: string, value: number) => {
+  const num = (id: string, param: string, label: string, value: number, max: number) => {
     const fromUrl = Number(getParam(param));
-    const i = el('input', { type: 'number', id, value: Number.isInteger(fromUrl) && fromUrl >= 1 ? fromUrl : value, min: 1, step: 1, required: true, inputmode: 'numeric', 'aria-describedby': 'cost-error' });
-    return { input: i, label: el('label', {}, label, i), param, name: label, fallback: value };
+    const i = el('input', { type: 'number', id, value: Number.isInteger(fromUrl) && fromUrl >= 1 && fromUrl <= max ? fromUrl : value, min: 1, max, step: 1, required: true, inputmode: 'numeric', 'aria-describedby': 'cost-error' });
+    return { input: i, label: el('label', {}, label, i), param, name: label, fallback: value, max };
   };
-  const fields = [num('cost-n', 'cn', 'sequence length n', 512), num('cost-d', 'cd', 'head dimension d', 64), num('cost-heads', 'ch', 'heads', 12), num('cost-layers', 'cl', 'layers', 12), num('cost-batch', 'cb', 'batch', 1)];
+  const fields = [num('cost-n', 'cn', 'sequence length n', 512, 2 ** 24), num('cost-d', 'cd', 'head dimension d', 64, 65536), num('cost-heads', 'ch', 'heads', 12, 4096), num('cost-layers', 'cl', 'layers', 12, 4096), num('cost-batch', 'cb', 'batch', 1, 65536)];
   const [n, d, h, l, b] = fields.map((f) => f.input);
   const bytes = el('select', { id: 'cost-bytes' }, el('option', { value: '4', text: 'float32 (4 B)' }), el('option', { value: '2', text: 'float16 (2 B)' }));
   if (getParam('cbytes') === '2') bytes.value = '2';
@@ -32,16 +33,16 @@ export function mountCost(app: App): void {
     el('div', { class: 'cost-grid' }, result, growth),
   );
 
-  /** The fields' values, or a message naming each field that is not a whole number ≥ 1. */
+  /** The fields' values, or a message naming each field that is not a whole number within its range. */
   function read(): number[] | string {
     const bad: string[] = [];
     for (const f of fields) {
-      const ok = /^\s*\d+\s*$/.test(f.input.value) && Number(f.input.value) >= 1;
-      if (ok) f.input.removeAttribute('aria-invalid');
-      else f.input.setAttribute('aria-invalid', 'true');
-      if (!ok) bad.push(`${f.name} must be a whole number of at least 1 (got ${f.input.value.trim() ? `“${f.input.value}”` : 'nothing'})`);
+      const problem = wholeNumberProblem(f.input.value, f.name, 1, f.max);
+      if (problem) f.input.setAttribute('aria-invalid', 'true');
+      else f.input.removeAttribute('aria-invalid');
+      if (problem) bad.push(problem);
     }
-    return bad.length ? `${bad.join('; ')}.` : fields.map((f) => Number(f.input.value));
+    return bad.length ? bad.join(' ') : fields.map((f) => Number(f.input.value));
   }
 
   function calc(): void {
@@ -61,14 +62,15 @@ export function mountCost(app: App): void {
         ['scores per head and layer (n²)', (N * N).toLocaleString('en')],
         ['FLOPs per head and layer (4·n²·d)', fmtFlops(flopsHead)],
         [`FLOPs, all ${H} heads × ${L} layers × batch ${B}`, fmtFlops(flopsHead * H * L * B)],
-        ['weights memory per head and layer (n² × bytes)', `${fmtBytes(per)} (${(per / 1e6).toFixed(2)} MB)`],
-        [`weights memory, ${H} × ${L} × ${B}`, `${fmtBytes(total)} (${(total / 1e6).toFixed(1)} MB)`],
+        ['weights memory per head and layer (n² × bytes)', `${formatBytes(per)} (${(per / 1e6).toFixed(2)} MB)`],
+        [`weights memory, ${H} × ${L} × ${B}`, `${formatBytes(total)} (${(total / 1e6).toFixed(1)} MB)`],
       ] as [string, string][]).map(([k, v]) => el('tr', {}, el('th', { scope: 'row', text: k }), el('td', {}, el('output', { class: 'big', text: v })))),
     )));
     const ns = [128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768];
     const pts = ns.flatMap((x) => [{ n: x, y: (x * x * by * H * L * B) / MiB, what: 'weights memory (MiB)' }, { n: x, y: (4 * x * x * D * H * L * B) / 1e9, what: 'compute (GFLOP)' }]);
-    growth.replaceChildren(el('figure', {}, el('figcaption', { text: 'Both grow with n²: doubling n quadruples them' }), Plot.plot({
-      width: Math.min(560, Math.max(300, growth.clientWidth || 520)), height: 300, marginLeft: 60,
+    growth.replaceChildren(el('figure', {}, el('figcaption', { text: 'Both grow with n²: doubling n quadruples them' }), renderPlot({
+      // As wide as its box (never wider: a scaled-down plot shrinks its text below 11 px).
+      width: Math.min(560, Math.max(260, growth.clientWidth || sec.clientWidth - 32)), height: 300, marginLeft: 60,
       style: { background: 'transparent', fontSize: '12px' },
       x: { type: 'log', label: 'sequence length n (log scale)', grid: true },
       y: { type: 'log', label: 'MiB or GFLOP (log scale)', grid: true },
@@ -104,34 +106,21 @@ export function mountCost(app: App): void {
     progress.max = ns.length * backends.length;
     progress.value = 0;
     try {
+      // The timed calls run in a worker (its own instances): the page stays responsive meanwhile.
       for (const { name, label } of backends) {
-        let inst: Attention;
-        try {
-          inst = await app.create(name);
-        } catch (e) {
-          notes.push(`${name} could not start: ${e instanceof Error ? e.message : String(e)}`);
-          progress.value += ns.length;
-          continue;
-        }
         for (const N of ns) {
           status.textContent = `${label}: n = ${N}…`;
-          await nextFrame();
-          const q = randn(app.attn, [N, E], N), k = randn(app.attn, [N, E], N + 1), v = randn(app.attn, [N, E], N + 2);
-          await inst.scaledDotProductAttention(q, k, v); // warm-up
-          const times: number[] = [];
-          const start = performance.now();
-          while (times.length < 3 || (times.length < 15 && performance.now() - start < 250)) {
-            const t0 = performance.now();
-            await inst.scaledDotProductAttention(q, k, v);
-            times.push(performance.now() - t0);
+          try {
+            const { ms } = await heavy('bench', { backend: name, n: N, headDim: E });
+            results.push({ n: N, backend: label, ms, gflops: (4 * N * N * E) / (ms * 1e6) });
+            progress.value += 1;
+            draw();
+          } catch (e) {
+            notes.push(`${name} could not run: ${e instanceof Error ? e.message : String(e)}`);
+            progress.value += ns.length - ns.indexOf(N);
+            break;
           }
-          times.sort((a, c) => a - c);
-          const ms = Math.max(times[Math.floor(times.length / 2)], 1e-3);
-          results.push({ n: N, backend: label, ms, gflops: (4 * N * N * E) / (ms * 1e6) });
-          progress.value += 1;
-          draw();
         }
-        inst.dispose();
       }
       status.textContent = `Done. Median of up to 15 runs per point; this machine’s other work adds noise.${notes.length ? ` ${notes.join('; ')}.` : ''}${skipped.length ? ` Not measured: ${skipped.map((s) => `${s.name} (${s.reason})`).join('; ')}.` : ''}`;
       sec.dataset.benchDone = 'true';
@@ -142,7 +131,7 @@ export function mountCost(app: App): void {
     }
 
     function draw(): void {
-      plot.replaceChildren(el('figure', { 'data-testid': 'bench-plot' }, el('figcaption', { text: 'Attention throughput: 4·n²·d FLOP per call, d = 64' }), Plot.plot({
+      plot.replaceChildren(el('figure', { 'data-testid': 'bench-plot' }, el('figcaption', { text: 'Attention throughput: 4·n²·d FLOP per call, d = 64' }), renderPlot({
         width: 560, height: 320, marginLeft: 56,
         style: { background: 'transparent', fontSize: '12px' },
         x: { type: 'log', label: 'sequence length n (log scale)', grid: true },

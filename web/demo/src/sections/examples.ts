@@ -3,10 +3,11 @@
 import { workedExamples, getExample, type MatrixInput, type UniformSource, type WorkedExample } from '../../../examples/worked-examples';
 import type { PlaygroundLoad } from './playground';
 import { currentExample, getParam, setParams, type App } from '../lib/app';
-import { runExample, type Comparison, type ExampleRun, type Stage } from '../lib/compute';
+import { runExample, type Comparison, type ExampleRun, type ScoreStatsRunner, type Stage } from '../lib/compute';
+import { heavy } from '../lib/heavy';
 import { fitMath, tex } from '../lib/katex';
 import { heatmap, matrixTable, renderExtra } from '../lib/plots';
-import { el, entropy, fmt, isFullyMasked, maxOf, rowsOf, toTensor, type NumTensor } from '../lib/tensors';
+import { el, entropy, fmt, isFullyMasked, maxOf, nextFrame, rowsOf, toTensor, type NumTensor } from '../lib/tensors';
 
 /** Which stepper stage shows each printed target. */
 const STAGE_OF: Partial<Record<string, Stage['id']>> = { Q: 'projections', K: 'projections', V: 'projections', scores: 'scores', scaledScores: 'scaled', weights: 'weights', maxWeight: 'weights', entropy: 'weights', output: 'output' };
@@ -138,14 +139,23 @@ export function mountExamples(app: App): { rerun(): void } {
     setParams({ var: ex.inputs.maskVariants && variantSelect.value !== '0' ? variantSelect.value : null });
     stagePanel.replaceChildren(el('p', { class: 'progress-text', text: `Computing ${ex.id} with sdpa-web…` }));
     try {
-      const r = await runExample(app.attn, ex, { maskVariant: Number(variantSelect.value || 0) });
+      const progressText = stagePanel.querySelector('.progress-text');
+      const between = async (done: number) => {
+        if (progressText) progressText.textContent = `Computing ${ex.id} with sdpa-web… ${Math.round(100 * done)}%`;
+        await nextFrame();
+      };
+      // The statistical runs (up to a million scores) go to the worker; the page shows their progress.
+      const scoreStats: ScoreStatsRunner = (args, progress) => heavy('scoreStats', { backend: app.attn.backend, ...args }, progress);
+      const r = await runExample(app.attn, ex, { maskVariant: Number(variantSelect.value || 0), between, scoreStats });
       if (my !== token) return;
       run = r;
       // The summary leads; how a constructed example was built is one click away, not between the reader and the stage.
       stepperSource.replaceChildren(el('p', { class: 'summary', text: ex.summary }), sourceLine(ex), ex.constructionNote ? el('details', { class: 'constructed' }, el('summary', { text: 'Constructed example: how' }), el('p', { text: ex.constructionNote })) : '');
       stepNav.replaceChildren(
         ...r.stages.map((s, i) => {
-          const b = el('button', { type: 'button', role: 'tab', 'aria-controls': 'stage-panel', 'data-stage': s.id, 'aria-label': `Step ${i + 1}: ${s.title}` }, el('span', { class: 'step-n', text: String(i + 1) }), hideFromReaders(tex(s.tab ?? s.tex.split(',')[0].split('\\quad')[0])));
+          // The formula's five steps keep their overview numbers; the inputs before them are unnumbered.
+          const n = OVERVIEW_STEP[s.id];
+          const b = el('button', { type: 'button', role: 'tab', 'aria-controls': 'stage-panel', 'data-stage': s.id, 'aria-label': n ? `Step ${n}: ${s.title}` : s.title }, el('span', { class: 'step-n', text: n ? String(n) : '' }), hideFromReaders(tex(s.tab ?? s.tex.split(',')[0].split('\\quad')[0])));
           b.addEventListener('click', () => showStage(i));
           return b;
         }),
@@ -244,6 +254,9 @@ export function mountExamples(app: App): { rerun(): void } {
 
   return { rerun: () => void load(currentExample.id) };
 }
+
+/** Each stage's number among the formula's five steps (the overview's numbering); input stages have none. */
+const OVERVIEW_STEP: Partial<Record<Stage['id'], number>> = { scores: 1, scaled: 2, masked: 3, weights: 4, temperature: 4, output: 5 };
 
 function playgroundLoad(ex: WorkedExample, variant: number, source: UniformSource): PlaygroundLoad {
   const i = ex.inputs;

@@ -17,7 +17,7 @@ export function mountGradients(app: App): void {
   const out = el('div', { id: 'grad-out' });
   sec.append(
     el('p', { text: 'Seeded Q [3 × 4], K [5 × 4], V [5 × 3] and an upstream gradient ∂L/∂O [3 × 3] (the loss L = Σ O ⊙ ∂L/∂O). The softmax couples a row’s weights: nudging one score moves every weight of the row, as its Jacobian says.' }),
-    fitMath(tex('J_{jl} = \\frac{\\partial a_j}{\\partial s_l} = a_j(\\delta_{jl} - a_l), \\qquad \\frac{\\partial L}{\\partial S_i} = J\\,\\frac{\\partial L}{\\partial A_i}, \\qquad \\frac{\\partial L}{\\partial Q_i} = \\frac{\\partial L}{\\partial S_i}\\,\\frac{K}{\\sqrt{d_k}}', true)),
+    fitMath(tex('\\begin{gathered} J_{jl} = \\frac{\\partial a_j}{\\partial s_l} = a_j(\\delta_{jl} - a_l), \\\\ \\frac{\\partial L}{\\partial S_i} = J\\,\\frac{\\partial L}{\\partial A_i}, \\qquad \\frac{\\partial L}{\\partial Q_i} = \\frac{\\partial L}{\\partial S_i}\\,\\frac{K}{\\sqrt{d_k}} \\end{gathered}', true)),
     el('div', { class: 'controls' }, el('label', {}, 'Row', rowSel)),
     out,
   );

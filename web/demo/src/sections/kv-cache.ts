@@ -42,6 +42,7 @@ export function mountKvCache(app: App): void {
   const body = el('div', { class: 'kv-body' }, el('p', { class: 'progress-text', text: 'Generating with sdpa-web…' }));
   sec.append(
     el('p', { text: 'A model that writes text calls attention once per new token. Without a cache, each step would recompute the keys and values of every earlier token. With a KV cache, each layer keeps them: a step projects only the new token, appends its key and value row to the cache, and attends with one new query row per head over everything cached.' }),
+    el('p', { class: 'kv-untrained', text: 'The decoder is untrained: its weights are seeded random numbers, so the characters it writes are gibberish. What it shows is the mechanics — how the cache grows and what each new query attends to — not what a trained model would say.' }),
     el('p', { text: `Below, a tiny seeded decoder (the package’s generation example: ${2} layers, 4 query heads sharing 2 key/value heads, head size 8) reads the prompt “${KV_PROMPT}” in one call per layer (the prefill: every prompt row at once, causal), then generates ${KV_TOKENS} characters greedily, one step each. Every weight shown comes from sdpa-web’s call on the cache (attn.createKvCache, cache.append, then scaledDotProductAttention(query, cache, { isCausal: true, enableGqa: true })).` }),
     body,
   );
@@ -135,7 +136,9 @@ export function mountKvCache(app: App): void {
           ),
         )),
         el('p', {}, el('span', { class: 'stat' }, 'output o = Σ weight·v = ', el('strong', { 'data-testid': 'kv-output', 'data-v': JSON.stringify(output), text: vec(output) }))),
-        el('p', { class: 'note', text: `Without the cache this step would project all ${upTo} tokens again in each layer and compute ${upTo} × ${s.cacheLength} weights per head; with it, one row of ${s.cacheLength}.` }),
+        el('p', { class: 'note', text: step === 0
+          ? `At the prefill nothing is cached yet: each layer projects the ${s.rows} prompt tokens once, stores their keys and values, and computes ${s.rows} causal rows of weights per head. Every step after it reuses them.`
+          : `Without the cache this step would project all ${upTo} tokens again in each layer and compute ${upTo} × ${s.cacheLength} weights per head; with it, one row of ${s.cacheLength}.` }),
       );
       sec.dataset.shown = `${step}:${layer}:${head}`;
     }
@@ -144,25 +147,37 @@ export function mountKvCache(app: App): void {
     function drawMatrix(kvHead: number): void {
       const total = run.steps[last]!.cacheLength;
       const s = run.steps[step]!;
-      const cell = 12, label = 16, gap = 10;
+      // The drawing shrinks to fit a phone: its labels are sized in drawing units so that they are
+      // drawn at 11 px or more, and thinned out (every 2nd, 3rd … token) where cells get too small for them.
+      const cell = 12, gap = 10;
+      let font = 11.5, label = 16;
+      for (let round = 0; round < 4; round++) {
+        label = Math.ceil(font * 1.4);
+        const natural = label + total * cell + 4;
+        font = Math.max(11.5, 11.8 / Math.min(1, (matrix.clientWidth || natural) / natural));
+      }
+      const rowEvery = Math.ceil(font / cell), colEvery = Math.ceil((0.7 * font) / cell);
       const rowsShown = s.start + s.rows;
       const keys = cachedRows(run, layer, kvHead, step, 'key');
       const values = cachedRows(run, layer, kvHead, step, 'value');
       const maxAbs = Math.max(...keys.flat().map(Math.abs), ...values.flat().map(Math.abs));
       const height = label + total * cell + gap + 2 * (e * cell / 2 + gap + label);
       const width = label + total * cell + 4;
-      const root = svg('svg', { viewBox: `0 0 ${width} ${height}`, width, role: 'img', 'aria-label': `Weights of head ${head + 1} in layer ${layer + 1} so far, and the cache of KV head ${kvHead + 1}` });
+      const root = svg('svg', { viewBox: `0 0 ${width} ${height}`, width, style: `--kv-font: ${font.toFixed(1)}px`, role: 'img', 'aria-label': `Weights of head ${head + 1} in layer ${layer + 1} so far, and the cache of KV head ${kvHead + 1}` });
       // Column labels: the cached tokens (the space for later ones stays empty).
       for (let j = 0; j < s.cacheLength; j++) {
+        if (j % colEvery) continue;
         const t = svg('text', { x: label + j * cell + cell / 2, y: label - 4, 'text-anchor': 'middle', class: 'kv-axis' });
         t.textContent = show(text[j]!);
         root.append(t);
       }
       // One row of weights per query position computed so far; this step's rows outlined.
       for (let i = 0; i < rowsShown; i++) {
-        const rowLabel = svg('text', { x: label - 4, y: label + i * cell + cell - 2, 'text-anchor': 'end', class: 'kv-axis' });
-        rowLabel.textContent = show(text[i]!);
-        root.append(rowLabel);
+        if (i % rowEvery === 0) {
+          const rowLabel = svg('text', { x: label - 4, y: label + i * cell + cell - 2, 'text-anchor': 'end', class: 'kv-axis' });
+          rowLabel.textContent = show(text[i]!);
+          root.append(rowLabel);
+        }
         const owner = run.steps.findIndex((st) => i >= st.start && i < st.start + st.rows);
         const ev = run.steps[owner]!.layers[layer]!;
         const row = headRow(ev.weights!, head, i - ev.start);

@@ -4,11 +4,13 @@
 // asked: a WebGPU instance with these limits (gpuLimits) names the kernel it compiles, runs the
 // longest call that fits and refuses one key more.
 import * as Plot from '@observablehq/plot';
+import { renderPlot } from '../lib/plots';
 import { maxAbsDiff, toleranceBound, type GpuLimitCaps } from 'sdpa-web';
 import { getParam, setParams, type App } from '../lib/app';
 import { randn } from '../lib/compute';
 import { planCall, WEBGPU_DEFAULT_LIMITS, type DeviceLimits } from '../lib/planner';
 import { el } from '../lib/tensors';
+import { formatBytes as fmtBytes } from '../lib/units';
 
 const LIMIT_NAMES = ['maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupStorageSize', 'maxComputeInvocationsPerWorkgroup', 'maxComputeWorkgroupsPerDimension'] as const;
 /** A made-up small device: one buffer holds 128 KiB, so the boundary is a call the page can run. */
@@ -17,7 +19,6 @@ const CALL_DEFAULTS = { batch: 1, heads: 12, length: 4096, headDim: 64 };
 /** The longest boundary call the page runs to check the library (on a software adapter it is slow). */
 const CHECK_MAX_LENGTH = 1024;
 
-const fmtBytes = (b: number) => (b >= 2 ** 30 ? `${(b / 2 ** 30).toFixed(2)} GiB` : b >= 2 ** 20 ? `${(b / 2 ** 20).toFixed(1)} MiB` : `${(b / 1024).toFixed(1)} KiB`);
 
 async function adapterLimits(): Promise<DeviceLimits | undefined> {
   const gpu = (navigator as unknown as { gpu?: { requestAdapter(): Promise<{ limits: Record<string, number> } | null> } }).gpu;
@@ -61,6 +62,15 @@ export function mountLimits(app: App): void {
   const fill = (l: DeviceLimits) => LIMIT_NAMES.forEach((n) => (limitInputs[n].value = String(l[n])));
 
   function draw(): void {
+    if (device.value === 'adapter' && !adapter) {
+      // Nothing to plan with: no invented numbers where this device's would be.
+      error.textContent = '';
+      setParams({ dl: null, dlim: null });
+      result.replaceChildren(el('p', { class: 'note', id: 'lim-no-adapter', text: 'This browser has no WebGPU adapter, so there are no limits of its own to plan with. Choose WebGPU’s default limits, the small made-up device or your own limits to see how a call would be split.' }));
+      plot.replaceChildren();
+      void askLibrary(WEBGPU_DEFAULT_LIMITS, Number(E.value), Number(L.value));
+      return;
+    }
     const l = limits();
     const call = { batch: Number(B.value), heads: Number(H.value), length: Number(L.value), headDim: Number(E.value) };
     const bad = [...LIMIT_NAMES.map((n) => [n, l[n]] as const), ...Object.entries(call)].filter(([, v]) => !(Number.isInteger(v) && v >= 1)).map(([n]) => n);
@@ -82,7 +92,7 @@ export function mountLimits(app: App): void {
     const ns = Array.from({ length: 15 }, (_, i) => 2 ** (i + 6));
     const pts = ns.flatMap((n) => [{ n, bytes: 4 * n * call.headDim, what: 'one head’s K (flash path)' }, { n, bytes: 4 * n * n, what: 'one head’s weights matrix' }]);
     const width = Math.min(520, Math.max(280, plot.clientWidth || 480));
-    plot.replaceChildren(el('figure', {}, el('figcaption', { text: 'One head’s buffers against the buffer limit: L² outgrows it long before L' }), Plot.plot({
+    plot.replaceChildren(el('figure', {}, el('figcaption', { text: 'One head’s buffers against the buffer limit: L² outgrows it long before L' }), renderPlot({
       width, height: 280, marginLeft: 64, marginRight: 24,
       style: { background: 'transparent', fontSize: '12px' },
       x: { type: 'log', base: 2, label: 'length L (log scale)', grid: true, ticks: [64, 1024, 16384, 262144], tickFormat: (n: number) => (n >= 1024 ? `${n / 1024}K` : String(n)) },
@@ -149,7 +159,10 @@ export function mountLimits(app: App): void {
   }
 
   const choose = () => {
-    if (device.value === 'adapter') fill(adapter ?? WEBGPU_DEFAULT_LIMITS);
+    if (device.value === 'adapter') {
+      if (adapter) fill(adapter);
+      else LIMIT_NAMES.forEach((n) => (limitInputs[n].value = ''));
+    }
     else if (device.value === 'default') fill(WEBGPU_DEFAULT_LIMITS);
     else if (device.value === 'small') fill(SMALL_LIMITS);
     draw();
@@ -167,6 +180,7 @@ export function mountLimits(app: App): void {
 
   void (async () => {
     adapter = await adapterLimits();
+    if (!adapter) device.options[0]!.textContent = 'this browser’s WebGPU adapter (none here)';
     const want = getParam('dl');
     const custom = (getParam('dlim') ?? '').split(',').map(Number);
     if (want === 'custom' && custom.length === LIMIT_NAMES.length && custom.every((x) => Number.isInteger(x) && x >= 1)) {

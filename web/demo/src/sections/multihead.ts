@@ -4,11 +4,13 @@ import * as Plot from '@observablehq/plot';
 import type { AttentionOptions, AttentionStages, Tensor } from 'sdpa-web';
 import { normalSampler, randomMatrix, uniformStream, type UniformSource } from '../../../examples/worked-examples';
 import { getParam, setParams, type App } from '../lib/app';
-import { heatmap } from '../lib/plots';
+import { readWholeNumber } from '../lib/fields';
+import { heatmap, renderPlot } from '../lib/plots';
 import { el, rowsOf, slice0, tensor, type NumTensor } from '../lib/tensors';
 
 const D_MODEL = 16;
-const HEAD_COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#17becf', '#e377c2', '#8c564b'];
+/** The heads' colours: CSS variables with a light and a dark value each (style.css). */
+const HEAD_COLORS = Array.from({ length: 8 }, (_, i) => `var(--head-${i + 1})`);
 
 function hash(s: string): number {
   let h = 2166136261;
@@ -39,9 +41,13 @@ function splitHeads(t: Tensor, h: number): Tensor {
 }
 
 function headView(w: NumTensor, tokens: string[], color: string, title: string): Element {
-  const links = rowsOf(w).flatMap((r, i) => r.map((v, j) => ({ i, j, v })));
+  // Opacity relative to the row's largest weight (each query's strongest line fully drawn), width absolute.
+  const links = rowsOf(w).flatMap((r, i) => {
+    const top = Math.max(...r) || 1;
+    return r.map((v, j) => ({ i, j, v, share: v / top }));
+  });
   const ys = tokens.map((_, i) => i);
-  return Plot.plot({
+  return renderPlot({
     title,
     width: 220,
     height: 40 + tokens.length * 24,
@@ -51,7 +57,7 @@ function headView(w: NumTensor, tokens: string[], color: string, title: string):
     x: { domain: [0, 1], axis: null },
     y: { domain: ys, axis: null, reverse: false },
     marks: [
-      Plot.link(links, { x1: 0.3, y1: 'i', x2: 0.7, y2: 'j', stroke: color, strokeOpacity: (d: { v: number }) => d.v, strokeWidth: (d: { v: number }) => 0.5 + 3 * d.v }),
+      Plot.link(links, { x1: 0.3, y1: 'i', x2: 0.7, y2: 'j', stroke: color, strokeOpacity: (d: { share: number }) => 0.15 + 0.85 * d.share, strokeWidth: (d: { v: number }) => 0.5 + 3 * d.v }),
       Plot.text(ys, { x: 0.28, y: (i: number) => i, text: (i: number) => tokens[i], textAnchor: 'end' }),
       Plot.text(ys, { x: 0.72, y: (i: number) => i, text: (i: number) => tokens[i], textAnchor: 'start' }),
     ],
@@ -62,7 +68,7 @@ function gqaMap(h: number, hkv: number): Element {
   const g = h / hkv;
   const q = Array.from({ length: h }, (_, i) => ({ i, kv: Math.floor(i / g) }));
   const kvx = (j: number) => (j + 0.5) * (h / hkv) - 0.5;
-  return Plot.plot({
+  return renderPlot({
     width: Math.max(320, 70 * h),
     height: 150,
     marginLeft: 90,
@@ -72,7 +78,7 @@ function gqaMap(h: number, hkv: number): Element {
     marks: [
       Plot.link(q, { x1: 'i', y1: () => 'query heads', x2: (d: { kv: number }) => kvx(d.kv), y2: () => 'K/V heads', stroke: (d: { i: number }) => HEAD_COLORS[d.i % 8], strokeWidth: 2, markerEnd: 'arrow' }),
       Plot.dot(q, { x: 'i', y: () => 'query heads', r: 12, fill: (d: { i: number }) => HEAD_COLORS[d.i % 8] }),
-      Plot.text(q, { x: 'i', y: () => 'query heads', text: (d: { i: number }) => `Q${d.i + 1}`, fill: 'white', fontWeight: 'bold' }),
+      Plot.text(q, { x: 'i', y: () => 'query heads', text: (d: { i: number }) => `Q${d.i + 1}`, fill: 'var(--bg)', fontWeight: 'bold' }),
       Plot.dot(Array.from({ length: hkv }, (_, j) => j), { x: kvx, y: () => 'K/V heads', r: 14, fill: 'var(--masked-cell)' }),
       Plot.text(Array.from({ length: hkv }, (_, j) => j), { x: kvx, y: () => 'K/V heads', text: (j: number) => `KV${j + 1}`, fontWeight: 'bold' }),
     ],
@@ -80,6 +86,9 @@ function gqaMap(h: number, hkv: number): Element {
 }
 
 const DEFAULT_SENTENCE = 'the cat sat on the mat';
+/** The longest sentence drawn (the head views stay legible); longer ones are cut, and the page says so. */
+const MAX_WORDS = 12;
+const MAX_SEED = 2 ** 31 - 1;
 
 export function mountMultihead(app: App): void {
   const sec = document.getElementById('multihead')!;
@@ -88,7 +97,8 @@ export function mountMultihead(app: App): void {
   const heads = el('select', { id: 'mh-heads' }, ...[1, 2, 4, 8].map((n) => el('option', { value: String(n), text: String(n) })));
   heads.value = getParam('mhh') ?? '4';
   const kvHeads = el('select', { id: 'mh-kv' });
-  const seed = el('input', { type: 'number', id: 'mh-seed', value: Number(getParam('mhseed') ?? 42), min: 0 });
+  const seedParam = Number(getParam('mhseed') ?? 42);
+  const seed = el('input', { type: 'number', id: 'mh-seed', value: Number.isInteger(seedParam) && seedParam >= 0 && seedParam <= MAX_SEED ? seedParam : 42, min: 0, max: MAX_SEED, step: 1 });
   const causal = el('input', { type: 'checkbox', id: 'mh-causal', checked: getParam('mhc') === '1' });
   const out = el('div', { id: 'mh-out' });
   const overlay = el('div', { id: 'mh-causal-overlay' });
@@ -109,9 +119,12 @@ export function mountMultihead(app: App): void {
 
   async function draw(): Promise<void> {
     try {
-      const tokens = sentence.value.trim().split(/\s+/).filter(Boolean).slice(0, 12);
+      const words = sentence.value.trim().split(/\s+/).filter(Boolean);
+      const tokens = words.slice(0, MAX_WORDS);
       if (tokens.length < 2) throw new RangeError('type at least two words');
-      const h = Number(heads.value), hkv = Number(kvHeads.value), s = Number(seed.value);
+      const seedValue = readWholeNumber(seed, 'Seed', 0, MAX_SEED);
+      if (seedValue === undefined) return;
+      const h = Number(heads.value), hkv = Number(kvHeads.value), s = seedValue;
       // Only what differs from the defaults goes into the URL.
       setParams({ mhs: sentence.value === DEFAULT_SENTENCE ? null : sentence.value, mhh: heads.value === '4' ? null : heads.value, mhkv: hkv === Math.max(1, h / 2) ? null : kvHeads.value, mhseed: seed.value === '42' ? null : seed.value, mhc: causal.checked ? '1' : null });
       const dh = D_MODEL / h;
@@ -149,6 +162,7 @@ export function mountMultihead(app: App): void {
       };
       showHead(chosen);
       out.replaceChildren(
+        words.length > MAX_WORDS ? el('p', { class: 'note', id: 'mh-cut', text: `Only the first ${MAX_WORDS} words of your ${words.length} are used (the head views stay legible): “${tokens.join(' ')}”.` }) : '',
         el('p', { class: 'note', text: `X [${tokens.length} × ${D_MODEL}] → Q [1, ${h}, ${tokens.length}, ${dh}], K and V [1, ${hkv}, ${tokens.length}, ${dh}]; ${hkv === h ? 'standard multi-head attention' : `grouped-query attention: each K/V head serves ${h / hkv} query heads`}. Each small map is one head’s weights (rows: queries, columns: keys); pick one to see it in full. Head view: queries on the left, keys on the right; line opacity and width = attention weight.` }),
         el('figure', { class: 'gqa-map' }, el('figcaption', { text: 'Head → K/V head mapping' }), gqaMap(h, hkv)),
         grid,

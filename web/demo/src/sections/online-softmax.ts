@@ -3,6 +3,7 @@
 // numbers shown after each tile are the kernel's own (attn.traceOnlineSoftmax, a trace hook in the
 // C++ kernel), and the last tile's a/ℓ is the library's output row.
 import * as Plot from '@observablehq/plot';
+import { renderPlot } from '../lib/plots';
 import type { Attention } from 'sdpa-web';
 import { intParam, selectable, setParams, type App } from '../lib/app';
 import { ONLINE_KEY_COUNTS, ONLINE_ROWS, onlineTrace, webgpuOnlineTrace, type OnlineStep, type OnlineTrace } from '../lib/explainers';
@@ -106,7 +107,7 @@ export function mountOnlineSoftmax(app: App): void {
     const width = Math.max(260, Math.min(520, plots.clientWidth >= 760 ? plots.clientWidth / 2 - 40 : plots.clientWidth - 24));
     const pts = t.steps.map((s, n) => ({ tile: n + 1, keys: `k${s.firstKey + 1}–k${s.lastKey + 1}`, m: s.max, l: s.sum, rescale: s.rescale }));
     const figure = (id: string, caption: string, marks: Plot.Markish[], y: string) =>
-      el('figure', { class: 'view', 'data-testid': id }, el('figcaption', { text: caption }), Plot.plot({
+      el('figure', { class: 'view', 'data-testid': id }, el('figcaption', { text: caption }), renderPlot({
         width, height: 220, marginLeft: 52,
         style: { background: 'transparent', fontSize: '12px' },
         x: { label: 'after key tile', ticks: pts.map((p) => p.tile), tickFormat: (d: number) => String(d) },

@@ -3,11 +3,12 @@
 import type { Attention, AttentionOptions, BackendName, Tensor } from 'sdpa-web';
 import { normalSampler, uniformStream } from '../../../examples/worked-examples';
 import { getParam, selectable, setParams, type App } from '../lib/app';
+import { fieldMessage, readWholeNumber } from '../lib/fields';
 import { attentionStages } from '../lib/compute';
 import { pytorchAttention } from '../lib/pytorch';
 import { fitMath, tex } from '../lib/katex';
 import { heatmap, matrixTable } from '../lib/plots';
-import { el, entropy, fmt, isFullyMasked, maxOf, rowsOf, seqLabels } from '../lib/tensors';
+import { afterPaint, el, entropy, fmt, isFullyMasked, maxOf, rowsOf, seqLabels } from '../lib/tensors';
 
 type Mode = 'qkv' | 'x';
 type MaskKind = 'none' | 'causal-tl' | 'causal-br' | 'padding' | 'custom';
@@ -23,6 +24,15 @@ const DEFAULTS: Record<MatName, string> = {
   wk: '0.4 0.1\n0.3 0.5\n0.6 0.2\n0.2 0.4',
   wv: '0.6 0.3\n0.2 0.7\n0.4 0.1\n0.3 0.5',
 };
+/**
+ * The playground's size limit: every matrix at most this many rows and columns. Within it a recompute
+ * (parse, the library's calls, heatmaps and tables) stays well under 100 ms; larger inputs belong in
+ * a script calling the library.
+ */
+export const MAX_ROWS = 32;
+export const MAX_COLS = 64;
+/** Matrices whose text is longer than this stay out of the URL (a link must stay small). */
+const MAX_URL_MATRIX_CHARS = 1500;
 const LABELS: Record<MatName, string> = { q: 'Q  [Lq × d_k]', k: 'K  [Lk × d_k]', v: 'V  [Lk × d_v]', x: 'X  [n × d_model]', wq: 'W_Q  [d_model × d_k]', wk: 'W_K  [d_model × d_k]', wv: 'W_V  [d_model × d_v]' };
 
 /** Parse a small matrix from text: rows on lines (or `;`), numbers split by spaces/commas; `[[…],[…]]` pastes work too. */
@@ -38,6 +48,8 @@ export function parseMatrix(text: string, name: string): Tensor {
   rows.forEach((r, i) => {
     if (r.length !== n) throw new Error(`${name}: row ${i + 1} has ${r.length} numbers, row 1 has ${n}`);
   });
+  if (rows.length > MAX_ROWS) throw new RangeError(`${name} has ${rows.length} rows: the playground takes at most ${MAX_ROWS}`);
+  if (n > MAX_COLS) throw new RangeError(`${name} has ${n} columns: the playground takes at most ${MAX_COLS}`);
   return { data: Float32Array.from(rows.flat()), shape: [rows.length, n] };
 }
 
@@ -65,15 +77,17 @@ export function mountPlayground(app: App): void {
   // The size fields show the current Q, K, V shapes (kept in step by recompute) and size the
   // random matrices the button draws.
   const rnd = el('button', { type: 'button', id: 'pg-random', text: 'Random Q, K, V' });
-  const sizeIn = (id: string, label: string, max: number) => el('input', { type: 'number', min: 1, max, value: 4, id, 'aria-label': label });
-  const lqIn = sizeIn('pg-lq', 'Lq', 16), lkIn = sizeIn('pg-lk', 'Lk', 16), dkIn = sizeIn('pg-dk', 'd_k', 64), dvIn = sizeIn('pg-dv', 'd_v', 64);
+  const sizeIn = (id: string, label: string, max: number) => el('input', { type: 'number', min: 1, max, step: 1, value: 4, id, 'aria-label': label });
+  const lqIn = sizeIn('pg-lq', 'Lq', MAX_ROWS), lkIn = sizeIn('pg-lk', 'Lk', MAX_ROWS), dkIn = sizeIn('pg-dk', 'd_k', MAX_COLS), dvIn = sizeIn('pg-dv', 'd_v', MAX_COLS);
+  const sizeFields = [[lqIn, 'Lq', MAX_ROWS], [lkIn, 'Lk', MAX_ROWS], [dkIn, 'd_k', MAX_COLS], [dvIn, 'd_v', MAX_COLS]] as const;
 
   const scaled = el('input', { type: 'checkbox', id: 'pg-scaled', checked: getParam('pscaled') !== '0' });
   const temp = el('input', { type: 'range', id: 'pg-temp', min: -1.5, max: 1.5, step: 0.05, value: Math.log10(Number(getParam('pT') ?? 1)) });
   const tempOut = el('output', { for: 'pg-temp', class: 'big' });
   const maskSel = el('select', { id: 'pg-mask' }, ...([['none', 'none'], ['causal-tl', 'causal, top-left (is_causal=True)'], ['causal-br', 'causal, bottom-right (aligned to the last key)'], ['padding', 'padding / key length'], ['custom', 'custom: click cells']] as const).map(([v, t]) => el('option', { value: v, text: t })));
   maskSel.value = getParam('pmask') ?? 'none';
-  const keyLen = el('input', { type: 'number', id: 'pg-keylen', min: 0, max: 64, value: Number(getParam('pkeylen') ?? 3) });
+  // A text field (numeric keypad): what was typed, letters included, is echoed in its message.
+  const keyLen = el('input', { type: 'text', inputmode: 'numeric', id: 'pg-keylen', size: 4, value: getParam('pkeylen') ?? '3' });
   // The variants of current models, each an option of the call (empty = off).
   const numberIn = (id: string, label: string, param: string, attrs: Record<string, string | number> = {}) =>
     el('input', { type: 'number', id, 'aria-label': label, value: getParam(param) ?? '', placeholder: 'off', ...attrs });
@@ -107,8 +121,11 @@ export function mountPlayground(app: App): void {
   );
   const randomRow = el('div', { class: 'row', role: 'group', 'aria-label': 'Shapes of Q, K, V' }, el('span', { class: 'note', text: 'Shapes:' }), el('label', {}, 'Lq ', lqIn), el('label', {}, 'Lk ', lkIn), el('label', {}, 'd_k ', dkIn), el('label', {}, 'd_v ', dvIn), rnd);
   const error = el('p', { id: 'pg-error', class: 'error-text', role: 'alert' });
-  const results = el('div', { id: 'pg-results', 'data-version': '0' });
-  sec.append(controls, variantControls, backendNote, randomRow, inputs, el('div', { class: 'row' }, el('label', {}, 'Query tokens ', tokQ), el('label', {}, 'Key tokens ', tokK)), el('div', { id: 'pg-mask-cells' }, maskGrid), error, results);
+  const limitNote = el('p', { class: 'note', id: 'pg-limit', 'data-rows': MAX_ROWS, 'data-cols': MAX_COLS, text: `Each matrix: up to ${MAX_ROWS} rows and ${MAX_COLS} columns (larger inputs belong in a script calling sdpa-web). Small matrices are kept in the URL; larger ones are not, so a link stays short.` });
+  const progress = el('p', { class: 'note', id: 'pg-progress', role: 'status' });
+  const results = el('div', { id: 'pg-results', 'data-version': '0' }, progress);
+  const views = el('div', { class: 'views' });
+  sec.append(controls, variantControls, backendNote, randomRow, inputs, el('div', { class: 'row' }, el('label', {}, 'Query tokens ', tokQ), el('label', {}, 'Key tokens ', tokK)), el('div', { id: 'pg-mask-cells' }, maskGrid), limitNote, error, results);
 
   mode.value = (getParam('pmode') as Mode) ?? 'qkv';
   let attn: Attention = app.attn;
@@ -227,11 +244,11 @@ export function mountPlayground(app: App): void {
       colLabels: Array.from({ length: tiles }, (_, t) => `${t * tileMap.tileKeys}`),
       rowAxis: `query block (${tileMap.blockRows} rows)`,
       colAxis: `key tile (${tileMap.tileKeys} keys)`,
-      kind: 'weights' as const,
+      kind: 'mask' as const,
     };
     return el('div', { class: 'view', id: 'pg-tiles', 'data-read': String(read) },
       heatmap(view, { decimals: 0 }),
-      el('p', { class: 'note', text: `The same options (window, documents, causal) on a ${L}-token call: a bright cell (1) is a block of ${tileMap.blockRows} queries reading a tile of ${tileMap.tileKeys} keys; dark cells (0) are never read, so their cost is never paid (a window of w costs about Lq·w, not Lq·Lk).` }));
+      el('p', { class: 'note', text: `The same options (window, documents, causal) on a ${L}-token call: a bright cell (may attend) is a block of ${tileMap.blockRows} queries reading a tile of ${tileMap.tileKeys} keys; dark cells (hidden: every key of the tile masked for those queries) are never read, so their cost is never paid (a window of w costs about Lq·w, not Lq·Lk).` }));
   }
 
   function describeVariants(o: AttentionOptions): string[] {
@@ -253,6 +270,56 @@ export function mountPlayground(app: App): void {
     tempOut.textContent = `T = ${(10 ** Number(temp.value)).toFixed(2)}`;
   }
 
+  /** The edited matrices as URL parameters, or none when their text would make a long link. */
+  function urlMatrices(seeded: boolean): Record<string, string | null> {
+    const kept = MATS.filter((m) => (mode.value === 'x') === ['x', 'wq', 'wk', 'wv'].includes(m) && areas[m].value.trim() !== DEFAULTS[m] && !(seeded && ['q', 'k', 'v'].includes(m)));
+    const encoded = Object.fromEntries(kept.map((m) => [m, urlMat(areas[m].value)]));
+    const small = Object.values(encoded).reduce((a, t) => a + t.length, 0) <= MAX_URL_MATRIX_CHARS;
+    limitNote.dataset.inUrl = String(small);
+    return Object.fromEntries(MATS.map((m) => [`p${m}`, small && m in encoded ? encoded[m]! : null]));
+  }
+
+  /**
+   * Draw `pieces` into the results in order, each replacing its previous drawing, one per task with a
+   * paint between; false when a newer recompute (version) took over meanwhile.
+   */
+  async function drawPieces(pieces: Piece[], my: number): Promise<boolean> {
+    let last: { results: Element; views: Element | null } = { results: progress, views: null };
+    for (const [n, piece] of pieces.entries()) {
+      progress.textContent = `Drawing ${piece.what} (${n + 1} of ${pieces.length})…`;
+      const node = piece.draw();
+      node.id = piece.id;
+      results.querySelector(`#${piece.id}`)?.remove();
+      if (piece.inside) document.getElementById(piece.inside)!.append(node);
+      else if (piece.inViews) {
+        if (last.views) last.views.after(node);
+        else {
+          last.results.after(views);
+          last.results = views;
+          views.prepend(node);
+        }
+        last.views = node;
+      } else {
+        last.results.after(node);
+        last.results = node;
+      }
+      await afterPaint();
+      if (my !== version) return false;
+    }
+    // What an earlier drawing showed and this one does not (X mode's projections).
+    const drawn = new Set(pieces.map((p) => p.id));
+    for (const c of [...results.children, ...views.children]) if (c !== progress && c !== views && !drawn.has(c.id)) c.remove();
+    endDrawing();
+    return true;
+  }
+  const endDrawing = () => {
+    progress.textContent = '';
+    results.removeAttribute('aria-busy');
+  };
+
+  /** Valid keys (padding mask): a whole number from 0 to Lk, or the reason beside the field. */
+  const validKeys = (lk: number) => readWholeNumber(keyLen, 'Valid keys', 0, lk);
+
   async function recompute(): Promise<void> {
     syncVisibility();
     renderMaskGrid();
@@ -260,14 +327,16 @@ export function mountPlayground(app: App): void {
     const seeded = mode.value === 'qkv' && !!random && (['q', 'k', 'v'] as const).every((m) => areas[m].value === random!.text[m]);
     setParams({
       pmode: mode.value === 'qkv' ? null : mode.value, pscaled: scaled.checked ? null : '0', pT: Math.abs(T - 1) < 1e-9 ? null : T.toFixed(3), pmask: maskSel.value === 'none' ? null : maskSel.value,
-      pkeylen: maskSel.value === 'padding' ? keyLen.value : null, pcells: maskSel.value === 'custom' ? customCells : null, pbackend: backendSel.value === 'auto' ? null : backendSel.value,
+      pkeylen: maskSel.value === 'padding' ? keyLen.value.trim() : null, pcells: maskSel.value === 'custom' ? customCells : null, pbackend: backendSel.value === 'auto' ? null : backendSel.value,
       ptq: tokQ.value || null, ptk: tokK.value || null,
       psoftcap: softcapIn.value || null, pwl: winLeftIn.value || null, pwr: winRightIn.value || null,
       palibi: alibiIn.value || null, psink: sinkIn.value || null, pdocs: docsIn.value.trim() || null,
-      ...Object.fromEntries(MATS.map((m) => [`p${m}`, (mode.value === 'x') === ['x', 'wq', 'wk', 'wv'].includes(m) && areas[m].value.trim() !== DEFAULTS[m] && !(seeded && ['q', 'k', 'v'].includes(m)) ? urlMat(areas[m].value) : null])),
+      ...urlMatrices(seeded),
       prnd: seeded ? random!.key : null,
     });
     const my = ++version;
+    // Busy from the start of the computation to the last piece drawn (or the error shown).
+    results.setAttribute('aria-busy', 'true');
     try {
       error.textContent = '';
       MATS.forEach((m) => areas[m].removeAttribute('aria-invalid'));
@@ -280,14 +349,13 @@ export function mountPlayground(app: App): void {
           throw e;
         }
       };
-      const extra: HTMLElement[] = [];
+      const extra: [string, string, Tensor][] = [];
       if (mode.value === 'x') {
         const x = parse('x', 'X');
         q = attn.matmul(x, parse('wq', 'W_Q'));
         k = attn.matmul(x, parse('wk', 'W_K'));
         v = attn.matmul(x, parse('wv', 'W_V'));
-        const lbl = tokLabels(tokQ.value, 'x', x.shape[0]);
-        extra.push(...([['Q = XW_Q', q], ['K = XW_K', k], ['V = XW_V', v]] as [string, Tensor][]).map(([n, t]) => el('div', { class: 'view' }, heatmap({ name: n, tensor: t, rowLabels: lbl, colLabels: seqLabels('d', t.shape[1]), rowAxis: 'token', colAxis: 'dimension', kind: 'signed' }))));
+        extra.push(['pg-xq', 'Q = XW_Q', q], ['pg-xk', 'K = XW_K', k], ['pg-xv', 'V = XW_V', v]);
       } else {
         q = parse('q', 'Q');
         k = parse('k', 'K');
@@ -295,15 +363,21 @@ export function mountPlayground(app: App): void {
       }
       const lq = q.shape[0], lk = k.shape[0], dk = q.shape[1];
       ([[lqIn, lq], [lkIn, lk], [dkIn, dk], [dvIn, v.shape[1]]] as const).forEach(([input, n]) => {
-        if (document.activeElement !== input) input.value = String(n);
+        if (document.activeElement !== input && !input.hasAttribute('aria-invalid')) input.value = String(n);
       });
+      let keys = lk;
+      if (maskSel.value === 'padding') {
+        const n = validKeys(lk);
+        if (n === undefined) throw new RangeError(fieldMessage(keyLen).textContent ?? 'Valid keys');
+        keys = n;
+      } else fieldMessage(keyLen).textContent = '';
       const base = scaled.checked ? 1 / Math.sqrt(dk) : 1;
       const opts: AttentionOptions = { scale: base / T };
       if (maskSel.value === 'causal-tl') opts.isCausal = 'top-left';
       else if (maskSel.value === 'causal-br') opts.isCausal = 'bottom-right';
       else if (maskSel.value === 'padding' || maskSel.value === 'custom') {
         const d = new Uint8Array(lq * lk);
-        for (let i = 0; i < lq; i++) for (let j = 0; j < lk; j++) d[i * lk + j] = maskSel.value === 'padding' ? Number(j < Number(keyLen.value)) : Number(customCells[i * lk + j] === '1');
+        for (let i = 0; i < lq; i++) for (let j = 0; j < lk; j++) d[i * lk + j] = maskSel.value === 'padding' ? Number(j < keys) : Number(customCells[i * lk + j] === '1');
         opts.attnMask = { data: d, shape: [lq, lk] };
       }
       Object.assign(opts, variantOptions(lq, lk, maskSel.value === 'causal-tl' ? 0 : lk - lq));
@@ -322,27 +396,32 @@ export function mountPlayground(app: App): void {
       const masked = stages.find((s) => s.id === 'masked')!.views[0];
       const output = stages.find((s) => s.id === 'output')!.views[0];
       const w = rowsOf(st.weights);
-      const stats = el('table', { class: 'data', id: 'pg-row-stats' }, el('thead', {}, el('tr', {}, ...([['query', 'query row'], ['max weight', 'the row’s largest weight'], ['entropy', 'entropy of the row’s weights, in nats'], ['of ln Lk', 'the entropy as a share of its largest possible value, ln Lk (uniform weights)'], ['status', 'status']] as const).map(([h, title]) => el('th', { scope: 'col', title, text: h })))), el('tbody', {}, ...w.map((r, i) => {
+      const lbl = tokLabels(tokQ.value, 'x', lq);
+      const statsTable = () => el('table', { class: 'data', id: 'pg-row-stats' }, el('thead', {}, el('tr', {}, ...([['query', 'query row'], ['max weight', 'the row’s largest weight'], ['entropy', 'entropy of the row’s weights, in nats'], ['of ln Lk', 'the entropy as a share of its largest possible value, ln Lk (uniform weights)'], ['status', 'status']] as const).map(([h, title]) => el('th', { scope: 'col', title, text: h })))), el('tbody', {}, ...w.map((r, i) => {
         const fm = isFullyMasked(r);
         return el('tr', fm ? { class: 'fully-masked' } : {}, el('th', { scope: 'row', text: ql[i] }), el('td', { text: fm ? '—' : fmt(maxOf(r), 3) }), el('td', { text: fm ? '—' : fmt(entropy(r), 3) }), el('td', { text: fm ? '—' : `${((100 * entropy(r)) / Math.log(lk || 1) || 0).toFixed(0)}%` }), el('td', { text: fm ? 'fully masked: every key is masked, all weights 0' : 'ok' }));
       })));
-      results.replaceChildren(
-        el('p', { class: 'note', id: 'pg-summary', text: `Q [${lq} × ${dk}], K [${lk} × ${dk}], V [${lk} × ${v.shape[1]}] · scale ${+opts.scale!.toPrecision(4)} (${scaled.checked ? `1/√${dk}` : '1'} / T) · mask: ${maskLabel} · backend ${inst.backend}` }),
-        fitMath(tex(`A = \\operatorname{softmax}\\!\\left(\\frac{QK^{\\top} \\cdot ${scaled.checked ? `\\frac{1}{\\sqrt{${dk}}}` : '1'}}{T = ${T.toFixed(2)}} + M\\right),\\quad O = AV`, true)),
-        el('div', { class: 'views' },
-          ...extra,
-          el('div', { class: 'view', id: 'pg-masked' }, heatmap(masked)),
-          el('div', { class: 'view', id: 'pg-weights' }, heatmap(weights), el('details', { class: 'numbers' }, el('summary', { text: 'Numbers of the weights' }), matrixTable(weights))),
-          el('div', { class: 'view', id: 'pg-stats' }, el('figcaption', { text: 'Per row: max weight and entropy' }), stats),
-          el('div', { class: 'view', id: 'pg-output' }, heatmap(output), el('details', { class: 'numbers', open: true }, el('summary', { text: 'Numbers of the output' }), matrixTable(output))),
-          tileMapView(inst, opts),
-        ),
-        el('details', {}, el('summary', { text: 'Copy this view as PyTorch' }), el('pre', { class: 'snippet', id: 'pg-pytorch' }, el('code', { text: pytorchAttention(q, k, v, { options: opts, title: 'sdpa-web playground' }) }))),
-      );
+      const numbers = (what: string, open: boolean, table: () => HTMLElement) => el('details', { class: 'numbers', open }, el('summary', { text: `Numbers of ${what}` }), table());
+      // The results are drawn a piece per task, each laid out and painted before the next is built,
+      // so a large input never blocks the page for long; a note says how far the drawing is.
+      const pieces: Piece[] = [
+        { id: 'pg-summary', what: 'the summary', draw: () => el('p', { class: 'note', text: `Q [${lq} × ${dk}], K [${lk} × ${dk}], V [${lk} × ${v.shape[1]}] · scale ${+opts.scale!.toPrecision(4)} (${scaled.checked ? `1/√${dk}` : '1'} / T) · mask: ${maskLabel} · backend ${inst.backend}` }) },
+        { id: 'pg-formula', what: 'the formula', draw: () => fitMath(tex(`A = \\operatorname{softmax}\\!\\left(\\frac{QK^{\\top} \\cdot ${scaled.checked ? `\\frac{1}{\\sqrt{${dk}}}` : '1'}}{T = ${T.toFixed(2)}} + M\\right),\\quad O = AV`, true)) },
+        ...extra.map(([id, name, t]): Piece => ({ id, what: name, inViews: true, draw: () => el('div', { class: 'view' }, heatmap({ name, tensor: t, rowLabels: lbl, colLabels: seqLabels('d', t.shape[1]), rowAxis: 'token', colAxis: 'dimension', kind: 'signed' })) })),
+        { id: 'pg-masked', what: 'the masked scores', inViews: true, draw: () => el('div', { class: 'view' }, heatmap(masked)) },
+        { id: 'pg-weights', what: 'the weights', inViews: true, draw: () => el('div', { class: 'view' }, heatmap(weights)) },
+        { id: 'pg-weights-numbers', what: 'the numbers of the weights', inside: 'pg-weights', draw: () => numbers('the weights', false, () => matrixTable(weights)) },
+        { id: 'pg-stats', what: 'the row statistics', inViews: true, draw: () => el('div', { class: 'view' }, el('figcaption', { text: 'Per row: max weight and entropy' }), statsTable()) },
+        { id: 'pg-output', what: 'the output', inViews: true, draw: () => el('div', { class: 'view' }, heatmap(output), numbers('the output', true, () => matrixTable(output))) },
+        { id: 'pg-tiles', what: 'the key tiles read', inViews: true, draw: () => tileMapView(inst, opts) },
+        { id: 'pg-pytorch-view', what: 'the PyTorch code', draw: () => el('details', {}, el('summary', { text: 'Copy this view as PyTorch' }), el('pre', { class: 'snippet', id: 'pg-pytorch' }, el('code', { text: pytorchAttention(q, k, v, { options: opts, title: 'sdpa-web playground' }) }))) },
+      ];
+      if (!(await drawPieces(pieces, my))) return;
       results.dataset.version = String(my);
       results.dataset.backend = inst.backend;
     } catch (e) {
       if (my !== version) return;
+      endDrawing();
       error.textContent = e instanceof Error ? `${e.name === 'Error' ? '' : `${e.name}: `}${e.message}` : String(e);
       results.dataset.version = String(my);
     }
@@ -365,9 +444,23 @@ export function mountPlayground(app: App): void {
     const ok = [[lq, lqIn], [lk, lkIn], [dk, dkIn], [dv, dvIn]].every(([n, input]) => (n as number) >= 1 && (n as number) <= Number((input as HTMLInputElement).max));
     if (ok) drawRandom(seed, lq, lk, dk, dv);
   }
+  /** The four shape fields, each a whole number within its limit (else its message shows), or undefined. */
+  const readSizes = () => {
+    const sizes = sizeFields.map(([input, name, max]) => readWholeNumber(input, name, 1, max));
+    return sizes.every((n) => n !== undefined) ? (sizes as number[]) : undefined;
+  };
   rnd.addEventListener('click', () => {
-    const size = (input: HTMLInputElement) => Math.min(Number(input.max), Math.max(1, Math.round(Number(input.value)) || 1));
-    drawRandom(Math.floor(Math.random() * 1e9), size(lqIn), size(lkIn), size(dkIn), size(dvIn));
+    const sizes = readSizes();
+    if (!sizes) return;
+    drawRandom(Math.floor(Math.random() * 1e9), ...(sizes as [number, number, number, number]));
+    void recompute();
+  });
+  // A changed shape draws random matrices of that shape at once (the current seed, when there is one).
+  for (const [input] of sizeFields) input.addEventListener('change', () => {
+    const sizes = readSizes();
+    if (!sizes) return;
+    const seed = random ? Number(random.key.split(':')[0]) : Math.floor(Math.random() * 1e9);
+    drawRandom(seed, ...(sizes as [number, number, number, number]));
     void recompute();
   });
   backendSel.addEventListener('change', async () => {
@@ -421,6 +514,16 @@ export function mountPlayground(app: App): void {
     describeBackends();
     await recompute();
   })().catch((e) => app.error('playground', e));
+}
+
+/** One piece of the playground's results: drawn in a task of its own, into the results, their views or the element `inside`. */
+interface Piece {
+  id: string;
+  /** What it shows, for the progress note. */
+  what: string;
+  inViews?: boolean;
+  inside?: string;
+  draw(): HTMLElement;
 }
 
 /** What a worked example hands to the playground. */

@@ -3,50 +3,16 @@
 // the largest error, where in the output it sits, and the bound of the rule the tests use. Then how
 // the error grows with the logit scale and with the length.
 import * as Plot from '@observablehq/plot';
-import type { Attention, BackendChoice } from 'sdpa-web';
+import { renderPlot } from '../lib/plots';
 import { getParam, setParams, webgpuLabel, type App } from '../lib/app';
-import { float16Precision, precisionInputs, precisionOf, worstError, type PrecisionResult } from '../lib/explainers';
+import type { PrecisionResult } from '../lib/explainers';
+import { heavy, type EngineInfo } from '../lib/heavy';
 import { fitMath, tex } from '../lib/katex';
-import { el, nextFrame } from '../lib/tensors';
+import { el } from '../lib/tensors';
 
 const LENGTHS = [32, 64, 128, 256, 512, 1024];
 const SCALES = [1, 2, 4, 8, 16, 32, 64];
 const DEFAULTS = { length: 256, scale: 1 };
-
-interface Engine {
-  name: string;
-  /** Its name in the table, and how it computes (a second, smaller line). */
-  short: string;
-  how: string;
-  gpu: boolean;
-  attn?: Attention;
-  /** Why it cannot run here (the library's words). */
-  reason?: string;
-}
-
-/** The engines to compare: each loaded once, or the library's reason it cannot run here. */
-async function loadEngines(app: App): Promise<Engine[]> {
-  const make = async (name: string, short: string, how: string, options: { backend: BackendChoice; relaxedSimd?: boolean }, gpu = false): Promise<Engine> => {
-    const base = { name, short, how, gpu };
-    try {
-      const attn = await app.createWith(options);
-      if (options.relaxedSimd && !attn.relaxedSimd) {
-        const reason = attn.fallbackReason ?? 'relaxed SIMD is not available here';
-        attn.dispose();
-        return { ...base, reason };
-      }
-      return { ...base, attn };
-    } catch (e) {
-      return { ...base, reason: e instanceof Error ? e.message : String(e) };
-    }
-  };
-  return Promise.all([
-    make('scalar', 'scalar', 'plain float32 loops', { backend: 'scalar' }),
-    make('simd128', 'SIMD128', 'multiply, then add', { backend: 'simd', relaxedSimd: false }),
-    make('relaxed', 'relaxed SIMD', 'fused multiply-add', { backend: 'simd', relaxedSimd: true }),
-    make('webgpu', 'WebGPU', webgpuLabel(app.attn).replace(/^webgpu( — )?/, '') || 'GPU kernels', { backend: 'webgpu' }, true),
-  ]);
-}
 
 export function mountPrecisionLab(app: App): void {
   const sec = document.getElementById('precision')!;
@@ -69,17 +35,14 @@ export function mountPrecisionLab(app: App): void {
     halfTable,
     sweeps,
   );
-  let engines: Engine[] = [];
+  // The engines and their measurements live in a worker: an L = 1024 run never blocks the page.
+  let engines: EngineInfo[] = [];
   let token = 0;
 
-  /** Every engine's result on one input set (`eRef` from the scalar engine). */
-  async function measure(length: number, scale: number): Promise<{ engine: Engine; result?: PrecisionResult }[]> {
-    const inputs = precisionInputs(app.attn, length, scale);
-    const o64 = app.attn.referenceAttention(inputs.q, inputs.k, inputs.v, inputs.options).output.data;
-    const outputs: (Float32Array | undefined)[] = [];
-    for (const e of engines) outputs.push(e.attn ? (await e.attn.scaledDotProductAttention(inputs.q, inputs.k, inputs.v, inputs.options)).output.data : undefined);
-    const eRef = worstError(outputs[0]!, o64, inputs.v.shape[1]).error;
-    return engines.map((engine, i) => ({ engine, result: outputs[i] ? precisionOf(outputs[i]!, o64, inputs, eRef, engine.gpu) : undefined }));
+  /** Every engine's result on one input set (`eRef` from the scalar engine), measured in the worker. */
+  async function measure(length: number, scale: number) {
+    const { results, float16 } = await heavy('precision', { length, scale, withFloat16: false });
+    return { rows: engines.map((engine, i) => ({ engine, result: results[i] })), float16 };
   }
 
   async function run(): Promise<void> {
@@ -88,9 +51,10 @@ export function mountPrecisionLab(app: App): void {
     setParams({ prl: length === DEFAULTS.length ? null : String(length), prs: scale === DEFAULTS.scale ? null : String(scale) });
     sec.dataset.done = '';
     try {
-      if (!engines.length) engines = await loadEngines(app);
-      status.textContent = `Computing L = ${length}, logit scale ${scale} on ${engines.filter((e) => e.attn).length} backends…`;
-      const rows = await measure(length, scale);
+      if (!engines.length) engines = (await heavy('engines')).map((e) => (e.name === 'webgpu' && !e.reason ? { ...e, how: webgpuLabel(app.attn).replace(/^webgpu( — )?/, '') || e.how } : e));
+      status.textContent = `Computing L = ${length}, logit scale ${scale} on ${engines.filter((e) => !e.reason).length} backends…`;
+      const { results, float16: half } = await heavy('precision', { length, scale, withFloat16: true });
+      const rows = engines.map((engine, i) => ({ engine, result: results[i] as PrecisionResult | undefined }));
       if (my !== token) return;
       table.replaceChildren(el('table', { class: 'data', 'data-testid': 'precision' },
         el('thead', {}, el('tr', {}, ...['backend', 'max |o − o₆₄|', 'where', 'the rule’s bound', 'within'].map((c) => el('th', { scope: 'col', text: c })))),
@@ -101,10 +65,7 @@ export function mountPrecisionLab(app: App): void {
             : [el('td', { colspan: 4, class: 'note', text: `not here: ${engine.reason}` })]),
         ))),
       ));
-      const simd128 = engines.find((e) => e.name === 'simd128' && e.attn)?.attn;
-      const scalar = engines.find((e) => e.name === 'scalar' && e.attn)?.attn;
-      if (simd128 && scalar) {
-        const half = float16Precision(simd128, scalar, precisionInputs(app.attn, length, scale));
+      if (half) {
         halfTable.replaceChildren(el('table', { class: 'data', 'data-testid': 'precision-float16' },
           el('thead', {}, el('tr', {}, ...['float16 storage', 'max |o − o₆₄|', 'kernel’s own error', 'the rule’s bound', 'within'].map((c) => el('th', { scope: 'col', text: c })))),
           el('tbody', {}, el('tr', { 'data-engine': 'float16' },
@@ -130,23 +91,21 @@ export function mountPrecisionLab(app: App): void {
     const byScale: { x: number; y: number; backend: string }[] = [];
     const byLength: { x: number; y: number; backend: string }[] = [];
     for (const s of SCALES) {
-      for (const { engine, result } of await measure(length, s)) if (result) byScale.push({ x: s, y: Math.max(result.error, 1e-10), backend: engine.name });
-      await nextFrame();
+      for (const { engine, result } of (await measure(length, s)).rows) if (result) byScale.push({ x: s, y: Math.max(result.error, 1e-10), backend: engine.name });
       if (my !== token) return;
     }
     for (const n of LENGTHS) {
-      for (const { engine, result } of await measure(n, scale)) if (result) byLength.push({ x: n, y: Math.max(result.error, 1e-10), backend: engine.name });
-      await nextFrame();
+      for (const { engine, result } of (await measure(n, scale)).rows) if (result) byLength.push({ x: n, y: Math.max(result.error, 1e-10), backend: engine.name });
       if (my !== token) return;
     }
     const width = Math.max(280, sweeps.clientWidth >= 760 ? sweeps.clientWidth / 2 - 40 : sweeps.clientWidth - 24);
     const chart = (title: string, pts: typeof byScale, xLabel: string, current: number) =>
-      el('figure', { class: 'view' }, el('figcaption', { text: title }), Plot.plot({
+      el('figure', { class: 'view' }, el('figcaption', { text: title }), renderPlot({
         width, height: 280, marginLeft: 60,
         style: { background: 'transparent', fontSize: '12px' },
         x: { type: 'log', base: 2, label: xLabel, grid: true },
         y: { type: 'log', label: 'max |o − o₆₄| (log scale)', grid: true },
-        color: { legend: true, scheme: 'observable10', domain: engines.filter((e) => e.attn).map((e) => e.name) },
+        color: { legend: true, scheme: 'observable10', domain: engines.filter((e) => !e.reason).map((e) => e.name) },
         marks: [Plot.line(pts, { x: 'x', y: 'y', stroke: 'backend', strokeWidth: 2 }), Plot.dot(pts, { x: 'x', y: 'y', stroke: 'backend', tip: true }), Plot.ruleX([current], { strokeOpacity: 0.4 })],
       }));
     sweeps.replaceChildren(chart(`Error against the logit scale (L = ${length})`, byScale, 'logit scale s (log scale)', scale), chart(`Error against the length (logit scale ${scale})`, byLength, 'L (log scale)', length));

@@ -5,7 +5,7 @@ import * as Plot from '@observablehq/plot';
 import type { Attention, Tensor } from 'sdpa-web';
 import { getParam, setParams, type App } from '../lib/app';
 import { randnInPieces, rowsPerChunk, scoreStatsFor, type StatsRow } from '../lib/compute';
-import { heatmap, linePlot } from '../lib/plots';
+import { heatmap, linePlot, renderPlot } from '../lib/plots';
 import { el, entropy, maxOf, stdOf, nextFrame, rowsOf, seqLabels, tensor } from '../lib/tensors';
 
 const DKS = [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
@@ -37,6 +37,9 @@ async function weightStats(attn: Attention, q: Tensor, k: Tensor, scale: number,
   }
   return { meanMax: sumMax / n, meanEntropy: sumH / n, corner };
 }
+
+/** A heatmap cell small enough that m columns (and their labels) fit `width` px undistorted: its text is never scaled below its size. */
+const cornerCell = (width: number, m: number) => Math.max(16, Math.min(46, Math.floor(((width || 360) - 110) / m)));
 
 export function mountScalingLab(app: App): void {
   const sec = document.getElementById('scaling')!;
@@ -124,7 +127,7 @@ export function mountScalingLab(app: App): void {
     const full = Math.max(300, hist.clientWidth);
     const width = full >= 760 ? Math.floor((full - 16) / 2) - 24 : full - 24;
     const one = (label: string, values: number[]) =>
-      el('figure', { class: 'view', 'data-testid': 'lab-hist' }, el('figcaption', { text: `${label}, d_k = ${r.dk}: std ${stdOf(values).toFixed(2)}` }), Plot.plot({
+      el('figure', { class: 'view', 'data-testid': 'lab-hist' }, el('figcaption', { text: `${label}, d_k = ${r.dk}: std ${stdOf(values).toFixed(2)}` }), renderPlot({
         width, height: 260, marginLeft: 50,
         style: { background: 'transparent', fontSize: '12px' },
         x: { label: `${label} →`, grid: true },
@@ -150,7 +153,7 @@ export function mountScalingLab(app: App): void {
     if (!stats) return;
     tempPanel.replaceChildren(el('div', { class: 'view' },
       el('p', { id: 'lab-temp-stats', text: `d_k = ${dk}, T = ${T.toFixed(2)}: mean max weight ${stats.meanMax.toFixed(3)}, mean entropy ${stats.meanEntropy.toFixed(3)} nats (uniform: ${Math.log(n).toFixed(2)}).` }),
-      heatmap({ name: `weights, first ${m} queries × ${m} of ${n} keys`, tensor: tensor(stats.corner, [m, m]), rowLabels: seqLabels('q', m), colLabels: seqLabels('k', m), rowAxis: 'query', colAxis: 'key', kind: 'weights' }, { decimals: 2, numbers: tempPanel.clientWidth >= 480 }),
+      heatmap({ name: `weights, first ${m} queries × ${m} of ${n} keys`, tensor: tensor(stats.corner, [m, m]), rowLabels: seqLabels('q', m), colLabels: seqLabels('k', m), rowAxis: 'query', colAxis: 'key', kind: 'weights' }, { decimals: 2, numbers: tempPanel.clientWidth >= 480, cell: cornerCell(tempPanel.clientWidth, m) }),
     ));
   }
 

@@ -3,12 +3,15 @@
 // queries and keys, the library computes the scores and one query's attention, and the page plots the
 // variance itself (unscaled and scaled) against d_k.
 import * as Plot from '@observablehq/plot';
+import { renderPlot } from '../lib/plots';
 import { getParam, setParams, type App } from '../lib/app';
 import { rowSummary, VARIANCE_DKS, VARIANCE_KEYS, VARIANCE_SAMPLES, varianceAt, type VariancePoint } from '../lib/explainers';
 import { fitMath, tex } from '../lib/katex';
 import { el, fmt, nextFrame, seqLabels } from '../lib/tensors';
 
 const DEFAULT_DK = 64;
+const SERIES_UNSCALED = 'unscaled: Var(q·k)';
+const SERIES_SCALED = 'scaled: Var(q·k/√d_k)';
 
 export function mountVarianceLab(app: App): void {
   const sec = document.getElementById('variance')!;
@@ -21,7 +24,7 @@ export function mountVarianceLab(app: App): void {
   const bars = el('div', { id: 'var-bars', class: 'lab-pair' });
   sec.append(
     el('p', { text: `Take a query q and a key k whose ${'d_k'} entries are independent, with mean 0 and variance 1. Their dot product is a sum of d_k products, each with mean 0 and variance 1, so the variances add up:` }),
-    fitMath(tex('\\operatorname{Var}(q\\cdot k) = \\sum_{i=1}^{d_k} \\operatorname{Var}(q_i k_i) = \\sum_{i=1}^{d_k} \\mathbb{E}[q_i^2]\\,\\mathbb{E}[k_i^2] = d_k, \\qquad \\operatorname{Var}\\!\\Big(\\frac{q\\cdot k}{\\sqrt{d_k}}\\Big) = 1', true)),
+    fitMath(tex('\\begin{aligned} \\operatorname{Var}(q\\cdot k) &= \\sum_{i=1}^{d_k} \\operatorname{Var}(q_i k_i) = \\sum_{i=1}^{d_k} \\mathbb{E}[q_i^2]\\,\\mathbb{E}[k_i^2] = d_k, \\\\ \\operatorname{Var}\\!\\Big(\\frac{q\\cdot k}{\\sqrt{d_k}}\\Big) &= 1 \\end{aligned}', true)),
     el('p', { text: `Move d_k: the page draws ${VARIANCE_SAMPLES} queries and ${VARIANCE_SAMPLES} keys with N(0, 1) entries, sdpa-web computes the ${VARIANCE_SAMPLES}² scores, and the page measures their variance. Below, one query attends over ${VARIANCE_KEYS} keys: without the ÷√d_k its softmax turns one-hot as d_k grows.` }),
     el('div', { class: 'controls' }, el('label', {}, 'Key dimension d_k', slider), dkOut),
     numbers,
@@ -55,14 +58,15 @@ export function mountVarianceLab(app: App): void {
 
   function drawPlot(current: number): void {
     const width = Math.max(300, plot.clientWidth - 24);
-    const pts = [...points.values()].sort((a, b) => a.dk - b.dk).flatMap((p) => [{ dk: p.dk, v: p.varUnscaled, series: 'Var(q·k)' }, { dk: p.dk, v: p.varScaled, series: 'Var(q·k/√d_k)' }]);
+    // Series names are legend labels, never CSS: Plot reads a string starting with "var(" as a CSS variable.
+    const pts = [...points.values()].sort((a, b) => a.dk - b.dk).flatMap((p) => [{ dk: p.dk, v: p.varUnscaled, series: SERIES_UNSCALED }, { dk: p.dk, v: p.varScaled, series: SERIES_SCALED }]);
     const ref = VARIANCE_DKS.flatMap((dk) => [{ dk, v: dk, series: 'reference d_k' }, { dk, v: 1, series: 'reference 1' }]);
-    plot.replaceChildren(el('figure', { 'data-testid': 'var-plot' }, el('figcaption', { text: 'The variance of the scores against d_k (log–log): measured points on the line Var = d_k, and at 1 after ÷√d_k' }), Plot.plot({
+    plot.replaceChildren(el('figure', { 'data-testid': 'var-plot' }, el('figcaption', { text: 'The variance of the scores against d_k (log–log): measured points on the line Var = d_k, and at 1 after ÷√d_k' }), renderPlot({
       width, height: Math.round(Math.min(340, Math.max(240, width * 0.45))), marginLeft: 56,
       style: { background: 'transparent', fontSize: '12px' },
       x: { type: 'log', base: 2, label: 'd_k (log scale)', grid: true, domain: [1, 1024] },
       y: { type: 'log', label: 'variance of the scores (log scale)', grid: true, domain: [0.3, 2000] },
-      color: { legend: true, scheme: 'observable10', domain: ['Var(q·k)', 'Var(q·k/√d_k)', 'reference d_k', 'reference 1'] },
+      color: { legend: true, scheme: 'observable10', domain: [SERIES_UNSCALED, SERIES_SCALED, 'reference d_k', 'reference 1'] },
       marks: [
         Plot.line(ref, { x: 'dk', y: 'v', z: 'series', stroke: 'series', strokeDasharray: '5,4', strokeWidth: 1.5 }),
         Plot.dot(pts, { x: 'dk', y: 'v', fill: 'series', stroke: 'series', r: 4, tip: true }),
@@ -74,7 +78,7 @@ export function mountVarianceLab(app: App): void {
   function drawBars(p: VariancePoint): void {
     const width = Math.max(280, Math.min(520, bars.clientWidth >= 760 ? bars.clientWidth / 2 - 40 : bars.clientWidth - 24));
     const one = (title: string, w: number[], fill: string, id: string) =>
-      el('figure', { class: 'view', 'data-testid': id }, el('figcaption', { text: title }), Plot.plot({
+      el('figure', { class: 'view', 'data-testid': id }, el('figcaption', { text: title }), renderPlot({
         width, height: 220, marginLeft: 44,
         style: { background: 'transparent', fontSize: '12px' },
         x: { domain: seqLabels('k', VARIANCE_KEYS), label: 'key', tickRotate: 0 },
