@@ -724,17 +724,18 @@ val trace_online_softmax_js(val options) {
   return val::null();
 }
 
-// A forward call of the reference (`what`: explain or referenceAttention): float32 inputs, new
+// A forward call of the reference (explain, or referenceAttention): float32 inputs, new
 // CPU arrays of its own precision. The options that say where scaledDotProductAttention's output
 // goes or in which dtype, and on explain (which returns its fixed stages) returnScores and
 // returnLogSumExp, are TypeErrors here, not ignored.
-bool plan_reference_call(const val& options, const char* what, CallOptions* o, AttentionPlan* plan, CallError& e) {
-  if (!plan_call(options, kForward, o, plan, e) || !e.fail(check_float32_inputs(*plan, what))) return false;
+bool plan_reference_call(const val& options, bool explain, CallOptions* o, AttentionPlan* plan, CallError& e) {
+  if (!plan_call(options, kForward, o, plan, e) || !e.fail(check_float32_inputs(*plan, explain ? "explain" : "referenceAttention"))) {
+    return false;
+  }
   if (o->output_on_gpu) {
     return e.fail(ErrorKind::kType,
                   "{where} returns CPU arrays: outputLocation must be 'cpu' (or absent); 'gpu' is for scaledDotProductAttention on backend 'webgpu'");
   }
-  const bool explain = std::string(what) == "explain";
   const val out = options.isUndefined() || options.isNull() ? val::undefined() : options[js("out")];
   if (!out.isUndefined() && !out.isNull()) {
     return e.fail(ErrorKind::kType, "{where} returns new arrays: out is for scaledDotProductAttention");
@@ -758,7 +759,7 @@ val explain_attention_js(val options) {
   CallOptions o;
   AttentionPlan plan;
   CallRecord& record = fresh_results();
-  if (!plan_reference_call(options, "explain", &o, &plan, e)) return e.to_js();
+  if (!plan_reference_call(options, true, &o, &plan, e)) return e.to_js();
   const uint64_t n = kFloat * plan.weights_elements();
   Results results;
   for (double* slot : {&record.scores_result, &record.scaledScores_result, &record.maskedScores_result, &record.weights_result}) {
@@ -785,7 +786,7 @@ val reference_attention64_js(val options) {
   CallOptions o;
   AttentionPlan plan;
   CallRecord& record = fresh_results();
-  if (!plan_reference_call(options, "referenceAttention", &o, &plan, e)) return e.to_js();
+  if (!plan_reference_call(options, false, &o, &plan, e)) return e.to_js();
   constexpr uint64_t kDouble = sizeof(double);
   Results results;
   results.add(&record.output_result, kDouble * plan.output_elements());

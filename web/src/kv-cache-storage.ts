@@ -38,6 +38,11 @@ export interface KvStorage {
   /** The GPU device's state, for a cache in GPU memory. */
   readonly gpu: GpuState | undefined;
   write(rows: AppendRows): void;
+  /**
+   * Describes the keys and values of the first `length` positions as a call's key and value in
+   * `record`, read in place (on the GPU, from the buffers it puts into `sources`).
+   */
+  describeIn(record: CallRecord, sources: WebGpuSources | undefined, length: number): void;
   /** Whether the cached keys and values hold no Inf or NaN since the last reset (float16 decode reads them in place). */
   readonly finite: boolean;
   reset(): void;
@@ -104,8 +109,7 @@ export class HeapKvStorage implements KvStorage {
     }
   }
 
-  /** The keys and values of the first `length` positions as a call's key and value, read in place. */
-  describeIn(record: CallRecord, length: number): void {
+  describeIn(record: CallRecord, _sources: WebGpuSources | undefined, length: number): void {
     const { batch, kvHeads, maxLength, headDim, valueDim, dtype } = this.shape;
     record.tensor('key', this.keyAddress, [batch, kvHeads, length, headDim], dtype);
     record.tensor('value', this.valueAddress, [batch, kvHeads, length, valueDim], dtype);
@@ -192,14 +196,13 @@ export class GpuKvStorage implements KvStorage {
     if (encoder) device.queue.submit([encoder.finish()]);
   }
 
-  /** The keys and values of the first `length` positions as a call's key and value, read in place on the GPU. */
-  describeIn(record: CallRecord, sources: WebGpuSources, length: number): void {
+  describeIn(record: CallRecord, sources: WebGpuSources | undefined, length: number): void {
     const { batch, kvHeads, maxLength, headDim, valueDim, dtype } = this.shape;
     record.tensor('key', 0, [batch, kvHeads, length, headDim], dtype);
     record.tensor('value', 0, [batch, kvHeads, length, valueDim], dtype);
     record.cache({ key: maxLength * headDim, value: maxLength * valueDim }, true);
-    sources.key = { buffer: this.keyBuffer, offset: 0 };
-    sources.value = { buffer: this.valueBuffer, offset: 0 };
+    sources!.key = { buffer: this.keyBuffer, offset: 0 };
+    sources!.value = { buffer: this.valueBuffer, offset: 0 };
   }
 
   reset(): void {}

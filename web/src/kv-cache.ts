@@ -169,9 +169,7 @@ export class KvCache {
 
   /** @internal Describes the cache as a call's key and value in `record` (and, on the GPU, `sources`). */
   describeIn(record: CallRecord, sources?: WebGpuSources): void {
-    const length = this.length;
-    if (this.storage instanceof GpuKvStorage) this.storage.describeIn(record, sources!, length);
-    else (this.storage as HeapKvStorage).describeIn(record, length);
+    this.storage.describeIn(record, sources, this.length);
   }
 
   private appendLengths(n: number, lengths: unknown): Int32Array | readonly number[] | undefined {
