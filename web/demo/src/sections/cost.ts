@@ -105,6 +105,12 @@ export function mountCost(app: App): void {
     const results: { n: number; gflops: number; backend: string; ms: number }[] = [];
     progress.max = ns.length * backends.length;
     progress.value = 0;
+    const rows = el('tbody');
+    table.replaceChildren(el('table', { class: 'data' }, el('thead', {}, el('tr', {}, ...['backend', 'n', 'median ms', 'GFLOP/s'].map((c) => el('th', { scope: 'col', text: c })))), rows));
+    plot.replaceChildren();
+    // A table row per point; the plot, whose redraw is the costliest task on the page's thread,
+    // once a backend's series is complete or a second after its last redraw.
+    let drawnAt = 0;
     try {
       // The timed calls run in a worker (its own instances): the page stays responsive meanwhile.
       for (const { name, label } of backends) {
@@ -112,15 +118,18 @@ export function mountCost(app: App): void {
           status.textContent = `${label}: n = ${N}…`;
           try {
             const { ms } = await heavy('bench', { backend: name, n: N, headDim: E });
-            results.push({ n: N, backend: label, ms, gflops: (4 * N * N * E) / (ms * 1e6) });
+            const result = { n: N, backend: label, ms, gflops: (4 * N * N * E) / (ms * 1e6) };
+            results.push(result);
+            rows.append(el('tr', {}, el('td', { text: result.backend }), el('td', { text: String(N) }), el('td', { text: ms.toFixed(3) }), el('td', { text: result.gflops.toFixed(2) })));
             progress.value += 1;
-            draw();
+            if (performance.now() - drawnAt > 1000) drawPlot();
           } catch (e) {
             notes.push(`${name} could not run: ${e instanceof Error ? e.message : String(e)}`);
             progress.value += ns.length - ns.indexOf(N);
             break;
           }
         }
+        drawPlot();
       }
       status.textContent = `Done. Median of up to 15 runs per point; this machine’s other work adds noise.${notes.length ? ` ${notes.join('; ')}.` : ''}${skipped.length ? ` Not measured: ${skipped.map((s) => `${s.name} (${s.reason})`).join('; ')}.` : ''}`;
       sec.dataset.benchDone = 'true';
@@ -130,7 +139,8 @@ export function mountCost(app: App): void {
       runBtn.disabled = false;
     }
 
-    function draw(): void {
+    function drawPlot(): void {
+      drawnAt = performance.now();
       plot.replaceChildren(el('figure', { 'data-testid': 'bench-plot' }, el('figcaption', { text: 'Attention throughput: 4·n²·d FLOP per call, d = 64' }), renderPlot({
         width: 560, height: 320, marginLeft: 56,
         style: { background: 'transparent', fontSize: '12px' },
@@ -139,7 +149,6 @@ export function mountCost(app: App): void {
         color: { legend: true, scheme: 'observable10' },
         marks: [Plot.line(results, { x: 'n', y: 'gflops', z: 'backend', stroke: 'backend', strokeWidth: 2 }), Plot.dot(results, { x: 'n', y: 'gflops', stroke: 'backend', tip: true })],
       })));
-      table.replaceChildren(el('table', { class: 'data' }, el('thead', {}, el('tr', {}, ...['backend', 'n', 'median ms', 'GFLOP/s'].map((c) => el('th', { scope: 'col', text: c })))), el('tbody', {}, ...results.map((r) => el('tr', {}, el('td', { text: r.backend }), el('td', { text: String(r.n) }), el('td', { text: r.ms.toFixed(3) }), el('td', { text: r.gflops.toFixed(2) }))))));
     }
   });
 }
