@@ -108,7 +108,7 @@ export function mountCost(app: App): void {
     const rows = el('tbody');
     table.replaceChildren(el('table', { class: 'data' }, el('thead', {}, el('tr', {}, ...['backend', 'n', 'median ms', 'GFLOP/s'].map((c) => el('th', { scope: 'col', text: c })))), rows));
     plot.replaceChildren();
-    // A table row per point; the plot, whose redraw is the costliest task on the page's thread,
+    // A table row per point; the plot (each redraw a 10–15 ms task on the page's thread)
     // once a backend's series is complete or a second after its last redraw.
     let drawnAt = 0;
     try {
