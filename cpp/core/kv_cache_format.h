@@ -4,9 +4,10 @@
 // docs/kv-cache-formats.md describes the format with its reasons.
 //
 // Values are quantized in blocks of kQuantBlock = 32 consecutive elements along D, each with its
-// own float32 scale, symmetrically (no zero point): scale = max|x| / L and level = x / max|x| · L
-// rounded to the nearest integer, ties to even, where L = 127 (int8) or 7 (int4); a value is
-// level · scale. The last block of a row whose D is not a multiple of 32 is padded with zeros.
+// own float32 scale, symmetrically (no zero point): scale = max|x| / L (the next float toward 0
+// when scale · L would round above max|x|, so that no value reads beyond the block's largest, nor
+// overflows) and level = x / max|x| · L rounded to the nearest integer, ties to even, where
+// L = 127 (int8) or 7 (int4); a value is level · scale (float32). The last block of a row whose D is not a multiple of 32 is padded with zeros.
 // A block holding a NaN or ±Inf stores the scale NaN and levels 0: every element of it reads NaN.
 //
 // Byte layout of one tensor: the levels of every head, then the scales of every head.
@@ -82,8 +83,8 @@ inline QuantizedLayout quantized_layout(KvQuant kind, int64_t heads, int64_t max
 }
 
 // Quantizes x[0, n) (n ≤ 32; the block's other elements are zeros) into levels[0, 32) and returns
-// its scale: max|x| / L, NaN when x holds a NaN or ±Inf (levels then all 0), 0 for an all-zero
-// block. Each level is x / max|x| · L (float32 operations) rounded to nearest, ties to even, so
+// its scale: max|x| / L (one float below where L times it rounds above max|x|), NaN when x holds a
+// NaN or ±Inf (levels then all 0), 0 for an all-zero block. Each level is x / max|x| · L (float32 operations) rounded to nearest, ties to even, so
 // the block's largest magnitude gets ±L exactly.
 inline float quantize_block(KvQuant kind, const float* x, int n, int8_t* levels) {
   const float L = static_cast<float>(quant_max_level(kind));
@@ -97,7 +98,8 @@ inline float quantize_block(KvQuant kind, const float* x, int n, int8_t* levels)
   if (!finite) return std::numeric_limits<float>::quiet_NaN();
   if (amax == 0.0f) return 0.0f;
   for (int i = 0; i < n; ++i) levels[i] = static_cast<int8_t>(std::nearbyint(x[i] / amax * L));
-  return amax / L;
+  const float scale = amax / L;
+  return scale * L > amax ? std::nextafter(scale, 0.0f) : scale;
 }
 
 // The value of a level (as float32 arithmetic gives it; the float64 reference multiplies exactly).

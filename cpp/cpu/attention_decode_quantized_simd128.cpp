@@ -10,8 +10,10 @@
 //    4 consecutive elements is one 16-byte load (int4: the low or high nibbles of one); widened
 //    to int16, its dot products with a row's 4 elements repeated (i32x4.dot_i16x8_s) leave keys
 //    0-1 and 2-3 in lane pairs: summed per block, each key's exact integer dot product lands in
-//    its own lane. Each block adds (int dot)·(key scale · query scale), multiply then add
-//    (unfused, the same in both builds); every tile load serves up to 4 rows.
+//    its own lane. Each block adds (int dot)·(query scale · key scale) to the score in float64
+//    (two f64x2 per 4 keys: a product of two float32 scales neither overflows nor underflows
+//    there, and the sum over blocks is that of the dequantized products up to their float32
+//    rounding), rounded to float32 once; every tile load serves up to 4 rows.
 //  - Values: each chunk's value tiles are dequantized once into a float scratch (level · scale,
 //    the float32 value the scalar path reads), then O += P·V runs on it with the shared pv_columns
 //    (cpu/microkernels.h) for all rows.
@@ -70,9 +72,10 @@ template <int kRows, KvQuant kKind>
 void score_tiles(const int16_t* const* q, const float* const* qs, const uint8_t* levels, const float* scales, idx tiles,
                  idx blocks, float scale, float* const* s) {
   constexpr idx kTileBlockBytes = kQuantTileKeys * quant_block_bytes(kKind);
+  const f64x2 attention_scale = splat_f64(scale);
   for (idx t = 0; t < tiles; ++t) {
-    f32x4 acc[kRows];
-    for (int r = 0; r < kRows; ++r) acc[r] = splat(0.0f);
+    f64x2 acc[kRows][2];
+    for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = splat_f64(0.0);
     for (idx c = 0; c < blocks; ++c) {
       const uint8_t* tile = levels + (t * blocks + c) * kTileBlockBytes;
       i32x4 lo[kRows], hi[kRows];
@@ -95,12 +98,18 @@ void score_tiles(const int16_t* const* q, const float* const* qs, const uint8_t*
           quad(high_nibble_levels(packed), 2 * w + 1);
         }
       }
-      const f32x4 key_scales = load(scales + (t * blocks + c) * kQuantTileKeys);
+      f64x2 key_scales[2];
+      promote(load(scales + (t * blocks + c) * kQuantTileKeys), key_scales);
       for (int r = 0; r < kRows; ++r) {
-        acc[r] = add(mul(to_float(pair_sums(lo[r], hi[r])), mul(key_scales, splat(qs[r][c]))), acc[r]);
+        f64x2 dots[2];
+        to_f64(pair_sums(lo[r], hi[r]), dots);
+        const f64x2 query_scale = splat_f64(qs[r][c]);
+        for (int h = 0; h < 2; ++h) acc[r][h] = add_f64(acc[r][h], mul_f64(dots[h], mul_f64(key_scales[h], query_scale)));
       }
     }
-    for (int r = 0; r < kRows; ++r) store(s[r] + kQuantTileKeys * t, mul(acc[r], splat(scale)));
+    for (int r = 0; r < kRows; ++r) {
+      store(s[r] + kQuantTileKeys * t, demote(mul_f64(acc[r][0], attention_scale), mul_f64(acc[r][1], attention_scale)));
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // Integer vectors for the quantized KV-cache kernels: int8 levels widened to int16, int16 dot
-// products into int32 (i32x4.dot_i16x8_s), and int32 or int8 lanes converted to f32x4. wasm
-// SIMD128 under Emscripten, GCC/Clang vector extensions natively (same results lane for lane).
+// products into int32 (i32x4.dot_i16x8_s), int8 lanes converted to f32x4, and int32 lanes scaled
+// in float64 pairs (f64x2: products of two block scales neither overflow nor underflow there).
+// wasm SIMD128 under Emscripten, GCC/Clang vector extensions natively (same results lane for lane).
 #pragma once
 
 #include <cstdint>
@@ -34,7 +35,22 @@ inline i32x4 zero_i32() { return wasm_i32x4_const_splat(0); }
 inline i32x4 pair_sums(i32x4 a, i32x4 b) {
   return wasm_i32x4_add(wasm_i32x4_shuffle(a, b, 0, 2, 4, 6), wasm_i32x4_shuffle(a, b, 1, 3, 5, 7));
 }
-inline f32x4 to_float(i32x4 v) { return wasm_f32x4_convert_i32x4(v); }
+using f64x2 = v128_t;
+inline f64x2 splat_f64(double x) { return wasm_f64x2_splat(x); }
+inline f64x2 add_f64(f64x2 a, f64x2 b) { return wasm_f64x2_add(a, b); }
+inline f64x2 mul_f64(f64x2 a, f64x2 b) { return wasm_f64x2_mul(a, b); }
+// Lanes 0-1 and 2-3 of an i32x4 or f32x4 as two f64x2; and two f64x2 rounded back to one f32x4.
+inline void to_f64(i32x4 v, f64x2* out) {
+  out[0] = wasm_f64x2_convert_low_i32x4(v);
+  out[1] = wasm_f64x2_convert_low_i32x4(wasm_i32x4_shuffle(v, v, 2, 3, 2, 3));
+}
+inline void promote(f32x4 v, f64x2* out) {
+  out[0] = wasm_f64x2_promote_low_f32x4(v);
+  out[1] = wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(v, v, 2, 3, 2, 3));
+}
+inline f32x4 demote(f64x2 lo, f64x2 hi) {
+  return wasm_i32x4_shuffle(wasm_f32x4_demote_f64x2_zero(lo), wasm_f32x4_demote_f64x2_zero(hi), 0, 1, 4, 5);
+}
 // The 16 int8 lanes as four f32x4 (lanes 0-3, 4-7, 8-11, 12-15).
 inline void int8_to_float(i8x16 v, f32x4* out) {
   const i16x8 lo = wasm_i16x8_extend_low_i8x16(v), hi = wasm_i16x8_extend_high_i8x16(v);
@@ -80,7 +96,23 @@ inline i32x4 zero_i32() { return i32x4{0, 0, 0, 0}; }
 inline i32x4 pair_sums(i32x4 a, i32x4 b) {
   return __builtin_shufflevector(a, b, 0, 2, 4, 6) + __builtin_shufflevector(a, b, 1, 3, 5, 7);
 }
-inline f32x4 to_float(i32x4 v) { return __builtin_convertvector(v, f32x4); }
+using f64x2 = double __attribute__((vector_size(16)));
+inline f64x2 splat_f64(double x) { return f64x2{x, x}; }
+inline f64x2 add_f64(f64x2 a, f64x2 b) { return a + b; }
+inline f64x2 mul_f64(f64x2 a, f64x2 b) { return a * b; }
+inline void to_f64(i32x4 v, f64x2* out) {
+  out[0] = __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1), f64x2);
+  out[1] = __builtin_convertvector(__builtin_shufflevector(v, v, 2, 3), f64x2);
+}
+inline void promote(f32x4 v, f64x2* out) {
+  out[0] = __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1), f64x2);
+  out[1] = __builtin_convertvector(__builtin_shufflevector(v, v, 2, 3), f64x2);
+}
+inline f32x4 demote(f64x2 lo, f64x2 hi) {
+  using f32x2 = float __attribute__((vector_size(8)));
+  const f32x2 a = __builtin_convertvector(lo, f32x2), b = __builtin_convertvector(hi, f32x2);
+  return __builtin_shufflevector(a, b, 0, 1, 2, 3);
+}
 inline void int8_to_float(i8x16 v, f32x4* out) {
   out[0] = __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1, 2, 3), f32x4);
   out[1] = __builtin_convertvector(__builtin_shufflevector(v, v, 4, 5, 6, 7), f32x4);

@@ -11,6 +11,13 @@ function roundHalfEven(x: number): number {
   return Math.abs(x % 1) === 0.5 && r % 2 !== 0 ? r - 1 : r;
 }
 
+/** The float32 next to positive float32 `x` toward 0. */
+function floatBelow(x: number): number {
+  const bits = new Uint32Array(new Float32Array([x]).buffer);
+  bits[0]! -= 1;
+  return new Float32Array(bits.buffer)[0]!;
+}
+
 /** Each row (the last dim) of `data` quantized in blocks of 32 with L levels and read back. */
 export function roundThroughBlocks(data: Float32Array, dim: number, L: number): Float32Array {
   const out = new Float32Array(data.length);
@@ -23,7 +30,8 @@ export function roundThroughBlocks(data: Float32Array, dim: number, L: number): 
         finite &&= Number.isFinite(x);
         amax = Math.max(amax, Math.abs(x));
       }
-      const scale = finite ? Math.fround(amax / L) : NaN;
+      let scale = finite ? Math.fround(amax / L) : NaN;
+      if (Math.fround(scale * L) > amax) scale = floatBelow(scale);
       for (let e = c; e < end; e++) {
         const level = amax === 0 || !finite ? 0 : roundHalfEven(Math.fround(Math.fround(data[row + e]! / amax) * L));
         out[row + e] = Math.fround(level * scale);
