@@ -9,7 +9,8 @@
 
 namespace sdpa {
 
-enum class ElementType { kFloat32, kFloat16 };
+// kInt8/kInt4: a quantized KV cache's keys and values (core/kv_cache_format.h), never a query.
+enum class ElementType { kFloat32, kFloat16, kInt8, kInt4 };
 
 inline uint32_t float_bits(float x) {
   uint32_t u;

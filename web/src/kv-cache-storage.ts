@@ -5,8 +5,8 @@
 import { tensorDtype } from './arguments.js';
 import type { CallRecord } from './core-call.js';
 import { anyNonFinite, float16Bits, fromFloat16, toFloat16 } from './float16.js';
-import { formatBytes, HeapScope } from './heap.js';
-import type { CpuTensor, DType, GpuBufferLike, TensorInput } from './types.js';
+import { formatBytes, HeapScope, withHeap } from './heap.js';
+import type { CpuTensor, DType, GpuBufferLike, KvCacheDType, TensorInput } from './types.js';
 import { GPU_USAGE, isGpuTensor, WebGPUError, type GpuState } from './webgpu.js';
 import type { SdpaModule, WebGpuSources } from './wasm/sdpa_core.mjs';
 
@@ -17,7 +17,7 @@ export interface CacheShape {
   maxLength: number;
   headDim: number;
   valueDim: number;
-  dtype: DType;
+  dtype: KvCacheDType;
 }
 
 /**
@@ -51,14 +51,26 @@ export interface KvStorage {
   dispose(): void;
 }
 
+/** Whether a cache of `dtype` holds int8/int4 blocks (docs/kv-cache-formats.md). */
+export function isQuantized(dtype: KvCacheDType): dtype is 'int8' | 'int4' {
+  return dtype === 'int8' || dtype === 'int4';
+}
+
 /** Bytes of the keys and of the values. */
-function storageBytes(shape: CacheShape): { key: number; value: number } {
+export function storageBytes(shape: CacheShape): { key: number; value: number } {
+  const { dtype } = shape;
+  if (isQuantized(dtype)) {
+    // cpp/core/kv_cache_format.h: rows in tiles of 4 keys, blocks of 32 with a float32 scale each.
+    const rows = shape.batch * shape.kvHeads * Math.ceil(shape.maxLength / 4) * 4;
+    const blockBytes = (dtype === 'int8' ? 32 : 16) + 4;
+    return { key: rows * Math.ceil(shape.headDim / 32) * blockBytes, value: rows * Math.ceil(shape.valueDim / 32) * blockBytes };
+  }
   const rows = shape.batch * shape.kvHeads * shape.maxLength;
-  const bytes = shape.dtype === 'float16' ? 2 : 4;
+  const bytes = dtype === 'float16' ? 2 : 4;
   return { key: bytes * rows * shape.headDim, value: bytes * rows * shape.valueDim };
 }
 
-/** An appended CPU tensor's data in the cache's element type (float16 rounded from float32, or widened). */
+/** An appended CPU tensor's data in a float cache's element type (float16 rounded from float32, or widened). */
 function stored(tensor: CpuTensor, dtype: DType): Float32Array | Uint16Array {
   const given = tensorDtype(tensor);
   if (given === dtype) return given === 'float16' ? float16Bits(tensor.data as Uint16Array) : (tensor.data as Float32Array);
@@ -90,8 +102,14 @@ export class HeapKvStorage implements KvStorage {
     return !this.holdsNonFinite;
   }
 
-  write({ key, value, n, added, held }: AppendRows): void {
-    const { batch, kvHeads, maxLength, headDim, valueDim, dtype } = this.shape;
+  write(rows: AppendRows): void {
+    if (isQuantized(this.shape.dtype)) this.writeQuantized(rows, this.shape.dtype);
+    else this.writeFloat(rows, this.shape.dtype);
+  }
+
+  /** Copies each (batch, KV head)'s new rows in the cache's float type. */
+  private writeFloat({ key, value, n, added, held }: AppendRows, dtype: DType): void {
+    const { batch, kvHeads, maxLength, headDim, valueDim } = this.shape;
     const keys = stored(key as CpuTensor, dtype), values = stored(value as CpuTensor, dtype);
     const half = dtype === 'float16';
     const heap = half ? this.module.HEAPU16 : this.module.HEAPF32;
@@ -107,6 +125,23 @@ export class HeapKvStorage implements KvStorage {
         }
       }
     }
+  }
+
+  /** Quantizes each (batch, KV head)'s new rows into the cache (the core's quantizer, from the rows copied into the heap). */
+  private writeQuantized({ key, value, n, added, held }: AppendRows, dtype: 'int8' | 'int4'): void {
+    const { batch, kvHeads, maxLength, headDim, valueDim } = this.shape;
+    withHeap(this.module, (heap) => {
+      for (const [tensor, dim, address] of [[key, headDim, this.keyAddress], [value, valueDim, this.valueAddress]] as const) {
+        const source = tensor as CpuTensor;
+        const half = tensorDtype(source) === 'float16';
+        const data = half ? float16Bits(source.data as Uint16Array) : source.data;
+        const from = heap.copyIn(data, 'the appended rows');
+        for (let b = 0; b < batch; b++) {
+          if (added(b) === 0) continue;
+          this.module.quantizeKvRows(dtype === 'int4', address, batch * kvHeads, maxLength, dim, from + b * kvHeads * n * dim * (half ? 2 : 4), half, n, b * kvHeads, kvHeads, held[b]!, added(b));
+        }
+      }
+    });
   }
 
   describeIn(record: CallRecord, _sources: WebGpuSources | undefined, length: number): void {
@@ -165,7 +200,8 @@ export class GpuKvStorage implements KvStorage {
    * go through the WebGPU context's writeFloat16 (write_float16.wgsl), at any element offset.
    */
   write({ key, value, n, added, held }: AppendRows): void {
-    const { batch, kvHeads, maxLength, headDim, valueDim, dtype } = this.shape;
+    const { batch, kvHeads, maxLength, headDim, valueDim } = this.shape;
+    const dtype = this.shape.dtype as DType;  // KvCache makes no int8/int4 cache on the GPU
     const device = this.gpu.device as unknown as GpuDeviceApi;
     const half = dtype === 'float16';
     const bytes = half ? 2 : 4;

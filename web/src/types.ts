@@ -216,10 +216,15 @@ export interface KvCacheOptions {
   valueDim?: number;
   /**
    * Element type of the cached keys and values: `'float16'` halves the memory and the bytes a
-   * decode step reads (appended float32 rows are rounded to float16). Default `'float32'`.
+   * decode step reads (appended float32 rows are rounded to float16); `'int8'` and `'int4'`
+   * quantize appended rows in blocks of 32 along the head dim with a float32 scale each
+   * (docs/kv-cache-formats.md; CPU backends). Default `'float32'`.
    */
-  dtype?: DType;
+  dtype?: KvCacheDType;
 }
+
+/** Element type of a KV cache: a float type, or int8/int4 blocks with float32 scales. */
+export type KvCacheDType = DType | 'int8' | 'int4';
 
 /** Options of `KvCache.append`. */
 export interface KvCacheAppendOptions {

@@ -1,9 +1,12 @@
 // The one KV-cache test body every backend runs (tests/node/kv-cache-<backend>.test.ts): a cache
 // grown by a prompt and then token by token, ragged batches, overflow, reset, GQA, option names,
 // use after dispose, and the heap staying flat. Expected values come from the float64
-// reference on the same keys and values as dense tensors (the concatenation of what was appended).
+// reference on the same keys and values as dense tensors (the concatenation of what was appended;
+// for an int8/int4 cache, as the cache holds them, with the query as its scores take it:
+// support/quantized.ts).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAttention, KvCache, type Attention, type AttentionOptions, type AttentionResult, type Tensor } from 'sdpa-web';
+import { createAttention, KvCache, type Attention, type AttentionOptions, type AttentionResult, type KvCacheDType, type Tensor } from 'sdpa-web';
+import { asCached, asScoredQuery } from './quantized.js';
 import { randomTensor } from './tensors.js';
 import { expectResultMatchesReference } from './tolerance.js';
 
@@ -12,6 +15,8 @@ export interface KvCacheSuiteOptions {
   factor: number;
   /** Creates the backend under test. */
   create: () => Promise<Attention>;
+  /** Element type of every cache the suite makes; default 'float32'. */
+  dtype?: KvCacheDType;
 }
 
 /** The tokens appended so far, per sequence, as the dense tensors the oracle reads. */
@@ -49,8 +54,8 @@ class Appended {
   }
 }
 
-export function defineKvCacheSuite(label: string, { factor, create }: KvCacheSuiteOptions): void {
-  describe(`KV cache on ${label}`, () => {
+export function defineKvCacheSuite(label: string, { factor, create, dtype = 'float32' }: KvCacheSuiteOptions): void {
+  describe(`KV cache (${dtype}) on ${label}`, () => {
     let attn: Attention;
     let oracle: Attention;
     const B = 2, Hq = 8, Hkv = 2, E = 16, Ev = 12;
@@ -69,7 +74,8 @@ export function defineKvCacheSuite(label: string, { factor, create }: KvCacheSui
     /** The cache call against the float64 reference on the dense tensors of what was appended. */
     async function expectCacheCall(cache: KvCache, appended: Appended, query: Tensor, options: AttentionOptions, what: string): Promise<AttentionResult> {
       const got = await attn.scaledDotProductAttention(query, cache, options);
-      const { key, value } = appended.dense();
+      const dense = appended.dense();
+      const key = asCached(dense.key, dtype), value = asCached(dense.value, dtype);
       const lengths = appended.lengths();
       const ragged = lengths.some((n) => n !== lengths[0]);
       const denseOptions: AttentionOptions = {
@@ -77,12 +83,12 @@ export function defineKvCacheSuite(label: string, { factor, create }: KvCacheSui
         isCausal: options.isCausal === true ? 'bottom-right' : options.isCausal,
         keyLengths: options.keyLengths ?? (ragged ? lengths : undefined),
       };
-      expectResultMatchesReference(got, oracle, query, key, value, denseOptions, factor, what);
+      expectResultMatchesReference(got, oracle, asScoredQuery(query, dtype), key, value, denseOptions, factor, what);
       return got;
     }
 
     it('a prompt, then token by token, matches the reference at every step (lengths straddling the chunks and splits)', async () => {
-      const cache = attn.createKvCache({ batch: B, kvHeads: Hkv, maxLength: 600, headDim: E, valueDim: Ev });
+      const cache = attn.createKvCache({ batch: B, kvHeads: Hkv, maxLength: 600, headDim: E, valueDim: Ev, dtype });
       const appended = new Appended(B, Hkv, E, Ev);
       const prompt = { key: draw([B, Hkv, 62, E]), value: draw([B, Hkv, 62, Ev]) };
       cache.append(prompt.key, prompt.value);
@@ -105,7 +111,7 @@ export function defineKvCacheSuite(label: string, { factor, create }: KvCacheSui
         while (cache.length < target) await step();
       }
       // Token by token equals one append of the concatenation, bit for bit.
-      const whole = attn.createKvCache({ batch: B, kvHeads: Hkv, maxLength: 600, headDim: E, valueDim: Ev });
+      const whole = attn.createKvCache({ batch: B, kvHeads: Hkv, maxLength: 600, headDim: E, valueDim: Ev, dtype });
       const { key, value } = appended.dense();
       whole.append(key, value);
       const query = draw([B, Hq, 1, E]);
@@ -120,7 +126,7 @@ export function defineKvCacheSuite(label: string, { factor, create }: KvCacheSui
     });
 
     it('ragged batches: append lengths, and keyLengths within them', async () => {
-      const cache = attn.createKvCache({ batch: 3, kvHeads: Hkv, maxLength: 400, headDim: E, valueDim: Ev });
+      const cache = attn.createKvCache({ batch: 3, kvHeads: Hkv, maxLength: 400, headDim: E, valueDim: Ev, dtype });
       const appended = new Appended(3, Hkv, E, Ev);
       const add = (n: number, lengths: number[]) => {
         const key = draw([3, Hkv, n, E]), value = draw([3, Hkv, n, Ev]);
@@ -144,7 +150,7 @@ export function defineKvCacheSuite(label: string, { factor, create }: KvCacheSui
     });
 
     it('overflow is a RangeError with nothing written; reset empties the cache', async () => {
-      const cache = attn.createKvCache({ batch: 1, kvHeads: 2, maxLength: 10, headDim: 8 });
+      const cache = attn.createKvCache({ batch: 1, kvHeads: 2, maxLength: 10, headDim: 8, dtype });
       expect(cache.valueDim).toBe(8);
       const appended = new Appended(1, 2, 8, 8);
       const key = draw([1, 2, 8, 8]), value = draw([1, 2, 8, 8]);
@@ -169,7 +175,7 @@ export function defineKvCacheSuite(label: string, { factor, create }: KvCacheSui
     });
 
     it('bad input: GQA without enableGqa, shapes, option names, another module', async () => {
-      const cache = attn.createKvCache({ batch: 1, kvHeads: 2, maxLength: 16, headDim: 8, valueDim: 4 });
+      const cache = attn.createKvCache({ batch: 1, kvHeads: 2, maxLength: 16, headDim: 8, valueDim: 4, dtype });
       cache.append(draw([1, 2, 3, 8]), draw([1, 2, 3, 4]));
       await expect(attn.scaledDotProductAttention(draw([1, 4, 1, 8]), cache)).rejects.toThrow(/enableGqa/);
       await expect(attn.scaledDotProductAttention(draw([4, 1, 8]), cache)).rejects.toThrow(/query must have shape \[B, Hq, Lq, E\] with a KV cache/);
@@ -179,15 +185,15 @@ export function defineKvCacheSuite(label: string, { factor, create }: KvCacheSui
       expect(() => cache.append(draw([1, 2, 0, 8]), draw([1, 2, 0, 4]))).toThrow(RangeError);
       expect(() => cache.append(draw([1, 2, 1, 8]), draw([1, 2, 1, 4]), { length: [1] } as never)).toThrow(/did you mean 'lengths'/);
       expect(() => attn.createKvCache({ batch: 1, kvHeads: 1, maxLen: 4, headDim: 4 } as never)).toThrow(/did you mean 'maxLength'/);
-      expect(() => attn.createKvCache({ batch: 1, kvHeads: 1, maxLength: 0, headDim: 4 })).toThrow(/maxLength must be an integer ≥ 1/);
-      expect(() => attn.createKvCache({ batch: 1, kvHeads: 1, maxLength: 2 ** 20, headDim: 2 ** 11 })).toThrow(/more than 2\^30 elements/);
+      expect(() => attn.createKvCache({ batch: 1, kvHeads: 1, maxLength: 0, headDim: 4, dtype })).toThrow(/maxLength must be an integer ≥ 1/);
+      expect(() => attn.createKvCache({ batch: 1, kvHeads: 1, maxLength: 2 ** 20, headDim: 2 ** 11, dtype })).toThrow(/more than 2\^30 elements/);
       expect(() => attn.scaledDotProductAttentionBackward(draw([1, 2, 1, 8]), cache as never, draw([1, 2, 3, 4]), draw([1, 2, 1, 4]))).toThrow(/not a KvCache/);
       expect(cache.length).toBe(3);
       cache.dispose();
     });
 
     it('use after dispose is a clear error', async () => {
-      const cache = attn.createKvCache({ batch: 1, kvHeads: 1, maxLength: 4, headDim: 4 });
+      const cache = attn.createKvCache({ batch: 1, kvHeads: 1, maxLength: 4, headDim: 4, dtype });
       cache.dispose();
       const disposed = /this KvCache was disposed/;
       expect(() => cache.append(draw([1, 1, 1, 4]), draw([1, 1, 1, 4]))).toThrow(disposed);
@@ -201,7 +207,7 @@ export function defineKvCacheSuite(label: string, { factor, create }: KvCacheSui
 
     it('the heap stays flat: 32 decode steps, 10,000 append/reset cycles, create/dispose', async () => {
       const baseline = attn.memoryStats().heapBytesInUse;
-      const cache = attn.createKvCache({ batch: 1, kvHeads: Hkv, maxLength: 128, headDim: E, valueDim: Ev });
+      const cache = attn.createKvCache({ batch: 1, kvHeads: Hkv, maxLength: 128, headDim: E, valueDim: Ev, dtype });
       const key = draw([1, Hkv, 1, E]), value = draw([1, Hkv, 1, Ev]), query = draw([1, Hq, 1, E]);
       const out = new Float32Array(Hq * Ev);
       const heap: number[] = [];
@@ -218,7 +224,7 @@ export function defineKvCacheSuite(label: string, { factor, create }: KvCacheSui
       }
       expect(attn.memoryStats().heapBytesInUse).toBe(held);
       cache.dispose();
-      for (let cycle = 0; cycle < 200; cycle++) attn.createKvCache({ batch: 2, kvHeads: 2, maxLength: 64, headDim: 8 }).dispose();
+      for (let cycle = 0; cycle < 200; cycle++) attn.createKvCache({ batch: 2, kvHeads: 2, maxLength: 64, headDim: 8, dtype }).dispose();
       expect(attn.memoryStats().heapBytesInUse).toBe(baseline);
     });
   });
