@@ -16,6 +16,8 @@ import { interleave, warmUp } from './timing.mjs';
 
 const STORAGE = 0x80, COPY_SRC = 0x4, COPY_DST = 0x8, MAP_READ = 0x1;
 const message = (e) => String(e?.message ?? e).split('\n')[0].slice(0, 200);
+/** onnxruntime-web's error, with its cause where it is known (docs/webgpu.md, "Why onnxruntime-web's WebGPU EP does not run on dawn.node"). */
+const ortMessage = (e) => message(e) + (message(e) === 'Invalid argument' ? ' (on dawn.node: its GPUQueue.writeBuffer rejects views of onnxruntime-web\'s shared wasm memory)' : '');
 
 /** onnxruntime-web with its WebGPU EP on dawn.node's navigator.gpu; its device is shared with sdpa-web. */
 async function ortWebGpu(gpu) {
@@ -71,7 +73,7 @@ async function prefillEngines(c, inputs, attn, device, ortEnv) {
       };
       engines.push({ name: 'ort-webgpu graph (gpu-buffer)', run: async () => (await run()).dispose(), result: async () => { const o = await run(); const data = await o.getData(true); return data; }, dispose: () => session.release() });
     } catch (e) {
-      engines.push({ name: 'ort-webgpu graph (gpu-buffer)', error: message(e) });
+      engines.push({ name: 'ort-webgpu graph (gpu-buffer)', error: ortMessage(e) });
     }
   }
   return engines;
@@ -145,7 +147,7 @@ async function decodeEngines(c, inputs, attn, device, ortEnv) {
         dispose: () => session.release(),
       });
     } catch (e) {
-      engines.push({ name: 'ort-webgpu GQA (gpu-buffer)', error: message(e) });
+      engines.push({ name: 'ort-webgpu GQA (gpu-buffer)', error: ortMessage(e) });
     }
   }
   return engines;
@@ -179,7 +181,7 @@ export async function benchWebGpuResident(opts, gpu) {
         await warmUp(e.run);
         ok.push({ e, row });
       } catch (err) {
-        row.failure = message(err);
+        row.failure = e.name.startsWith('ort') ? ortMessage(err) : message(err);
         e.dispose();
       }
     }
