@@ -134,6 +134,8 @@ export interface WebGpuAttention {
       maxComputeWorkgroupStorageSize: number;
       maxComputeInvocationsPerWorkgroup: number;
       shaderF16: boolean;
+      subgroups: boolean;
+      subgroupMinSize: number;
     };
     pipelines: string[];
     jobsInFlight: number;

@@ -114,6 +114,12 @@ WebGpuAttention::WebGpuAttention(val device, val caps)
   const val features = device["features"];
   limits_.shader_f16 = !features.isUndefined() && features.call<bool>("has", std::string("shader-f16"));
   if (!caps.isUndefined() && !caps.isNull() && caps["shaderF16"].isFalse()) limits_.shader_f16 = false;
+  limits_.subgroups = !features.isUndefined() && features.call<bool>("has", std::string("subgroups"));
+  if (!caps.isUndefined() && !caps.isNull() && caps["subgroups"].isFalse()) limits_.subgroups = false;
+  const val adapter_info = device["adapterInfo"];
+  if (!adapter_info.isUndefined() && !adapter_info["subgroupMinSize"].isUndefined()) {
+    limits_.subgroup_min_size = adapter_info["subgroupMinSize"].as<uint32_t>();
+  }
 
   auto make_layout = [&](std::initializer_list<const char*> types, val* bgl, val* layout) {
     val entries = val::array();
@@ -421,16 +427,15 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
   for (const WebGpuChunk& c : chunks) {
     if (static_cast<uint64_t>(c.query_rows()) * splits * record_bytes > limits_.max_storage_binding_bytes) splits = 0;
   }
+  FlashVariant partial;
+  if (splits && !webgpu_decode_variant(plan, limits_, flash, &partial)) splits = 0;
   val flash_pipeline = val::undefined(), partial_pipeline = val::undefined(), merge_pipeline = val::undefined();
   if (splits) {
-    FlashVariant decode = flash;
-    decode.tiled = false;
-    decode.decode = 1;
-    decode.write_lse = false;  // the merge writes it
-    partial_pipeline = pipeline(decode.key(), decode.wgsl_constants() + kAttentionDecodePartialWgsl, Layout::kFlash, job);
-    decode.decode = 2;
-    decode.write_lse = flash.write_lse;
-    merge_pipeline = pipeline(decode.key(), decode.wgsl_constants() + kAttentionDecodeMergeWgsl, Layout::kFlash, job);
+    partial_pipeline = pipeline(partial.key(), partial.wgsl_constants() + kAttentionDecodePartialWgsl, Layout::kFlash, job);
+    FlashVariant merge = flash;
+    merge.tiled = false;
+    merge.decode = 2;
+    merge_pipeline = pipeline(merge.key(), merge.wgsl_constants() + kAttentionDecodeMergeWgsl, Layout::kFlash, job);
   } else {
     flash_pipeline = pipeline(flash.key(), flash.wgsl_constants() + (flash.tiled ? kAttentionFlashTiledWgsl : kAttentionFlashWgsl), Layout::kFlash, job);
   }
@@ -535,10 +540,12 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       // Partials (one record per row and split) in the stats binding, then the merge.
       const uint64_t rows = static_cast<uint64_t>(c.query_rows());
       const val partials = buffer(job, rows * splits * record_bytes, kStorage);
-      const uint64_t per = kWebGpuDecodeInvocations;
-      for (const GridPart& part : split_grid((rows * splits + per - 1) / per, 1, limits_.max_workgroups_per_dim)) {
+      // A workgroup per (split, KV head of the chunk × block of the rows that read it).
+      const uint64_t row_blocks = (static_cast<uint64_t>(plan.heads_per_kv()) * c.rows + partial.decode_rows - 1) / partial.decode_rows;
+      for (const GridPart& part : split_grid(splits, static_cast<uint64_t>(c.nkv) * row_blocks, limits_.max_workgroups_per_dim)) {
         dispatch(partial_pipeline, flash_bgl_, part, {q, k, v, mask, out_resource, whole(partials), whole(variants), whole(lse_buffer)});
       }
+      const uint64_t per = kWebGpuDecodeInvocations;
       for (const GridPart& part : split_grid((rows + per - 1) / per, 1, limits_.max_workgroups_per_dim)) {
         dispatch(merge_pipeline, flash_bgl_, part, {q, k, v, mask, out_resource, whole(partials), whole(variants), whole(lse_buffer)});
       }
@@ -677,6 +684,8 @@ val WebGpuAttention::info() const {
   limits.set("maxComputeWorkgroupStorageSize", limits_.max_workgroup_storage_bytes);
   limits.set("maxComputeInvocationsPerWorkgroup", limits_.max_invocations_per_workgroup);
   limits.set("shaderF16", limits_.shader_f16);
+  limits.set("subgroups", limits_.subgroups);
+  limits.set("subgroupMinSize", limits_.subgroup_min_size);
   val out = val::object();
   out.set("limits", limits);
   out.set("pipelines", val::global("Array").call<val>("from", pipelines_.call<val>("keys")));

@@ -30,6 +30,8 @@ struct WebGpuLimits {
   uint32_t max_workgroup_storage_bytes = 16384;       // maxComputeWorkgroupStorageSize
   uint32_t max_invocations_per_workgroup = 256;       // maxComputeInvocationsPerWorkgroup
   bool shader_f16 = false;                            // the device has 'shader-f16' (and the caller allows it)
+  bool subgroups = false;                             // the device has 'subgroups' (and the caller allows it)
+  uint32_t subgroup_min_size = 4;                     // adapterInfo.subgroupMinSize (4: the spec's least)
 };
 
 // How the kernels read a float16 query, key or value: as `array<f16>` storage (`enable f16;`,
@@ -71,12 +73,17 @@ constexpr uint32_t kWebGpuTiledLanes = 4;
 constexpr uint32_t kWebGpuTiledInvocations = kWebGpuFlashRows * kWebGpuTiledLanes;  // its workgroup size
 
 // Flash-decoding (attention_decode_partial.wgsl, then attention_decode_merge.wgsl): the keys
-// are cut into splits of kWebGpuDecodeSplitKeys, one invocation per (query row, split) computes
-// the split's softmax state and one per row merges them by log-sum-exp. Both kernels run
-// workgroups of kWebGpuDecodeInvocations.
+// are cut into splits of kWebGpuDecodeSplitKeys; one workgroup per (KV head, block of the query
+// rows that read it, split) computes the split's softmax state of those rows, and one invocation
+// per row merges them by log-sum-exp (workgroups of kWebGpuDecodeInvocations).
 constexpr uint32_t kWebGpuDecodeSplitKeys = 128;
 constexpr uint32_t kWebGpuDecodeMaxRows = 8;
 constexpr uint32_t kWebGpuDecodeInvocations = 64;
+// The partial kernel's most rows per workgroup (a GQA group of up to 16 query heads, or its
+// query rows, shares one K/V tile) and its key tiles (the largest of these that fits).
+constexpr uint32_t kWebGpuDecodeMaxWorkgroupRows = 16;
+constexpr uint32_t kWebGpuDecodeMaxBlockKeys = 64;
+constexpr uint32_t kWebGpuDecodeMinBlockKeys = 4;
 // Floats of one split's record in the partials buffer: m, l, count, last key, NaN flag, o [ev_pad].
 constexpr uint32_t kWebGpuDecodeRecordHeader = 5;
 
@@ -123,6 +130,11 @@ struct FlashVariant {
   // 0: a flash kernel; 1: attention_decode_partial.wgsl; 2: attention_decode_merge.wgsl (with
   // the flash kernel's constants, tiled = false).
   uint32_t decode = 0;
+  // attention_decode_partial.wgsl: query rows per workgroup, lanes per row (a power of two;
+  // its workgroup has decode_rows·decode_lanes invocations), and whether the lanes combine
+  // their softmax statistics with subgroupShuffleXor (else through workgroup memory).
+  uint32_t decode_rows = 0, decode_lanes = 0;
+  bool subgroups = false;
   WebGpuVariantFlags variants;
   WebGpuElementTypes types;
   // The query row (b·Hq + h)·Lq + i whose online-softmax state after each key tile goes to the
@@ -162,6 +174,15 @@ uint32_t webgpu_pad_head_dim(int64_t d);
 // does not fit the workgroup storage.
 Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limits,
                             FlashVariant* variant);
+// The partial kernel of flash-decoding for `plan` (whose flash variant is `flash`) under
+// `limits`, or false when its smallest key tile does not fit the workgroup storage (the flash
+// kernels run then). Rows per workgroup: the rows that read one KV head (heads per KV head ×
+// Lq), rounded up to a power of two, at most kWebGpuDecodeMaxWorkgroupRows. Lanes per row: as
+// many as fill kWebGpuDecodeInvocations, at most one per output vec4, and with subgroups at most
+// subgroup_min_size (a row's lanes then always share a subgroup). Key tile: the largest power of
+// two from kWebGpuDecodeMaxBlockKeys down to kWebGpuDecodeMinBlockKeys whose K and V tiles fit.
+bool webgpu_decode_variant(const AttentionPlan& plan, const WebGpuLimits& limits, const FlashVariant& flash,
+                           FlashVariant* partial);
 // The weights pass (stage kNone), or the score pass of `stage`.
 WeightsVariant webgpu_weights_variant(const AttentionPlan& plan, const WebGpuLimits& limits,
                                       ScoreStage stage = ScoreStage::kNone);

@@ -239,7 +239,7 @@ async function build(report) {
   const relaxed = attn.relaxedSimd;
   attn.dispose();
   const flag = process.execArgv.includes('--experimental-wasm-relaxed-simd') ? ' (Node run with --experimental-wasm-relaxed-simd)' : '';
-  const gpu = report.engines?.['sdpa-webgpu']?.adapter;
+  const gpu = (report.engines?.['sdpa-webgpu'] ?? report.engines?.['sdpa-webgpu-f16'])?.adapter;
   return { build: relaxed ? `relaxed SIMD${flag}` : 'SIMD128 (this engine has no relaxed SIMD)', ...(gpu ? { gpu } : {}) };
 }
 

@@ -150,6 +150,7 @@ export const ENGINES = {
   'sdpa-simd-1t-recompute': sdpa({ backend: 'simd', threads: 1 }, { recompute: true }),
   'sdpa-scalar': sdpa({ backend: 'scalar' }),
   'sdpa-webgpu': sdpa({ backend: 'webgpu' }),
+  'sdpa-webgpu-f16': sdpa({ backend: 'webgpu' }, { float16: true }),
   'sdpa-simd-1t@baseline': sdpa({ backend: 'simd', threads: 1 }, { baseline: true }),
   'sdpa-simd-mt@baseline': sdpa({ backend: 'simd', threads: 'many' }, { baseline: true }),
   'ort-1t': ortEngine(1),
@@ -158,4 +159,4 @@ export const ENGINES = {
 };
 
 /** The check's factor f: the tests allow WebGPU twice the CPU engines' multiple of e_ref. */
-export const checkFactor = (name) => (name === 'sdpa-webgpu' ? 4 : 2);
+export const checkFactor = (name) => (name.startsWith('sdpa-webgpu') ? 4 : 2);

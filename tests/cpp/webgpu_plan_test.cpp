@@ -242,6 +242,55 @@ TEST(WebGpuPlan, FlashDecodingForFewQueryRowsOverManyKeys) {
   EXPECT_EQ(keys.size(), 3u);
 }
 
+TEST(WebGpuPlan, DecodeWorkgroupServesTheGqaGroupWithTheLargestKeyTileThatFits) {
+  // B = 1, Hq = 32, Hkv = 8 (4 query heads per KV head), one query row, E = Ev = 128.
+  const AttentionPlan gqa = make_plan({1, 32, 1, 128}, {1, 8, 4096, 128}, {1, 8, 4096, 128}, MaskKind::kNone, {}, false, true);
+  FlashVariant flash, partial;
+  WebGpuLimits nvidia;  // 48 KiB of workgroup memory, subgroups of 32
+  nvidia.max_workgroup_storage_bytes = 48 << 10;
+  nvidia.subgroups = true;
+  nvidia.subgroup_min_size = 32;
+  ASSERT_TRUE(webgpu_flash_variant(gqa, nvidia, &flash).ok());
+  ASSERT_TRUE(webgpu_decode_variant(gqa, nvidia, flash, &partial));
+  EXPECT_EQ(partial.decode, 1u);
+  EXPECT_EQ(partial.decode_rows, 4u);   // the whole group in one workgroup
+  EXPECT_EQ(partial.decode_lanes, 16u); // 64 invocations
+  EXPECT_TRUE(partial.subgroups);
+  EXPECT_EQ(partial.block_keys, 32u);   // 2·32·128·4 = 32 KiB of K/V tiles
+  EXPECT_LE(partial.workgroup_bytes(), nvidia.max_workgroup_storage_bytes);
+  EXPECT_NE(partial.wgsl_constants().find("enable subgroups;"), std::string::npos);
+  EXPECT_NE(partial.key().find(":rows4:lanes16:subgroups"), std::string::npos);
+
+  // Subgroups of 4 (SwiftShader): 4 lanes a row; without subgroups, workgroup memory and 16 lanes.
+  WebGpuLimits small;  // 16 KiB
+  small.subgroups = true;
+  small.subgroup_min_size = 4;
+  ASSERT_TRUE(webgpu_decode_variant(gqa, small, flash, &partial));
+  EXPECT_EQ(partial.decode_lanes, 4u);
+  EXPECT_EQ(partial.block_keys, 8u);  // 16 keys: 16 KiB of K/V tiles, plus the weights
+  small.subgroups = false;
+  ASSERT_TRUE(webgpu_decode_variant(gqa, small, flash, &partial));
+  EXPECT_FALSE(partial.subgroups);
+  EXPECT_EQ(partial.decode_lanes, 16u);
+  EXPECT_EQ(partial.wgsl_constants().find("enable subgroups;"), std::string::npos);
+  EXPECT_NE(partial.key().find(":wgmem"), std::string::npos);
+  EXPECT_LE(partial.workgroup_bytes(), small.max_workgroup_storage_bytes);
+
+  // Rows beyond 16 (32 query heads on one KV head) take several workgroups of 16 rows.
+  const AttentionPlan mqa = make_plan({1, 32, 1, 64}, {1, 1, 4096, 64}, {1, 1, 4096, 64}, MaskKind::kNone, {}, false, true);
+  ASSERT_TRUE(webgpu_flash_variant(mqa, small, &flash).ok());
+  ASSERT_TRUE(webgpu_decode_variant(mqa, small, flash, &partial));
+  EXPECT_EQ(partial.decode_rows, kWebGpuDecodeMaxWorkgroupRows);
+  EXPECT_EQ(partial.decode_lanes, 4u);
+
+  // A head too wide for even the smallest key tile: no decode kernel (the flash kernels run).
+  const AttentionPlan wide = make_plan({1, 1, 1, 1024}, {1, 1, 4096, 1024}, {1, 1, 4096, 1024}, MaskKind::kNone, {}, false, true);
+  WebGpuLimits wide_limits;
+  wide_limits.max_workgroup_storage_bytes = 32 << 10;
+  ASSERT_TRUE(webgpu_flash_variant(wide, wide_limits, &flash).ok());
+  EXPECT_FALSE(webgpu_decode_variant(wide, wide_limits, flash, &partial));
+}
+
 TEST(WebGpuPlan, ChunksOfAStridedCacheReachItsLastHeadsRows) {
   // A KV cache: 3 KV heads of maxLength = 100 rows, 40 held.
   AttentionRequest r;
