@@ -67,7 +67,7 @@ function sdpa(options, { baseline = false, recompute = false, float16 = false } 
         const backward = { ...forward, output: saved.output, logSumExp: saved.logSumExp };
         return {
           run: async () => {
-            const g = attn.scaledDotProductAttentionBackward(q, k, v, dOut, backward);
+            const g = await attn.scaledDotProductAttentionBackward(q, k, v, dOut, backward);
             return [g.dQuery.data, g.dKey.data, g.dValue.data];
           },
           dispose() {},
