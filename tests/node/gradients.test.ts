@@ -3,7 +3,7 @@
 // of the float64 analytic gradient.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttention, type Attention, type BackendName, type BackwardOptions, type Tensor } from 'sdpa-web';
-import { defineBackwardSuite } from './support/backward-suite.js';
+import { defineBackwardSuite, GRADCHECK_CASES, gradcheckInputs } from './support/backward-suite.js';
 import { centralDifference, elements, randomMasks, randomTensor } from './support/tensors.js';
 
 let oracle: Attention;
@@ -45,26 +45,10 @@ describe('scaledDotProductAttentionBackwardSync', () => {
 });
 
 describe('float64 gradcheck through the API', () => {
-  // Central differences of L = Σ dO ⊙ O(x) with the float64 forward, on a 2^-8 input grid with
-  // steps of 2^-10 (exact in float32), against the float64 analytic gradient.
-  const grid = (t: Tensor): Tensor => ({ data: t.data.map((x) => Math.round(x * 256) / 256), shape: t.shape });
-  const cases: [string, BackwardOptions, number[], number[], number[]][] = [
-    ['plain', {}, [1, 2, 3, 4], [1, 2, 5, 4], [1, 2, 5, 3]],
-    ['scale + top-left causal', { scale: 0.9, isCausal: true }, [2, 4, 3], [2, 4, 3], [2, 4, 2]],
-    ['bottom-right, Lq > Lk', { isCausal: 'bottom-right' }, [5, 3], [3, 3], [3, 2]],
-    ['gqa', { enableGqa: true }, [1, 4, 3, 3], [1, 2, 4, 3], [1, 2, 4, 2]],
-    ['causal offset −2, Lq > Lk', { isCausal: { offset: -2 } }, [5, 3], [3, 3], [3, 2]],
-    ['causal offset 1 + bool mask', { isCausal: { offset: 1 }, attnMask: randomMasks([2, 4, 5], 5).bool }, [2, 4, 3], [2, 5, 3], [2, 5, 2]],
-    ['bottom-right + additive mask', { isCausal: 'bottom-right', attnMask: randomMasks([4, 6], 6).additive }, [2, 4, 3], [2, 6, 3], [2, 6, 2]],
-    ['window ±1 + softcap', { window: { left: 1, right: 1 }, softcap: 2 }, [2, 4, 3], [2, 6, 3], [2, 6, 2]],
-    ['key lengths, bottom-right', { keyLengths: new Int32Array([4, 2]), isCausal: 'bottom-right' }, [2, 3, 3], [2, 6, 3], [2, 6, 2]],
-    ['ALiBi', { alibiSlopes: new Float32Array([0.5, 0.25]), isCausal: true }, [1, 2, 4, 3], [1, 2, 5, 3], [1, 2, 5, 2]],
-    ['sinks (dSinks too)', { sinks: new Float32Array([0.25, -0.5]), isCausal: { offset: -1 } }, [1, 2, 4, 3], [1, 2, 5, 3], [1, 2, 5, 2]],
-    ['documents', { queryDocuments: { data: new Int32Array([0, 0, 1, 1]), shape: [1, 4] }, keyDocuments: { data: new Int32Array([0, 1, 0, 1, 1]), shape: [1, 5] } }, [1, 4, 3], [1, 5, 3], [1, 5, 2]],
-  ];
-  for (const [label, options, qs, ks, vs] of cases) {
+  // Central differences of L = Σ dO ⊙ O(x) with the float64 forward against the float64 analytic gradient.
+  for (const [label, options, qs, ks, vs] of GRADCHECK_CASES) {
     it(label, () => {
-      const inputs = { q: grid(randomTensor(qs, 1)), k: grid(randomTensor(ks, 2)), v: grid(randomTensor(vs, 3)) };
+      const inputs = gradcheckInputs(qs, ks, vs);
       const run = () => oracle.referenceAttention(inputs.q, inputs.k, inputs.v, options).output.data;
       const out = run();
       const dOut = randomTensor([...oracle.referenceAttention(inputs.q, inputs.k, inputs.v, options).output.shape], 4);

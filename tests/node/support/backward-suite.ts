@@ -246,3 +246,28 @@ export function defineBackwardSuite({ label, create, factor, tinyUpstream = 1e-3
     });
   });
 }
+
+/**
+ * Small cases for a gradcheck: central differences of L = Σ dO ⊙ O(x) with the float64 forward,
+ * on a 2^-8 input grid (gradcheckInputs) with steps of 2^-10 (exact in float32).
+ */
+export const GRADCHECK_CASES: [string, BackwardOptions, number[], number[], number[]][] = [
+  ['plain', {}, [1, 2, 3, 4], [1, 2, 5, 4], [1, 2, 5, 3]],
+  ['scale + top-left causal', { scale: 0.9, isCausal: true }, [2, 4, 3], [2, 4, 3], [2, 4, 2]],
+  ['bottom-right, Lq > Lk', { isCausal: 'bottom-right' }, [5, 3], [3, 3], [3, 2]],
+  ['gqa', { enableGqa: true }, [1, 4, 3, 3], [1, 2, 4, 3], [1, 2, 4, 2]],
+  ['causal offset −2, Lq > Lk', { isCausal: { offset: -2 } }, [5, 3], [3, 3], [3, 2]],
+  ['causal offset 1 + bool mask', { isCausal: { offset: 1 }, attnMask: randomMasks([2, 4, 5], 5).bool }, [2, 4, 3], [2, 5, 3], [2, 5, 2]],
+  ['bottom-right + additive mask', { isCausal: 'bottom-right', attnMask: randomMasks([4, 6], 6).additive }, [2, 4, 3], [2, 6, 3], [2, 6, 2]],
+  ['window ±1 + softcap', { window: { left: 1, right: 1 }, softcap: 2 }, [2, 4, 3], [2, 6, 3], [2, 6, 2]],
+  ['key lengths, bottom-right', { keyLengths: new Int32Array([4, 2]), isCausal: 'bottom-right' }, [2, 3, 3], [2, 6, 3], [2, 6, 2]],
+  ['ALiBi', { alibiSlopes: new Float32Array([0.5, 0.25]), isCausal: true }, [1, 2, 4, 3], [1, 2, 5, 3], [1, 2, 5, 2]],
+  ['sinks (dSinks too)', { sinks: new Float32Array([0.25, -0.5]), isCausal: { offset: -1 } }, [1, 2, 4, 3], [1, 2, 5, 3], [1, 2, 5, 2]],
+  ['documents', { queryDocuments: { data: new Int32Array([0, 0, 1, 1]), shape: [1, 4] }, keyDocuments: { data: new Int32Array([0, 1, 0, 1, 1]), shape: [1, 5] } }, [1, 4, 3], [1, 5, 3], [1, 5, 2]],
+];
+
+/** A case's query, key and value on the 2^-8 grid. */
+export function gradcheckInputs(qs: number[], ks: number[], vs: number[]): { q: Tensor; k: Tensor; v: Tensor } {
+  const grid = (t: Tensor): Tensor => ({ data: t.data.map((x) => Math.round(x * 256) / 256), shape: t.shape });
+  return { q: grid(randomTensor(qs, 1)), k: grid(randomTensor(ks, 2)), v: grid(randomTensor(vs, 3)) };
+}
