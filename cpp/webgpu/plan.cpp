@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 namespace sdpa {
 namespace {
@@ -508,6 +509,86 @@ WebGpuUniforms webgpu_uniforms(const AttentionPlan& p, const WebGpuChunk& c, int
   u[kUfSplits] = webgpu_decode_splits(p);
   u[kUfSplitKeys] = kWebGpuDecodeSplitKeys;
   return u;
+}
+
+std::string BackwardVariant::key(const char* kernel) const {
+  return std::string("backward-") + kernel + ":e" + std::to_string(e_pad) + ":ev" + std::to_string(ev_pad) + ":bq" +
+         std::to_string(query_block) + ":bk" + std::to_string(key_block) + ":mask=" + mask_name(mask) +
+         ":causal=" + (causal ? "1" : "0") + ":ds=" + (write_d_scores ? "1" : "0") + variants.key() + types.key();
+}
+
+std::string BackwardVariant::wgsl_constants(uint32_t stage) const {
+  return types.wgsl_declarations() + u32_const("E_PAD", e_pad) + u32_const("EV_PAD", ev_pad) +
+         u32_const("KEYS", kWebGpuBackwardKeys) + u32_const("ROWS", kWebGpuBackwardRows) +
+         u32_const("INVOCATIONS", kWebGpuBackwardInvocations) + u32_const("QUERY_BLOCK", query_block) +
+         u32_const("KEY_BLOCK", key_block) + u32_const("MASK_KIND", mask_code(mask)) + bool_const("CAUSAL", causal) +
+         bool_const("WRITE_DS", write_d_scores) + u32_const("STAGE", stage) + variants.wgsl_constants();
+}
+
+Status webgpu_backward_variant(const AttentionPlan& plan, const WebGpuLimits& limits, bool d_mask,
+                               BackwardVariant* variant) {
+  BackwardVariant v;
+  v.e_pad = webgpu_pad_head_dim(plan.E);
+  v.ev_pad = webgpu_pad_head_dim(plan.Ev);
+  v.mask = plan.mask_kind;
+  v.causal = plan.causal;
+  v.write_d_scores = d_mask && plan.mask_kind == MaskKind::kAdditive;
+  v.variants = webgpu_variant_flags(plan);
+  v.types = webgpu_element_types(plan, limits);
+  // Both kernels hold rows of E + Ev floats: Q and dO rows (dK/dV), K and V rows (dQ).
+  const uint64_t per_row = 4ull * (v.e_pad + v.ev_pad);
+  const uint64_t fit = limits.max_workgroup_storage_bytes / per_row;
+  if (fit < 1) {
+    return Status::RangeError("the WebGPU backward with E = " + std::to_string(plan.E) + " and Ev = " +
+                              std::to_string(plan.Ev) + " needs " + std::to_string(per_row) +
+                              " bytes of workgroup memory per row, more than this device's "
+                              "maxComputeWorkgroupStorageSize (" +
+                              std::to_string(limits.max_workgroup_storage_bytes) + ")");
+  }
+  v.query_block = v.key_block = static_cast<uint32_t>(std::min<uint64_t>(fit, kWebGpuBackwardMaxBlock));
+  *variant = v;
+  return Status::Ok();
+}
+
+WebGpuBackwardBytes webgpu_backward_bytes(const AttentionPlan& p, bool d_mask) {
+  WebGpuBackwardBytes b;
+  const uint64_t rows = static_cast<uint64_t>(p.B * p.Hq * p.Lq);
+  const bool d_scores = d_mask && p.mask_kind == MaskKind::kAdditive;
+  b.rowstats = 4 * (3 * rows + (d_scores ? static_cast<uint64_t>(p.mask_elements) : 0) + static_cast<uint64_t>(p.Hq));
+  b.grad_query = 4 * rows * (static_cast<uint64_t>(p.E) + (d_scores ? static_cast<uint64_t>(p.Lk) : 0));
+  b.grad_key_value = 4 * static_cast<uint64_t>(p.B * p.Hkv * p.Lk) * static_cast<uint64_t>(p.E + p.Ev);
+  return b;
+}
+
+WebGpuChunk webgpu_whole_chunk(const AttentionPlan& p) {
+  WebGpuChunk c;
+  c.bh0 = 0;
+  c.nbh = p.B * p.Hq;
+  c.row0 = 0;
+  c.rows = p.Lq;
+  c.kv0 = 0;
+  c.nkv = p.B * p.Hkv;
+  c.mask_lo = 0;
+  c.mask_hi = p.mask_elements;
+  return c;
+}
+
+Status check_webgpu_backward_fits(const AttentionPlan& p, const WebGpuLimits& limits, bool d_mask) {
+  const uint64_t cap = std::min(limits.max_storage_binding_bytes, limits.max_buffer_bytes);
+  const WebGpuChunkBytes inputs = webgpu_chunk_bytes(p, webgpu_whole_chunk(p));
+  const WebGpuBackwardBytes own = webgpu_backward_bytes(p, d_mask);
+  const std::pair<const char*, uint64_t> buffers[] = {
+      {"query", inputs.query},        {"key", inputs.key},   {"value", inputs.value},
+      {"attnMask", inputs.mask},      {"dOutput", inputs.output}, {"the per-row statistics", own.rowstats},
+      {"dQuery (with dS for dAttnMask)", own.grad_query}, {"dKey and dValue", own.grad_key_value}};
+  for (const auto& [name, bytes] : buffers) {
+    if (bytes > cap) {
+      return Status::RangeError("the WebGPU backward runs in one piece and " + std::string(name) + " needs " +
+                                std::to_string(bytes) + " bytes in one buffer, more than this device allows (" +
+                                std::to_string(cap) + " bytes: maxStorageBufferBindingSize/maxBufferSize)");
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace sdpa

@@ -254,4 +254,47 @@ enum WebGpuUniformField : uint32_t {
 WebGpuUniforms webgpu_uniforms(const AttentionPlan& plan, const WebGpuChunk& chunk,
                                int64_t mask_base, const GridPart& part);
 
+// ---- the backward (attention_backward_{prep,dkdv,dq,reduce}.wgsl) ----------------------------
+// Keys per dK/dV workgroup and query rows per dQ workgroup (one invocation each), and the
+// invocations of the per-row and per-result passes (prep, reduce).
+constexpr uint32_t kWebGpuBackwardKeys = 64;
+constexpr uint32_t kWebGpuBackwardRows = 64;
+constexpr uint32_t kWebGpuBackwardInvocations = 64;
+// The most query rows (dK/dV) or keys (dQ) a backward workgroup holds in workgroup memory.
+constexpr uint32_t kWebGpuBackwardMaxBlock = 64;
+
+// The kernels of one backward call: padded head dims, the query block of the dK/dV kernel (Q and
+// dO rows) and the key block of the dQ kernel (K and V rows) that fit the workgroup memory, the
+// forward's variant flags, and whether dS is kept for the additive mask's gradient.
+struct BackwardVariant {
+  uint32_t e_pad = 0, ev_pad = 0;
+  uint32_t query_block = 0, key_block = 0;
+  MaskKind mask = MaskKind::kNone;
+  bool causal = false;
+  bool write_d_scores = false;
+  WebGpuVariantFlags variants;
+  WebGpuElementTypes types;
+  // The pipeline-cache key of `kernel` ("prep", "dkdv", "dq", "reduce-mask", "reduce-sinks"), e.g.
+  // "backward-dq:e64:ev64:bq32:bk32:mask=additive:causal=0:ds=1:ranges=0:alibi=0:sinks=0:docs=0".
+  std::string key(const char* kernel) const;
+  // Declarations and constants the glue puts before every backward kernel (STAGE for the reduce
+  // pass: 0 the mask's gradient, 1 the sinks').
+  std::string wgsl_constants(uint32_t stage = 0) const;
+};
+// A RangeError when one key of E + Ev floats does not fit the workgroup memory.
+Status webgpu_backward_variant(const AttentionPlan& plan, const WebGpuLimits& limits, bool d_mask,
+                               BackwardVariant* variant);
+
+// Bytes of the backward's own buffers (a float each): the per-row buffer (log-sum-exp, D, sink
+// terms, then the mask's and the sinks' gradients), dQ (then dS, with the mask's gradient), and
+// dK then dV. The call runs in one piece: each of these, and each input, must fit one binding.
+struct WebGpuBackwardBytes {
+  uint64_t rowstats = 0, grad_query = 0, grad_key_value = 0;
+};
+WebGpuBackwardBytes webgpu_backward_bytes(const AttentionPlan& plan, bool d_mask);
+// The whole call as one chunk (every head and row, the whole mask).
+WebGpuChunk webgpu_whole_chunk(const AttentionPlan& plan);
+// A RangeError naming the largest buffer when the call does not fit one binding per tensor.
+Status check_webgpu_backward_fits(const AttentionPlan& plan, const WebGpuLimits& limits, bool d_mask);
+
 }  // namespace sdpa

@@ -14,7 +14,7 @@ const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 const MODES = {
   forward: { cases: '1x128x64,1x512x64,1x1024x64,12x512x64,8x256x32,1x2048x64', engines: 'sdpa-simd-1t,sdpa-simd-mt,ort-1t,ort-2t,tfjs-wasm,sdpa-scalar', reps: 15 },
-  backward: { cases: '8x256x64,8x512x64,8x1024x64,8x2048x64', engines: 'sdpa-simd-1t,sdpa-simd-1t-recompute', reps: 5 },
+  backward: { cases: '8x256x64,8x512x64,8x1024x64,8x2048x64', engines: 'sdpa-simd-1t,sdpa-simd-1t-recompute,sdpa-webgpu', reps: 5 },
   webgpu: { cases: '1x128x64,1x512x64,1x1024x64,1x2048x64,12x512x64,1x4096x64,8x256x32,16x1024x64,32x2048x64,8x4096x128', engines: 'sdpa-webgpu,sdpa-simd-mt', reps: 10 },
   diagnose: { cases: '1x128x64,1x512x64,12x512x64,8x256x32', probes: 'peak,long,breakdown,two-cores,wake' },
   variants: { cases: '1x8192x64', reps: 7 },

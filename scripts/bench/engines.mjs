@@ -1,5 +1,5 @@
 // The engines the bench compares. make(ctx) -> { info, setup(c, inputs), dispose() } or throws why
-// it cannot run; setup -> { run(), dispose() }, run() resolving to the outputs as Float32Arrays:
+// it cannot run; setup (may be async) -> { run(), dispose() }, run() resolving to the outputs as Float32Arrays:
 // forward [output [B, H, Lq, Ev]], backward [dQuery, dKey, dValue]. Inputs are the tensors of
 // cases.mjs; the scale is 1/√E. ctx: { threads, causal, backward, baseline (a dist/ directory) }.
 import { createRequire } from 'node:module';
@@ -51,7 +51,7 @@ function sdpa(options, { baseline = false, recompute = false, float16 = false } 
     }
     return {
       info,
-      setup(c, { q, k, v, dOut }) {
+      async setup(c, { q, k, v, dOut }) {
         const forward = { isCausal: ctx.causal };
         if (float16) {
           [q, k, v] = [q, k, v].map((t) => ({ data: toFloat16(t.data), shape: t.shape, dtype: 'float16' }));
@@ -63,11 +63,13 @@ function sdpa(options, { baseline = false, recompute = false, float16 = false } 
             : async () => [attn.scaledDotProductAttentionSync(q, k, v, forward).output.data];
           return { run, dispose() {} };
         }
-        const saved = recompute ? {} : attn.scaledDotProductAttentionSync(q, k, v, { ...forward, returnLogSumExp: true });
+        // the forward's output and log-sum-exp, saved once (untimed) as training keeps them
+        const withLse = { ...forward, returnLogSumExp: true };
+        const saved = recompute ? {} : attn.backend === 'webgpu' ? await attn.scaledDotProductAttention(q, k, v, withLse) : attn.scaledDotProductAttentionSync(q, k, v, withLse);
         const backward = { ...forward, output: saved.output, logSumExp: saved.logSumExp };
         return {
           run: async () => {
-            const g = attn.scaledDotProductAttentionBackward(q, k, v, dOut, backward);
+            const g = await attn.scaledDotProductAttentionBackward(q, k, v, dOut, backward);
             return [g.dQuery.data, g.dKey.data, g.dValue.data];
           },
           dispose() {},

@@ -74,6 +74,9 @@ const fmt = (x, digits = 2) => (x === undefined ? '' : x >= 100 ? x.toFixed(0) :
 export function printResults({ rows, engines }, opts) {
   for (const [name, info] of Object.entries(engines)) {
     print(`${name}: ${Object.entries(info).filter(([, v]) => v !== undefined).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+    if (info.adapter?.includes('(fallback adapter)')) {
+      print(`  note: ${name} ran on a software fallback adapter (the GPU emulated on the CPU): its timings check that it works and say nothing about a GPU's speed; they are not judged`);
+    }
   }
   print();
   const columns = {

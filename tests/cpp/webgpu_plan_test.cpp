@@ -488,5 +488,60 @@ TEST(WebGpuPlan, LaysOutTheVariantsBuffer) {
   EXPECT_EQ(p.first_visible_key(0, 0), (int64_t{1} << 40) - 2);
 }
 
+TEST(WebGpuPlan, BackwardBlocksFitWorkgroupStorage) {
+  WebGpuLimits limits;
+  limits.max_workgroup_storage_bytes = 16384;
+  BackwardVariant v;
+  // E = Ev = 16: 128 bytes a row, 128 rows fit, capped at 64.
+  ASSERT_TRUE(webgpu_backward_variant(make_plan({4, 16}, {9, 16}, {9, 16}), limits, false, &v).ok());
+  EXPECT_EQ(v.query_block, kWebGpuBackwardMaxBlock);
+  EXPECT_EQ(v.key_block, kWebGpuBackwardMaxBlock);
+  // E = 24 -> 32, Ev = 40 -> 64 in 4 KiB: 384 bytes a row, 10 rows.
+  limits.max_workgroup_storage_bytes = 4096;
+  ASSERT_TRUE(webgpu_backward_variant(make_plan({4, 24}, {9, 24}, {9, 40}), limits, false, &v).ok());
+  EXPECT_EQ(v.query_block, 10u);
+  EXPECT_EQ(v.key("dkdv").rfind("backward-dkdv:e32:ev64:bq10:bk10:", 0), 0u) << v.key("dkdv");
+  // One row of E + Ev floats larger than the workgroup memory: a RangeError.
+  limits.max_workgroup_storage_bytes = 1024;
+  EXPECT_EQ(webgpu_backward_variant(make_plan({4, 256}, {9, 256}, {9, 256}), limits, false, &v).kind, ErrorKind::kRange);
+}
+
+TEST(WebGpuPlan, BackwardKeepsDScoresOnlyForTheAdditiveMasksGradient) {
+  const WebGpuLimits limits;
+  BackwardVariant v;
+  const AttentionPlan additive = make_plan({2, 5, 8}, {2, 7, 8}, {2, 7, 4}, MaskKind::kAdditive, {5, 7});
+  ASSERT_TRUE(webgpu_backward_variant(additive, limits, true, &v).ok());
+  EXPECT_TRUE(v.write_d_scores);
+  EXPECT_NE(v.wgsl_constants().find("const WRITE_DS: bool = true;"), std::string::npos);
+  ASSERT_TRUE(webgpu_backward_variant(additive, limits, false, &v).ok());
+  EXPECT_FALSE(v.write_d_scores);
+  const AttentionPlan boolean = make_plan({2, 5, 8}, {2, 7, 8}, {2, 7, 4}, MaskKind::kBool, {5, 7});
+  ASSERT_TRUE(webgpu_backward_variant(boolean, limits, true, &v).ok());
+  EXPECT_FALSE(v.write_d_scores);
+  // Bytes: rowstats 3 floats a row, the mask's gradient, a float per head; dQ then dS [R, Lk];
+  // dK then dV.
+  const WebGpuBackwardBytes with_ds = webgpu_backward_bytes(additive, true);
+  EXPECT_EQ(with_ds.rowstats, 4u * (3 * 10 + 35 + 1));
+  EXPECT_EQ(with_ds.grad_query, 4u * 10 * (8 + 7));
+  EXPECT_EQ(with_ds.grad_key_value, 4u * 14 * (8 + 4));
+  const WebGpuBackwardBytes without = webgpu_backward_bytes(additive, false);
+  EXPECT_EQ(without.rowstats, 4u * (3 * 10 + 1));
+  EXPECT_EQ(without.grad_query, 4u * 10 * 8);
+}
+
+TEST(WebGpuPlan, BackwardRunsInOnePieceOrNamesTheBufferThatDoesNotFit) {
+  WebGpuLimits limits;
+  const AttentionPlan p = make_plan({1, 1, 300, 16}, {1, 1, 40, 16}, {1, 1, 40, 16});
+  EXPECT_TRUE(check_webgpu_backward_fits(p, limits, false).ok());
+  limits.max_storage_binding_bytes = 4096;
+  const Status s = check_webgpu_backward_fits(p, limits, false);
+  EXPECT_EQ(s.kind, ErrorKind::kRange);
+  EXPECT_NE(s.message.find("query needs 19200 bytes"), std::string::npos) << s.message;
+  const WebGpuChunk whole = webgpu_whole_chunk(p);
+  EXPECT_EQ(whole.nbh, 1);
+  EXPECT_EQ(whole.rows, 300);
+  EXPECT_EQ(whole.nkv, 1);
+}
+
 }  // namespace
 }  // namespace sdpa

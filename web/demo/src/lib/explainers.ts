@@ -105,7 +105,7 @@ export function gradientView(attn: Attention, row: number): GradientView {
     dA,
     dS,
     dQrowChain,
-    library: attn.scaledDotProductAttentionBackward(q, k, v, dO),
+    library: attn.scaledDotProductAttentionBackwardSync(q, k, v, dO),
     reference64: attn.referenceAttentionBackward(q, k, v, dO),
     finite: { dQuery: fd(q, 0), dKey: fd(k, 1), dValue: fd(v, 2) },
   };
