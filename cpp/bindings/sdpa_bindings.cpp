@@ -820,8 +820,10 @@ val reference_attention64_js(val options) {
 }
 
 // The backward's plan: the forward's (returnWeights off) and the record's dOutput, output and
-// logSumExp (the forward's, optional), checked together.
-bool plan_backward_call(const val& options, CallOptions* o, AttentionPlan* plan, bool* has_forward, CallError& e) {
+// logSumExp (the forward's, optional), checked together. float16_inputs: the backend widens
+// float16 query/key/value itself (WebGPU); the CPU backward takes float32.
+bool plan_backward_call(const val& options, CallOptions* o, AttentionPlan* plan, bool* has_forward, CallError& e,
+                        bool float16_inputs = false) {
   if (!plan_call(options, kBackward, o, plan, e)) return false;
   const CallRecord& record = call_record();
   if (slot_present(record.output) != slot_present(record.logSumExp)) {
@@ -836,6 +838,7 @@ bool plan_backward_call(const val& options, CallOptions* o, AttentionPlan* plan,
     return false;
   }
   r.want_d_mask = o->want_d_mask;
+  r.float16_inputs = float16_inputs;
   *has_forward = r.has_forward;
   return e.fail(check_backward_request(*plan, r));
 }
@@ -1063,7 +1066,7 @@ val webgpu_backward_js(WebGpuAttention& gpu, val options, val sources) {
     out.set(js("error"), e.to_js());
     return out;
   };
-  if (!plan_backward_call(options, &o, &plan, &has_forward, e)) return failed();
+  if (!plan_backward_call(options, &o, &plan, &has_forward, e, true)) return failed();
   const bool gradients_on_gpu = !sources.isUndefined() && !sources[js("gradients")].isUndefined();
   Results results;
   if (gradients_on_gpu) {

@@ -32,9 +32,12 @@ async function gpu() {
  * and needs 2 or more. `baseline`: the package from ctx.baseline instead of this one's dist/.
  * `recompute`: the backward recomputes the forward instead of taking its output and log-sum-exp.
  * `float16`: the forward on float16 query/key/value (converted once, untimed), output float32.
+ * `forwardBeside`: in backward mode, the forward with the log-sum-exp a backward needs (checked as
+ * a forward: its engine has `checks: 'forward'`), to set the backward's time against.
  */
-function sdpa(options, { baseline = false, recompute = false, float16 = false } = {}) {
+function sdpa(options, { baseline = false, recompute = false, float16 = false, forwardBeside = false } = {}) {
   return async (ctx) => {
+    if (forwardBeside && !ctx.backward) throw new Error('backward mode only (the forward beside the backward)');
     if (recompute && !ctx.backward) throw new Error('backward only');
     if (float16 && ctx.backward) throw new Error('forward only');
     if (baseline && !ctx.baseline) throw new Error('needs --baseline');
@@ -57,6 +60,10 @@ function sdpa(options, { baseline = false, recompute = false, float16 = false } 
           [q, k, v] = [q, k, v].map((t) => ({ data: toFloat16(t.data), shape: t.shape, dtype: 'float16' }));
           forward.outputDtype = 'float32';
         }
+        if (forwardBeside) {
+          const withLse = { ...forward, returnLogSumExp: true };
+          return { run: async () => [(await attn.scaledDotProductAttention(q, k, v, withLse)).output.data], dispose() {} };
+        }
         if (!ctx.backward) {
           const run = attn.backend === 'webgpu'
             ? async () => [(await attn.scaledDotProductAttention(q, k, v, forward)).output.data]
@@ -76,6 +83,7 @@ function sdpa(options, { baseline = false, recompute = false, float16 = false } 
         };
       },
       dispose: () => attn.dispose(),
+      ...(forwardBeside ? { checks: 'forward' } : {}),
     };
   };
 }
@@ -153,6 +161,7 @@ export const ENGINES = {
   'sdpa-scalar': sdpa({ backend: 'scalar' }),
   'sdpa-webgpu': sdpa({ backend: 'webgpu' }),
   'sdpa-webgpu-f16': sdpa({ backend: 'webgpu' }, { float16: true }),
+  'sdpa-webgpu-forward': sdpa({ backend: 'webgpu' }, { forwardBeside: true }),
   'sdpa-simd-1t@baseline': sdpa({ backend: 'simd', threads: 1 }, { baseline: true }),
   'sdpa-simd-mt@baseline': sdpa({ backend: 'simd', threads: 'many' }, { baseline: true }),
   'ort-1t': ortEngine(1),

@@ -4,7 +4,7 @@
 // one-piece limit; calls in flight and a lost device; and a float64 finite-difference gradcheck
 // (on one instance, so the kernels of equal padded head dims and variants compile once).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAttention, WebGPUError, type Attention, type AttentionGradients, type BackwardOptions, type GpuTensor, type Tensor } from 'sdpa-web';
+import { createAttention, fromFloat16, toFloat16, WebGPUError, type Attention, type AttentionGradients, type BackwardOptions, type GpuTensor, type Tensor } from 'sdpa-web';
 import { defineBackwardSuite, GRADCHECK_CASES, gradcheckInputs, GRADS, maxAbs } from './support/backward-suite.js';
 import { centralDifference, randomMasks, randomTensor } from './support/tensors.js';
 import { maxAbsDiff } from './support/tolerance.js';
@@ -83,6 +83,24 @@ describe('the WebGPU backward', () => {
     const fromGpu = await attn.scaledDotProductAttentionBackward(...inputs, options);
     for (const name of GRADS) expect(fromGpu[name].data, name).toEqual(onCpu[name].data);
     for (const t of inputs) t.buffer.destroy();
+  });
+
+  it('float16 query/key/value (CPU halves, a GPU tensor at byte offset 2) give the gradients of their widened values, bit for bit', async () => {
+    const half = (t: Tensor) => ({ data: toFloat16(t.data), shape: t.shape, dtype: 'float16' as const });
+    const [qh, kh, vh] = [half(q), half(k), half(v)];
+    const widened = await attn.scaledDotProductAttentionBackward(...([qh, kh, vh].map((t) => ({ data: fromFloat16(t.data), shape: t.shape })) as [Tensor, Tensor, Tensor]), dOut, options);
+    const fromHalves = await attn.scaledDotProductAttentionBackward(qh, kh, vh, dOut, options);
+    const keyBuffer = device.createBuffer({ size: 2 + kh.data.byteLength + 2, usage: STORAGE | COPY_DST });
+    const bytes = new Uint16Array(kh.data.length + 2);
+    bytes.set(kh.data, 1);
+    device.queue.writeBuffer(keyBuffer, 0, bytes);
+    const fromGpuHalves = await attn.scaledDotProductAttentionBackward(qh, { buffer: keyBuffer, shape: kh.shape, offset: 2, dtype: 'float16' }, vh, dOut, options);
+    for (const name of [...GRADS, 'dAttnMask', 'dSinks'] as const) {
+      expect(fromHalves[name]!.data, name).toEqual(widened[name]!.data);
+      expect(fromGpuHalves[name]!.data, name).toEqual(widened[name]!.data);
+    }
+    keyBuffer.destroy();
+    await expect(attn.scaledDotProductAttentionBackward(q, k, v, half(dOut) as never)).rejects.toThrow(/dOutput.data must be a Float32Array/);
   });
 
   it('is deterministic: the same bits on every run (a GQA group of 2, a mask broadcast over the batch)', async () => {

@@ -79,8 +79,9 @@ type GradientName = 'dQuery' | 'dKey' | 'dValue';
  * The backward on the WebGPU backend: query, key, value and dOutput written to the GPU straight
  * from the caller's arrays (or read in place: GPU-resident tensors), masks, document ids and the
  * forward's output/logSumExp through the wasm heap, one crossing into the core, which plans the
- * call like the CPU backward and submits the backward kernels; then the readback awaited. With
- * `outputLocation: 'gpu'` dQuery, dKey and dValue go to new GPUBuffers the caller owns.
+ * call like the CPU backward and submits the backward kernels; then the readback awaited. float16
+ * query/key/value are read as halves and widened by the kernels. With `outputLocation: 'gpu'`
+ * dQuery, dKey and dValue go to new GPUBuffers the caller owns.
  */
 export async function webgpuAttentionBackward(
   engine: GpuEngine,
@@ -92,12 +93,12 @@ export async function webgpuAttentionBackward(
 ): Promise<AttentionGradients | GpuAttentionGradients> {
   const where = 'scaledDotProductAttentionBackward';
   const tensors = { query, key, value, dOutput };
-  for (const [name, tensor] of Object.entries(tensors)) {
-    if (!isGpuTensor(tensor)) checkTensor(name, tensor);
-    else {
-      checkInput(name, tensor);
-      if (tensorDtype(tensor) === 'float16') throw new TypeError(`${name} is a float16 GPU tensor: the backward takes float32 tensors`);
-    }
+  // query, key and value may be float16 (the kernels widen them as they load); dOutput is float32.
+  for (const name of ['query', 'key', 'value'] as const) checkInput(name, tensors[name]);
+  if (!isGpuTensor(dOutput)) checkTensor('dOutput', dOutput);
+  else {
+    checkInput('dOutput', dOutput);
+    if (tensorDtype(dOutput) === 'float16') throw new TypeError("dOutput is a float16 GPU tensor: the backward takes dOutput in float32 (dtype 'float32')");
   }
   const masks = optionTensors(options);
   const forward = typeof options === 'object' && options !== null ? options : {};
