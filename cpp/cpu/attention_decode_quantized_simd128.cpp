@@ -16,8 +16,9 @@
 //    rounding), rounded to float32 once; every tile load serves up to 4 rows.
 //  - Values: each chunk's value tiles are dequantized once, a block of 32 columns at a time, into
 //    a float scratch of 64 × 32 (level · scale, the float32 value the scalar path reads; 8 KiB,
-//    which stays in L1: a whole chunk's rows, 64 × Ev floats, made the step 2-3× slower), and
-//    O += P·V runs on each block with the shared pv_columns (cpu/microkernels.h) for all rows.
+//    beside the chunk's tiles in L1), and O += P·V runs on each block with the shared pv_columns
+//    (cpu/microkernels.h) for all rows. The dequantization is most of an int8 step's time
+//    (docs/results/decode-quantized.md): about as many instructions per value as a float32 P·V.
 //  - Chunks start at whole tiles: keys of a tile outside the split's range get the score −inf
 //    (hidden), so each key is counted by exactly one split; the bytes of such neighbours (at most
 //    3 per split end, inside the cache's rows) are loaded but never reach a result.
