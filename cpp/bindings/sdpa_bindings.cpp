@@ -489,7 +489,12 @@ bool slot_shape(const TensorSlot& slot, const char* name, std::vector<int64_t>* 
 }
 
 ElementType slot_element_type(const TensorSlot& slot) {
-  return static_cast<SlotType>(slot.type) == SlotType::kFloat16 ? ElementType::kFloat16 : ElementType::kFloat32;
+  switch (static_cast<SlotType>(slot.type)) {
+    case SlotType::kFloat16: return ElementType::kFloat16;
+    case SlotType::kInt8: return ElementType::kInt8;
+    case SlotType::kInt4: return ElementType::kInt4;
+    default: return ElementType::kFloat32;
+  }
 }
 
 // Reads the options and the record's tensors and plans the call.
@@ -637,6 +642,10 @@ val run_attention_js(val options, int backend_index, val while_helpers_run) {
   CallRecord& record = fresh_results();
   const Backend backend = backend_index == 0 ? Backend::kScalar : Backend::kSimd128;
   if (!plan_call(options, kForward, &o, &plan, e)) return e.to_js();
+  if (plan.has_quantized()) {
+    e.fail(ErrorKind::kType, "an int8/int4 KV cache is read by backend 'webgpu' in this build");
+    return e.to_js();
+  }
   if (o.output_on_gpu) {
     e.fail(ErrorKind::kType, std::string("outputLocation 'gpu' needs backend 'webgpu'; this instance uses '") +
                                  (backend == Backend::kScalar ? "scalar" : "simd") + "'");
@@ -1227,6 +1236,7 @@ EMSCRIPTEN_BINDINGS(sdpa) {
       .function("release", &sdpa::WebGpuAttention::release)
       .function("abandon", &sdpa::WebGpuAttention::abandon)
       .function("writeFloat16", &sdpa::WebGpuAttention::write_float16)
+      .function("writeQuantized", &sdpa::WebGpuAttention::write_quantized)
       .function("info", &sdpa::WebGpuAttention::info);
   emscripten::function("maxThreads", &sdpa::max_threads);
   emscripten::function("setMaxThreads", &sdpa::set_max_threads);

@@ -9,7 +9,9 @@
 
 namespace sdpa {
 
-enum class ElementType { kFloat32, kFloat16 };
+// kInt8 / kInt4: the quantized KV-cache format of core/kv_cache_format.h (keys and values of a
+// cache only).
+enum class ElementType { kFloat32, kFloat16, kInt8, kInt4 };
 
 inline uint32_t float_bits(float x) {
   uint32_t u;

@@ -380,6 +380,9 @@ Status plan_softmax(const std::vector<int64_t>& shape, double temperature, Softm
 }
 
 Status check_float32_inputs(const AttentionPlan& plan, const char* what) {
+  if (plan.has_quantized()) {
+    return Status::TypeError(std::string(what) + " takes float32 query, key and value; an int8/int4 KV cache is read by scaledDotProductAttention");
+  }
   if (!plan.has_float16()) return Status::Ok();
   return Status::TypeError(std::string(what) +
                            " takes float32 query, key and value; float16 inputs are for the forward call "

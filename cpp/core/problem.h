@@ -134,6 +134,11 @@ struct AttentionPlan {
     return query_type == ElementType::kFloat16 || key_type == ElementType::kFloat16 ||
            value_type == ElementType::kFloat16;
   }
+  // Keys and values of an int8/int4 KV cache (core/kv_cache_format.h).
+  bool has_quantized() const {
+    return key_type == ElementType::kInt8 || key_type == ElementType::kInt4 || value_type == ElementType::kInt8 ||
+           value_type == ElementType::kInt4;
+  }
   bool dense_key_value() const { return key_head_stride == Lk * E && value_head_stride == Lk * Ev; }
   int64_t query_elements() const { return B * Hq * Lq * E; }
   int64_t key_elements() const { return B * Hkv * Lk * E; }

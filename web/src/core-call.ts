@@ -8,8 +8,8 @@ import { throwIfError } from './arguments.js';
 import type { HeapScope } from './heap.js';
 
 export type RecordTensorName = keyof CallRecordLayout['tensors'];
-type ElementName = 'float32' | 'float16' | 'uint8' | 'int32';
-const SLOT_TYPE: Record<ElementName, number> = { float32: 1, float16: 2, uint8: 3, int32: 4 };
+type ElementName = 'float32' | 'float16' | 'uint8' | 'int32' | 'int8' | 'int4';
+const SLOT_TYPE: Record<ElementName, number> = { float32: 1, float16: 2, uint8: 3, int32: 4, int8: 5, int4: 6 };
 
 /** The element type of a tensor's data as its record slot names it. */
 function elementName(data: ArrayBufferView, float16: boolean): ElementName {

@@ -2,14 +2,15 @@
 // storage class per place (kv-cache-storage.ts: the wasm heap or GPU buffers) that holds the keys
 // and values and that attention calls read in place.
 import type { SdpaModule, WebGpuSources } from './wasm/sdpa_core.mjs';
-import { checkDtype, checkOptionNames, describe, KV_CACHE_APPEND_OPTION_NAMES, KV_CACHE_OPTION_NAMES } from './arguments.js';
+import { checkOptionNames, describe, KV_CACHE_APPEND_OPTION_NAMES, KV_CACHE_OPTION_NAMES } from './arguments.js';
 import type { CallRecord } from './core-call.js';
 import { GpuKvStorage, HeapKvStorage, type KvStorage } from './kv-cache-storage.js';
-import type { AttentionOptions, BackendName, DType, KvCacheAppendOptions, KvCacheOptions, TensorInput } from './types.js';
+import type { AttentionOptions, BackendName, KvCacheAppendOptions, KvCacheDtype, KvCacheOptions, TensorInput } from './types.js';
 import { checkGpuTensor, checkInput, GPU_USAGE, gpuTensorDtype, isGpuTensor, type GpuState } from './webgpu.js';
 
 /** Largest element count of one tensor (cpp/core/problem.h kMaxTensorElements). */
 const MAX_TENSOR_ELEMENTS = 2 ** 30;
+const KV_CACHE_DTYPES: readonly unknown[] = ['float32', 'float16', 'int8', 'int4'] satisfies KvCacheDtype[];
 
 /**
  * A key/value cache for generation, created by `attn.createKvCache`: preallocated once, grown
@@ -23,7 +24,7 @@ export class KvCache {
   readonly headDim: number;
   readonly valueDim: number;
   /** Element type of the cached keys and values. */
-  readonly dtype: DType;
+  readonly dtype: KvCacheDtype;
   private readonly storage: KvStorage;
   private readonly held: Int32Array;
   private disposed = false;
@@ -44,7 +45,10 @@ export class KvCache {
     this.maxLength = size('maxLength', options.maxLength);
     this.headDim = size('headDim', options.headDim);
     this.valueDim = options.valueDim === undefined ? this.headDim : size('valueDim', options.valueDim);
-    this.dtype = options.dtype === undefined ? 'float32' : checkDtype('createKvCache: dtype', options.dtype);
+    if (options.dtype !== undefined && !KV_CACHE_DTYPES.includes(options.dtype)) {
+      throw new TypeError(`createKvCache: dtype must be 'float32', 'float16', 'int8' or 'int4'; got ${describe(options.dtype)}`);
+    }
+    this.dtype = options.dtype ?? 'float32';
     const rows = this.batch * this.kvHeads * this.maxLength;
     for (const [name, dim] of [['keys', this.headDim], ['values', this.valueDim]] as const) {
       if (rows * dim > MAX_TENSOR_ELEMENTS) {
@@ -53,6 +57,11 @@ export class KvCache {
     }
     this.held = new Int32Array(this.batch);
     this.storage = gpu ? new GpuKvStorage(module, this, gpu) : new HeapKvStorage(module, this);
+  }
+
+  /** Bytes the keys and values take in memory (for int8/int4: levels and block scales, docs/kv-cache-formats.md). */
+  get bytes(): number {
+    return this.storage.bytes;
   }
 
   /** Tokens held: the longest sequence's when the batch is ragged (see {@link KvCache.lengths}). */
@@ -82,7 +91,7 @@ export class KvCache {
    * On backend 'webgpu' key/value may be GPU-resident tensors (copied on the GPU; their buffers
    * need `COPY_SRC`); CPU arrays are written straight from the caller's array. A float16 GPU
    * cache takes float16 GPU tensors (copied) and float32 ones (rounded on the GPU); a float32 GPU
-   * cache takes float32 GPU tensors.
+   * cache takes float32 GPU tensors; an int8/int4 GPU cache takes either, quantized on the GPU.
    */
   append(key: TensorInput, value: TensorInput, options?: KvCacheAppendOptions): void {
     this.checkUsable();

@@ -33,6 +33,11 @@ export interface Float16Tensor {
 
 /** Element types of attention inputs and outputs. */
 export type DType = 'float32' | 'float16';
+/**
+ * Element type of a KV cache: a float type, or `'int8'`/`'int4'`: quantized in blocks of 32 along
+ * the head dim with a float32 scale each (docs/kv-cache-formats.md).
+ */
+export type KvCacheDtype = DType | 'int8' | 'int4';
 
 /** A CPU attention input: float32 or float16. */
 export type CpuTensor = Tensor | Float16Tensor;
@@ -216,9 +221,11 @@ export interface KvCacheOptions {
   valueDim?: number;
   /**
    * Element type of the cached keys and values: `'float16'` halves the memory and the bytes a
-   * decode step reads (appended float32 rows are rounded to float16). Default `'float32'`.
+   * decode step reads (appended float32 rows are rounded to float16); `'int8'` and `'int4'`
+   * quantize appended rows in blocks of 32 with a float32 scale each (1.125 and 0.625 bytes a
+   * value; docs/kv-cache-formats.md), on the GPU on backend 'webgpu'. Default `'float32'`.
    */
-  dtype?: DType;
+  dtype?: KvCacheDtype;
 }
 
 /** Options of `KvCache.append`. */
@@ -410,6 +417,12 @@ export interface GpuLimitCaps {
    * `'shader-f16'` feature (whose kernels read `f16` storage); `true` or absent: the device decides.
    */
   shaderF16?: boolean;
+  /**
+   * `false`: form int8 dot products by unpacking bytes even where WGSL has the
+   * `packed_4x8_integer_dot_product` language feature (`dot4I8Packed`); `true` or absent: used
+   * where `navigator.gpu.wgslLanguageFeatures` has it.
+   */
+  packedIntegerDotProduct?: boolean;
 }
 
 /** What went wrong on the GPU (see {@link WebGPUError}). */
