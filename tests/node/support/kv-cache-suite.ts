@@ -1,9 +1,12 @@
 // The one KV-cache test body every backend runs (tests/node/kv-cache-<backend>.test.ts): a cache
 // grown by a prompt and then token by token, ragged batches, overflow, reset, GQA, option names,
 // use after dispose, and the heap staying flat. Expected values come from the float64
-// reference on the same keys and values as dense tensors (the concatenation of what was appended).
+// reference on the same keys and values as dense tensors (the concatenation of what was appended);
+// for an int8/int4 cache on the dequantized keys and values and the int8-quantized query
+// (docs/kv-cache-formats.md), with the same tolerance rule.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAttention, KvCache, type Attention, type AttentionOptions, type AttentionResult, type Tensor } from 'sdpa-web';
+import { createAttention, KvCache, type Attention, type AttentionOptions, type AttentionResult, type KvCacheDtype, type Tensor } from 'sdpa-web';
+import { dequantizedRow, dequantizedRows } from './kv-quantize.js';
 import { randomTensor } from './tensors.js';
 import { expectResultMatchesReference } from './tolerance.js';
 
@@ -12,13 +15,16 @@ export interface KvCacheSuiteOptions {
   factor: number;
   /** Creates the backend under test. */
   create: () => Promise<Attention>;
+  /** The caches' element type (default float32). */
+  dtype?: KvCacheDtype;
 }
 
 /** The tokens appended so far, per sequence, as the dense tensors the oracle reads. */
 class Appended {
   readonly rows: number[][][][];  // [b][h][token] -> E floats (key) ...
   readonly valueRows: number[][][][];
-  constructor(readonly B: number, readonly H: number, readonly E: number, readonly Ev: number) {
+  /** `dtype` int8/int4: dense() gives the values the cache holds (dequantized). */
+  constructor(readonly B: number, readonly H: number, readonly E: number, readonly Ev: number, readonly dtype: KvCacheDtype = 'float32') {
     this.rows = Array.from({ length: B }, () => Array.from({ length: H }, () => []));
     this.valueRows = Array.from({ length: B }, () => Array.from({ length: H }, () => []));
   }
@@ -37,20 +43,22 @@ class Appended {
   lengths(): Int32Array {
     return Int32Array.from(this.rows.map((heads) => heads[0]!.length));
   }
-  /** Keys and values [B, H, max length, E|Ev] (zeros past a sequence's length). */
-  dense(): { key: Tensor; value: Tensor } {
+  /** Keys and values [B, H, max length, E|Ev] (zeros past a sequence's length), as the cache holds them unless `raw`. */
+  dense(raw = false): { key: Tensor; value: Tensor } {
     const L = Math.max(...this.lengths());
+    const dtype = this.dtype;
+    const held = (row: number[]) => (raw || (dtype !== 'int8' && dtype !== 'int4') ? row : dequantizedRow(dtype, row));
     const pack = (rows: number[][][][], dim: number): Tensor => {
       const data = new Float32Array(this.B * this.H * L * dim);
-      rows.forEach((heads, b) => heads.forEach((tokens, h) => tokens.forEach((row, t) => data.set(row, ((b * this.H + h) * L + t) * dim))));
+      rows.forEach((heads, b) => heads.forEach((tokens, h) => tokens.forEach((row, t) => data.set(held(row), ((b * this.H + h) * L + t) * dim))));
       return { data, shape: [this.B, this.H, L, dim] };
     };
     return { key: pack(this.rows, this.E), value: pack(this.valueRows, this.Ev) };
   }
 }
 
-export function defineKvCacheSuite(label: string, { factor, create }: KvCacheSuiteOptions): void {
-  describe(`KV cache on ${label}`, () => {
+export function defineKvCacheSuite(label: string, { factor, create, dtype = 'float32' }: KvCacheSuiteOptions): void {
+  describe(`${dtype} KV cache on ${label}`, () => {
     let attn: Attention;
     let oracle: Attention;
     const B = 2, Hq = 8, Hkv = 2, E = 16, Ev = 12;
@@ -70,6 +78,8 @@ export function defineKvCacheSuite(label: string, { factor, create }: KvCacheSui
     async function expectCacheCall(cache: KvCache, appended: Appended, query: Tensor, options: AttentionOptions, what: string): Promise<AttentionResult> {
       const got = await attn.scaledDotProductAttention(query, cache, options);
       const { key, value } = appended.dense();
+      // On a quantized cache a call quantizes its query rows to int8.
+      if (dtype === 'int8' || dtype === 'int4') query = { data: dequantizedRows('int8', query.data, query.shape.at(-1)!), shape: query.shape };
       const lengths = appended.lengths();
       const ragged = lengths.some((n) => n !== lengths[0]);
       const denseOptions: AttentionOptions = {
@@ -82,8 +92,8 @@ export function defineKvCacheSuite(label: string, { factor, create }: KvCacheSui
     }
 
     it('a prompt, then token by token, matches the reference at every step (lengths straddling the chunks and splits)', async () => {
-      const cache = attn.createKvCache({ batch: B, kvHeads: Hkv, maxLength: 600, headDim: E, valueDim: Ev });
-      const appended = new Appended(B, Hkv, E, Ev);
+      const cache = attn.createKvCache({ batch: B, kvHeads: Hkv, maxLength: 600, headDim: E, valueDim: Ev, dtype });
+      const appended = new Appended(B, Hkv, E, Ev, dtype);
       const prompt = { key: draw([B, Hkv, 62, E]), value: draw([B, Hkv, 62, Ev]) };
       cache.append(prompt.key, prompt.value);
       appended.append(prompt.key, prompt.value);
@@ -105,8 +115,8 @@ export function defineKvCacheSuite(label: string, { factor, create }: KvCacheSui
         while (cache.length < target) await step();
       }
       // Token by token equals one append of the concatenation, bit for bit.
-      const whole = attn.createKvCache({ batch: B, kvHeads: Hkv, maxLength: 600, headDim: E, valueDim: Ev });
-      const { key, value } = appended.dense();
+      const whole = attn.createKvCache({ batch: B, kvHeads: Hkv, maxLength: 600, headDim: E, valueDim: Ev, dtype });
+      const { key, value } = appended.dense(true);
       whole.append(key, value);
       const query = draw([B, Hq, 1, E]);
       for (const options of [{ enableGqa: true }, { enableGqa: true, softcap: 5, window: { left: 100 } }] as AttentionOptions[]) {
@@ -120,8 +130,8 @@ export function defineKvCacheSuite(label: string, { factor, create }: KvCacheSui
     });
 
     it('ragged batches: append lengths, and keyLengths within them', async () => {
-      const cache = attn.createKvCache({ batch: 3, kvHeads: Hkv, maxLength: 400, headDim: E, valueDim: Ev });
-      const appended = new Appended(3, Hkv, E, Ev);
+      const cache = attn.createKvCache({ batch: 3, kvHeads: Hkv, maxLength: 400, headDim: E, valueDim: Ev, dtype });
+      const appended = new Appended(3, Hkv, E, Ev, dtype);
       const add = (n: number, lengths: number[]) => {
         const key = draw([3, Hkv, n, E]), value = draw([3, Hkv, n, Ev]);
         cache.append(key, value, { lengths: lengths.length % 2 ? Int32Array.from(lengths) : lengths });
@@ -144,9 +154,9 @@ export function defineKvCacheSuite(label: string, { factor, create }: KvCacheSui
     });
 
     it('overflow is a RangeError with nothing written; reset empties the cache', async () => {
-      const cache = attn.createKvCache({ batch: 1, kvHeads: 2, maxLength: 10, headDim: 8 });
+      const cache = attn.createKvCache({ batch: 1, kvHeads: 2, maxLength: 10, headDim: 8, dtype });
       expect(cache.valueDim).toBe(8);
-      const appended = new Appended(1, 2, 8, 8);
+      const appended = new Appended(1, 2, 8, 8, dtype);
       const key = draw([1, 2, 8, 8]), value = draw([1, 2, 8, 8]);
       cache.append(key, value);
       appended.append(key, value);
@@ -160,7 +170,7 @@ export function defineKvCacheSuite(label: string, { factor, create }: KvCacheSui
       expect(Array.from(cache.lengths)).toEqual([0]);
       // No tokens: every row sees nothing and gets zeros.
       expect(Array.from((await attn.scaledDotProductAttention(query, cache)).output.data).every((x) => x === 0)).toBe(true);
-      const fresh = new Appended(1, 2, 8, 8);
+      const fresh = new Appended(1, 2, 8, 8, dtype);
       const k2 = draw([1, 2, 10, 8]), v2 = draw([1, 2, 10, 8]);
       cache.append(k2, v2);
       fresh.append(k2, v2);
@@ -169,7 +179,7 @@ export function defineKvCacheSuite(label: string, { factor, create }: KvCacheSui
     });
 
     it('bad input: GQA without enableGqa, shapes, option names, another module', async () => {
-      const cache = attn.createKvCache({ batch: 1, kvHeads: 2, maxLength: 16, headDim: 8, valueDim: 4 });
+      const cache = attn.createKvCache({ batch: 1, kvHeads: 2, maxLength: 16, headDim: 8, valueDim: 4, dtype });
       cache.append(draw([1, 2, 3, 8]), draw([1, 2, 3, 4]));
       await expect(attn.scaledDotProductAttention(draw([1, 4, 1, 8]), cache)).rejects.toThrow(/enableGqa/);
       await expect(attn.scaledDotProductAttention(draw([4, 1, 8]), cache)).rejects.toThrow(/query must have shape \[B, Hq, Lq, E\] with a KV cache/);
@@ -179,15 +189,15 @@ export function defineKvCacheSuite(label: string, { factor, create }: KvCacheSui
       expect(() => cache.append(draw([1, 2, 0, 8]), draw([1, 2, 0, 4]))).toThrow(RangeError);
       expect(() => cache.append(draw([1, 2, 1, 8]), draw([1, 2, 1, 4]), { length: [1] } as never)).toThrow(/did you mean 'lengths'/);
       expect(() => attn.createKvCache({ batch: 1, kvHeads: 1, maxLen: 4, headDim: 4 } as never)).toThrow(/did you mean 'maxLength'/);
-      expect(() => attn.createKvCache({ batch: 1, kvHeads: 1, maxLength: 0, headDim: 4 })).toThrow(/maxLength must be an integer ≥ 1/);
-      expect(() => attn.createKvCache({ batch: 1, kvHeads: 1, maxLength: 2 ** 20, headDim: 2 ** 11 })).toThrow(/more than 2\^30 elements/);
+      expect(() => attn.createKvCache({ batch: 1, kvHeads: 1, maxLength: 0, headDim: 4, dtype })).toThrow(/maxLength must be an integer ≥ 1/);
+      expect(() => attn.createKvCache({ batch: 1, kvHeads: 1, maxLength: 2 ** 20, headDim: 2 ** 11, dtype })).toThrow(/more than 2\^30 elements/);
       expect(() => attn.scaledDotProductAttentionBackward(draw([1, 2, 1, 8]), cache as never, draw([1, 2, 3, 4]), draw([1, 2, 1, 4]))).toThrow(/not a KvCache/);
       expect(cache.length).toBe(3);
       cache.dispose();
     });
 
     it('use after dispose is a clear error', async () => {
-      const cache = attn.createKvCache({ batch: 1, kvHeads: 1, maxLength: 4, headDim: 4 });
+      const cache = attn.createKvCache({ batch: 1, kvHeads: 1, maxLength: 4, headDim: 4, dtype });
       cache.dispose();
       const disposed = /this KvCache was disposed/;
       expect(() => cache.append(draw([1, 1, 1, 4]), draw([1, 1, 1, 4]))).toThrow(disposed);
@@ -201,7 +211,7 @@ export function defineKvCacheSuite(label: string, { factor, create }: KvCacheSui
 
     it('the heap stays flat: 32 decode steps, 10,000 append/reset cycles, create/dispose', async () => {
       const baseline = attn.memoryStats().heapBytesInUse;
-      const cache = attn.createKvCache({ batch: 1, kvHeads: Hkv, maxLength: 128, headDim: E, valueDim: Ev });
+      const cache = attn.createKvCache({ batch: 1, kvHeads: Hkv, maxLength: 128, headDim: E, valueDim: Ev, dtype });
       const key = draw([1, Hkv, 1, E]), value = draw([1, Hkv, 1, Ev]), query = draw([1, Hq, 1, E]);
       const out = new Float32Array(Hq * Ev);
       const heap: number[] = [];
@@ -218,7 +228,7 @@ export function defineKvCacheSuite(label: string, { factor, create }: KvCacheSui
       }
       expect(attn.memoryStats().heapBytesInUse).toBe(held);
       cache.dispose();
-      for (let cycle = 0; cycle < 200; cycle++) attn.createKvCache({ batch: 2, kvHeads: 2, maxLength: 64, headDim: 8 }).dispose();
+      for (let cycle = 0; cycle < 200; cycle++) attn.createKvCache({ batch: 2, kvHeads: 2, maxLength: 64, headDim: 8, dtype }).dispose();
       expect(attn.memoryStats().heapBytesInUse).toBe(baseline);
     });
   });
