@@ -23,7 +23,8 @@ namespace sdpa {
   X(logSumExp)
 
 // A tensor's element type in its slot (0: the tensor is absent).
-// kInt8 / kInt4: a quantized KV cache's keys or values (core/kv_cache_format.h).
+// kInt8/kInt4: the keys or values of a quantized KV cache, the whole tensor (levels then scales,
+// core/kv_cache_format.h) at the address, its maxLength given by the head strides.
 enum class SlotType { kAbsent = 0, kFloat32 = 1, kFloat16 = 2, kUint8 = 3, kInt32 = 4, kInt8 = 5, kInt4 = 6 };
 
 constexpr int kMaxSlotRank = 8;

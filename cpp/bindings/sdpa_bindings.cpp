@@ -532,13 +532,16 @@ bool plan_call(const val& options, unsigned call, CallOptions* o, AttentionPlan*
 AttentionInputs record_inputs(const AttentionPlan& plan) {
   const CallRecord& record = call_record();
   AttentionInputs in;
-  const auto input = [](const TensorSlot& slot, ElementType type, const float** f32, const uint16_t** f16) {
+  const auto input = [](const TensorSlot& slot, ElementType type, const float** f32, const uint16_t** f16,
+                        const uint8_t** quantized) {
     if (type == ElementType::kFloat16) *f16 = slot_address<const uint16_t>(slot);
-    else *f32 = slot_address<const float>(slot);
+    else if (type == ElementType::kFloat32) *f32 = slot_address<const float>(slot);
+    else *quantized = slot_address<const uint8_t>(slot);
   };
-  input(record.query, plan.query_type, &in.query, &in.query_f16);
-  input(record.key, plan.key_type, &in.key, &in.key_f16);
-  input(record.value, plan.value_type, &in.value, &in.value_f16);
+  if (plan.query_type == ElementType::kFloat16) in.query_f16 = slot_address<const uint16_t>(record.query);
+  else in.query = slot_address<const float>(record.query);  // planning rejects a quantized query
+  input(record.key, plan.key_type, &in.key, &in.key_f16, &in.key_quantized);
+  input(record.value, plan.value_type, &in.value, &in.value_f16, &in.value_quantized);
   in.mask = slot_address<const void>(record.attnMask);
   in.query_documents = slot_address<const int32_t>(record.queryDocuments);
   in.key_documents = slot_address<const int32_t>(record.keyDocuments);
@@ -642,10 +645,6 @@ val run_attention_js(val options, int backend_index, val while_helpers_run) {
   CallRecord& record = fresh_results();
   const Backend backend = backend_index == 0 ? Backend::kScalar : Backend::kSimd128;
   if (!plan_call(options, kForward, &o, &plan, e)) return e.to_js();
-  if (plan.has_quantized()) {
-    e.fail(ErrorKind::kType, "an int8/int4 KV cache is read by backend 'webgpu' in this build");
-    return e.to_js();
-  }
   if (o.output_on_gpu) {
     e.fail(ErrorKind::kType, std::string("outputLocation 'gpu' needs backend 'webgpu'; this instance uses '") +
                                  (backend == Backend::kScalar ? "scalar" : "simd") + "'");
@@ -899,6 +898,28 @@ val reference_attention_backward64_js(val options) {
 
 // Bytes malloc has handed out and not yet taken back: the leak tests' baseline.
 double heap_bytes_in_use() { return static_cast<double>(mallinfo().uordblks); }
+
+// KvCache.append on an int8/int4 cache (`int4`: which kind): the tensor at `tensor` holds
+// `all_heads` heads of `max_length` rows of `dim` elements (core/kv_cache_format.h); rows
+// [0, rows) of heads [0, heads) of the appended tensor at `source` (float32, or float16 bit
+// patterns; row t of head h at (h·n + t)·dim elements) are quantized into rows first_row + t of
+// heads first_head + h.
+void quantize_kv_rows_js(bool int4, double tensor, double all_heads, double max_length, double dim, double source,
+                         bool float16, double n, double first_head, double heads, double first_row, double rows) {
+  const QuantizedLayout layout = quantized_layout(int4 ? KvQuant::kInt4 : KvQuant::kInt8, static_cast<int64_t>(all_heads),
+                                                  static_cast<int64_t>(max_length), static_cast<int64_t>(dim));
+  auto* target = reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(tensor));
+  const auto d = static_cast<int64_t>(dim);
+  std::vector<float> row(static_cast<size_t>(d));
+  for (int64_t h = 0; h < static_cast<int64_t>(heads); ++h) {
+    for (int64_t t = 0; t < static_cast<int64_t>(rows); ++t) {
+      const int64_t at = (h * static_cast<int64_t>(n) + t) * d;
+      if (float16) widen_float16(reinterpret_cast<const uint16_t*>(static_cast<uintptr_t>(source)) + at, row.data(), d);
+      else std::copy_n(reinterpret_cast<const float*>(static_cast<uintptr_t>(source)) + at, d, row.data());
+      store_quantized_row(layout, target, static_cast<int64_t>(first_head) + h, static_cast<int64_t>(first_row) + t, row.data());
+    }
+  }
+}
 
 // { name: slot index } of the call record's float64 slots (call_record.h), and its address.
 val call_record_layout_js() {
@@ -1217,6 +1238,7 @@ EMSCRIPTEN_BINDINGS(sdpa) {
   emscripten::function("matmul", &sdpa::matmul_js);
   emscripten::function("softmax", &sdpa::softmax_js);
   emscripten::function("heapBytesInUse", &sdpa::heap_bytes_in_use);
+  emscripten::function("quantizeKvRows", &sdpa::quantize_kv_rows_js);
   emscripten::function("xavierUniform", &sdpa::xavier_uniform_js);
   emscripten::function("randomUniform", &sdpa::random_uniform_js);
   emscripten::function("dropout", &sdpa::dropout_js);

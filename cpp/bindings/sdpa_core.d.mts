@@ -178,6 +178,8 @@ export interface SdpaModule extends EmscriptenModule {
   matmul(aShape: ShapeLike, bShape: ShapeLike, pointers: Addresses | undefined): { error: CoreError | null; outputShape: number[] };
   softmax(shape: ShapeLike, temperature: number, pointers: Addresses | undefined): CoreError | null;
   heapBytesInUse(): number;
+  /** KvCache.append on an int8/int4 cache: quantizes appended rows into the cache (sdpa_bindings.cpp quantize_kv_rows_js). */
+  quantizeKvRows(int4: boolean, tensor: number, allHeads: number, maxLength: number, dim: number, source: number, float16: boolean, n: number, firstHead: number, heads: number, firstRow: number, rows: number): void;
   /** Most threads a call may use: 1 in sdpa_core, preloaded workers + 1 in sdpa_core_mt. */
   maxThreads(): number;
   setMaxThreads(n: number): void;

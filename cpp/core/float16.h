@@ -9,8 +9,7 @@
 
 namespace sdpa {
 
-// kInt8 / kInt4: the quantized KV-cache format of core/kv_cache_format.h (keys and values of a
-// cache only).
+// kInt8/kInt4: a quantized KV cache's keys and values (core/kv_cache_format.h), never a query.
 enum class ElementType { kFloat32, kFloat16, kInt8, kInt4 };
 
 inline uint32_t float_bits(float x) {

@@ -259,6 +259,17 @@ Status plan_attention(const AttentionRequest& r, AttentionPlan* plan) {
                               std::to_string(p.value_head_stride) + ") must be at least Lk·E = " +
                               std::to_string(p.Lk * p.E) + " and Lk·Ev = " + std::to_string(p.Lk * p.Ev));
   }
+  const auto quantized = [](ElementType t) { return t == ElementType::kInt8 || t == ElementType::kInt4; };
+  if (quantized(p.query_type)) return Status::TypeError("query must be float32 or float16; int8/int4 are KV-cache dtypes");
+  if (quantized(p.key_type) || quantized(p.value_type)) {
+    // An int8/int4 cache's layout follows from its maxLength: the head strides are maxLength·E
+    // and maxLength·Ev.
+    if (p.key_type != p.value_type || p.E == 0 || p.Ev == 0 || r.key_head_stride == 0 ||
+        p.key_head_stride % p.E != 0 || p.value_head_stride % p.Ev != 0 ||
+        p.key_head_stride / p.E != p.value_head_stride / p.Ev) {
+      return Status::TypeError("int8/int4 keys and values come from one quantized KV cache (createKvCache with dtype 'int8' or 'int4')");
+    }
+  }
   p.return_weights = r.return_weights;
   p.return_lse = r.return_lse;
   p.output_shape = r.query_shape;
@@ -380,8 +391,8 @@ Status plan_softmax(const std::vector<int64_t>& shape, double temperature, Softm
 }
 
 Status check_float32_inputs(const AttentionPlan& plan, const char* what) {
-  if (plan.has_quantized()) {
-    return Status::TypeError(std::string(what) + " takes float32 query, key and value; an int8/int4 KV cache is read by scaledDotProductAttention");
+  if (plan.quantized_kv()) {
+    return Status::TypeError(std::string(what) + " takes float32 query, key and value; an int8/int4 KV cache is read by scaledDotProductAttention only");
   }
   if (!plan.has_float16()) return Status::Ok();
   return Status::TypeError(std::string(what) +

@@ -14,6 +14,7 @@
 
 #include "core/float16.h"
 #include "core/input_arrival.h"
+#include "core/kv_cache_format.h"
 
 namespace sdpa {
 
@@ -130,14 +131,15 @@ struct AttentionPlan {
   std::vector<int64_t> weights_shape;  // [..., Lq, Lk]
 
   int64_t heads_per_kv() const { return Hq / Hkv; }
+  // Keys and values of an int8/int4 KV cache (both the same kind, read with the head strides).
+  bool quantized_kv() const { return key_type == ElementType::kInt8 || key_type == ElementType::kInt4; }
+  KvQuant kv_quant() const { return key_type == ElementType::kInt4 ? KvQuant::kInt4 : KvQuant::kInt8; }
+  // Their byte layouts: B·Hkv heads of key_head_stride / E (= value_head_stride / Ev) rows.
+  QuantizedLayout key_layout() const { return quantized_layout(kv_quant(), B * Hkv, key_head_stride / E, E); }
+  QuantizedLayout value_layout() const { return quantized_layout(kv_quant(), B * Hkv, value_head_stride / Ev, Ev); }
   bool has_float16() const {
     return query_type == ElementType::kFloat16 || key_type == ElementType::kFloat16 ||
            value_type == ElementType::kFloat16;
-  }
-  // Keys and values of an int8/int4 KV cache (core/kv_cache_format.h).
-  bool has_quantized() const {
-    return key_type == ElementType::kInt8 || key_type == ElementType::kInt4 || value_type == ElementType::kInt8 ||
-           value_type == ElementType::kInt4;
   }
   bool dense_key_value() const { return key_head_stride == Lk * E && value_head_stride == Lk * Ev; }
   int64_t query_elements() const { return B * Hq * Lq * E; }
@@ -194,12 +196,17 @@ struct AttentionInputs {
   const uint16_t* query_f16 = nullptr;
   const uint16_t* key_f16 = nullptr;
   const uint16_t* value_f16 = nullptr;
+  // A quantized KV cache's keys and values (plan.quantized_kv()): each a whole tensor of
+  // plan.key_layout() / value_layout(), levels then scales.
+  const uint8_t* key_quantized = nullptr;
+  const uint8_t* value_quantized = nullptr;
   // Set when query, key and value arrive while the kernel runs (core/input_arrival.h).
   InputArrival arrival{};
 };
 
-// An error naming `what` when `plan` has a float16 input: the backward, the trace and the reference
-// bindings (explain, referenceAttention, which widens in TypeScript) take float32.
+// An error naming `what` when `plan` has a float16 input or a quantized KV cache: the backward,
+// the trace and the reference bindings (explain, referenceAttention, which widens in TypeScript)
+// take float32.
 Status check_float32_inputs(const AttentionPlan& plan, const char* what);
 
 

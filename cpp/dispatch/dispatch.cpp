@@ -7,6 +7,7 @@
 #include "core/round_up.h"
 #include "cpu/attention_backward_f32_simd128.h"
 #include "cpu/attention_decode_f32_simd128.h"
+#include "cpu/attention_decode_quantized_simd128.h"
 #include "cpu/attention_f32_simd128.h"
 #include "cpu/thread_pool.h"
 #include "dispatch/cost_model.h"
@@ -25,14 +26,18 @@ uint64_t simd_forward_bytes(const AttentionPlan& plan) {
 // Bytes of a widened float16 input, rounded up so that what follows stays 16-byte aligned.
 uint64_t widened_bytes(int64_t elements) { return round_up(static_cast<uint64_t>(elements) * sizeof(float), 16); }
 
-// Which float16 inputs run_attention widens to float32 before the kernel of `plan` runs.
+// Which inputs run_attention converts to dense float32 before the kernel of `plan` runs: float16
+// ones widened, a quantized cache's keys and values dequantized and the query rounded through
+// int8 blocks (round_query_row) as the scores on such a cache take it.
 struct Widened {
   bool query = false, key = false, value = false;
+  bool round_query = false;
 };
 Widened widened_inputs(Backend backend, const AttentionPlan& plan) {
-  const bool in_place = float16_in_place(backend, plan);
-  return {plan.query_type == ElementType::kFloat16, plan.key_type == ElementType::kFloat16 && !in_place,
-          plan.value_type == ElementType::kFloat16 && !in_place};
+  const bool in_place = float16_in_place(backend, plan) || quantized_in_place(backend, plan);
+  const bool round_query = plan.quantized_kv() && !in_place;
+  return {plan.query_type == ElementType::kFloat16 || round_query, plan.key_type != ElementType::kFloat32 && !in_place,
+          plan.value_type != ElementType::kFloat32 && !in_place, round_query};
 }
 
 // `plan` as the kernels see it once the widened inputs are dense float32 tensors.
@@ -59,6 +64,7 @@ uint64_t float32_workspace_bytes(Backend backend, const AttentionPlan& plan, int
   switch (backend) {
     case Backend::kScalar: return reference_workspace_bytes<float>(plan);
     case Backend::kSimd128:
+      if (uses_decode_kernel(plan) && plan.quantized_kv()) return decode_quantized_workspace_bytes(plan, decode_split(plan), threads);
       if (uses_decode_kernel(plan)) return decode_workspace_bytes(plan, decode_split(plan), threads);
       return simd128_workspace_bytes(plan, threads);
   }
@@ -84,6 +90,10 @@ void run_float32(Backend backend, const AttentionPlan& plan, const AttentionInpu
     }
     case Backend::kSimd128:
       if (threads > 1) threads = threads_to_run(backend, plan, threads, pool_wake_state());
+      if (uses_decode_kernel(plan) && plan.quantized_kv()) {
+        attention_decode_quantized_simd128(plan, in, decode_split(plan), output, static_cast<float*>(workspace), threads, lse);
+        return;
+      }
       if (uses_decode_kernel(plan)) {
         attention_decode_f32_simd128(plan, in, decode_split(plan), output, static_cast<float*>(workspace),
                                      threads, lse);
@@ -99,6 +109,10 @@ void run_float32(Backend backend, const AttentionPlan& plan, const AttentionInpu
 bool float16_in_place(Backend backend, const AttentionPlan& plan) {
   return backend == Backend::kSimd128 && uses_decode_kernel(plan) && plan.key_type == ElementType::kFloat16 &&
          plan.value_type == ElementType::kFloat16 && plan.key_value_finite;
+}
+
+bool quantized_in_place(Backend backend, const AttentionPlan& plan) {
+  return backend == Backend::kSimd128 && uses_decode_kernel(plan) && plan.quantized_kv();
 }
 
 int threads_for(Backend backend, Pass pass, const AttentionPlan& plan, int requested, int pool_threads) {
@@ -131,7 +145,7 @@ DecodeSplit decode_split(const AttentionPlan& plan) {
 }
 
 uint64_t workspace_bytes(Backend backend, const AttentionPlan& plan, int threads) {
-  if (!plan.has_float16()) return float32_workspace_bytes(backend, plan, threads);
+  if (!plan.has_float16() && !plan.quantized_kv()) return float32_workspace_bytes(backend, plan, threads);
   const Widened w = widened_inputs(backend, plan);
   return widened_total_bytes(plan, w) + float32_workspace_bytes(backend, widened_plan(plan, w), threads);
 }
@@ -140,9 +154,10 @@ void run_attention(Backend backend, const AttentionPlan& plan, const AttentionIn
                    float* output, float* weights, void* workspace, int threads, float* lse, float* scores) {
   // Only the SIMD forward kernel on float32 inputs waits for streamed rows; the others read
   // theirs once the copy is done.
-  const bool waits_for_rows = backend == Backend::kSimd128 && !plan.has_float16() && !uses_decode_kernel(plan);
+  const bool converts = plan.has_float16() || plan.quantized_kv();
+  const bool waits_for_rows = backend == Backend::kSimd128 && !converts && !uses_decode_kernel(plan);
   if (in.arrival.streamed() && !waits_for_rows) run_overlapped_work();
-  if (!plan.has_float16()) {
+  if (!converts) {
     run_float32(backend, plan, in, output, weights, workspace, threads, lse, scores);
     return;
   }
@@ -159,9 +174,34 @@ void run_attention(Backend backend, const AttentionPlan& plan, const AttentionIn
     half = nullptr;
     next += widened_bytes(heads * head_elements);
   };
-  if (w.query) widen(widened.query_f16, widened.query, 1, 0, plan.query_elements());
-  if (w.key) widen(widened.key_f16, widened.key, plan.B * plan.Hkv, plan.key_head_stride, plan.Lk * plan.E);
-  if (w.value) widen(widened.value_f16, widened.value, plan.B * plan.Hkv, plan.value_head_stride, plan.Lk * plan.Ev);
+  // A quantized cache's keys or values, dequantized to dense floats at `next`.
+  const auto dequantize = [&](const uint8_t*& tensor, const float*& full, const QuantizedLayout& layout) {
+    float* dense = reinterpret_cast<float*>(next);
+    for (int64_t h = 0; h < layout.heads; ++h) {
+      for (int64_t j = 0; j < plan.Lk; ++j) load_quantized_row(layout, tensor, h, j, dense + (h * plan.Lk + j) * layout.dim);
+    }
+    full = dense;
+    tensor = nullptr;
+    next += widened_bytes(layout.heads * plan.Lk * layout.dim);
+  };
+  if (w.query) {
+    float* rows = reinterpret_cast<float*>(next);
+    if (plan.query_type == ElementType::kFloat16) widen_float16(in.query_f16, rows, plan.query_elements());
+    else std::copy(in.query, in.query + plan.query_elements(), rows);
+    if (w.round_query) {
+      for (int64_t r = 0; r < plan.B * plan.Hq * plan.Lq; ++r) round_query_row(rows + r * plan.E, plan.E, rows + r * plan.E);
+    }
+    widened.query = rows;
+    widened.query_f16 = nullptr;
+    next += widened_bytes(plan.query_elements());
+  }
+  if (plan.quantized_kv()) {
+    if (w.key) dequantize(widened.key_quantized, widened.key, plan.key_layout());
+    if (w.value) dequantize(widened.value_quantized, widened.value, plan.value_layout());
+  } else {
+    if (w.key) widen(widened.key_f16, widened.key, plan.B * plan.Hkv, plan.key_head_stride, plan.Lk * plan.E);
+    if (w.value) widen(widened.value_f16, widened.value, plan.B * plan.Hkv, plan.value_head_stride, plan.Lk * plan.Ev);
+  }
   run_float32(backend, widened_plan(plan, w), widened, output, weights, next, threads, lse, scores);
 }
 

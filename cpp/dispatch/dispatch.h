@@ -10,6 +10,9 @@
 //                     output and log-sum-exp; runs the forward itself when they are not passed)
 //   float16   inputs are widened to float32 in the workspace (exactly) before the kernels run,
 //             except the keys and values the decode kernel reads in place (float16_in_place).
+//   int8/int4 a KV cache's keys and values are dequantized to float32 and the query rounded through
+//             int8 blocks (docs/kv-cache-formats.md) before the kernels run, except where the
+//             quantized decode kernel (attention_decode_quantized_simd128) reads them in place.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +21,7 @@
 #include "core/problem.h"
 #include "core/reference_backward.h"
 #include "cpu/attention_decode_f32_simd128.h"
+#include "cpu/attention_decode_quantized_simd128.h"
 #include "cpu/attention_f32_simd128.h"
 #include "cpu/thread_pool.h"
 
@@ -60,6 +64,10 @@ bool uses_decode_kernel(const AttentionPlan& plan);
 constexpr int64_t kDecodeTasks = 32;
 constexpr int64_t kDecodeMinSplitKeys = 256;
 DecodeSplit decode_split(const AttentionPlan& plan);
+
+// Whether the forward of `plan` on `backend` reads an int8/int4 KV cache in place (the quantized
+// decode kernel) rather than dequantizing it to float32 first (scalar, and the SIMD tile kernel).
+bool quantized_in_place(Backend backend, const AttentionPlan& plan);
 
 // Whether the forward of `plan` on `backend` reads float16 keys and values in place (the decode
 // kernel, on K/V known to hold no Inf/NaN) rather than widening them to float32 first.

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/kv_cache_format.h"
-
 namespace sdpa {
 namespace {
 
@@ -371,11 +369,6 @@ WebGpuChunkElements webgpu_chunk_elements(const AttentionPlan& p, const WebGpuCh
   return n;
 }
 
-uint64_t webgpu_quantized_tensor_bytes(const AttentionPlan& p, ElementType type, int64_t head_stride, int64_t dim) {
-  const KvQuant kind = type == ElementType::kInt4 ? KvQuant::kInt4 : KvQuant::kInt8;
-  return static_cast<uint64_t>(quantized_layout(kind, p.B * p.Hkv, head_stride / dim, dim).total_bytes);
-}
-
 WebGpuChunkBytes webgpu_chunk_bytes(const AttentionPlan& p, const WebGpuChunk& c) {
   WebGpuChunkBytes b;
   const uint64_t rows = static_cast<uint64_t>(c.query_rows());
@@ -386,10 +379,8 @@ WebGpuChunkBytes webgpu_chunk_bytes(const AttentionPlan& p, const WebGpuChunk& c
     return webgpu_element_bytes(type) * static_cast<uint64_t>(elements) + slack;
   };
   b.query = input_bytes(p.query_type, n.query);
-  b.key = webgpu_quantized(p.key_type) ? webgpu_quantized_tensor_bytes(p, p.key_type, p.key_head_stride, p.E)
-                                       : input_bytes(p.key_type, n.key);
-  b.value = webgpu_quantized(p.value_type) ? webgpu_quantized_tensor_bytes(p, p.value_type, p.value_head_stride, p.Ev)
-                                           : input_bytes(p.value_type, n.value);
+  b.key = p.quantized_kv() ? static_cast<uint64_t>(p.key_layout().total_bytes) : input_bytes(p.key_type, n.key);
+  b.value = p.quantized_kv() ? static_cast<uint64_t>(p.value_layout().total_bytes) : input_bytes(p.value_type, n.value);
   b.output = 4 * static_cast<uint64_t>(n.output);
   if (p.mask_kind != MaskKind::kNone) {
     b.mask = static_cast<uint64_t>(c.mask_hi - c.mask_lo) * mask_element_bytes(p) + kMaskAlignSlack;

@@ -223,8 +223,6 @@ struct WebGpuChunkBytes {
   uint64_t largest() const;
 };
 WebGpuChunkBytes webgpu_chunk_bytes(const AttentionPlan& plan, const WebGpuChunk& chunk);
-// Bytes of a quantized cache's keys (or values): B·Hkv heads of head_stride / dim rows of `dim`.
-uint64_t webgpu_quantized_tensor_bytes(const AttentionPlan& plan, ElementType type, int64_t head_stride, int64_t dim);
 
 // Cuts the work into chunks that fit min(maxStorageBufferBindingSize, maxBufferSize): as many
 // whole heads per chunk as fit, else rows of one head. A RangeError when one head's key or value

@@ -18,9 +18,9 @@ const MODES = {
   webgpu: { cases: '1x128x64,1x512x64,1x1024x64,1x2048x64,12x512x64,1x4096x64,8x256x32,16x1024x64,32x2048x64,8x4096x128', engines: 'sdpa-webgpu,sdpa-simd-mt', reps: 10 },
   diagnose: { cases: '1x128x64,1x512x64,12x512x64,8x256x32', probes: 'peak,long,breakdown,two-cores,wake' },
   variants: { cases: '1x8192x64', reps: 7 },
-  decode: { cases: '512,2048,8192,32768,ragged:4096', engines: 'sdpa-simd-1t,sdpa-simd-mt,sdpa-simd-1t-f16,sdpa-simd-mt-f16,ort-gqa-1t,ort-gqa-2t', reps: 9 },
+  decode: { cases: '512,2048,8192,32768,ragged:4096', engines: 'sdpa-simd-1t,sdpa-simd-mt,sdpa-simd-1t-f16,sdpa-simd-mt-f16,sdpa-simd-1t-int8,sdpa-simd-mt-int8,sdpa-simd-1t-int4,sdpa-simd-mt-int4,ort-gqa-1t,ort-gqa-2t', reps: 9 },
 };
-const DECODE_ENGINES = ['sdpa-simd-1t', 'sdpa-simd-mt', 'sdpa-simd-1t-f16', 'sdpa-simd-mt-f16', 'ort-gqa-1t', 'ort-gqa-2t'];
+const DECODE_ENGINES = ['sdpa-simd-1t', 'sdpa-simd-mt', 'sdpa-simd-1t-f16', 'sdpa-simd-mt-f16', 'sdpa-simd-1t-int8', 'sdpa-simd-mt-int8', 'sdpa-simd-1t-int4', 'sdpa-simd-mt-int4', 'ort-gqa-1t', 'ort-gqa-2t'];
 
 const HELP = `npm run bench -- [options]: sdpa-web's speed in Node, against its peers (needs dist/: npm run build:lib)
 
@@ -34,7 +34,8 @@ const HELP = `npm run bench -- [options]: sdpa-web's speed in Node, against its 
                     on a KV cache of each length, and B = 4 ragged, beside a 64 MiB wasm SIMD
                     streaming read (the memory ceiling) and onnxruntime-web's GroupQueryAttention
                     (past KV in, present out; ort-gqa-2t in a child process); ms per step, GB/s
-                    of K/V read, and whether the heap stays flat over 32 steps. webgpu also runs
+                    of K/V read (the bytes the cache holds for those tokens), tokens/s of a
+                    16-layer model of that shape, and whether the heap stays flat over 32 steps. webgpu also runs
                     prefill on GPU tensors (--cases) and decode steps on a GPU KV cache
                     (--decode-cases), beside onnxruntime-web's WebGPU EP (gpu-buffer in and out)
   --cases LIST      comma-separated cases: HxLxE (B = 1, Lq = Lk = L, Ev = E), BxHxLxE, or
@@ -54,7 +55,9 @@ const HELP = `npm run bench -- [options]: sdpa-web's speed in Node, against its 
                     sdpa-*: the package in dist/ (scalar, simd on 1 thread or on --threads, webgpu);
                     sdpa-simd-1t-recompute: the backward without the forward's saved output;
                     sdpa-simd-1t-f16/-mt-f16: forward on float16 inputs (output float32); in
-                    decode, a float16 KV cache;
+                    decode, a float16 KV cache; sdpa-simd-1t-int8/-mt-int8/-1t-int4/-mt-int4:
+                    decode on an int8/int4 cache, checked against the float64 result of the
+                    unquantized data within the documented bound (docs/kv-cache-formats.md);
                     ort-1t/ort-2t: onnxruntime-web on a MatMul/Softmax graph (ort-2t runs in a child
                     process with sdpa-simd-mt, its ratios chained through sdpa-simd-mt);
                     tfjs-wasm: TensorFlow.js on its wasm backend. ort and tfjs: forward, no mask.

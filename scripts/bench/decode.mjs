@@ -2,7 +2,9 @@
 // B = 1, Hq = 32, Hkv = 8, E = Ev = 128, and a ragged batch of 4. sdpa-web reads its KvCache in
 // place (1 thread and threads), in float32 and in a float16 cache (-f16: half the bytes, read in
 // place by the decode kernel; the keys and values are float16 values, so that every engine
-// computes on the same numbers and one float64 reference checks all); onnxruntime-web runs its com.microsoft GroupQueryAttention op
+// computes on the same numbers and one float64 reference checks all), and in int8/int4 caches
+// (-int8, -int4: checked against the same float64 result of the unquantized data, within the
+// bound of docs/kv-cache-formats.md); onnxruntime-web runs its com.microsoft GroupQueryAttention op
 // with the past keys/values in and the present out, on 1 thread (in this process) and 2 (a child
 // process: its thread count is fixed per process). Beside them, a wasm SIMD streaming read of
 // 64 MiB: the memory bandwidth one core reaches, the ceiling of a step that reads K and V once.
@@ -76,6 +78,58 @@ function slice(c, inputs, kvHeads) {
   return { q: { data: q, shape: shape(kvHeads.length * group, 1) }, k: { data: k, shape: shape(kvHeads.length, L) }, v: { data: v, shape: shape(kvHeads.length, L) } };
 }
 
+/** Per block of 32 of each row of `dim`: max|x| / L. */
+function blockScales(data, dim, L) {
+  const blocks = Math.ceil(dim / 32), out = new Float64Array((data.length / dim) * blocks);
+  for (let row = 0; row < data.length / dim; row++) {
+    for (let c = 0; c < blocks; c++) {
+      let amax = 0;
+      for (let e = c * 32; e < Math.min(dim, c * 32 + 32); e++) amax = Math.max(amax, Math.abs(data[row * dim + e]));
+      out[row * blocks + c] = amax / L;
+    }
+  }
+  return out;
+}
+
+/**
+ * The documented bound of an int8/int4 cache's output against the float64 result of the
+ * unquantized data (docs/kv-cache-formats.md), over the rows of q [B, n·group, 1, E] on k/v
+ * [B, n, L, E] (every key visible: the bound over all of them covers the causal step), with
+ * ‖k̂_b‖₁ bounded by ‖k_b‖₁ + 32·s_k/2.
+ */
+function quantizedBound(q, k, v, E, levels) {
+  const [B, Hq, , ] = q.shape, [, Hkv, L] = k.shape, group = Hq / Hkv, blocks = Math.ceil(E / 32);
+  const sq = blockScales(q.data, E, 127), sk = blockScales(k.data, E, levels), sv = blockScales(v.data, E, levels);
+  let worst = 0;
+  for (let b = 0; b < B; b++) {
+    for (let h = 0; h < Hkv; h++) {
+      const head = b * Hkv + h;
+      let vMax = 0, svMax = 0;
+      for (let i = head * L * E; i < (head + 1) * L * E; i++) vMax = Math.max(vMax, Math.abs(v.data[i]));
+      for (let i = head * L * blocks; i < (head + 1) * L * blocks; i++) svMax = Math.max(svMax, sv[i]);
+      for (let r = 0; r < group; r++) {
+        const row = b * Hq + h * group + r;
+        let delta = 0;
+        for (let j = 0; j < L; j++) {
+          let d = 0;
+          for (let c = 0; c < blocks; c++) {
+            let q1 = 0, k1 = 0;
+            for (let e = c * 32; e < Math.min(E, c * 32 + 32); e++) {
+              q1 += Math.abs(q.data[row * E + e]);
+              k1 += Math.abs(k.data[(head * L + j) * E + e]);
+            }
+            const s = sk[(head * L + j) * blocks + c];
+            d += q1 * s + (k1 + 16 * s) * sq[row * blocks + c];
+          }
+          delta = Math.max(delta, d / Math.sqrt(E) / 2);
+        }
+        worst = Math.max(worst, Math.expm1(2 * delta) * vMax + svMax / 2);
+      }
+    }
+  }
+  return worst;
+}
+
 /** The float64 reference of the first and last KV-head groups, and the rule's bound. */
 export function oracle(scalar, c, inputs) {
   const kvHeads = [0, c.Hkv - 1];
@@ -83,9 +137,11 @@ export function oracle(scalar, c, inputs) {
   const options = { enableGqa: true, isCausal: 'bottom-right', ...(c.B > 1 ? { keyLengths: Int32Array.from(c.lengths) } : {}) };
   const reference = scalar.referenceAttention(q, k, v, options).output.data;
   const eRef = maxAbsDiff(scalar.scaledDotProductAttentionSync(q, k, v, options).output.data, reference);
-  const bound = toleranceBound(eRef, 2, v.data);
-  /** Checks an output [B, Hq, 1, E] (the same layout as [B, 1, Hq·E]); throws when wrong. */
-  return (name, output) => {
+  const bounds = { float32: toleranceBound(eRef, 2, v.data) };
+  /** Checks an output [B, Hq, 1, E] (the same layout as [B, 1, Hq·E]) of a cache of `dtype`; throws when wrong. */
+  return (name, output, dtype = 'float32') => {
+    if (dtype === 'int8' || dtype === 'int4') bounds[dtype] ??= quantizedBound(q, k, v, c.E, dtype === 'int8' ? 127 : 7) + bounds.float32;
+    const bound = bounds[dtype] ?? bounds.float32;
     const group = c.Hq / c.Hkv, picked = new Float32Array(reference.length);
     let i = 0;
     for (let b = 0; b < c.B; b++) {
@@ -102,8 +158,8 @@ export function oracle(scalar, c, inputs) {
 }
 
 /**
- * A step of sdpa-web on its cache (float32, or `dtype` float16): the call on one new query row
- * (float32, so the output is float32 too; the append is timed apart).
+ * A step of sdpa-web on its cache (float32, or `dtype` float16, int8, int4): the call on one new
+ * query row (float32, so the output is float32 too; the append is timed apart).
  */
 async function sdpaEngine(name, attn, c, inputs, dtype = 'float32') {
   const cache = attn.createKvCache({ batch: c.B, kvHeads: c.Hkv, maxLength: inputs.L + 32, headDim: c.E, dtype });
@@ -112,6 +168,9 @@ async function sdpaEngine(name, attn, c, inputs, dtype = 'float32') {
   const options = { enableGqa: true, isCausal: true, out };
   return {
     name,
+    dtype,
+    /** K/V bytes a step reads: what the cache holds for the tokens (levels and scales for int8/int4). */
+    bytes: (cache.bytes / (c.B * cache.maxLength)) * c.lengths.reduce((a, b) => a + b, 0),
     run: () => attn.scaledDotProductAttentionSync(inputs.query, cache, options).output.data,
     /** 32 steps, each appending a token and attending: the heap bytes after each. */
     heapOver32Steps: () => {
@@ -227,15 +286,17 @@ export async function benchDecode(opts) {
     if (!opts.child) {
       if (wanted.has('sdpa-simd-1t')) engines.push(await sdpaEngine('sdpa-simd-1t', one, c, inputs));
       if (wanted.has('sdpa-simd-mt')) engines.push(await sdpaEngine(`sdpa-simd-mt (${many.threads} threads)`, many, c, inputs));
-      if (wanted.has('sdpa-simd-1t-f16')) engines.push({ ...(await sdpaEngine('sdpa-simd-1t-f16', one, c, inputs, 'float16')), bytes: 2 * elements });
-      if (wanted.has('sdpa-simd-mt-f16')) engines.push({ ...(await sdpaEngine(`sdpa-simd-mt-f16 (${many.threads} threads)`, many, c, inputs, 'float16')), bytes: 2 * elements });
+      for (const [suffix, dtype] of [['f16', 'float16'], ['int8', 'int8'], ['int4', 'int4']]) {
+        if (wanted.has(`sdpa-simd-1t-${suffix}`)) engines.push(await sdpaEngine(`sdpa-simd-1t-${suffix}`, one, c, inputs, dtype));
+        if (wanted.has(`sdpa-simd-mt-${suffix}`)) engines.push(await sdpaEngine(`sdpa-simd-mt-${suffix} (${many.threads} threads)`, many, c, inputs, dtype));
+      }
       if (wanted.has('ort-gqa-1t')) engines.push(await ortEngine('ort-gqa-1t', ort, c, inputs));
       engines.push(await streamingProbe());
     } else {
       engines.push(await ortEngine('ort-gqa-2t', ort, c, inputs));
     }
     const errors = {};
-    for (const e of engines) if (e.name !== 'probe') errors[e.name] = check(e.name, await e.run());
+    for (const e of engines) if (e.name !== 'probe') errors[e.name] = check(e.name, await e.run(), e.dtype);
     for (const e of engines) await warmUp(e.run);
     log(`${c.name}: ${engines.map((e) => e.name).join(', ')} interleaved, ${opts.reps} rounds`);
     const timed = await interleave(engines.map((e) => ({ run: e.run, reps: opts.reps })));
@@ -244,6 +305,7 @@ export async function benchDecode(opts) {
     for (const [i, e] of engines.entries()) {
       const ms = timed[i].medianMs;
       const row = { case: c.name, engine: e.name, ms, gbPerS: gbPerS(e.bytes ?? 4 * elements, ms), error: errors[e.name] };
+      if (e.name !== 'probe') row.tokensPerS16Layers = 1000 / (16 * ms);
       if (heap[e.name]) row.heapFlatOver32Steps = new Set(heap[e.name]).size === 1;
       rows.push(row);
     }
@@ -260,18 +322,23 @@ export async function benchDecode(opts) {
 export function printDecode({ rows }) {
   const cases = [...new Set(rows.map((r) => r.case))];
   const summary = [];
-  print('\ncase                       engine                        ms/step    GB/s   error      heap flat');
+  print('\ncase                       engine                        ms/step    GB/s  tok/s×16L  error      heap flat');
   for (const name of cases) {
     const of = (engine) => rows.find((r) => r.case === name && (r.engine === engine || r.engine.startsWith(`${engine} (`)));
     for (const r of rows.filter((x) => x.case === name)) {
-      print(`${name.padEnd(26)} ${r.engine.padEnd(29)} ${r.ms.toFixed(3).padStart(8)} ${r.gbPerS.toFixed(2).padStart(7)}   ${r.error === undefined ? '       -' : r.error.toExponential(1).padStart(8)}   ${r.heapFlatOver32Steps === undefined ? '-' : r.heapFlatOver32Steps ? 'yes' : 'NO'}`);
+      print(`${name.padEnd(26)} ${r.engine.padEnd(29)} ${r.ms.toFixed(3).padStart(8)} ${r.gbPerS.toFixed(2).padStart(7)} ${r.tokensPerS16Layers === undefined ? '         -' : r.tokensPerS16Layers.toFixed(1).padStart(10)}   ${r.error === undefined ? '       -' : r.error.toExponential(1).padStart(8)}   ${r.heapFlatOver32Steps === undefined ? '-' : r.heapFlatOver32Steps ? 'yes' : 'NO'}`);
     }
     const one = of('sdpa-simd-1t'), many = of('sdpa-simd-mt'), probe = of('probe'), ort1 = of('ort-gqa-1t'), ort2 = of('ort-gqa-2t');
     const one16 = of('sdpa-simd-1t-f16'), many16 = of('sdpa-simd-mt-f16');
+    const one8 = of('sdpa-simd-1t-int8'), many8 = of('sdpa-simd-mt-int8'), one4 = of('sdpa-simd-1t-int4'), many4 = of('sdpa-simd-mt-int4');
     const ratios = {
       case: name,
       float16OverFloat32OneThread: one && one16 ? one.ms / one16.ms : undefined,
       float16OverFloat32Threads: many && many16 ? many.ms / many16.ms : undefined,
+      int8OverFloat32OneThread: one && one8 ? one.ms / one8.ms : undefined,
+      int4OverFloat32OneThread: one && one4 ? one.ms / one4.ms : undefined,
+      int8ThreadsOverOne: one8 && many8 ? one8.ms / many8.ms : undefined,
+      int4ThreadsOverOne: one4 && many4 ? one4.ms / many4.ms : undefined,
       oneThreadOfProbe: one && probe ? one.gbPerS / probe.gbPerS : undefined,
       threadsOverOne: one && many ? one.ms / many.ms : undefined,
       overOrt1: one && ort1 ? ort1.ms / one.ms : undefined,
@@ -281,6 +348,7 @@ export function printDecode({ rows }) {
     const fmt = (x, unit) => (x === undefined ? '-' : `${unit === '%' ? (100 * x).toFixed(0) : x.toFixed(2)}${unit}`);
     print(`  1 thread ${fmt(ratios.oneThreadOfProbe, '%')} of the probe; threads ${fmt(ratios.threadsOverOne, '×')} 1 thread; 1 thread ${fmt(ratios.overOrt1, '×')} ort-gqa-1t; threads ${fmt(ratios.threadsOverOrt2, '×')} ort-gqa-2t`);
     print(`  float16 cache ${fmt(ratios.float16OverFloat32OneThread, '×')} float32 on 1 thread, ${fmt(ratios.float16OverFloat32Threads, '×')} on threads`);
+    print(`  int8 cache ${fmt(ratios.int8OverFloat32OneThread, '×')} float32 on 1 thread (threads ${fmt(ratios.int8ThreadsOverOne, '×')} 1); int4 ${fmt(ratios.int4OverFloat32OneThread, '×')} (threads ${fmt(ratios.int4ThreadsOverOne, '×')} 1)`);
   }
   return { summary };
 }

@@ -19,7 +19,7 @@ import {
   type Float16Tensor,
   type Tensor,
 } from 'sdpa-web';
-import { dequantizedRows } from '../node/support/kv-quantize.js';
+import { levelsOf, roundThroughBlocks } from '../node/support/quantized.js';
 import { randomMasks, randomTensor } from '../node/support/tensors.js';
 import { expectMatchesReference, expectResultMatchesReference } from '../node/support/tolerance.js';
 
@@ -173,14 +173,14 @@ describe('WebGPU backend in Chromium', () => {
     const unpacked = await createAttention({ backend: 'webgpu', gpuLimits: { packedIntegerDotProduct: false } });
     const key = randomTensor([1, 2, 300, 40], 31, -2, 2), value = randomTensor([1, 2, 300, 24], 32, -2, 2);
     for (const kind of ['int8', 'int4'] as const) {
-      const dequantized = { key: { data: dequantizedRows(kind, key.data, 40), shape: key.shape }, value: { data: dequantizedRows(kind, value.data, 24), shape: value.shape } };
+      const dequantized = { key: { data: roundThroughBlocks(key.data, 40, levelsOf(kind)), shape: key.shape }, value: { data: roundThroughBlocks(value.data, 24, levelsOf(kind)), shape: value.shape } };
       for (const gpuAttn of [attn, unpacked]) {
         const cache = gpuAttn.createKvCache({ batch: 1, kvHeads: 2, maxLength: 300, headDim: 40, valueDim: 24, dtype: kind });
         cache.append(key, value);
         for (const [Lq, options] of [[1, { window: { left: 100 }, softcap: 3 }], [12, { isCausal: true }]] as const) {
           const query = randomTensor([1, 4, Lq, 40], 33 + Lq, -2, 2);
           const got = await gpuAttn.scaledDotProductAttention(query, cache, { enableGqa: true, ...options });
-          const quantizedQuery = { data: dequantizedRows('int8', query.data, 40), shape: query.shape };
+          const quantizedQuery = { data: roundThroughBlocks(query.data, 40, 127), shape: query.shape };
           const dense = { enableGqa: true, ...options, isCausal: 'isCausal' in options ? ('bottom-right' as const) : undefined };
           expectResultMatchesReference(got, oracle, quantizedQuery, dequantized.key, dequantized.value, dense, 4, `${kind} Lq ${Lq}`);
         }

@@ -31,6 +31,22 @@ TEST(KvCacheFormat, LevelsRoundToNearestEven) {
   for (size_t i = 0; i < y.size(); ++i) EXPECT_EQ(levels[i], want4[i]) << i;
 }
 
+TEST(KvCacheFormat, NoValueReadsBeyondTheBlocksLargest) {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<uint32_t> bits(1, 0x7F7FFFFFu);  // every positive finite float
+  for (KvQuant kind : kKinds) {
+    for (int trial = 0; trial < 100000; ++trial) {
+      float amax;
+      const uint32_t u = bits(rng);
+      std::memcpy(&amax, &u, sizeof amax);
+      int8_t levels[kQuantBlock];
+      const float scale = quantize_block(kind, &amax, 1, levels);
+      ASSERT_LE(dequantize_level(levels[0], scale), amax) << amax;
+      ASSERT_EQ(levels[0], quant_max_level(kind)) << amax;
+    }
+  }
+}
+
 TEST(KvCacheFormat, ZeroAndConstantBlocks) {
   for (KvQuant kind : kKinds) {
     const int L = quant_max_level(kind);
@@ -63,6 +79,7 @@ TEST(KvCacheFormat, ExtremeFiniteValues) {
     const float extremes[] = {big, -big, 1.0f, tiny};
     scale = quantize_block(kind, extremes, 4, levels);
     EXPECT_TRUE(std::isfinite(scale));
+    EXPECT_LE(dequantize_level(L, scale), big);  // L·scale rounds to at most max|x|: finite
     EXPECT_EQ(levels[0], L);
     EXPECT_EQ(levels[1], -L);
     EXPECT_EQ(levels[2], 0);

@@ -20,6 +20,11 @@
 // 2^-112-scaled sums cannot overflow where the float32 reference's do), held to the same rule
 // against the references of the rounded values, the float64 one also standing in for r32 (as with
 // a fused multiply-add).
+// int8/int4: every input also runs with its keys and values quantized into a KV cache
+// (core/kv_cache_format.h; NaN/Inf blocks read NaN), read in place by the quantized decode kernel
+// or dequantized for the others, held to the same rule against the references of the dequantized
+// keys and values and the query rounded through int8 blocks (the float64 one also standing in for
+// r32: the kernel's integer dot products round differently from a float32 one).
 // Every input also runs on 2 threads with its query, key and value streamed in while the kernel
 // runs (core/input_arrival.h): bit for bit the 1-thread result.
 // The backward pass runs on every input too (ASan/UBSan and the canaries around its outputs
@@ -40,6 +45,7 @@
 #include <cstring>
 
 #include "../cpp/attention_backward_support.h"
+#include "core/kv_cache_format.h"
 #include "cpu/simd128.h"
 
 namespace sdpa::testing {
@@ -366,6 +372,46 @@ void check_float16(const FuzzCase& c) {
   if (plan.return_weights) compare("float16 weights", half.weights, r32.weights, r32f.weights, r64.weights, 1.0, true);
 }
 
+void check_quantized(const FuzzCase& c, KvQuant kind) {
+  const AttentionPlan& plan = c.plan;
+  if (plan.E == 0 || plan.Ev == 0) return;  // a cache has headDim, valueDim ≥ 1
+  const int64_t rows = plan.Lk + 3;  // a cache longer than its tokens, rows past a tile boundary
+  const QuantizedLayout kl = quantized_layout(kind, plan.B * plan.Hkv, rows, plan.E);
+  const QuantizedLayout vl = quantized_layout(kind, plan.B * plan.Hkv, rows, plan.Ev);
+  std::vector<uint8_t> keys(static_cast<size_t>(kl.total_bytes)), values(static_cast<size_t>(vl.total_bytes));
+  Problem dense = c.p;
+  for (int64_t h = 0; h < plan.B * plan.Hkv; ++h) {
+    for (int64_t j = 0; j < plan.Lk; ++j) {
+      store_quantized_row(kl, keys.data(), h, j, c.p.key.data() + (h * plan.Lk + j) * plan.E);
+      store_quantized_row(vl, values.data(), h, j, c.p.value.data() + (h * plan.Lk + j) * plan.Ev);
+      load_quantized_row(kl, keys.data(), h, j, dense.key.data() + (h * plan.Lk + j) * plan.E);
+      load_quantized_row(vl, values.data(), h, j, dense.value.data() + (h * plan.Lk + j) * plan.Ev);
+    }
+  }
+  for (int64_t r = 0; r < plan.B * plan.Hq * plan.Lq; ++r) {
+    round_query_row(c.p.query.data() + r * plan.E, plan.E, dense.query.data() + r * plan.E);
+  }
+  AttentionRequest request = c.p.request;
+  request.key_type = request.value_type = kind == KvQuant::kInt8 ? ElementType::kInt8 : ElementType::kInt4;
+  request.key_head_stride = rows * plan.E;
+  request.value_head_stride = rows * plan.Ev;
+  const AttentionPlan cache_plan = plan_or_die(request);
+  AttentionInputs in = c.p.inputs();
+  in.key = in.value = nullptr;
+  in.key_quantized = keys.data();
+  in.value_quantized = values.data();
+  const char* name = kind == KvQuant::kInt8 ? "int8 " : "int4 ";
+  const Result got = run_with_canaries(Backend::kSimd128, cache_plan, in, 1, name);
+  const Result r32 = run_backend(Backend::kScalar, dense);
+  const Result r32f = simd::kFusedMadd ? run_reference32(dense, DotRounding::kFused) : Result{};
+  const Result64 r64 = run_reference64(dense);
+  compare(kind == KvQuant::kInt8 ? "int8 output" : "int4 output", got.output, r32.output, r32f.output, r64.output,
+          max_finite_abs(dense.value), true);
+  if (plan.return_weights) {
+    compare(kind == KvQuant::kInt8 ? "int8 weights" : "int4 weights", got.weights, r32.weights, r32f.weights, r64.weights, 1.0, true);
+  }
+}
+
 }  // namespace
 }  // namespace sdpa::testing
 
@@ -393,6 +439,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::abort();
   }
   check_float16(fuzz_case);
+  check_quantized(fuzz_case, sdpa::KvQuant::kInt8);
+  check_quantized(fuzz_case, sdpa::KvQuant::kInt4);
   check_backward(fuzz_case, plan);
   return 0;
 }

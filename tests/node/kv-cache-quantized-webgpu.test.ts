@@ -1,13 +1,15 @@
 // int8/int4 KV caches on the 'webgpu' backend (dawn.node on SwiftShader): appends quantized on the
 // GPU (kv_quantize.wgsl) hold the bytes of the format (cpp/core/kv_cache_format.h, written out in
-// support/kv-quantize.ts) bit for bit, from float32 and float16 rows on the CPU and on the GPU;
+// support/quantized.ts) bit for bit, from float32 and float16 rows on the CPU and on the GPU;
 // decode (the quantized split-K kernel) and prefill (the flash kernels on the dequantized query)
 // with every variant, on both integer dot product paths (dot4I8Packed and unpacked), against the
 // float64 reference on the dequantized cache and the int8-quantized query; NaN/Inf appended.
 // The shared cache body on these dtypes: kv-cache-webgpu.test.ts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttention, fromFloat16, toFloat16, type Attention, type AttentionOptions, type GpuTensor, type KvCache, type Tensor } from 'sdpa-web';
-import { dequantizedRows, quantizedBytes, type QuantKind } from './support/kv-quantize.js';
+import { levelsOf, quantizedBytes, roundThroughBlocks } from './support/quantized.js';
+
+type QuantKind = 'int8' | 'int4';
 import { randomTensor } from './support/tensors.js';
 import { expectResultMatchesReference } from './support/tolerance.js';
 import { gpu, testDevice } from './support/webgpu.js';
@@ -146,7 +148,7 @@ describe('appends quantize on the GPU bit for bit as the format', () => {
     const float = packed.createKvCache({ batch: 1, kvHeads: 8, maxLength: 4096, headDim: 128, dtype: 'float16' });
     expect(float.bytes).toBe(2 * 8 * 4096 * 128 * 2);
     float.dispose();
-    expect(() => packed.createKvCache({ batch: 1, kvHeads: 1, maxLength: 4, headDim: 4, dtype: 'int2' as never })).toThrow(/dtype must be 'float32', 'float16', 'int8' or 'int4'/);
+    expect(() => packed.createKvCache({ batch: 1, kvHeads: 1, maxLength: 4, headDim: 4, dtype: 'int2' as never })).toThrow(/dtype must be one of 'float32', 'float16', 'int8', 'int4'/);
   });
 });
 
@@ -156,12 +158,12 @@ function filledCache(attn: Attention, kind: QuantKind, key: Tensor, value: Tenso
   const Ev = value.shape[3]!;
   const cache = attn.createKvCache({ batch: B, kvHeads: Hkv, maxLength: L + 3, headDim: E, valueDim: Ev, dtype: kind });
   cache.append(key, value, lengths ? { lengths } : undefined);
-  return { cache, key: { data: dequantizedRows(kind, key.data, E), shape: key.shape }, value: { data: dequantizedRows(kind, value.data, Ev), shape: value.shape } };
+  return { cache, key: { data: roundThroughBlocks(key.data, E, levelsOf(kind)), shape: key.shape }, value: { data: roundThroughBlocks(value.data, Ev, levelsOf(kind)), shape: value.shape } };
 }
 
 async function expectCacheMatches(attn: Attention, cache: KvCache, query: Tensor, key: Tensor, value: Tensor, options: AttentionOptions, label: string) {
   const got = await attn.scaledDotProductAttention(query, cache, options);
-  const q = { data: dequantizedRows('int8', query.data, query.shape[3]!), shape: query.shape };
+  const q = { data: roundThroughBlocks(query.data, query.shape[3]!, 127), shape: query.shape };
   const dense: AttentionOptions = { ...options, isCausal: options.isCausal === true ? 'bottom-right' : options.isCausal };
   expectResultMatchesReference(got, oracle, q, key, value, dense, 4, label);
   return got;

@@ -6,6 +6,6 @@ import { createAttention } from 'sdpa-web';
 import { defineKvCacheSuite } from './support/kv-cache-suite.js';
 import { gpu } from './support/webgpu.js';
 
-defineKvCacheSuite("'webgpu'", { factor: 4, create: () => createAttention({ backend: 'webgpu', gpu }) });
-defineKvCacheSuite("'webgpu'", { factor: 4, dtype: 'int8', create: () => createAttention({ backend: 'webgpu', gpu }) });
-defineKvCacheSuite("'webgpu'", { factor: 4, dtype: 'int4', create: () => createAttention({ backend: 'webgpu', gpu }) });
+for (const dtype of ['float32', 'int8', 'int4'] as const) {
+  defineKvCacheSuite("'webgpu'", { factor: 4, dtype, create: () => createAttention({ backend: 'webgpu', gpu }) });
+}

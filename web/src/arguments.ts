@@ -11,6 +11,7 @@ import type {
   CreateAttentionOptions,
   DocumentIds,
   DType,
+  KvCacheDType,
   GpuLimitCaps,
   KvCacheAppendOptions,
   KvCacheOptions,
@@ -207,12 +208,19 @@ export function checkShape(name: string, shape: unknown): number {
 type DataKind = 'float32' | 'mask' | 'input';
 
 const DTYPES: readonly DType[] = ['float32', 'float16'];
+const KV_CACHE_DTYPES: readonly KvCacheDType[] = [...DTYPES, 'int8', 'int4'];
 
 /** `dtype` as an element type; a TypeError naming `name` and the closest known one otherwise. */
 export function checkDtype(name: string, dtype: unknown): DType {
   if (dtype === 'float32' || dtype === 'float16') return dtype;
   const closest = typeof dtype === 'string' ? closestName(dtype, DTYPES) : undefined;
   throw new TypeError(`${name} must be 'float32' or 'float16'${closest ? `; did you mean '${closest}'?` : ''}; got ${describe(dtype)}`);
+}
+
+export function checkKvCacheDtype(name: string, dtype: unknown): KvCacheDType {
+  if ((KV_CACHE_DTYPES as readonly unknown[]).includes(dtype)) return dtype as KvCacheDType;
+  const closest = typeof dtype === 'string' ? closestName(dtype, KV_CACHE_DTYPES) : undefined;
+  throw new TypeError(`${name} must be one of ${KV_CACHE_DTYPES.map((d) => `'${d}'`).join(', ')}${closest ? `; did you mean '${closest}'?` : ''}; got ${describe(dtype)}`);
 }
 
 /** The element type of a checked attention input, on the CPU or (`{ buffer, dtype? }`) the GPU. */

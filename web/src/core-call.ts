@@ -8,6 +8,7 @@ import { throwIfError } from './arguments.js';
 import type { HeapScope } from './heap.js';
 
 export type RecordTensorName = keyof CallRecordLayout['tensors'];
+/** int8/int4: a quantized KV cache's keys or values, the whole tensor (call_record.h). */
 type ElementName = 'float32' | 'float16' | 'uint8' | 'int32' | 'int8' | 'int4';
 const SLOT_TYPE: Record<ElementName, number> = { float32: 1, float16: 2, uint8: 3, int32: 4, int8: 5, int4: 6 };
 

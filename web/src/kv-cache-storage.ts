@@ -6,8 +6,8 @@
 import { tensorDtype } from './arguments.js';
 import type { CallRecord } from './core-call.js';
 import { anyNonFinite, float16Bits, fromFloat16, toFloat16 } from './float16.js';
-import { formatBytes, HeapScope } from './heap.js';
-import type { CpuTensor, DType, GpuBufferLike, KvCacheDtype, TensorInput } from './types.js';
+import { formatBytes, HeapScope, withHeap } from './heap.js';
+import type { CpuTensor, DType, GpuBufferLike, KvCacheDType, TensorInput } from './types.js';
 import { GPU_USAGE, isGpuTensor, WebGPUError, type GpuState } from './webgpu.js';
 import type { SdpaModule, WebGpuSources } from './wasm/sdpa_core.mjs';
 
@@ -18,7 +18,7 @@ export interface CacheShape {
   maxLength: number;
   headDim: number;
   valueDim: number;
-  dtype: KvCacheDtype;
+  dtype: KvCacheDType;
 }
 
 /**
@@ -46,32 +46,32 @@ export interface KvStorage {
   describeIn(record: CallRecord, sources: WebGpuSources | undefined, length: number): void;
   /** Whether the cached keys and values hold no Inf or NaN since the last reset (float16 decode reads them in place). */
   readonly finite: boolean;
-  /** Bytes of the keys and values. */
-  readonly bytes: number;
   reset(): void;
   /** Throws when the storage can no longer be used (its device lost). */
   checkUsable(): void;
   dispose(): void;
 }
 
-/** Bytes of the keys and of the values. */
-function storageBytes(shape: CacheShape): { key: number; value: number } {
-  const heads = shape.batch * shape.kvHeads;
-  if (shape.dtype === 'int8' || shape.dtype === 'int4') {
-    // cpp/core/kv_cache_format.h: tiles of 4 keys, blocks of 32 levels (a byte or a nibble each) and a float32 scale.
-    const rows = 4 * Math.ceil(shape.maxLength / 4);
-    const blockBytes = (shape.dtype === 'int8' ? 32 : 16) + 4;
-    return { key: heads * rows * Math.ceil(shape.headDim / 32) * blockBytes, value: heads * rows * Math.ceil(shape.valueDim / 32) * blockBytes };
-  }
-  const bytes = shape.dtype === 'float16' ? 2 : 4;
-  return { key: bytes * heads * shape.maxLength * shape.headDim, value: bytes * heads * shape.maxLength * shape.valueDim };
-}
-
-function quantized(dtype: KvCacheDtype): dtype is 'int8' | 'int4' {
+/** Whether a cache of `dtype` holds int8/int4 blocks (docs/kv-cache-formats.md). */
+export function isQuantized(dtype: KvCacheDType): dtype is 'int8' | 'int4' {
   return dtype === 'int8' || dtype === 'int4';
 }
 
-/** An appended CPU tensor's data in the cache's float element type (float16 rounded from float32, or widened). */
+/** Bytes of the keys and of the values. */
+export function storageBytes(shape: CacheShape): { key: number; value: number } {
+  const { dtype } = shape;
+  if (isQuantized(dtype)) {
+    // cpp/core/kv_cache_format.h: rows in tiles of 4 keys, blocks of 32 with a float32 scale each.
+    const rows = shape.batch * shape.kvHeads * Math.ceil(shape.maxLength / 4) * 4;
+    const blockBytes = (dtype === 'int8' ? 32 : 16) + 4;
+    return { key: rows * Math.ceil(shape.headDim / 32) * blockBytes, value: rows * Math.ceil(shape.valueDim / 32) * blockBytes };
+  }
+  const rows = shape.batch * shape.kvHeads * shape.maxLength;
+  const bytes = dtype === 'float16' ? 2 : 4;
+  return { key: bytes * rows * shape.headDim, value: bytes * rows * shape.valueDim };
+}
+
+/** An appended CPU tensor's data in a float cache's element type (float16 rounded from float32, or widened). */
 function stored(tensor: CpuTensor, dtype: DType): Float32Array | Uint16Array {
   const given = tensorDtype(tensor);
   if (given === dtype) return given === 'float16' ? float16Bits(tensor.data as Uint16Array) : (tensor.data as Float32Array);
@@ -86,14 +86,8 @@ export class HeapKvStorage implements KvStorage {
   /** Whether a float16 Inf or NaN was appended since the last reset (the decode kernel then widens). */
   private holdsNonFinite = false;
 
-  readonly bytes: number;
-
   constructor(readonly module: SdpaModule, private readonly shape: CacheShape) {
-    if (quantized(shape.dtype)) {
-      throw new TypeError(`createKvCache: an '${shape.dtype}' cache is held on the GPU in this build: create it on a 'webgpu' instance`);
-    }
     const bytes = storageBytes(shape);
-    this.bytes = bytes.key + bytes.value;
     HeapScope.checkTotal(bytes.key + bytes.value, 'this KV cache');
     this.keyAddress = module._malloc(bytes.key) >>> 0;
     this.valueAddress = this.keyAddress === 0 ? 0 : module._malloc(bytes.value) >>> 0;
@@ -109,9 +103,14 @@ export class HeapKvStorage implements KvStorage {
     return !this.holdsNonFinite;
   }
 
-  write({ key, value, n, added, held }: AppendRows): void {
+  write(rows: AppendRows): void {
+    if (isQuantized(this.shape.dtype)) this.writeQuantized(rows, this.shape.dtype);
+    else this.writeFloat(rows, this.shape.dtype);
+  }
+
+  /** Copies each (batch, KV head)'s new rows in the cache's float type. */
+  private writeFloat({ key, value, n, added, held }: AppendRows, dtype: DType): void {
     const { batch, kvHeads, maxLength, headDim, valueDim } = this.shape;
-    const dtype = this.shape.dtype as DType;
     const keys = stored(key as CpuTensor, dtype), values = stored(value as CpuTensor, dtype);
     const half = dtype === 'float16';
     const heap = half ? this.module.HEAPU16 : this.module.HEAPF32;
@@ -129,9 +128,25 @@ export class HeapKvStorage implements KvStorage {
     }
   }
 
-  describeIn(record: CallRecord, _sources: WebGpuSources | undefined, length: number): void {
+  /** Quantizes each (batch, KV head)'s new rows into the cache (the core's quantizer, from the rows copied into the heap). */
+  private writeQuantized({ key, value, n, added, held }: AppendRows, dtype: 'int8' | 'int4'): void {
     const { batch, kvHeads, maxLength, headDim, valueDim } = this.shape;
-    const dtype = this.shape.dtype as DType;
+    withHeap(this.module, (heap) => {
+      for (const [tensor, dim, address] of [[key, headDim, this.keyAddress], [value, valueDim, this.valueAddress]] as const) {
+        const source = tensor as CpuTensor;
+        const half = tensorDtype(source) === 'float16';
+        const data = half ? float16Bits(source.data as Uint16Array) : source.data;
+        const from = heap.copyIn(data, 'the appended rows');
+        for (let b = 0; b < batch; b++) {
+          if (added(b) === 0) continue;
+          this.module.quantizeKvRows(dtype === 'int4', address, batch * kvHeads, maxLength, dim, from + b * kvHeads * n * dim * (half ? 2 : 4), half, n, b * kvHeads, kvHeads, held[b]!, added(b));
+        }
+      }
+    });
+  }
+
+  describeIn(record: CallRecord, _sources: WebGpuSources | undefined, length: number): void {
+    const { batch, kvHeads, maxLength, headDim, valueDim, dtype } = this.shape;
     record.tensor('key', this.keyAddress, [batch, kvHeads, length, headDim], dtype);
     record.tensor('value', this.valueAddress, [batch, kvHeads, length, valueDim], dtype);
     record.cache({ key: maxLength * headDim, value: maxLength * valueDim }, this.finite);
@@ -156,28 +171,23 @@ interface GpuDeviceApi {
   queue: { writeBuffer(...args: unknown[]): void; submit(commands: unknown[]): void };
 }
 
-/**
- * Keys and values in two GPUBuffers of the instance's device, zeroed, read in place by the WebGPU
- * kernels. An int8/int4 cache's buffers hold the quantized format (levels, then scales), which
- * the kernels bind whole: each must fit one storage binding.
- */
+/** Keys and values in two GPUBuffers of the instance's device, zeroed, read in place by the WebGPU kernels. */
 export class GpuKvStorage implements KvStorage {
   readonly finite = true;
-  readonly bytes: number;
   private readonly keyBuffer: GpuBufferLike;
   private readonly valueBuffer: GpuBufferLike;
 
   constructor(readonly module: SdpaModule, private readonly shape: CacheShape, readonly gpu: GpuState) {
     checkGpuUsable(gpu);
     const bytes = storageBytes(shape);
-    this.bytes = bytes.key + bytes.value;
     const limits = gpu.device.limits as { maxBufferSize?: number; maxStorageBufferBindingSize?: number };
     const maxBufferSize = limits.maxBufferSize ?? 256 * 2 ** 20;
     if (Math.max(bytes.key, bytes.value) > maxBufferSize) {
       throw new RangeError(`createKvCache: the keys/values need ${formatBytes(Math.max(bytes.key, bytes.value))} in one GPUBuffer, more than this device's maxBufferSize (${formatBytes(maxBufferSize)})`);
     }
+    // The kernels bind an int8/int4 cache's keys (values) whole: levels and scales of every head.
     const maxBinding = limits.maxStorageBufferBindingSize ?? 128 * 2 ** 20;
-    if (quantized(shape.dtype) && Math.max(bytes.key, bytes.value) > maxBinding) {
+    if (isQuantized(shape.dtype) && Math.max(bytes.key, bytes.value) > maxBinding) {
       throw new RangeError(`createKvCache: the ${shape.dtype} keys/values need ${formatBytes(Math.max(bytes.key, bytes.value))} in one storage binding, more than this device's maxStorageBufferBindingSize (${formatBytes(maxBinding)})`);
     }
     // WebGPU zero-initializes new buffers. Sizes in whole 4-byte words: the kernels bind a
@@ -197,13 +207,13 @@ export class GpuKvStorage implements KvStorage {
    * go through the WebGPU context's writeFloat16 (write_float16.wgsl), at any element offset.
    */
   write(rows: AppendRows): void {
-    if (quantized(this.shape.dtype)) this.writeQuantized(rows);
-    else this.writeFloat(rows);
+    if (isQuantized(this.shape.dtype)) this.writeQuantized(rows, this.shape.dtype);
+    else this.writeFloat(rows, this.shape.dtype);
   }
 
   /** Rows quantized on the GPU (kv_quantize.wgsl): CPU arrays uploaded as they are, GPU tensors read in place. */
-  private writeQuantized({ key, value, n, added, held }: AppendRows): void {
-    const { batch, kvHeads, maxLength, headDim, valueDim, dtype } = this.shape;
+  private writeQuantized({ key, value, n, added, held }: AppendRows, dtype: 'int8' | 'int4'): void {
+    const { batch, kvHeads, maxLength, headDim, valueDim } = this.shape;
     const heldRows = Array.from(held), addedRows = Array.from({ length: batch }, (_, b) => added(b));
     for (const [tensor, dim, target] of [[key, headDim, this.keyBuffer], [value, valueDim, this.valueBuffer]] as const) {
       const float16 = tensorDtype(tensor) === 'float16';
@@ -214,9 +224,8 @@ export class GpuKvStorage implements KvStorage {
     }
   }
 
-  private writeFloat({ key, value, n, added, held }: AppendRows): void {
+  private writeFloat({ key, value, n, added, held }: AppendRows, dtype: DType): void {
     const { batch, kvHeads, maxLength, headDim, valueDim } = this.shape;
-    const dtype = this.shape.dtype as DType;
     const device = this.gpu.device as unknown as GpuDeviceApi;
     const half = dtype === 'float16';
     const bytes = half ? 2 : 4;

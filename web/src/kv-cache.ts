@@ -2,15 +2,14 @@
 // storage class per place (kv-cache-storage.ts: the wasm heap or GPU buffers) that holds the keys
 // and values and that attention calls read in place.
 import type { SdpaModule, WebGpuSources } from './wasm/sdpa_core.mjs';
-import { checkOptionNames, describe, KV_CACHE_APPEND_OPTION_NAMES, KV_CACHE_OPTION_NAMES } from './arguments.js';
+import { checkKvCacheDtype, checkOptionNames, describe, KV_CACHE_APPEND_OPTION_NAMES, KV_CACHE_OPTION_NAMES } from './arguments.js';
 import type { CallRecord } from './core-call.js';
-import { GpuKvStorage, HeapKvStorage, type KvStorage } from './kv-cache-storage.js';
-import type { AttentionOptions, BackendName, KvCacheAppendOptions, KvCacheDtype, KvCacheOptions, TensorInput } from './types.js';
+import { GpuKvStorage, HeapKvStorage, storageBytes, type KvStorage } from './kv-cache-storage.js';
+import type { AttentionOptions, BackendName, KvCacheAppendOptions, KvCacheDType, KvCacheOptions, TensorInput } from './types.js';
 import { checkGpuTensor, checkInput, GPU_USAGE, gpuTensorDtype, isGpuTensor, type GpuState } from './webgpu.js';
 
 /** Largest element count of one tensor (cpp/core/problem.h kMaxTensorElements). */
 const MAX_TENSOR_ELEMENTS = 2 ** 30;
-const KV_CACHE_DTYPES: readonly unknown[] = ['float32', 'float16', 'int8', 'int4'] satisfies KvCacheDtype[];
 
 /**
  * A key/value cache for generation, created by `attn.createKvCache`: preallocated once, grown
@@ -24,7 +23,9 @@ export class KvCache {
   readonly headDim: number;
   readonly valueDim: number;
   /** Element type of the cached keys and values. */
-  readonly dtype: KvCacheDtype;
+  readonly dtype: KvCacheDType;
+  /** Bytes the keys and values occupy (int8/int4: levels and scales, docs/kv-cache-formats.md). */
+  readonly bytes: number;
   private readonly storage: KvStorage;
   private readonly held: Int32Array;
   private disposed = false;
@@ -45,23 +46,17 @@ export class KvCache {
     this.maxLength = size('maxLength', options.maxLength);
     this.headDim = size('headDim', options.headDim);
     this.valueDim = options.valueDim === undefined ? this.headDim : size('valueDim', options.valueDim);
-    if (options.dtype !== undefined && !KV_CACHE_DTYPES.includes(options.dtype)) {
-      throw new TypeError(`createKvCache: dtype must be 'float32', 'float16', 'int8' or 'int4'; got ${describe(options.dtype)}`);
-    }
-    this.dtype = options.dtype ?? 'float32';
+    this.dtype = options.dtype === undefined ? 'float32' : checkKvCacheDtype('createKvCache: dtype', options.dtype);
     const rows = this.batch * this.kvHeads * this.maxLength;
     for (const [name, dim] of [['keys', this.headDim], ['values', this.valueDim]] as const) {
       if (rows * dim > MAX_TENSOR_ELEMENTS) {
         throw new RangeError(`createKvCache: the ${name} [B, Hkv, maxLength, ${name === 'keys' ? 'E' : 'Ev'}] = [${this.batch}, ${this.kvHeads}, ${this.maxLength}, ${dim}] have more than 2^30 elements, more than wasm32 memory can hold`);
       }
     }
+    const bytes = storageBytes(this);
+    this.bytes = bytes.key + bytes.value;
     this.held = new Int32Array(this.batch);
     this.storage = gpu ? new GpuKvStorage(module, this, gpu) : new HeapKvStorage(module, this);
-  }
-
-  /** Bytes the keys and values take in memory (for int8/int4: levels and block scales, docs/kv-cache-formats.md). */
-  get bytes(): number {
-    return this.storage.bytes;
   }
 
   /** Tokens held: the longest sequence's when the batch is ragged (see {@link KvCache.lengths}). */

@@ -33,11 +33,6 @@ export interface Float16Tensor {
 
 /** Element types of attention inputs and outputs. */
 export type DType = 'float32' | 'float16';
-/**
- * Element type of a KV cache: a float type, or `'int8'`/`'int4'`: quantized in blocks of 32 along
- * the head dim with a float32 scale each (docs/kv-cache-formats.md).
- */
-export type KvCacheDtype = DType | 'int8' | 'int4';
 
 /** A CPU attention input: float32 or float16. */
 export type CpuTensor = Tensor | Float16Tensor;
@@ -222,11 +217,14 @@ export interface KvCacheOptions {
   /**
    * Element type of the cached keys and values: `'float16'` halves the memory and the bytes a
    * decode step reads (appended float32 rows are rounded to float16); `'int8'` and `'int4'`
-   * quantize appended rows in blocks of 32 with a float32 scale each (1.125 and 0.625 bytes a
-   * value; docs/kv-cache-formats.md), on the GPU on backend 'webgpu'. Default `'float32'`.
+   * quantize appended rows in blocks of 32 along the head dim with a float32 scale each
+   * (docs/kv-cache-formats.md; on backend 'webgpu' quantized on the GPU). Default `'float32'`.
    */
-  dtype?: KvCacheDtype;
+  dtype?: KvCacheDType;
 }
+
+/** Element type of a KV cache: a float type, or int8/int4 blocks with float32 scales. */
+export type KvCacheDType = DType | 'int8' | 'int4';
 
 /** Options of `KvCache.append`. */
 export interface KvCacheAppendOptions {

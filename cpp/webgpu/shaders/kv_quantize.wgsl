@@ -1,8 +1,8 @@
 // kv_quantize.wgsl: quantizes rows of floats in blocks of 32 (the int8/int4 KV-cache format,
 // cpp/core/kv_cache_format.h and docs/kv-cache-formats.md) on the GPU, bit for bit as the CPU's
-// quantize_block: scale = max|x| / L and level = round(x / max|x| · L) in float32 operations,
-// ties to even (L = 127 for int8, 7 for int4); a block holding a NaN or ±Inf gets the scale NaN
-// and levels 0, an all-zero block scale 0.
+// quantize_block: scale = max|x| / L (the float below when L times it rounds above max|x|) and
+// level = round(x / max|x| · L) in float32 operations, ties to even (L = 127 for int8, 7 for
+// int4); a block holding a NaN or ±Inf gets the scale NaN and levels 0, an all-zero block scale 0.
 //
 // WGSL's float division may be off by 2.5 ulp and a GPU may flush subnormals, so the float32
 // operations are done on the bits with integers (quotient_bits, product_bits, nearest_integer),
@@ -168,7 +168,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   if (!finite) {
     scale = NAN_BITS;
   } else if (largest != 0u) {
+    // max|x| / L, one float toward 0 when L times it rounds above max|x| (no value reads beyond the
+    // block's largest, nor overflows).
     scale = quotient_bits(largest, top_bits);
+    if (product_bits(scale, top) > largest) { scale -= 1u; }
     for (var e = 0u; e < count; e++) {
       let level = nearest_integer(product_bits(quotient_bits(bits[e] & 0x7fffffffu, largest), top));
       levels[e] = select(level, -level, (bits[e] & 0x80000000u) != 0u);

@@ -188,7 +188,7 @@ export function defineFloat16Suite(label: string, { factor, create }: Float16Sui
       await expect(attn.scaledDotProductAttention(q.half, k.half, v.half, { outputDtype: 'half' as never })).rejects.toThrow(/outputDtype must be 'float32' or 'float16'/);
       expect(() => attn.scaledDotProductAttentionBackward(q.half as never, k.half as never, v.half as never, q.float)).toThrow(/float16 tensors are for scaledDotProductAttention/);
       await expect(attn.explain(q.half as never, k.half as never, v.half as never)).rejects.toThrow(/widen with fromFloat16/);
-      expect(() => attn.createKvCache({ batch: 1, kvHeads: 1, maxLength: 4, headDim: 4, dtype: 'f16' as never })).toThrow(/dtype must be 'float32' or 'float16'/);
+      expect(() => attn.createKvCache({ batch: 1, kvHeads: 1, maxLength: 4, headDim: 4, dtype: 'f16' as never })).toThrow(/dtype must be one of 'float32', 'float16', 'int8', 'int4'/);
       // Still usable, nothing leaked.
       const baseline = attn.memoryStats().heapBytesInUse;
       for (let i = 0; i < 100; i++) await expect(attn.scaledDotProductAttention(q.half, k.half, { data: v.half.data, shape: [5, 8], dtype: 'float16' })).rejects.toThrow(RangeError);

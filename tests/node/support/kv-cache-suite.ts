@@ -1,12 +1,12 @@
 // The one KV-cache test body every backend runs (tests/node/kv-cache-<backend>.test.ts): a cache
 // grown by a prompt and then token by token, ragged batches, overflow, reset, GQA, option names,
 // use after dispose, and the heap staying flat. Expected values come from the float64
-// reference on the same keys and values as dense tensors (the concatenation of what was appended);
-// for an int8/int4 cache on the dequantized keys and values and the int8-quantized query
-// (docs/kv-cache-formats.md), with the same tolerance rule.
+// reference on the same keys and values as dense tensors (the concatenation of what was appended;
+// for an int8/int4 cache, as the cache holds them, with the query as its scores take it:
+// support/quantized.ts).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAttention, KvCache, type Attention, type AttentionOptions, type AttentionResult, type KvCacheDtype, type Tensor } from 'sdpa-web';
-import { dequantizedRow, dequantizedRows } from './kv-quantize.js';
+import { createAttention, KvCache, type Attention, type AttentionOptions, type AttentionResult, type KvCacheDType, type Tensor } from 'sdpa-web';
+import { asCached, asScoredQuery } from './quantized.js';
 import { randomTensor } from './tensors.js';
 import { expectResultMatchesReference } from './tolerance.js';
 
@@ -15,16 +15,15 @@ export interface KvCacheSuiteOptions {
   factor: number;
   /** Creates the backend under test. */
   create: () => Promise<Attention>;
-  /** The caches' element type (default float32). */
-  dtype?: KvCacheDtype;
+  /** Element type of every cache the suite makes; default 'float32'. */
+  dtype?: KvCacheDType;
 }
 
 /** The tokens appended so far, per sequence, as the dense tensors the oracle reads. */
 class Appended {
   readonly rows: number[][][][];  // [b][h][token] -> E floats (key) ...
   readonly valueRows: number[][][][];
-  /** `dtype` int8/int4: dense() gives the values the cache holds (dequantized). */
-  constructor(readonly B: number, readonly H: number, readonly E: number, readonly Ev: number, readonly dtype: KvCacheDtype = 'float32') {
+  constructor(readonly B: number, readonly H: number, readonly E: number, readonly Ev: number) {
     this.rows = Array.from({ length: B }, () => Array.from({ length: H }, () => []));
     this.valueRows = Array.from({ length: B }, () => Array.from({ length: H }, () => []));
   }
@@ -43,14 +42,12 @@ class Appended {
   lengths(): Int32Array {
     return Int32Array.from(this.rows.map((heads) => heads[0]!.length));
   }
-  /** Keys and values [B, H, max length, E|Ev] (zeros past a sequence's length), as the cache holds them unless `raw`. */
-  dense(raw = false): { key: Tensor; value: Tensor } {
+  /** Keys and values [B, H, max length, E|Ev] (zeros past a sequence's length). */
+  dense(): { key: Tensor; value: Tensor } {
     const L = Math.max(...this.lengths());
-    const dtype = this.dtype;
-    const held = (row: number[]) => (raw || (dtype !== 'int8' && dtype !== 'int4') ? row : dequantizedRow(dtype, row));
     const pack = (rows: number[][][][], dim: number): Tensor => {
       const data = new Float32Array(this.B * this.H * L * dim);
-      rows.forEach((heads, b) => heads.forEach((tokens, h) => tokens.forEach((row, t) => data.set(held(row), ((b * this.H + h) * L + t) * dim))));
+      rows.forEach((heads, b) => heads.forEach((tokens, h) => tokens.forEach((row, t) => data.set(row, ((b * this.H + h) * L + t) * dim))));
       return { data, shape: [this.B, this.H, L, dim] };
     };
     return { key: pack(this.rows, this.E), value: pack(this.valueRows, this.Ev) };
@@ -58,7 +55,7 @@ class Appended {
 }
 
 export function defineKvCacheSuite(label: string, { factor, create, dtype = 'float32' }: KvCacheSuiteOptions): void {
-  describe(`${dtype} KV cache on ${label}`, () => {
+  describe(`KV cache (${dtype}) on ${label}`, () => {
     let attn: Attention;
     let oracle: Attention;
     const B = 2, Hq = 8, Hkv = 2, E = 16, Ev = 12;
@@ -77,9 +74,8 @@ export function defineKvCacheSuite(label: string, { factor, create, dtype = 'flo
     /** The cache call against the float64 reference on the dense tensors of what was appended. */
     async function expectCacheCall(cache: KvCache, appended: Appended, query: Tensor, options: AttentionOptions, what: string): Promise<AttentionResult> {
       const got = await attn.scaledDotProductAttention(query, cache, options);
-      const { key, value } = appended.dense();
-      // On a quantized cache a call quantizes its query rows to int8.
-      if (dtype === 'int8' || dtype === 'int4') query = { data: dequantizedRows('int8', query.data, query.shape.at(-1)!), shape: query.shape };
+      const dense = appended.dense();
+      const key = asCached(dense.key, dtype), value = asCached(dense.value, dtype);
       const lengths = appended.lengths();
       const ragged = lengths.some((n) => n !== lengths[0]);
       const denseOptions: AttentionOptions = {
@@ -87,13 +83,13 @@ export function defineKvCacheSuite(label: string, { factor, create, dtype = 'flo
         isCausal: options.isCausal === true ? 'bottom-right' : options.isCausal,
         keyLengths: options.keyLengths ?? (ragged ? lengths : undefined),
       };
-      expectResultMatchesReference(got, oracle, query, key, value, denseOptions, factor, what);
+      expectResultMatchesReference(got, oracle, asScoredQuery(query, dtype), key, value, denseOptions, factor, what);
       return got;
     }
 
     it('a prompt, then token by token, matches the reference at every step (lengths straddling the chunks and splits)', async () => {
       const cache = attn.createKvCache({ batch: B, kvHeads: Hkv, maxLength: 600, headDim: E, valueDim: Ev, dtype });
-      const appended = new Appended(B, Hkv, E, Ev, dtype);
+      const appended = new Appended(B, Hkv, E, Ev);
       const prompt = { key: draw([B, Hkv, 62, E]), value: draw([B, Hkv, 62, Ev]) };
       cache.append(prompt.key, prompt.value);
       appended.append(prompt.key, prompt.value);
@@ -116,7 +112,7 @@ export function defineKvCacheSuite(label: string, { factor, create, dtype = 'flo
       }
       // Token by token equals one append of the concatenation, bit for bit.
       const whole = attn.createKvCache({ batch: B, kvHeads: Hkv, maxLength: 600, headDim: E, valueDim: Ev, dtype });
-      const { key, value } = appended.dense(true);
+      const { key, value } = appended.dense();
       whole.append(key, value);
       const query = draw([B, Hq, 1, E]);
       for (const options of [{ enableGqa: true }, { enableGqa: true, softcap: 5, window: { left: 100 } }] as AttentionOptions[]) {
@@ -131,7 +127,7 @@ export function defineKvCacheSuite(label: string, { factor, create, dtype = 'flo
 
     it('ragged batches: append lengths, and keyLengths within them', async () => {
       const cache = attn.createKvCache({ batch: 3, kvHeads: Hkv, maxLength: 400, headDim: E, valueDim: Ev, dtype });
-      const appended = new Appended(3, Hkv, E, Ev, dtype);
+      const appended = new Appended(3, Hkv, E, Ev);
       const add = (n: number, lengths: number[]) => {
         const key = draw([3, Hkv, n, E]), value = draw([3, Hkv, n, Ev]);
         cache.append(key, value, { lengths: lengths.length % 2 ? Int32Array.from(lengths) : lengths });
@@ -156,7 +152,7 @@ export function defineKvCacheSuite(label: string, { factor, create, dtype = 'flo
     it('overflow is a RangeError with nothing written; reset empties the cache', async () => {
       const cache = attn.createKvCache({ batch: 1, kvHeads: 2, maxLength: 10, headDim: 8, dtype });
       expect(cache.valueDim).toBe(8);
-      const appended = new Appended(1, 2, 8, 8, dtype);
+      const appended = new Appended(1, 2, 8, 8);
       const key = draw([1, 2, 8, 8]), value = draw([1, 2, 8, 8]);
       cache.append(key, value);
       appended.append(key, value);
@@ -170,7 +166,7 @@ export function defineKvCacheSuite(label: string, { factor, create, dtype = 'flo
       expect(Array.from(cache.lengths)).toEqual([0]);
       // No tokens: every row sees nothing and gets zeros.
       expect(Array.from((await attn.scaledDotProductAttention(query, cache)).output.data).every((x) => x === 0)).toBe(true);
-      const fresh = new Appended(1, 2, 8, 8, dtype);
+      const fresh = new Appended(1, 2, 8, 8);
       const k2 = draw([1, 2, 10, 8]), v2 = draw([1, 2, 10, 8]);
       cache.append(k2, v2);
       fresh.append(k2, v2);

@@ -22,6 +22,7 @@ import {
   type Attention,
   type BackendChoice,
   type KvCache,
+  type KvCacheDType,
   type MultiheadAttention,
   type Tensor,
 } from 'sdpa-web';
@@ -192,7 +193,7 @@ export class Decoder {
   /** Time in attention calls since the step began. */
   private attentionMs = 0;
 
-  private constructor(config: DecoderConfig, attn: Attention, ownsAttention: boolean, mhas: MultiheadAttention[]) {
+  private constructor(config: DecoderConfig, attn: Attention, ownsAttention: boolean, mhas: MultiheadAttention[], cacheDtype: KvCacheDType) {
     const { dModel: d, heads, kvHeads, ffnDim, maxLength, seed, vocab } = config;
     this.config = config;
     this.attn = attn;
@@ -205,7 +206,7 @@ export class Decoder {
         wQt: transpose(w.wQ), wKt: transpose(w.wK), wVt: transpose(w.wV), wOt: transpose(w.wO),
         w1: attn.xavierUniform([d, ffnDim], seed + 1000 * (l + 1) + 1),
         w2: attn.xavierUniform([ffnDim, d], seed + 1000 * (l + 1) + 2),
-        cache: attn.createKvCache({ batch: 1, kvHeads, maxLength, headDim: e }),
+        cache: attn.createKvCache({ batch: 1, kvHeads, maxLength, headDim: e, dtype: cacheDtype }),
       };
     });
     this.weights = {
@@ -218,10 +219,10 @@ export class Decoder {
 
   /**
    * A decoder of `config` whose cached path runs on `attention` (not disposed with the decoder)
-   * or on a new instance of `backend` (default 'auto'). The full path's modules run on 'scalar'
-   * when that is the backend, else on 'simd'.
+   * or on a new instance of `backend` (default 'auto'), with KV caches of `cacheDtype` (default
+   * 'float32'). The full path's modules run on 'scalar' when that is the backend, else on 'simd'.
    */
-  static async create(config: DecoderConfig, options: { attention?: Attention; backend?: BackendChoice } = {}): Promise<Decoder> {
+  static async create(config: DecoderConfig, options: { attention?: Attention; backend?: BackendChoice; cacheDtype?: KvCacheDType } = {}): Promise<Decoder> {
     checkConfig(config);
     const attn = options.attention ?? (await createAttention({ backend: options.backend ?? 'auto' }));
     const moduleBackend = (options.attention?.backend ?? options.backend) === 'scalar' ? 'scalar' : 'simd';
@@ -229,7 +230,7 @@ export class Decoder {
       embedDim: config.dModel, numHeads: config.heads, numKvHeads: config.kvHeads, bias: false, batchFirst: true,
       seed: config.seed + 1000 * (l + 1), backend: moduleBackend,
     })));
-    return new Decoder(config, attn, !options.attention, mhas);
+    return new Decoder(config, attn, !options.attention, mhas, options.cacheDtype ?? 'float32');
   }
 
   /** Characters → token ids (a character outside the vocabulary is a RangeError naming it). */
@@ -243,6 +244,11 @@ export class Decoder {
 
   decode(tokens: readonly number[]): string {
     return tokens.map((t) => this.config.vocab[t]).join('');
+  }
+
+  /** Bytes the layers' KV caches hold. */
+  get cacheBytes(): number {
+    return this.layers.reduce((sum, layer) => sum + layer.cache.bytes, 0);
   }
 
   /** Greedy generation of `count` tokens after `prompt` with the KV caches (emptied first). */

@@ -1,11 +1,14 @@
 // Generates text with the example decoder (decoder.ts) and a KV cache per layer, and prints the
 // tokens and the time per step. Run: npm run example:generate -- [--backend simd] [--prompt TEXT]
-// [--tokens 64] [--check] (needs the package built: npm run build:lib). --check also runs the
-// same model recomputing full causal attention over the whole sequence at every step, and
-// compares the tokens and the last step's logits.
+// [--tokens 64] [--cache-dtype float32|float16|int8|int4] [--max-length N] [--check] (needs the
+// package built: npm run build:lib). --cache-dtype: the KV caches' element type (int8/int4 on the
+// CPU backends); --max-length: the tokens each layer's cache is allocated for (default the
+// model's 256). --check also runs the same model recomputing full causal attention over the whole
+// sequence at every step, and compares the tokens and the last step's logits (an int8/int4 cache
+// computes on quantized keys and values: its tokens may differ from the full path's).
 import { parseArgs } from 'node:util';
 import { DECODER_CONFIG, Decoder } from './decoder.js';
-import type { BackendChoice } from 'sdpa-web';
+import type { BackendChoice, KvCacheDType } from 'sdpa-web';
 
 const { values } = parseArgs({
   options: {
@@ -13,17 +16,25 @@ const { values } = parseArgs({
     prompt: { type: 'string', default: 'The cache grows by one row per token.' },
     tokens: { type: 'string', default: '64' },
     check: { type: 'boolean', default: false },
+    'cache-dtype': { type: 'string', default: 'float32' },
+    'max-length': { type: 'string' },
   },
 });
 const backends = ['auto', 'simd', 'scalar', 'webgpu'];
 if (!backends.includes(values.backend)) throw new RangeError(`--backend must be one of ${backends.join(', ')}; got ${values.backend}`);
 
-const decoder = await Decoder.create(DECODER_CONFIG, { backend: values.backend as BackendChoice });
+const cacheDtypes = ['float32', 'float16', 'int8', 'int4'];
+if (!cacheDtypes.includes(values['cache-dtype'])) throw new RangeError(`--cache-dtype must be one of ${cacheDtypes.join(', ')}; got ${values['cache-dtype']}`);
+const maxLength = values['max-length'] === undefined ? DECODER_CONFIG.maxLength : Number(values['max-length']);
+if (!(Number.isInteger(maxLength) && maxLength >= 2)) throw new RangeError(`--max-length must be an integer ≥ 2; got ${values['max-length']}`);
+
+const decoder = await Decoder.create({ ...DECODER_CONFIG, maxLength }, { backend: values.backend as BackendChoice, cacheDtype: values['cache-dtype'] as KvCacheDType });
 try {
   const { layers, dModel, heads, kvHeads, vocab } = decoder.config;
   const attn = decoder.attn;
   const build = attn.backend === 'webgpu' ? '' : `, ${attn.relaxedSimd ? 'relaxed SIMD' : 'SIMD128'}, ${attn.threads} thread${attn.threads > 1 ? 's' : ''}`;
   console.log(`decoder: ${layers} layers, d_model ${dModel}, ${heads} query heads over ${kvHeads} KV heads (E = ${dModel / heads}), vocabulary of ${vocab.length}; backend ${attn.backend}${build}`);
+  console.log(`KV caches: ${values['cache-dtype']}, ${decoder.config.maxLength} tokens each, ${(decoder.cacheBytes / 2 ** 20).toFixed(2)} MiB in all`);
   const prompt = decoder.encode(values.prompt);
   const count = Number(values.tokens);
   // One untimed run warms the engine (wasm compilation, first allocations).

@@ -1,0 +1,370 @@
+// attention_decode_quantized_simd128: the decode kernel (few query rows, many keys: a generation
+// step) on an int8/int4 KV cache read in place (core/kv_cache_format.h), with the float32 decode
+// kernel's structure and semantics (attention_decode_f32_simd128.cpp): the R query rows of a
+// (batch, KV head) run together, keys in chunks of 64, softcap/ALiBi/masks through core/masks.h,
+// an online softmax per row, split-K over the thread pool merged by log-sum-exp
+// (cpu/decode_split_k.h), hidden keys' values never read into a result.
+//
+//  - Scores: the query rows are quantized once per call to int8 blocks of 32 (quantize_block, as
+//    docs/kv-cache-formats.md defines a call on such a cache), kept as int16. A tile of 4 keys ×
+//    4 consecutive elements is one 16-byte load (int4: the low or high nibbles of one); widened
+//    to int16, its dot products with a row's 4 elements repeated (i32x4.dot_i16x8_s) leave keys
+//    0-1 and 2-3 in lane pairs: summed per block, each key's exact integer dot product lands in
+//    its own lane. Each block adds (int dot)·(query scale · key scale) to the score in float64
+//    (two f64x2 per 4 keys: a product of two float32 scales neither overflows nor underflows
+//    there, and the sum over blocks is that of the dequantized products up to their float32
+//    rounding), rounded to float32 once; every tile load serves up to 4 rows.
+//  - Values: each chunk's value tiles are dequantized once into a float scratch (level · scale,
+//    the float32 value the scalar path reads), then O += P·V runs on it with the shared pv_columns
+//    (cpu/microkernels.h) for all rows.
+//  - Chunks start at whole tiles: keys of a tile outside the split's range get the score −inf
+//    (hidden), so each key is counted by exactly one split; the bytes of such neighbours (at most
+//    3 per split end, inside the cache's rows) are loaded but never reach a result.
+#include "cpu/attention_decode_quantized_simd128.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+
+#include "core/kv_cache_format.h"
+#include "core/masks.h"
+#include "core/round_up.h"
+#include "cpu/decode_split_k.h"
+#include "cpu/microkernels.h"
+#include "cpu/simd128.h"
+#include "cpu/simd128_int.h"
+#include "cpu/thread_pool.h"
+
+namespace sdpa {
+namespace {
+
+using namespace simd;
+
+constexpr idx kChunk = kDecodeChunkKeys;
+static_assert(kChunk % kQuantTileKeys == 0, "chunks are whole tiles");
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Shared, read-only state of one call.
+struct QuantizedDecode {
+  const AttentionPlan& p;
+  const AttentionInputs& in;
+  QuantizedLayout keys, values;
+  idx R, group, Lq, E, Ev, Hq, Hkv;
+  DecodePartialShape shape;
+  idx keys_per_split, splits;
+  float* partials;             // [B·Hkv·splits][R][partial_row]
+  float* scratch;              // per thread: scores [R][kChunk], then values [kChunk][ev4]
+  idx scratch_floats;          // per thread
+  const float* query_scales;   // [B·Hq·Lq][key blocks]
+  const int16_t* query_levels;  // [B·Hq·Lq][key blocks·32]
+};
+
+idx query_rows(const AttentionPlan& p) { return static_cast<idx>(p.B * p.Hq * p.Lq); }
+idx scratch_floats_per_thread(const AttentionPlan& p) {
+  const idx R = static_cast<idx>(p.heads_per_kv() * p.Lq);
+  return R * kChunk + kChunk * round_up(static_cast<idx>(p.Ev), 4);
+}
+
+// Scores of kRows rows (levels q[r], block scales qs[r]) against `tiles` tiles of keys whose first
+// tile-block is at `levels` (its scales at `scales`), times the attention scale, into s[r][4t + k].
+template <int kRows, KvQuant kKind>
+void score_tiles(const int16_t* const* q, const float* const* qs, const uint8_t* levels, const float* scales, idx tiles,
+                 idx blocks, float scale, float* const* s) {
+  constexpr idx kTileBlockBytes = kQuantTileKeys * quant_block_bytes(kKind);
+  const f64x2 attention_scale = splat_f64(scale);
+  for (idx t = 0; t < tiles; ++t) {
+    f64x2 acc[kRows][2];
+    for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = splat_f64(0.0);
+    for (idx c = 0; c < blocks; ++c) {
+      const uint8_t* tile = levels + (t * blocks + c) * kTileBlockBytes;
+      i32x4 lo[kRows], hi[kRows];
+      for (int r = 0; r < kRows; ++r) lo[r] = hi[r] = zero_i32();
+      // Quad g (elements 4g…4g+3 of the block) of the 4 keys, as int8 levels.
+      const auto quad = [&](i8x16 k, idx g) {
+        const i16x8 k01 = widen_low(k), k23 = widen_high(k);
+        for (int r = 0; r < kRows; ++r) {
+          const i16x8 x = load_i16x4_twice(q[r] + c * kQuantBlock + 4 * g);
+          lo[r] = add_i32(lo[r], dot_pairs(k01, x));
+          hi[r] = add_i32(hi[r], dot_pairs(k23, x));
+        }
+      };
+      if constexpr (kKind == KvQuant::kInt8) {
+        for (idx g = 0; g < 8; ++g) quad(load_i8x16(tile + 16 * g), g);
+      } else {
+        for (idx w = 0; w < 4; ++w) {
+          const i8x16 packed = load_i8x16(tile + 16 * w);
+          quad(low_nibble_levels(packed), 2 * w);
+          quad(high_nibble_levels(packed), 2 * w + 1);
+        }
+      }
+      f64x2 key_scales[2];
+      promote(load(scales + (t * blocks + c) * kQuantTileKeys), key_scales);
+      for (int r = 0; r < kRows; ++r) {
+        f64x2 dots[2];
+        to_f64(pair_sums(lo[r], hi[r]), dots);
+        const f64x2 query_scale = splat_f64(qs[r][c]);
+        for (int h = 0; h < 2; ++h) acc[r][h] = add_f64(acc[r][h], mul_f64(dots[h], mul_f64(key_scales[h], query_scale)));
+      }
+    }
+    for (int r = 0; r < kRows; ++r) {
+      store(s[r] + kQuantTileKeys * t, demote(mul_f64(acc[r][0], attention_scale), mul_f64(acc[r][1], attention_scale)));
+    }
+  }
+}
+
+// `tiles` tiles of values (first tile-block at `levels`, scales at `scales`) dequantized into rows
+// of `v` (ev4 floats each, 4·tiles rows); columns [Ev, ev4) hold the padding's values.
+template <KvQuant kKind>
+void dequantize_tiles(const uint8_t* levels, const float* scales, idx tiles, idx blocks, idx Ev, idx ev4, float* v) {
+  constexpr idx kTileBlockBytes = kQuantTileKeys * quant_block_bytes(kKind);
+  for (idx t = 0; t < tiles; ++t) {
+    for (idx c = 0; c < blocks; ++c) {
+      const uint8_t* tile = levels + (t * blocks + c) * kTileBlockBytes;
+      const f32x4 s = load(scales + (t * blocks + c) * kQuantTileKeys);
+      const f32x4 key_scale[4] = {shuffle<0, 0, 0, 0>(s, s), shuffle<1, 1, 1, 1>(s, s), shuffle<2, 2, 2, 2>(s, s),
+                                  shuffle<3, 3, 3, 3>(s, s)};
+      float* rows = v + kQuantTileKeys * t * ev4 + c * kQuantBlock;
+      const auto quad = [&](i8x16 k, idx g) {
+        if (c * kQuantBlock + 4 * g >= Ev) return;
+        f32x4 x[4];
+        int8_to_float(k, x);
+        for (int key = 0; key < 4; ++key) store(rows + key * ev4 + 4 * g, mul(x[key], key_scale[key]));
+      };
+      if constexpr (kKind == KvQuant::kInt8) {
+        for (idx g = 0; g < 8; ++g) quad(load_i8x16(tile + 16 * g), g);
+      } else {
+        for (idx w = 0; w < 4; ++w) {
+          const i8x16 packed = load_i8x16(tile + 16 * w);
+          quad(low_nibble_levels(packed), 2 * w);
+          quad(high_nibble_levels(packed), 2 * w + 1);
+        }
+      }
+    }
+  }
+}
+
+// The query row and head of row r of a KV-head group.
+struct GroupRow {
+  idx h, i;
+};
+inline GroupRow group_row(const QuantizedDecode& d, idx kv_head, idx r) { return {kv_head * d.group + r / d.Lq, r % d.Lq}; }
+
+// One split of one (batch, KV head) on one thread.
+template <KvQuant kKind>
+class QuantizedSplitTask {
+ public:
+  QuantizedSplitTask(const QuantizedDecode& d, idx b, idx kv_head, float* scratch)
+      : d_(d), b_(b), kv_(kv_head), head_(b * d.Hkv + kv_head), scores_(scratch), values_(scratch + d.R * kChunk) {
+    const AttentionPlan& p = d.p;
+    first_key_ = std::max<int64_t>(0, p.first_visible_key(b, 0));
+    end_key_ = std::max<int64_t>(first_key_, p.last_visible_key(b, d.Lq - 1) + 1);
+  }
+
+  int64_t first_key() const { return first_key_; }
+  int64_t end_key() const { return end_key_; }
+
+  // Scores of every row against keys [j0, j0 + n) (j0 a whole tile, n a multiple of 4), softcapped,
+  // biased and masked as the reference does; keys outside [lo, hi) are −inf.
+  void compute_scores(idx j0, idx n, int64_t lo, int64_t hi) const {
+    const AttentionPlan& p = d_.p;
+    const QuantizedLayout& k = d_.keys;
+    const uint8_t* levels = d_.in.key_quantized + k.level_offset(head_, j0, 0);
+    const float* scales = reinterpret_cast<const float*>(d_.in.key_quantized + k.scale_offset) + k.tile_block(head_, j0, 0) * kQuantTileKeys;
+    const int16_t* q[4];
+    const float* qs[4];
+    float* s[4];
+    idx r = 0;
+    auto rows = [&](auto count) {
+      constexpr int kRows = decltype(count)::value;
+      for (int x = 0; x < kRows; ++x) {
+        const GroupRow g = group_row(d_, kv_, r + x);
+        const idx row = (b_ * d_.Hq + g.h) * d_.Lq + g.i;
+        q[x] = d_.query_levels + row * k.blocks * kQuantBlock;
+        qs[x] = d_.query_scales + row * k.blocks;
+        s[x] = scores_ + (r + x) * kChunk;
+      }
+      score_tiles<kRows, kKind>(q, qs, levels, scales, n / kQuantTileKeys, k.blocks, p.scale, s);
+      r += kRows;
+    };
+    while (d_.R - r >= 4) rows(std::integral_constant<int, 4>{});
+    if (d_.R - r >= 2) rows(std::integral_constant<int, 2>{});
+    if (d_.R - r >= 1) rows(std::integral_constant<int, 1>{});
+
+    const bool capped = p.softcap > 0.0f;
+    const TanhConstants tanh_k = capped ? TanhConstants::load() : TanhConstants{};
+    const f32x4 cap = splat(p.softcap);
+    const idx before = static_cast<idx>(std::clamp<int64_t>(lo - j0, 0, n));
+    const idx after = static_cast<idx>(std::clamp<int64_t>(hi - j0, before, n));
+    for (idx row = 0; row < d_.R; ++row) {
+      float* sr = scores_ + row * kChunk;
+      if (capped) {
+        for (idx j = 0; j < n; j += 4) store(sr + j, softcap(load(sr + j), cap, tanh_k));
+      }
+      const GroupRow g = group_row(d_, kv_, row);
+      bias_scores(p, b_, g.h, g.i, j0, n, sr);
+      const bool edge = p.first_visible_key(b_, g.i) > j0 || p.last_visible_key(b_, g.i) < j0 + n - 1;
+      if (edge || p.mask_kind != MaskKind::kNone || p.documents) mask_scores(p, d_.in, b_, g.h, g.i, j0, n, sr);
+      std::fill(sr, sr + before, kNegInf);
+      std::fill(sr + after, sr + n, kNegInf);
+    }
+  }
+
+  // O += P·V over the chunk's keys [j0, j0 + n), its value tiles dequantized once for every row.
+  void accumulate(idx j0, idx n, bool drop_hidden, float* partial) const {
+    const QuantizedLayout& v = d_.values;
+    const uint8_t* levels = d_.in.value_quantized + v.level_offset(head_, j0, 0);
+    const float* scales = reinterpret_cast<const float*>(d_.in.value_quantized + v.scale_offset) + v.tile_block(head_, j0, 0) * kQuantTileKeys;
+    const idx ev4 = d_.shape.ev4;
+    dequantize_tiles<kKind>(levels, scales, n / kQuantTileKeys, v.blocks, d_.Ev, ev4, values_);
+    const float* p[4];
+    float* o[4];
+    idx r = 0;
+    auto rows = [&](auto count) {
+      constexpr int kRows = decltype(count)::value;
+      constexpr int kBlock = kRows >= 4 ? 2 : 4;  // vectors per column block: 8 accumulators at 4 rows
+      for (int x = 0; x < kRows; ++x) {
+        p[x] = scores_ + (r + x) * kChunk;
+        o[x] = partial + (r + x) * d_.shape.partial_row;
+      }
+      if (drop_hidden) pv_columns<kRows, kBlock, true>(p, values_, ev4, n, ev4, o);
+      else pv_columns<kRows, kBlock, false>(p, values_, ev4, n, ev4, o);
+      r += kRows;
+    };
+    while (d_.R - r >= 4) rows(std::integral_constant<int, 4>{});
+    if (d_.R - r >= 2) rows(std::integral_constant<int, 2>{});
+    if (d_.R - r >= 1) rows(std::integral_constant<int, 1>{});
+  }
+
+  // Keys [begin, end) into `partial`, in chunks that start at whole tiles.
+  void run(int64_t begin, int64_t end, float* partial) const {
+    start_partials(d_.shape, d_.R, partial);
+    for (int64_t j0 = begin / kQuantTileKeys * kQuantTileKeys; j0 < end; j0 += kChunk) {
+      const idx n = static_cast<idx>(round_up<int64_t>(std::min<int64_t>(kChunk, end - j0), kQuantTileKeys));
+      compute_scores(static_cast<idx>(j0), n, begin, end);
+      const bool hidden = online_softmax_chunk(d_.shape, d_.R, n, scores_, kChunk, partial);
+      accumulate(static_cast<idx>(j0), n, hidden, partial);
+    }
+  }
+
+  // Row `row`'s output recomputed with normalized weights e^(s − M)/L over its visible keys.
+  void recompute_row(idx row, float M, float L, float* out) const {
+    std::fill(out, out + d_.Ev, 0.0f);
+    for (int64_t j0 = first_key_ / kQuantTileKeys * kQuantTileKeys; j0 < end_key_; j0 += kChunk) {
+      const idx n = static_cast<idx>(round_up<int64_t>(std::min<int64_t>(kChunk, end_key_ - j0), kQuantTileKeys));
+      compute_scores(static_cast<idx>(j0), n, first_key_, end_key_);
+      const float* s = scores_ + row * kChunk;
+      for (idx j = 0; j < n; ++j) {
+        if (s[j] == kNegInf) continue;  // hidden: its V (even NaN) is left out
+        const float w = std::exp(s[j] - M) / L;
+        load_quantized_row(d_.values, d_.in.value_quantized, head_, j0 + j, values_);
+        for (idx c = 0; c < d_.Ev; ++c) out[c] += w * values_[c];
+      }
+    }
+  }
+
+ private:
+  const QuantizedDecode& d_;
+  idx b_, kv_, head_;
+  float* scores_;
+  float* values_;
+  int64_t first_key_, end_key_;
+};
+
+template <KvQuant kKind>
+void run_decode(const QuantizedDecode& d, float* output, int threads, float* lse) {
+  const AttentionPlan& p = d.p;
+  const idx splits = d.splits;
+  const idx heads = static_cast<idx>(p.B * p.Hkv);
+  const idx part_floats = d.R * d.shape.partial_row;
+  parallel_for(threads, static_cast<int64_t>(heads * splits), [&](int64_t task, int worker) {
+    const idx head = static_cast<idx>(task) / splits, s = static_cast<idx>(task) % splits;
+    const QuantizedSplitTask<kKind> split_task(d, head / d.Hkv, head % d.Hkv, d.scratch + worker * d.scratch_floats);
+    const int64_t begin = split_task.first_key() + s * d.keys_per_split;
+    const int64_t end = std::min(split_task.end_key(), begin + d.keys_per_split);
+    split_task.run(begin, std::max(begin, end), d.partials + (head * splits + s) * part_floats);
+  });
+  for (idx head = 0; head < heads; ++head) {
+    const idx b = head / d.Hkv, kv_head = head % d.Hkv;
+    const QuantizedSplitTask<kKind> task(d, b, kv_head, d.scratch);
+    const float* parts = d.partials + head * splits * part_floats;
+    for (idx row = 0; row < d.R; ++row) {
+      const GroupRow g = group_row(d, kv_head, row);
+      const idx out_row = (b * d.Hq + g.h) * d.Lq + g.i;
+      const bool has_sink = !p.sinks.empty();
+      merge_split_partials(d.shape, parts + row * d.shape.partial_row, splits, part_floats, d.Ev, has_sink,
+                           has_sink ? p.sinks[static_cast<size_t>(g.h)] : kNegInf, output + out_row * d.Ev,
+                           lse ? lse + out_row : nullptr,
+                           [&](float M, float L, float* out) { task.recompute_row(row, M, L, out); });
+    }
+  }
+}
+
+// Floats of the partials of every task, then the per-thread scratch, then the query scales; the
+// query levels (int16) follow.
+struct WorkspaceParts {
+  uint64_t partials, scratch, query_scales, query_levels_bytes;
+};
+WorkspaceParts workspace_parts(const AttentionPlan& p, const DecodeSplit& split, int threads) {
+  const uint64_t R = static_cast<uint64_t>(p.Hkv == 0 ? 0 : p.heads_per_kv() * p.Lq);
+  const uint64_t blocks = static_cast<uint64_t>((p.E + kQuantBlock - 1) / kQuantBlock);
+  WorkspaceParts w;
+  w.partials = static_cast<uint64_t>(p.B * p.Hkv) * static_cast<uint64_t>(split.splits_per_head) * R *
+               static_cast<uint64_t>(round_up(static_cast<idx>(p.Ev), 4) + 2);
+  w.scratch = static_cast<uint64_t>(std::max(threads, 1)) * static_cast<uint64_t>(scratch_floats_per_thread(p));
+  w.query_scales = static_cast<uint64_t>(query_rows(p)) * blocks;
+  w.query_levels_bytes = static_cast<uint64_t>(query_rows(p)) * blocks * kQuantBlock * sizeof(int16_t);
+  return w;
+}
+
+}  // namespace
+
+uint64_t decode_quantized_workspace_bytes(const AttentionPlan& plan, const DecodeSplit& split, int threads) {
+  const WorkspaceParts w = workspace_parts(plan, split, threads);
+  return (w.partials + w.scratch + w.query_scales) * sizeof(float) + w.query_levels_bytes;
+}
+
+void attention_decode_quantized_simd128(const AttentionPlan& p, const AttentionInputs& in, const DecodeSplit& split,
+                                        float* output, float* workspace, int threads, float* lse) {
+  if (p.B * p.Hq * p.Lq == 0) return;
+  const WorkspaceParts w = workspace_parts(p, split, threads);
+  float* query_scales = workspace + w.partials + w.scratch;
+  auto* query_levels = reinterpret_cast<int16_t*>(query_scales + w.query_scales);
+  const QuantizedLayout keys = p.key_layout();
+  // The query rows quantized once: int8 levels of each block (zero-padded to 32), kept as int16.
+  for (idx row = 0; row < query_rows(p); ++row) {
+    for (idx c = 0; c < keys.blocks; ++c) {
+      int8_t levels[kQuantBlock];
+      const int n = static_cast<int>(std::min<int64_t>(kQuantBlock, p.E - c * kQuantBlock));
+      query_scales[row * keys.blocks + c] = quantize_block(KvQuant::kInt8, in.query + row * p.E + c * kQuantBlock, n, levels);
+      std::copy(levels, levels + kQuantBlock, query_levels + (row * keys.blocks + c) * kQuantBlock);
+    }
+  }
+  const idx ev4 = round_up(static_cast<idx>(p.Ev), 4);
+  const QuantizedDecode d{p,
+                          in,
+                          keys,
+                          p.value_layout(),
+                          static_cast<idx>(p.heads_per_kv() * p.Lq),
+                          static_cast<idx>(p.heads_per_kv()),
+                          static_cast<idx>(p.Lq),
+                          static_cast<idx>(p.E),
+                          static_cast<idx>(p.Ev),
+                          static_cast<idx>(p.Hq),
+                          static_cast<idx>(p.Hkv),
+                          DecodePartialShape{ev4, ev4 + 2},
+                          static_cast<idx>(split.keys_per_split),
+                          static_cast<idx>(split.splits_per_head),
+                          workspace,
+                          workspace + w.partials,
+                          scratch_floats_per_thread(p),
+                          query_scales,
+                          query_levels};
+  if (p.kv_quant() == KvQuant::kInt4) {
+    run_decode<KvQuant::kInt4>(d, output, threads, lse);
+  } else {
+    run_decode<KvQuant::kInt8>(d, output, threads, lse);
+  }
+}
+
+}  // namespace sdpa

@@ -1,0 +1,120 @@
+// The split-K pieces of a decode kernel that do not depend on how K and V are stored: the online
+// softmax of one chunk of scores per row (partial (m, l, O) updated, scores turned into P), and
+// the merge of a (batch, KV head)'s split partials into its output rows. Semantics as in
+// attention_decode_f32_simd128.cpp: hidden keys get P = −0.0, a NaN score makes its row NaN, a row
+// that sees nothing (and no sink) gives zeros, a row whose merged output is not finite is
+// recomputed with normalized weights.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/problem.h"
+#include "cpu/microkernels.h"
+#include "cpu/simd128.h"
+
+namespace sdpa {
+
+// A partial of one row: O [ev4], then m and l.
+struct DecodePartialShape {
+  simd::idx ev4;          // O's floats (Ev rounded up to 4)
+  simd::idx partial_row;  // floats per row: ev4 + 2
+};
+
+// Starts the partials of `rows` rows: O = 0, m = −inf, l = 0.
+inline void start_partials(const DecodePartialShape& shape, simd::idx rows, float* partial) {
+  for (simd::idx row = 0; row < rows; ++row) {
+    float* o = partial + row * shape.partial_row;
+    std::fill(o, o + shape.ev4, 0.0f);
+    o[shape.ev4] = -std::numeric_limits<float>::infinity();
+    o[shape.ev4 + 1] = 0.0f;
+  }
+}
+
+// Online softmax of `rows` rows over a chunk's scores (row r at scores + r·score_stride, lanes
+// [0, round_up(n, 4)), −inf where hidden), which become P (−0.0 where hidden), with each row's O
+// rescaled; returns whether some row has a hidden key in the chunk.
+inline bool online_softmax_chunk(const DecodePartialShape& shape, simd::idx rows, simd::idx n, float* scores,
+                                 simd::idx score_stride, float* partial) {
+  using namespace simd;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const idx n4 = (n + 3) / 4 * 4;
+  const ExpConstants ek = ExpConstants::load();
+  const f32x4 neg_inf = splat(kNegInf), hidden = from_bits(kNegativeZeroBits);
+  bool any_hidden = false;
+  for (idx row = 0; row < rows; ++row) {
+    float* s = scores + row * score_stride;
+    float* o = partial + row * shape.partial_row;
+    float& m = o[shape.ev4];
+    float& l = o[shape.ev4 + 1];
+    f32x4 lo = splat(std::numeric_limits<float>::infinity()), hi = neg_inf;
+    for (idx j = 0; j < n4; j += 4) {
+      const f32x4 x = load(s + j);
+      lo = pmin(lo, x);  // NaN left out of both
+      hi = pmax(hi, x);
+    }
+    any_hidden |= horizontal_min(lo) == kNegInf;
+    const float m_old = m;
+    float m_new = max_propagating_nan(m_old, horizontal_max(hi));
+    if (m_new == kNegInf) {
+      bool has_nan = false;
+      for (idx j = 0; j < n; ++j) has_nan |= s[j] != s[j];
+      if (!has_nan) {  // every key so far hidden
+        for (idx j = 0; j < n4; j += 4) store(s + j, hidden);
+        continue;
+      }
+      m_new = std::numeric_limits<float>::quiet_NaN();
+    }
+    const f32x4 mv = splat(m_new);
+    f32x4 sum = splat(0.0f);
+    for (idx j = 0; j < n4; j += 4) {
+      const f32x4 x = load(s + j);
+      // e^-inf is +0: or-ing the sign bit in marks it hidden (-0.0)
+      const f32x4 pv = or_bits(exp_nonpositive(sub(x, mv), ek), keep_where(hidden, equal(x, neg_inf)));
+      sum = add(sum, pv);
+      store(s + j, pv);
+    }
+    const float chunk_sum = horizontal_sum(sum);
+    if (m_new == m_old) {
+      l += chunk_sum;
+    } else {
+      const float alpha = std::exp(m_old - m_new);  // 0 when m_old = -inf
+      l = l * alpha + chunk_sum;
+      m = m_new;
+      const f32x4 a = splat(alpha);
+      for (idx c = 0; c < shape.ev4; c += 4) store(o + c, mul(load(o + c), a));
+    }
+  }
+  return any_hidden;
+}
+
+// Merges `splits` partials of one query row (partial s at parts + s·split_stride) and the row's
+// sink into out[0, Ev) (and its log-sum-exp into *lse when not null); `recompute(M, L, out)`
+// rewrites a row whose merged output or L is not finite.
+template <typename Recompute>
+void merge_split_partials(const DecodePartialShape& shape, const float* parts, simd::idx splits, simd::idx split_stride,
+                          simd::idx Ev, bool has_sink, float sink, float* out, float* lse, Recompute recompute) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  float M = has_sink ? sink : kNegInf;
+  for (simd::idx s = 0; s < splits; ++s) M = simd::max_propagating_nan(M, parts[s * split_stride + shape.ev4]);
+  std::fill(out, out + Ev, 0.0f);
+  if (M == kNegInf) {  // the row sees nothing (and has no sink)
+    if (lse) *lse = kNegInf;
+    return;
+  }
+  float L = has_sink ? std::exp(sink - M) : 0.0f;
+  for (simd::idx s = 0; s < splits; ++s) {
+    const float* part = parts + s * split_stride;
+    if (part[shape.ev4] == kNegInf) continue;  // this split saw nothing for the row
+    const float w = std::exp(part[shape.ev4] - M);
+    L += part[shape.ev4 + 1] * w;
+    for (simd::idx c = 0; c < Ev; ++c) out[c] += part[c] * w;
+  }
+  const float inv = 1.0f / L;
+  for (simd::idx c = 0; c < Ev; ++c) out[c] *= inv;
+  if (lse) *lse = M + std::log(L);
+  if (!simd::all_finite(out, Ev) || !std::isfinite(L)) recompute(M, L, out);
+}
+
+}  // namespace sdpa

@@ -1,0 +1,125 @@
+// Integer vectors for the quantized KV-cache kernels: int8 levels widened to int16, int16 dot
+// products into int32 (i32x4.dot_i16x8_s), int8 lanes converted to f32x4, and int32 lanes scaled
+// in float64 pairs (f64x2: products of two block scales neither overflow nor underflow there).
+// wasm SIMD128 under Emscripten, GCC/Clang vector extensions natively (same results lane for lane).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "cpu/simd128.h"
+
+namespace sdpa::simd {
+
+#if defined(__wasm_simd128__)
+
+using i8x16 = v128_t;
+using i16x8 = v128_t;
+using i32x4 = v128_t;
+
+inline i8x16 load_i8x16(const uint8_t* p) { return wasm_v128_load(p); }
+inline i16x8 widen_low(i8x16 v) { return wasm_i16x8_extend_low_i8x16(v); }
+inline i16x8 widen_high(i8x16 v) { return wasm_i16x8_extend_high_i8x16(v); }
+// int4 levels stored as level + 8 in nibbles: the low and the high nibbles as int8 levels.
+inline i8x16 low_nibble_levels(i8x16 v) {
+  return wasm_i8x16_sub(wasm_v128_and(v, wasm_i8x16_const_splat(15)), wasm_i8x16_const_splat(8));
+}
+inline i8x16 high_nibble_levels(i8x16 v) { return wasm_i8x16_sub(wasm_u8x16_shr(v, 4), wasm_i8x16_const_splat(8)); }
+// p[0, 4) in both halves.
+inline i16x8 load_i16x4_twice(const int16_t* p) { return wasm_v128_load64_splat(p); }
+// Lane i: a[2i]·b[2i] + a[2i+1]·b[2i+1].
+inline i32x4 dot_pairs(i16x8 a, i16x8 b) { return wasm_i32x4_dot_i16x8(a, b); }
+inline i32x4 add_i32(i32x4 a, i32x4 b) { return wasm_i32x4_add(a, b); }
+inline i32x4 zero_i32() { return wasm_i32x4_const_splat(0); }
+// (a0 + a1, a2 + a3, b0 + b1, b2 + b3).
+inline i32x4 pair_sums(i32x4 a, i32x4 b) {
+  return wasm_i32x4_add(wasm_i32x4_shuffle(a, b, 0, 2, 4, 6), wasm_i32x4_shuffle(a, b, 1, 3, 5, 7));
+}
+using f64x2 = v128_t;
+inline f64x2 splat_f64(double x) { return wasm_f64x2_splat(x); }
+inline f64x2 add_f64(f64x2 a, f64x2 b) { return wasm_f64x2_add(a, b); }
+inline f64x2 mul_f64(f64x2 a, f64x2 b) { return wasm_f64x2_mul(a, b); }
+// Lanes 0-1 and 2-3 of an i32x4 or f32x4 as two f64x2; and two f64x2 rounded back to one f32x4.
+inline void to_f64(i32x4 v, f64x2* out) {
+  out[0] = wasm_f64x2_convert_low_i32x4(v);
+  out[1] = wasm_f64x2_convert_low_i32x4(wasm_i32x4_shuffle(v, v, 2, 3, 2, 3));
+}
+inline void promote(f32x4 v, f64x2* out) {
+  out[0] = wasm_f64x2_promote_low_f32x4(v);
+  out[1] = wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(v, v, 2, 3, 2, 3));
+}
+inline f32x4 demote(f64x2 lo, f64x2 hi) {
+  return wasm_i32x4_shuffle(wasm_f32x4_demote_f64x2_zero(lo), wasm_f32x4_demote_f64x2_zero(hi), 0, 1, 4, 5);
+}
+// The 16 int8 lanes as four f32x4 (lanes 0-3, 4-7, 8-11, 12-15).
+inline void int8_to_float(i8x16 v, f32x4* out) {
+  const i16x8 lo = wasm_i16x8_extend_low_i8x16(v), hi = wasm_i16x8_extend_high_i8x16(v);
+  out[0] = wasm_f32x4_convert_i32x4(wasm_i32x4_extend_low_i16x8(lo));
+  out[1] = wasm_f32x4_convert_i32x4(wasm_i32x4_extend_high_i16x8(lo));
+  out[2] = wasm_f32x4_convert_i32x4(wasm_i32x4_extend_low_i16x8(hi));
+  out[3] = wasm_f32x4_convert_i32x4(wasm_i32x4_extend_high_i16x8(hi));
+}
+
+#else
+
+using i8x16 = int8_t __attribute__((vector_size(16)));
+using u8x16 = uint8_t __attribute__((vector_size(16)));
+using i16x8 = int16_t __attribute__((vector_size(16)));
+using i32x4 = int32_t __attribute__((vector_size(16)));
+
+inline i8x16 load_i8x16(const uint8_t* p) {
+  i8x16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline i16x8 widen_low(i8x16 v) { return __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7), i16x8); }
+inline i16x8 widen_high(i8x16 v) {
+  return __builtin_convertvector(__builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15), i16x8);
+}
+inline i8x16 low_nibble_levels(i8x16 v) { return (v & 15) - 8; }
+inline i8x16 high_nibble_levels(i8x16 v) { return bit_cast<i8x16>(bit_cast<u8x16>(v) >> 4) - 8; }
+inline i16x8 load_i16x4_twice(const int16_t* p) {
+  i16x8 v;
+  std::memcpy(&v, p, 8);
+  std::memcpy(reinterpret_cast<char*>(&v) + 8, p, 8);
+  return v;
+}
+inline i32x4 dot_pairs(i16x8 a, i16x8 b) {
+  const i32x4 ae = __builtin_convertvector(__builtin_shufflevector(a, a, 0, 2, 4, 6), i32x4);
+  const i32x4 ao = __builtin_convertvector(__builtin_shufflevector(a, a, 1, 3, 5, 7), i32x4);
+  const i32x4 be = __builtin_convertvector(__builtin_shufflevector(b, b, 0, 2, 4, 6), i32x4);
+  const i32x4 bo = __builtin_convertvector(__builtin_shufflevector(b, b, 1, 3, 5, 7), i32x4);
+  return ae * be + ao * bo;
+}
+inline i32x4 add_i32(i32x4 a, i32x4 b) { return a + b; }
+inline i32x4 zero_i32() { return i32x4{0, 0, 0, 0}; }
+inline i32x4 pair_sums(i32x4 a, i32x4 b) {
+  return __builtin_shufflevector(a, b, 0, 2, 4, 6) + __builtin_shufflevector(a, b, 1, 3, 5, 7);
+}
+using f64x2 = double __attribute__((vector_size(16)));
+inline f64x2 splat_f64(double x) { return f64x2{x, x}; }
+inline f64x2 add_f64(f64x2 a, f64x2 b) { return a + b; }
+inline f64x2 mul_f64(f64x2 a, f64x2 b) { return a * b; }
+inline void to_f64(i32x4 v, f64x2* out) {
+  out[0] = __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1), f64x2);
+  out[1] = __builtin_convertvector(__builtin_shufflevector(v, v, 2, 3), f64x2);
+}
+inline void promote(f32x4 v, f64x2* out) {
+  out[0] = __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1), f64x2);
+  out[1] = __builtin_convertvector(__builtin_shufflevector(v, v, 2, 3), f64x2);
+}
+inline f32x4 demote(f64x2 lo, f64x2 hi) {
+  using f32x2 = float __attribute__((vector_size(8)));
+  const f32x2 a = __builtin_convertvector(lo, f32x2), b = __builtin_convertvector(hi, f32x2);
+  return __builtin_shufflevector(a, b, 0, 1, 2, 3);
+}
+inline void int8_to_float(i8x16 v, f32x4* out) {
+  out[0] = __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1, 2, 3), f32x4);
+  out[1] = __builtin_convertvector(__builtin_shufflevector(v, v, 4, 5, 6, 7), f32x4);
+  out[2] = __builtin_convertvector(__builtin_shufflevector(v, v, 8, 9, 10, 11), f32x4);
+  out[3] = __builtin_convertvector(__builtin_shufflevector(v, v, 12, 13, 14, 15), f32x4);
+}
+
+#endif
+
+}  // namespace sdpa::simd

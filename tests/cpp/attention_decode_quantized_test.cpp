@@ -1,0 +1,154 @@
+// The decode kernel on int8/int4 KV caches (cpu/attention_decode_quantized_simd128) and the
+// scalar backend's dequantizing path: against the float64 reference on the dequantized cache
+// with the query rounded through int8 blocks (docs/kv-cache-formats.md), by the tolerance rule,
+// at lengths straddling its chunks, tiles and splits, on 1-4 threads (bit-identical), with the
+// variants, odd dims and NaN rules.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "attention_test_support.h"
+#include "core/kv_cache_format.h"
+#include "cpu/thread_pool.h"
+
+namespace sdpa::testing {
+namespace {
+
+// A problem's keys and values in a quantized cache of max_length rows, and the problem as the
+// float64 reference must see it (keys, values and query as the cache call reads them).
+struct QuantizedCase {
+  Problem dense;     // dequantized keys/values, rounded query: the oracle's inputs
+  Problem original;  // the request on the cache (strides, element types) and the float query
+  std::vector<uint8_t> keys, values;
+
+  AttentionInputs inputs() const {
+    AttentionInputs in = original.inputs();
+    in.key = in.value = nullptr;
+    in.key_quantized = keys.data();
+    in.value_quantized = values.data();
+    return in;
+  }
+};
+
+QuantizedCase quantize(const Problem& p, KvQuant kind, int64_t max_length) {
+  QuantizedCase c{p, p, {}, {}};
+  const AttentionPlan plan = plan_or_die(p.request);
+  const QuantizedLayout kl = quantized_layout(kind, plan.B * plan.Hkv, max_length, plan.E);
+  const QuantizedLayout vl = quantized_layout(kind, plan.B * plan.Hkv, max_length, plan.Ev);
+  c.keys.assign(static_cast<size_t>(kl.total_bytes), 0);
+  c.values.assign(static_cast<size_t>(vl.total_bytes), 0);
+  for (int64_t h = 0; h < plan.B * plan.Hkv; ++h) {
+    for (int64_t j = 0; j < plan.Lk; ++j) {
+      store_quantized_row(kl, c.keys.data(), h, j, p.key.data() + (h * plan.Lk + j) * plan.E);
+      store_quantized_row(vl, c.values.data(), h, j, p.value.data() + (h * plan.Lk + j) * plan.Ev);
+      load_quantized_row(kl, c.keys.data(), h, j, c.dense.key.data() + (h * plan.Lk + j) * plan.E);
+      load_quantized_row(vl, c.values.data(), h, j, c.dense.value.data() + (h * plan.Lk + j) * plan.Ev);
+    }
+  }
+  for (int64_t r = 0; r < plan.B * plan.Hq * plan.Lq; ++r) {
+    round_query_row(p.query.data() + r * plan.E, plan.E, c.dense.query.data() + r * plan.E);
+  }
+  c.original.request.key_type = c.original.request.value_type = kind == KvQuant::kInt8 ? ElementType::kInt8 : ElementType::kInt4;
+  c.original.request.key_head_stride = max_length * plan.E;
+  c.original.request.value_head_stride = max_length * plan.Ev;
+  return c;
+}
+
+Problem decode_problem(int64_t B, int64_t Hq, int64_t Hkv, int64_t Lq, int64_t Lk, int64_t E, int64_t Ev, uint32_t seed) {
+  Problem p = make_problem({B, Hq, Lq, E}, {B, Hkv, Lk, E}, {B, Hkv, Lk, Ev}, seed, 2.0f);
+  p.request.enable_gqa = Hq != Hkv;
+  return p;
+}
+
+void ExpectMatchesDequantized(const Problem& p, const std::string& what, int64_t extra_rows = 3) {
+  for (KvQuant kind : {KvQuant::kInt8, KvQuant::kInt4}) {
+    const std::string label = what + (kind == KvQuant::kInt8 ? " int8" : " int4");
+    const QuantizedCase c = quantize(p, kind, p.request.key_shape[2] + extra_rows);
+    const AttentionPlan plan = plan_or_die(c.original.request);
+    ASSERT_TRUE(plan.quantized_kv()) << label;
+    set_max_threads(4);
+    const Result64 r64 = run_reference64(c.dense);
+    const Result scalar = run_with_canaries(Backend::kScalar, plan, c.inputs(), 1);
+    // The scalar backend on the cache is the float32 reference on the dequantized inputs.
+    EXPECT_TRUE(same_bits(scalar.output, run_backend(Backend::kScalar, c.dense).output)) << label;
+    const double e_ref = max_abs_diff(scalar.output, r64.output);
+    const Result one = run_with_canaries(Backend::kSimd128, plan, c.inputs(), 1);
+    EXPECT_LE(max_abs_diff(one.output, r64.output), tolerance(c.dense, e_ref)) << label;
+    if (!uses_decode_kernel(plan)) continue;
+    for (int threads : {2, 4}) {
+      const Result many = run_with_canaries(Backend::kSimd128, plan, c.inputs(), threads);
+      EXPECT_TRUE(same_bits(many.output, one.output)) << label << " threads=" << threads;
+    }
+  }
+}
+
+TEST(QuantizedDecode, LengthsStraddlingTilesChunksAndSplits) {
+  for (int64_t Lk : {64, 65, 66, 67, 127, 255, 257, 513, 1025}) {
+    ExpectMatchesDequantized(decode_problem(1, 8, 2, 1, Lk, 64, 64, 100 + static_cast<uint32_t>(Lk)), "Lk=" + std::to_string(Lk));
+  }
+  ExpectMatchesDequantized(decode_problem(2, 4, 2, 1, 3000, 32, 32, 7), "two batches, grown splits");
+}
+
+TEST(QuantizedDecode, RowsAndDims) {
+  ExpectMatchesDequantized(decode_problem(1, 3, 3, 1, 300, 7, 5, 30), "MHA R=1, E=7 Ev=5");
+  ExpectMatchesDequantized(decode_problem(2, 4, 2, 1, 200, 40, 33, 31), "R=2, E=40 Ev=33");
+  ExpectMatchesDequantized(decode_problem(1, 3, 1, 1, 200, 33, 100, 32), "MQA R=3");
+  ExpectMatchesDequantized(decode_problem(1, 5, 1, 1, 200, 128, 128, 33), "R=5");
+  ExpectMatchesDequantized(decode_problem(1, 8, 2, 4, 300, 96, 64, 34), "R=16 (Lq=4)");
+  ExpectMatchesDequantized(decode_problem(1, 8, 2, 1, 40, 64, 64, 35), "below the decode kernel: the tile kernel on the dequantized cache");
+}
+
+TEST(QuantizedDecode, Variants) {
+  const auto base = [](uint32_t seed) { return decode_problem(2, 8, 2, 2, 700, 48, 40, seed); };
+  Problem causal = base(40);
+  causal.request.causal = CausalAlignment::kBottomRight;
+  ExpectMatchesDequantized(causal, "causal");
+  Problem window = base(41);
+  window.request.causal = CausalAlignment::kBottomRight;
+  window.request.has_window_left = true;
+  window.request.window_left = 301;
+  ExpectMatchesDequantized(window, "window 301 (splits start mid-tile)");
+  Problem lengths = base(42);
+  lengths.request.has_key_lengths = true;
+  lengths.request.key_lengths = {699, 258};
+  ExpectMatchesDequantized(lengths, "key lengths");
+  Problem capped = base(43);
+  capped.request.softcap = 2.5;
+  capped.request.alibi = true;
+  ExpectMatchesDequantized(capped, "softcap + ALiBi");
+  Problem sinks = base(44);
+  sinks.request.has_sinks = true;
+  sinks.request.sinks = {0, 1, -1, 2, 0.5, 3, -2, 1};
+  ExpectMatchesDequantized(sinks, "sinks");
+  Problem masked = base(45);
+  masked.request.mask_kind = MaskKind::kBool;
+  masked.request.mask_shape = {700};
+  masked.bool_mask.resize(700);
+  for (size_t j = 0; j < 700; ++j) masked.bool_mask[j] = j % 3 != 0;
+  ExpectMatchesDequantized(masked, "bool mask");
+  Problem documents = base(46);
+  documents.request.has_documents = true;
+  documents.request.query_documents_shape = {2, 2};
+  documents.request.key_documents_shape = {2, 700};
+  documents.query_documents = {0, 1, 1, 1};
+  documents.key_documents.resize(1400);
+  for (size_t j = 0; j < 1400; ++j) documents.key_documents[j] = (j % 700) < 350 ? 0 : 1;
+  ExpectMatchesDequantized(documents, "documents");
+}
+
+TEST(QuantizedDecode, NonFiniteBlocksStayInTheirRows) {
+  Problem p = decode_problem(1, 2, 1, 1, 300, 64, 64, 50);
+  p.key[150 * 64 + 3] = std::numeric_limits<float>::quiet_NaN();
+  p.value[100 * 64 + 40] = std::numeric_limits<float>::infinity();
+  p.request.has_key_lengths = true;
+  p.request.key_lengths = {150};  // the NaN key hidden; the Inf value's block (dims 32…63) visible
+  ExpectMatchesDequantized(p, "NaN key hidden, Inf value block");
+  p.request.key_lengths = {300};
+  ExpectMatchesDequantized(p, "NaN key visible");
+}
+
+}  // namespace
+}  // namespace sdpa::testing
