@@ -1,12 +1,13 @@
 // int8/int4 KV caches on the 'webgpu' backend (dawn.node on SwiftShader): appends quantized on the
 // GPU (kv_quantize.wgsl) hold the bytes of the format (cpp/core/kv_cache_format.h, written out in
-// support/quantized.ts) bit for bit, from float32 and float16 rows on the CPU and on the GPU;
+// support/quantized.ts) bit for bit, and those of a CPU cache fed the same rows (the core's
+// quantizer), from float32 and float16 rows on the CPU and on the GPU;
 // decode (the quantized split-K kernel) and prefill (the flash kernels on the dequantized query)
 // with every variant, on both integer dot product paths (dot4I8Packed and unpacked), against the
 // float64 reference on the dequantized cache and the int8-quantized query; NaN/Inf appended.
 // The shared cache body on these dtypes: kv-cache-webgpu.test.ts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAttention, fromFloat16, toFloat16, type Attention, type AttentionOptions, type GpuTensor, type KvCache, type Tensor } from 'sdpa-web';
+import { createAttention, fromFloat16, toFloat16, type Attention, type AttentionOptions, type GpuTensor, type KvCache, type Tensor, type TensorInput } from 'sdpa-web';
 import { levelsOf, quantizedBytes, roundThroughBlocks } from './support/quantized.js';
 
 type QuantKind = 'int8' | 'int4';
@@ -37,6 +38,15 @@ afterAll(() => {
 /** The cache's key and value GPUBuffers (the storage is internal: read here to check its bytes). */
 function cacheBuffers(cache: KvCache): { keyBuffer: GPUBuffer; valueBuffer: GPUBuffer } {
   return (cache as unknown as { storage: { keyBuffer: GPUBuffer; valueBuffer: GPUBuffer } }).storage;
+}
+
+/** The first `keyBytes` and `valueBytes` of a CPU cache's keys and values in the wasm heap (internal, as above). */
+function heapBytes(cache: KvCache, keyBytes: number, valueBytes: number): { key: Uint8Array; value: Uint8Array } {
+  const storage = (cache as unknown as { storage: { module: { HEAPU8: Uint8Array }; keyAddress: number; valueAddress: number } }).storage;
+  return {
+    key: storage.module.HEAPU8.slice(storage.keyAddress, storage.keyAddress + keyBytes),
+    value: storage.module.HEAPU8.slice(storage.valueAddress, storage.valueAddress + valueBytes),
+  };
 }
 
 async function readBytes(buffer: GPUBuffer): Promise<Uint8Array> {
@@ -94,8 +104,9 @@ describe('appends quantize on the GPU bit for bit as the format', () => {
   const B = 2, Hkv = 3, maxLength = 11, E = 72, Ev = 40;
   for (const kind of KINDS) {
     for (const source of ['cpu float32', 'cpu float16', 'gpu float32', 'gpu float16'] as const) {
-      it(`${kind} from ${source}: two appends (one ragged), every byte as the format`, async () => {
+      it(`${kind} from ${source}: two appends (one ragged), every byte as the format and as the CPU's cache`, async () => {
         const cache = packed.createKvCache({ batch: B, kvHeads: Hkv, maxLength, headDim: E, valueDim: Ev, dtype: kind });
+        const cpuCache = oracle.createKvCache({ batch: B, kvHeads: Hkv, maxLength, headDim: E, valueDim: Ev, dtype: kind });
         const rows: { key: number[][]; value: number[][] }[] = Array.from({ length: B * Hkv }, () => ({ key: [], value: [] }));
         const half = source.endsWith('float16');
         let seed = 10;
@@ -115,6 +126,11 @@ describe('appends quantize on the GPU bit for bit as the format', () => {
             return tensor;
           });
           cache.append(inputs[0]!, inputs[1]!, lengths ? { lengths } : undefined);
+          const cpuInputs = tensors.map((data, t): TensorInput => {
+            const shape = [B, Hkv, n, t === 0 ? E : Ev];
+            return half ? { data: data as Uint16Array, shape, dtype: 'float16' } : { data: data as Float32Array, shape };
+          });
+          cpuCache.append(cpuInputs[0]!, cpuInputs[1]!, lengths ? { lengths } : undefined);
           tensors.forEach((data, t) => {
             const floats = half ? fromFloat16(data as Uint16Array) : (data as Float32Array);
             const dim = t === 0 ? E : Ev;
@@ -134,7 +150,11 @@ describe('appends quantize on the GPU bit for bit as the format', () => {
         const gotKey = await readBytes(keyBuffer), gotValue = await readBytes(valueBuffer);
         expect(gotKey.subarray(0, expectedKey.length)).toEqual(expectedKey);
         expect(gotValue.subarray(0, expectedValue.length)).toEqual(expectedValue);
+        const cpu = heapBytes(cpuCache, expectedKey.length, expectedValue.length);
+        expect(gotKey.subarray(0, expectedKey.length)).toEqual(cpu.key);
+        expect(gotValue.subarray(0, expectedValue.length)).toEqual(cpu.value);
         cache.dispose();
+        cpuCache.dispose();
       });
     }
   }
