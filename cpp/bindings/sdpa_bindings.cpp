@@ -820,8 +820,10 @@ val reference_attention64_js(val options) {
 }
 
 // The backward's plan: the forward's (returnWeights off) and the record's dOutput, output and
-// logSumExp (the forward's, optional), checked together.
-bool plan_backward_call(const val& options, CallOptions* o, AttentionPlan* plan, bool* has_forward, CallError& e) {
+// logSumExp (the forward's, optional), checked together. float16_inputs: the backend widens
+// float16 query/key/value itself (WebGPU); the CPU backward takes float32.
+bool plan_backward_call(const val& options, CallOptions* o, AttentionPlan* plan, bool* has_forward, CallError& e,
+                        bool float16_inputs = false) {
   if (!plan_call(options, kBackward, o, plan, e)) return false;
   const CallRecord& record = call_record();
   if (slot_present(record.output) != slot_present(record.logSumExp)) {
@@ -836,6 +838,7 @@ bool plan_backward_call(const val& options, CallOptions* o, AttentionPlan* plan,
     return false;
   }
   r.want_d_mask = o->want_d_mask;
+  r.float16_inputs = float16_inputs;
   *has_forward = r.has_forward;
   return e.fail(check_backward_request(*plan, r));
 }
@@ -868,6 +871,11 @@ val run_attention_backward_js(val options, int backend_index) {
   CallRecord& record = fresh_results();
   const Backend backend = backend_index == 0 ? Backend::kScalar : Backend::kSimd128;
   if (!plan_backward_call(options, &o, &plan, &has_forward, e)) return e.to_js();
+  if (o.output_on_gpu) {
+    e.fail(ErrorKind::kType, std::string("outputLocation 'gpu' needs backend 'webgpu'; this instance uses '") +
+                                 (backend == Backend::kScalar ? "scalar" : "simd") + "'");
+    return e.to_js();
+  }
   Results results;
   add_gradients<float>(results, plan, o);
   results.add_workspace(backward_workspace_bytes(backend, plan, has_forward));
@@ -887,6 +895,10 @@ val reference_attention_backward64_js(val options) {
   bool has_forward = false;
   fresh_results();
   if (!plan_backward_call(options, &o, &plan, &has_forward, e)) return e.to_js();
+  if (o.output_on_gpu) {
+    e.fail(ErrorKind::kType, "{where} returns CPU arrays: outputLocation must be 'cpu' (or absent)");
+    return e.to_js();
+  }
   Results results;
   add_gradients<double>(results, plan, o);
   results.add_workspace(backward_reference_workspace_bytes<double>(plan));
@@ -1038,6 +1050,36 @@ val webgpu_run_js(WebGpuAttention& gpu, val options, val sources, val prepare_ou
 
 val webgpu_trace_js(WebGpuAttention& gpu, val options, val sources, val prepare_output) {
   return webgpu_call(gpu, options, sources, prepare_output, true);
+}
+
+// The backward on the WebGPU backend: planned and checked as the CPU backward, the gradients in
+// the results block (dQuery, dKey, dValue there unless sources.gradients names GPUBuffers).
+// -> { error } | { error: null, promise, job }
+val webgpu_backward_js(WebGpuAttention& gpu, val options, val sources) {
+  CallError e;
+  CallOptions o;
+  AttentionPlan plan;
+  bool has_forward = false;
+  CallRecord& record = fresh_results();
+  const auto failed = [&] {
+    val out = val::object();
+    out.set(js("error"), e.to_js());
+    return out;
+  };
+  if (!plan_backward_call(options, &o, &plan, &has_forward, e, true)) return failed();
+  const bool gradients_on_gpu = !sources.isUndefined() && !sources[js("gradients")].isUndefined();
+  Results results;
+  if (gradients_on_gpu) {
+    if (o.want_d_mask) results.add(&record.dMask_result, kFloat * plan.mask_elements);
+    if (!plan.sinks.empty()) results.add(&record.dSinks_result, kFloat * plan.Hq);
+  } else {
+    add_gradients<float>(results, plan, o);
+  }
+  if (!results.allocate(e)) return failed();
+  return gpu.run_backward(plan, record_inputs(plan), slot_address<const float>(record.dOutput),
+                          has_forward ? slot_address<const float>(record.output) : nullptr,
+                          has_forward ? slot_address<const float>(record.logSumExp) : nullptr,
+                          gradients_in_record<float>(), o.want_d_mask, sources);
 }
 
 // -> error or null; with an output address, fills it with a [fanIn, fanOut] Xavier-uniform matrix.
@@ -1254,6 +1296,7 @@ EMSCRIPTEN_BINDINGS(sdpa) {
       .constructor<val, val>()
       .function("run", &sdpa::webgpu_run_js)
       .function("trace", &sdpa::webgpu_trace_js)
+      .function("runBackward", &sdpa::webgpu_backward_js)
       .function("finish", &sdpa::WebGpuAttention::finish)
       .function("release", &sdpa::WebGpuAttention::release)
       .function("abandon", &sdpa::WebGpuAttention::abandon)

@@ -98,6 +98,16 @@ export interface WebGpuSources {
   output?: WebGpuSource;
 }
 
+/** Where the backward's tensors live instead of the wasm heap (WebGpuAttention::run_backward). */
+export interface WebGpuBackwardSources {
+  query?: WebGpuSource;
+  key?: WebGpuSource;
+  value?: WebGpuSource;
+  dOutput?: WebGpuSource;
+  /** GPUBuffers (STORAGE | COPY_DST) that receive dQuery, dKey and dValue instead of the results block. */
+  gradients?: { dQuery: object; dKey: object; dValue: object };
+}
+
 /** cpp/webgpu/device.h: one GPUDevice's pipelines and in-flight calls. */
 export interface WebGpuAttention {
   /**
@@ -114,6 +124,12 @@ export interface WebGpuAttention {
   trace(options: CallOptions, sources: WebGpuSources, prepareOutput: PrepareOutput):
     | { error: CoreError }
     | { error: null; promise: Promise<unknown[]>; job: number; layout: WebGpuTraceLayout };
+  /**
+   * The backward (tensors and options from the call record, as runAttentionBackward): the
+   * gradients land in the record's results block once finish() has run (dQuery, dKey, dValue in
+   * `sources.gradients` instead when given).
+   */
+  runBackward(options: CallOptions, sources: WebGpuBackwardSources | undefined): { error: CoreError } | { error: null; promise: Promise<unknown[]>; job: number };
   /** After the promise resolved: copies the readbacks into the heap; a fault, or null. */
   finish(job: number, results: unknown[]): { kind: 'validation' | 'out-of-memory' | 'internal'; message: string } | null;
   release(job: number): void;
@@ -145,6 +161,8 @@ export interface WebGpuAttention {
       maxComputeInvocationsPerWorkgroup: number;
       shaderF16: boolean;
       packedIntegerDotProduct: boolean;
+      subgroups: boolean;
+      subgroupMinSize: number;
     };
     pipelines: string[];
     jobsInFlight: number;

@@ -401,7 +401,9 @@ Status check_float32_inputs(const AttentionPlan& plan, const char* what) {
 }
 
 Status check_backward_request(const AttentionPlan& plan, const BackwardRequest& r) {
-  if (Status s = check_float32_inputs(plan, "the backward pass"); !s.ok()) return s;
+  if (!r.float16_inputs) {
+    if (Status s = check_float32_inputs(plan, "the backward pass"); !s.ok()) return s;
+  }
   if (!plan.dense_key_value()) {
     return Status::TypeError("the backward pass takes key and value tensors, not a KV cache");
   }

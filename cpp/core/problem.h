@@ -217,6 +217,7 @@ struct BackwardRequest {
   std::vector<int64_t> output_shape;     // [..., Lq, Ev] when has_forward
   std::vector<int64_t> lse_shape;        // [..., Lq] when has_forward
   bool want_d_mask = false;              // also return ∂L/∂attnMask (additive masks only)
+  bool float16_inputs = false;           // the backend widens float16 query/key/value (WebGPU)
 };
 
 // Validates `request` against a validated forward plan (plan_attention).

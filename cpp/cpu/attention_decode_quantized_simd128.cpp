@@ -14,9 +14,11 @@
 //    (two f64x2 per 4 keys: a product of two float32 scales neither overflows nor underflows
 //    there, and the sum over blocks is that of the dequantized products up to their float32
 //    rounding), rounded to float32 once; every tile load serves up to 4 rows.
-//  - Values: each chunk's value tiles are dequantized once into a float scratch (level · scale,
-//    the float32 value the scalar path reads), then O += P·V runs on it with the shared pv_columns
-//    (cpu/microkernels.h) for all rows.
+//  - Values: each chunk's value tiles are dequantized once, a block of 32 columns at a time, into
+//    a float scratch of 64 × 32 (level · scale, the float32 value the scalar path reads; 8 KiB,
+//    beside the chunk's tiles in L1), and O += P·V runs on each block with the shared pv_columns
+//    (cpu/microkernels.h) for all rows. The dequantization is most of an int8 step's time
+//    (docs/results/decode-quantized.md): about as many instructions per value as a float32 P·V.
 //  - Chunks start at whole tiles: keys of a tile outside the split's range get the score −inf
 //    (hidden), so each key is counted by exactly one split; the bytes of such neighbours (at most
 //    3 per split end, inside the cache's rows) are loaded but never reach a result.
@@ -54,7 +56,7 @@ struct QuantizedDecode {
   DecodePartialShape shape;
   idx keys_per_split, splits;
   float* partials;             // [B·Hkv·splits][R][partial_row]
-  float* scratch;              // per thread: scores [R][kChunk], then values [kChunk][ev4]
+  float* scratch;              // per thread: scores [R][kChunk], then values [kChunk][32] (or a row of Ev)
   idx scratch_floats;          // per thread
   const float* query_scales;   // [B·Hq·Lq][key blocks]
   const int16_t* query_levels;  // [B·Hq·Lq][key blocks·32]
@@ -63,7 +65,7 @@ struct QuantizedDecode {
 idx query_rows(const AttentionPlan& p) { return static_cast<idx>(p.B * p.Hq * p.Lq); }
 idx scratch_floats_per_thread(const AttentionPlan& p) {
   const idx R = static_cast<idx>(p.heads_per_kv() * p.Lq);
-  return R * kChunk + kChunk * round_up(static_cast<idx>(p.Ev), 4);
+  return R * kChunk + std::max<idx>(kChunk * kQuantBlock, round_up(static_cast<idx>(p.Ev), 4));
 }
 
 // Scores of kRows rows (levels q[r], block scales qs[r]) against `tiles` tiles of keys whose first
@@ -113,32 +115,31 @@ void score_tiles(const int16_t* const* q, const float* const* qs, const uint8_t*
   }
 }
 
-// `tiles` tiles of values (first tile-block at `levels`, scales at `scales`) dequantized into rows
-// of `v` (ev4 floats each, 4·tiles rows); columns [Ev, ev4) hold the padding's values.
+// Columns [0, columns) (a multiple of 4, at most 32) of block c of `tiles` tiles of values (first
+// tile-block at `levels`, scales at `scales`, `blocks` per tile) dequantized into rows of 32
+// floats of `v` (4·tiles rows).
 template <KvQuant kKind>
-void dequantize_tiles(const uint8_t* levels, const float* scales, idx tiles, idx blocks, idx Ev, idx ev4, float* v) {
+void dequantize_block(const uint8_t* levels, const float* scales, idx tiles, idx blocks, idx c, idx columns, float* v) {
   constexpr idx kTileBlockBytes = kQuantTileKeys * quant_block_bytes(kKind);
   for (idx t = 0; t < tiles; ++t) {
-    for (idx c = 0; c < blocks; ++c) {
-      const uint8_t* tile = levels + (t * blocks + c) * kTileBlockBytes;
-      const f32x4 s = load(scales + (t * blocks + c) * kQuantTileKeys);
-      const f32x4 key_scale[4] = {shuffle<0, 0, 0, 0>(s, s), shuffle<1, 1, 1, 1>(s, s), shuffle<2, 2, 2, 2>(s, s),
-                                  shuffle<3, 3, 3, 3>(s, s)};
-      float* rows = v + kQuantTileKeys * t * ev4 + c * kQuantBlock;
-      const auto quad = [&](i8x16 k, idx g) {
-        if (c * kQuantBlock + 4 * g >= Ev) return;
-        f32x4 x[4];
-        int8_to_float(k, x);
-        for (int key = 0; key < 4; ++key) store(rows + key * ev4 + 4 * g, mul(x[key], key_scale[key]));
-      };
-      if constexpr (kKind == KvQuant::kInt8) {
-        for (idx g = 0; g < 8; ++g) quad(load_i8x16(tile + 16 * g), g);
-      } else {
-        for (idx w = 0; w < 4; ++w) {
-          const i8x16 packed = load_i8x16(tile + 16 * w);
-          quad(low_nibble_levels(packed), 2 * w);
-          quad(high_nibble_levels(packed), 2 * w + 1);
-        }
+    const uint8_t* tile = levels + (t * blocks + c) * kTileBlockBytes;
+    const f32x4 s = load(scales + (t * blocks + c) * kQuantTileKeys);
+    const f32x4 key_scale[4] = {shuffle<0, 0, 0, 0>(s, s), shuffle<1, 1, 1, 1>(s, s), shuffle<2, 2, 2, 2>(s, s),
+                                shuffle<3, 3, 3, 3>(s, s)};
+    float* rows = v + kQuantTileKeys * t * kQuantBlock;
+    const auto quad = [&](i8x16 k, idx g) {
+      if (4 * g >= columns) return;
+      f32x4 x[4];
+      int8_to_float(k, x);
+      for (int key = 0; key < 4; ++key) store(rows + key * kQuantBlock + 4 * g, mul(x[key], key_scale[key]));
+    };
+    if constexpr (kKind == KvQuant::kInt8) {
+      for (idx g = 0; g < 8; ++g) quad(load_i8x16(tile + 16 * g), g);
+    } else {
+      for (idx w = 0; w < 4; ++w) {
+        const i8x16 packed = load_i8x16(tile + 16 * w);
+        quad(low_nibble_levels(packed), 2 * w);
+        quad(high_nibble_levels(packed), 2 * w + 1);
       }
     }
   }
@@ -210,30 +211,33 @@ class QuantizedSplitTask {
     }
   }
 
-  // O += P·V over the chunk's keys [j0, j0 + n), its value tiles dequantized once for every row.
+  // O += P·V over the chunk's keys [j0, j0 + n), each block of value columns dequantized once for
+  // every row.
   void accumulate(idx j0, idx n, bool drop_hidden, float* partial) const {
     const QuantizedLayout& v = d_.values;
     const uint8_t* levels = d_.in.value_quantized + v.level_offset(head_, j0, 0);
     const float* scales = reinterpret_cast<const float*>(d_.in.value_quantized + v.scale_offset) + v.tile_block(head_, j0, 0) * kQuantTileKeys;
-    const idx ev4 = d_.shape.ev4;
-    dequantize_tiles<kKind>(levels, scales, n / kQuantTileKeys, v.blocks, d_.Ev, ev4, values_);
-    const float* p[4];
-    float* o[4];
-    idx r = 0;
-    auto rows = [&](auto count) {
-      constexpr int kRows = decltype(count)::value;
-      constexpr int kBlock = kRows >= 4 ? 2 : 4;  // vectors per column block: 8 accumulators at 4 rows
-      for (int x = 0; x < kRows; ++x) {
-        p[x] = scores_ + (r + x) * kChunk;
-        o[x] = partial + (r + x) * d_.shape.partial_row;
-      }
-      if (drop_hidden) pv_columns<kRows, kBlock, true>(p, values_, ev4, n, ev4, o);
-      else pv_columns<kRows, kBlock, false>(p, values_, ev4, n, ev4, o);
-      r += kRows;
-    };
-    while (d_.R - r >= 4) rows(std::integral_constant<int, 4>{});
-    if (d_.R - r >= 2) rows(std::integral_constant<int, 2>{});
-    if (d_.R - r >= 1) rows(std::integral_constant<int, 1>{});
+    for (idx c = 0; c < v.blocks; ++c) {
+      const idx columns = std::min<idx>(kQuantBlock, d_.shape.ev4 - c * kQuantBlock);
+      dequantize_block<kKind>(levels, scales, n / kQuantTileKeys, v.blocks, c, columns, values_);
+      const float* p[4];
+      float* o[4];
+      idx r = 0;
+      auto rows = [&](auto count) {
+        constexpr int kRows = decltype(count)::value;
+        constexpr int kBlock = kRows >= 4 ? 2 : 4;  // vectors per column block: 8 accumulators at 4 rows
+        for (int x = 0; x < kRows; ++x) {
+          p[x] = scores_ + (r + x) * kChunk;
+          o[x] = partial + (r + x) * d_.shape.partial_row + c * kQuantBlock;
+        }
+        if (drop_hidden) pv_columns<kRows, kBlock, true>(p, values_, kQuantBlock, n, columns, o);
+        else pv_columns<kRows, kBlock, false>(p, values_, kQuantBlock, n, columns, o);
+        r += kRows;
+      };
+      while (d_.R - r >= 4) rows(std::integral_constant<int, 4>{});
+      if (d_.R - r >= 2) rows(std::integral_constant<int, 2>{});
+      if (d_.R - r >= 1) rows(std::integral_constant<int, 1>{});
+    }
   }
 
   // Keys [begin, end) into `partial`, in chunks that start at whole tiles.

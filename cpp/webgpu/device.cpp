@@ -99,9 +99,11 @@ WebGpuAttention::WebGpuAttention(val device, val caps)
       flash_layout_(val::undefined()),
       weights_layout_(val::undefined()),
       write_layout_(val::undefined()),
+      backward_layout_(val::undefined()),
       flash_bgl_(val::undefined()),
       weights_bgl_(val::undefined()),
-      write_bgl_(val::undefined()) {
+      write_bgl_(val::undefined()),
+      backward_bgl_(val::undefined()) {
   const val limits = device["limits"];
   limits_.max_storage_binding_bytes = static_cast<uint64_t>(
       limit(limits, caps, "maxStorageBufferBindingSize", 128.0 * (1 << 20)));
@@ -117,6 +119,12 @@ WebGpuAttention::WebGpuAttention(val device, val caps)
   const val features = device["features"];
   limits_.shader_f16 = !features.isUndefined() && features.call<bool>("has", std::string("shader-f16"));
   if (!caps.isUndefined() && !caps.isNull() && caps["shaderF16"].isFalse()) limits_.shader_f16 = false;
+  limits_.subgroups = !features.isUndefined() && features.call<bool>("has", std::string("subgroups"));
+  if (!caps.isUndefined() && !caps.isNull() && caps["subgroups"].isFalse()) limits_.subgroups = false;
+  const val adapter_info = device["adapterInfo"];
+  if (!adapter_info.isUndefined() && !adapter_info["subgroupMinSize"].isUndefined()) {
+    limits_.subgroup_min_size = adapter_info["subgroupMinSize"].as<uint32_t>();
+  }
   // The JS side sets it where navigator.gpu.wgslLanguageFeatures has packed_4x8_integer_dot_product
   // (and gpuLimits does not turn it off).
   limits_.packed_dot = !caps.isUndefined() && !caps.isNull() && caps["packedIntegerDotProduct"].isTrue();
@@ -144,6 +152,10 @@ WebGpuAttention::WebGpuAttention(val device, val caps)
               &weights_bgl_, &weights_layout_);
   // write_float16.wgsl: params, segments, source, destination
   make_layout({"uniform", "read-only-storage", "read-only-storage", "storage"}, &write_bgl_, &write_layout_);
+  // attention_backward_*.wgsl: params, query, key, value, mask, variants, dOutput, rowstats, grads
+  make_layout({"uniform", "read-only-storage", "read-only-storage", "read-only-storage", "read-only-storage",
+               "read-only-storage", "read-only-storage", "storage", "storage"},
+              &backward_bgl_, &backward_layout_);
 }
 
 val WebGpuAttention::pipeline(const std::string& key, const std::string& source, Layout layout,
@@ -158,7 +170,10 @@ val WebGpuAttention::pipeline(const std::string& key, const std::string& source,
   compute.set("entryPoint", "main");
   val desc = val::object();
   desc.set("label", key);
-  desc.set("layout", layout == Layout::kFlash ? flash_layout_ : layout == Layout::kWeights ? weights_layout_ : write_layout_);
+  desc.set("layout", layout == Layout::kFlash     ? flash_layout_
+                     : layout == Layout::kWeights ? weights_layout_
+                     : layout == Layout::kWrite   ? write_layout_
+                                                  : backward_layout_);
   desc.set("compute", compute);
   val p = device_.call<val>("createComputePipeline", desc);
   pipelines_.call<void>("set", key, p);
@@ -496,21 +511,28 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
     if (static_cast<uint64_t>(c.query_rows()) * splits * record_bytes > limits_.max_storage_binding_bytes) splits = 0;
   }
   // A quantized cache: its keys and values bound whole, the query quantized first (kv_quantize.wgsl)
-  // into a workspace of levels (the quantized decode kernel) or of dequantized floats (the flash
-  // and weights kernels).
+  // into a workspace of levels (the quantized decode kernel, one invocation per row and split) or
+  // of dequantized floats (the flash and weights kernels).
   const bool quantized = webgpu_quantized(plan.key_type);
+  FlashVariant partial;
+  if (splits && !quantized && !webgpu_decode_variant(plan, limits_, flash, &partial)) splits = 0;
   val flash_pipeline = val::undefined(), partial_pipeline = val::undefined(), merge_pipeline = val::undefined();
   if (splits) {
-    FlashVariant decode = flash;
-    decode.tiled = false;
-    decode.decode = quantized ? 3 : 1;
-    decode.write_lse = false;  // the merge writes it
-    decode.types.query_levels = quantized;
-    partial_pipeline = pipeline(decode.key(), decode.wgsl_constants() + (quantized ? kAttentionDecodeQuantizedWgsl : kAttentionDecodePartialWgsl),
-                                Layout::kFlash, job);
-    decode.decode = 2;
-    decode.write_lse = flash.write_lse;
-    merge_pipeline = pipeline(decode.key(), decode.wgsl_constants() + kAttentionDecodeMergeWgsl, Layout::kFlash, job);
+    if (quantized) {
+      partial = flash;
+      partial.tiled = false;
+      partial.decode = 3;
+      partial.write_lse = false;  // the merge writes it
+      partial.types.query_levels = true;
+      partial_pipeline = pipeline(partial.key(), partial.wgsl_constants() + kAttentionDecodeQuantizedWgsl, Layout::kFlash, job);
+    } else {
+      partial_pipeline = pipeline(partial.key(), partial.wgsl_constants() + kAttentionDecodePartialWgsl, Layout::kFlash, job);
+    }
+    FlashVariant merge = flash;
+    merge.tiled = false;
+    merge.decode = 2;
+    merge.types.query_levels = quantized;
+    merge_pipeline = pipeline(merge.key(), merge.wgsl_constants() + kAttentionDecodeMergeWgsl, Layout::kFlash, job);
   } else {
     flash_pipeline = pipeline(flash.key(), flash.wgsl_constants() + (flash.tiled ? kAttentionFlashTiledWgsl : kAttentionFlashWgsl), Layout::kFlash, job);
   }
@@ -639,10 +661,19 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       // Partials (one record per row and split) in the stats binding, then the merge.
       const uint64_t rows = static_cast<uint64_t>(c.query_rows());
       const val partials = buffer(job, rows * splits * record_bytes, kStorage);
-      const uint64_t per = kWebGpuDecodeInvocations;
-      for (const GridPart& part : split_grid((rows * splits + per - 1) / per, 1, limits_.max_workgroups_per_dim)) {
-        dispatch(partial_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(partials), whole(variants), whole(lse_buffer)});
+      if (quantized) {
+        const uint64_t per = kWebGpuDecodeInvocations;
+        for (const GridPart& part : split_grid((rows * splits + per - 1) / per, 1, limits_.max_workgroups_per_dim)) {
+          dispatch(partial_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(partials), whole(variants), whole(lse_buffer)});
+        }
+      } else {
+        // A workgroup per (split, KV head of the chunk × block of the rows that read it).
+        const uint64_t row_blocks = (static_cast<uint64_t>(plan.heads_per_kv()) * c.rows + partial.decode_rows - 1) / partial.decode_rows;
+        for (const GridPart& part : split_grid(splits, static_cast<uint64_t>(c.nkv) * row_blocks, limits_.max_workgroups_per_dim)) {
+          dispatch(partial_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(partials), whole(variants), whole(lse_buffer)});
+        }
       }
+      const uint64_t per = kWebGpuDecodeInvocations;
       for (const GridPart& part : split_grid((rows + per - 1) / per, 1, limits_.max_workgroups_per_dim)) {
         dispatch(merge_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(partials), whole(variants), whole(lse_buffer)});
       }
@@ -706,6 +737,200 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
   for (int n = 0; n < count; ++n) {
     promises.call<void>("push", readbacks[n]["buffer"].call<val>("mapAsync", kMapModeRead));
   }
+  result.set("promise", val::global("Promise").call<val>("all", promises));
+  result.set("job", id);
+  open_job_ = 0;
+  return result;
+}
+
+val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInputs& in, const float* d_output,
+                                  const float* output, const float* lse, const BackwardOutputs<float>& out,
+                                  bool d_mask, val sources) {
+  const auto source = [&](const char* name) { return sources.isUndefined() ? val::undefined() : sources[name]; };
+  const val gradients = source("gradients");
+  val result = val::object();
+  BackwardVariant backward;
+  Status s = webgpu_backward_variant(plan, limits_, d_mask, &backward);
+  // The forward's flash kernel (writing the output and log-sum-exp) when they are not given; its
+  // key tile also lays out the variants' document tiles.
+  AttentionPlan forward_plan = plan;
+  forward_plan.return_lse = true;
+  forward_plan.return_weights = false;
+  forward_plan.return_scores = ScoreStage::kNone;
+  FlashVariant flash;
+  if (s.ok()) s = webgpu_flash_variant(forward_plan, limits_, &flash);
+  if (s.ok()) s = check_webgpu_backward_fits(plan, limits_, d_mask);
+  if (!s.ok()) {
+    result.set("error", error_object("RangeError", s.message));
+    return result;
+  }
+  result.set("error", val::null());
+  const uint64_t rows = static_cast<uint64_t>(plan.B * plan.Hq * plan.Lq);
+  const uint64_t kv_rows = static_cast<uint64_t>(plan.B * plan.Hkv * plan.Lk);
+  const uint64_t dq_bytes = 4 * rows * plan.E, dk_bytes = 4 * kv_rows * plan.E, dv_bytes = 4 * kv_rows * plan.Ev;
+  const bool mask_gradient = backward.write_d_scores && out.d_mask;
+  const bool sinks = !plan.sinks.empty() && out.d_sinks;
+  if (rows == 0 || kv_rows == 0) {
+    // No query rows or no keys: every gradient is zero (a row that sees only its sink has D = 0).
+    if (gradients.isUndefined()) {
+      std::memset(out.d_query, 0, dq_bytes);
+      std::memset(out.d_key, 0, dk_bytes);
+      std::memset(out.d_value, 0, dv_bytes);
+    } else {
+      val encoder = device_.call<val>("createCommandEncoder");
+      for (const char* name : {"dQuery", "dKey", "dValue"}) encoder.call<void>("clearBuffer", gradients[name]);
+      val commands = val::array();
+      commands.call<void>("push", encoder.call<val>("finish"));
+      queue_.call<void>("submit", commands);
+    }
+    if (mask_gradient) std::fill(out.d_mask, out.d_mask + plan.mask_elements, 0.0f);
+    if (sinks) std::fill(out.d_sinks, out.d_sinks + plan.Hq, 0.0f);
+    result.set("promise", val::global("Promise").call<val>("resolve", val::array()));
+    result.set("job", 0);
+    return result;
+  }
+
+  const int id = next_job_++;
+  val job = val::object();
+  job.set("buffers", val::array());
+  job.set("readbacks", val::array());
+  job.set("created", val::array());
+  jobs_.call<void>("set", id, job);
+  device_.call<void>("pushErrorScope", std::string("internal"));
+  device_.call<void>("pushErrorScope", std::string("out-of-memory"));
+  device_.call<void>("pushErrorScope", std::string("validation"));
+  open_job_ = id;
+
+  const bool has_forward = output != nullptr;
+  val flash_pipeline = val::undefined();
+  if (!has_forward) {
+    flash_pipeline = pipeline(flash.key(), flash.wgsl_constants() + (flash.tiled ? kAttentionFlashTiledWgsl : kAttentionFlashWgsl),
+                              Layout::kFlash, job);
+  }
+  const auto backward_pipeline = [&](const char* name, const char* text, uint32_t stage = 0) {
+    return pipeline(backward.key(name), backward.wgsl_constants(stage) + text, Layout::kBackward, job);
+  };
+  const val prep = backward_pipeline("prep", kAttentionBackwardPrepWgsl);
+  const val dkdv = backward_pipeline("dkdv", kAttentionBackwardDkdvWgsl);
+  const val dq = backward_pipeline("dq", kAttentionBackwardDqWgsl);
+  const val reduce_mask = mask_gradient ? backward_pipeline("reduce-mask", kAttentionBackwardReduceWgsl, 0) : val::undefined();
+  const val reduce_sinks = sinks ? backward_pipeline("reduce-sinks", kAttentionBackwardReduceWgsl, 1) : val::undefined();
+
+  const WebGpuChunk chunk = webgpu_whole_chunk(plan);
+  const WebGpuChunkElements elements = webgpu_chunk_elements(plan, chunk);
+  const WebGpuBackwardBytes own = webgpu_backward_bytes(plan, d_mask);
+  const std::vector<uint32_t> variant_words = webgpu_variant_data(plan, in, flash.block_keys);
+  const val variants = upload(job, variant_words.data(), 4 * variant_words.size(), kStorage);
+  val encoder = device_.call<val>("createCommandEncoder");
+  const auto heap_of = [](ElementType type, const float* f32, const uint16_t* f16) -> const void* {
+    return type == ElementType::kFloat16 ? static_cast<const void*>(f16) : f32;
+  };
+  uint32_t q_base, k_base, v_base, unused_base;
+  const val q = input(job, encoder, source("query"), heap_of(plan.query_type, in.query, in.query_f16), plan.query_type, 0,
+                      elements.query, &q_base);
+  const val k = input(job, encoder, source("key"), heap_of(plan.key_type, in.key, in.key_f16), plan.key_type, 0,
+                      elements.key, &k_base);
+  const val v = input(job, encoder, source("value"), heap_of(plan.value_type, in.value, in.value_f16), plan.value_type, 0,
+                      elements.value, &v_base);
+  const val d_out = input(job, encoder, source("dOutput"), d_output, ElementType::kFloat32, 0, elements.output, &unused_base);
+  val mask = whole(buffer(job, 16, kStorage));
+  if (plan.mask_kind != MaskKind::kNone) {
+    const uint64_t mask_bytes = static_cast<uint64_t>(plan.mask_elements) * (plan.mask_kind == MaskKind::kBool ? 1 : 4);
+    mask = whole(upload(job, in.mask, mask_bytes, kStorage));
+  }
+  // The forward's output (given, or written by the flash kernel) and rowstats, whose first R
+  // floats are the log-sum-exp.
+  const val rowstats = buffer(job, own.rowstats, kStorage | kCopySrc | kCopyDst);
+  val forward_output = val::undefined();
+  if (has_forward) {
+    forward_output = upload(job, output, 4 * rows * plan.Ev, kStorage);
+    queue_.call<void>("writeBuffer", rowstats, 0, heap_view(lse, 4 * rows));
+  } else {
+    forward_output = buffer(job, 4 * rows * plan.Ev, kStorage);
+  }
+  const val grad_query = buffer(job, own.grad_query, kStorage | kCopySrc);
+  const val grad_key_value = buffer(job, own.grad_key_value, kStorage | kCopySrc);
+
+  val pass = encoder.call<val>("beginComputePass");
+  const auto dispatch = [&](const val& pipe, const val& bgl, const GridPart& part, std::initializer_list<val> resources) {
+    WebGpuUniforms u = webgpu_uniforms(plan, chunk, 0, part);
+    u[kUfQueryBase] = q_base;
+    u[kUfKeyBase] = k_base;
+    u[kUfValueBase] = v_base;
+    encode_dispatch(device_, pass, pipe, bgl, upload(job, u.data(), sizeof(u), kUniform), resources, part);
+  };
+  const auto grid = [&](uint64_t x, uint64_t y) { return split_grid(x, y, limits_.max_workgroups_per_dim); };
+  const auto tiles = [](uint64_t n, uint64_t per) { return (n + per - 1) / per; };
+  if (!has_forward) {
+    val lse_resource = val::object();
+    lse_resource.set("buffer", rowstats);
+    lse_resource.set("offset", 0);
+    lse_resource.set("size", static_cast<double>(4 * rows));
+    for (const GridPart& part : grid(tiles(plan.Lq, kWebGpuFlashRows), plan.B * plan.Hq)) {
+      dispatch(flash_pipeline, flash_bgl_, part,
+               {q, k, v, mask, whole(forward_output), whole(buffer(job, 16, kStorage)), whole(variants), lse_resource});
+    }
+  }
+  for (const GridPart& part : grid(tiles(rows, kWebGpuBackwardInvocations), 1)) {
+    dispatch(prep, backward_bgl_, part, {q, k, v, mask, whole(variants), d_out, whole(rowstats), whole(forward_output)});
+  }
+  for (const GridPart& part : grid(tiles(plan.Lk, kWebGpuBackwardKeys), plan.B * plan.Hkv)) {
+    dispatch(dkdv, backward_bgl_, part, {q, k, v, mask, whole(variants), d_out, whole(rowstats), whole(grad_key_value)});
+  }
+  for (const GridPart& part : grid(tiles(plan.Lq, kWebGpuBackwardRows), plan.B * plan.Hq)) {
+    dispatch(dq, backward_bgl_, part, {q, k, v, mask, whole(variants), d_out, whole(rowstats), whole(grad_query)});
+  }
+  if (mask_gradient) {
+    for (const GridPart& part : grid(tiles(plan.mask_elements, kWebGpuBackwardInvocations), 1)) {
+      dispatch(reduce_mask, backward_bgl_, part, {q, k, v, mask, whole(variants), d_out, whole(rowstats), whole(grad_query)});
+    }
+  }
+  if (sinks) {
+    for (const GridPart& part : grid(tiles(plan.Hq, kWebGpuBackwardInvocations), 1)) {
+      dispatch(reduce_sinks, backward_bgl_, part, {q, k, v, mask, whole(variants), d_out, whole(rowstats), whole(grad_query)});
+    }
+  }
+  pass.call<void>("end");
+
+  // Bytes [from, from + bytes) of `src` into the heap at `dst`, or into a caller's GPUBuffer.
+  val readbacks = job["readbacks"];
+  const auto read_back = [&](const val& src, uint64_t from, uint64_t bytes, float* dst) {
+    if (bytes == 0) return;
+    val staging = buffer(job, bytes, kMapRead | kCopyDst);
+    encoder.call<void>("copyBufferToBuffer", src, static_cast<double>(from), staging, 0, static_cast<double>(bytes));
+    val r = val::object();
+    r.set("buffer", staging);
+    r.set("dst", static_cast<double>(reinterpret_cast<uintptr_t>(dst)));
+    r.set("bytes", static_cast<double>(bytes));
+    r.set("target", val::undefined());
+    r.set("at", 0);
+    readbacks.call<void>("push", r);
+  };
+  const auto copy_to = [&](const val& src, uint64_t from, uint64_t bytes, const val& dst) {
+    if (bytes > 0) encoder.call<void>("copyBufferToBuffer", src, static_cast<double>(from), dst, 0, static_cast<double>(bytes));
+  };
+  if (gradients.isUndefined()) {
+    read_back(grad_query, 0, dq_bytes, out.d_query);
+    read_back(grad_key_value, 0, dk_bytes, out.d_key);
+    read_back(grad_key_value, dk_bytes, dv_bytes, out.d_value);
+  } else {
+    copy_to(grad_query, 0, dq_bytes, gradients["dQuery"]);
+    copy_to(grad_key_value, 0, dk_bytes, gradients["dKey"]);
+    copy_to(grad_key_value, dk_bytes, dv_bytes, gradients["dValue"]);
+  }
+  if (mask_gradient) read_back(rowstats, 4 * 3 * rows, 4 * static_cast<uint64_t>(plan.mask_elements), out.d_mask);
+  if (sinks) {
+    const uint64_t mask_floats = backward.write_d_scores ? static_cast<uint64_t>(plan.mask_elements) : 0;
+    read_back(rowstats, 4 * (3 * rows + mask_floats), 4 * static_cast<uint64_t>(plan.Hq), out.d_sinks);
+  }
+  val commands = val::array();
+  commands.call<void>("push", encoder.call<val>("finish"));
+  queue_.call<void>("submit", commands);
+
+  val promises = val::array();
+  for (int n = 0; n < 3; ++n) promises.call<void>("push", device_.call<val>("popErrorScope"));
+  const int count = readbacks["length"].as<int>();
+  for (int n = 0; n < count; ++n) promises.call<void>("push", readbacks[n]["buffer"].call<val>("mapAsync", kMapModeRead));
   result.set("promise", val::global("Promise").call<val>("all", promises));
   result.set("job", id);
   open_job_ = 0;
@@ -782,6 +1007,8 @@ val WebGpuAttention::info() const {
   limits.set("maxComputeInvocationsPerWorkgroup", limits_.max_invocations_per_workgroup);
   limits.set("shaderF16", limits_.shader_f16);
   limits.set("packedIntegerDotProduct", limits_.packed_dot);
+  limits.set("subgroups", limits_.subgroups);
+  limits.set("subgroupMinSize", limits_.subgroup_min_size);
   val out = val::object();
   out.set("limits", limits);
   out.set("pipelines", val::global("Array").call<val>("from", pipelines_.call<val>("keys")));

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/problem.h"
+#include "core/reference_backward.h"
 #include "webgpu/plan.h"
 
 namespace sdpa {
@@ -52,6 +53,15 @@ class WebGpuAttention {
   emscripten::val run(const AttentionPlan& plan, const AttentionInputs& in, float* output,
                       float* weights, float* scores, float* lse, uint32_t trace_row = FlashVariant::kNoTrace,
                       float* trace = nullptr, emscripten::val sources = emscripten::val::undefined());
+  // The backward (attention_backward_*.wgsl, in one piece: check_webgpu_backward_fits): dQ, dK,
+  // dV, and the mask's and sinks' gradients into `out` (the wasm heap), or, with
+  // sources.gradients = { dQuery, dKey, dValue } GPUBuffers (STORAGE | COPY_DST, whole), the
+  // first three there. `output` and `lse`: the forward's (both or neither; without them the flash
+  // kernel runs first and writes them on the GPU). `sources`: query, key, value and dOutput as in
+  // run(). -> { error } or { error: null, promise, job }, awaited and finished as run()'s.
+  emscripten::val run_backward(const AttentionPlan& plan, const AttentionInputs& in, const float* d_output,
+                               const float* output, const float* lse, const BackwardOutputs<float>& out,
+                               bool d_mask, emscripten::val sources);
   // { floats, tileKeys, lanes, stride } of a trace of `plan` on this device, or { error }.
   emscripten::val trace_layout(const AttentionPlan& plan) const;
   // results: what the call's promise resolved to. Copies the readbacks into the wasm heap and
@@ -84,7 +94,7 @@ class WebGpuAttention {
   emscripten::val info() const;
 
  private:
-  enum class Layout { kFlash, kWeights, kWrite };
+  enum class Layout { kFlash, kWeights, kWrite, kBackward };
   emscripten::val pipeline(const std::string& key, const std::string& source, Layout layout,
                            emscripten::val job);
   emscripten::val buffer(emscripten::val job, uint64_t bytes, uint32_t usage);
@@ -126,8 +136,8 @@ class WebGpuAttention {
   emscripten::val queue_;
   emscripten::val pipelines_;  // Map<key, GPUComputePipeline>
   emscripten::val jobs_;       // Map<id, { buffers, readbacks, created }>
-  emscripten::val flash_layout_, weights_layout_, write_layout_;
-  emscripten::val flash_bgl_, weights_bgl_, write_bgl_;
+  emscripten::val flash_layout_, weights_layout_, write_layout_, backward_layout_;
+  emscripten::val flash_bgl_, weights_bgl_, write_bgl_, backward_bgl_;
   WebGpuLimits limits_;
   uint32_t min_storage_offset_alignment_ = 256;  // minStorageBufferOffsetAlignment
   int next_job_ = 1;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 namespace sdpa {
 namespace {
@@ -42,6 +43,19 @@ uint32_t tiled_workgroup_bytes(uint32_t e_pad, uint32_t ev_pad, uint32_t block_k
   const uint32_t p_tile = 4 * kWebGpuFlashRows * (block_keys + 1);
   const uint32_t lane_share = 4 * kWebGpuTiledInvocations;  // a word per invocation
   return kv_tile + p_tile + lane_share + 4;
+}
+
+// Workgroup memory of attention_decode_partial.wgsl (mirrors its var<workgroup>s): the K and V
+// tiles, the rows' tile weights, and the lanes' parts (without subgroups).
+uint32_t decode_workgroup_bytes(uint32_t e_pad, uint32_t ev_pad, uint32_t block_keys, uint32_t rows,
+                                uint32_t lanes, bool subgroups) {
+  return 4 * block_keys * (e_pad + ev_pad) + 4 * rows * block_keys + 16 * (subgroups ? 1 : rows * lanes);
+}
+
+uint32_t pow2_at_least(uint64_t n) {
+  uint32_t p = 1;
+  while (p < n) p *= 2;
+  return p;
 }
 
 }  // namespace
@@ -243,6 +257,8 @@ std::vector<uint32_t> webgpu_variant_data(const AttentionPlan& p, const Attentio
 }
 
 uint32_t FlashVariant::workgroup_bytes() const {
+  if (decode == 1) return decode_workgroup_bytes(e_pad, ev_pad, block_keys, decode_rows, decode_lanes, subgroups);
+  if (decode >= 2) return 0;
   return tiled ? tiled_workgroup_bytes(e_pad, ev_pad, block_keys) : 4 * block_keys * (e_pad + ev_pad);
 }
 
@@ -251,7 +267,10 @@ std::string FlashVariant::key() const {
   return std::string(tiled ? "flash-tiled" : kNames[decode]) + ":e" + std::to_string(e_pad) + ":ev" + std::to_string(ev_pad) + ":bk" +
          std::to_string(block_keys) + ":mask=" + mask_name(mask) + ":causal=" + (causal ? "1" : "0") +
          ":stats=" + (write_stats ? "1" : "0") + variants.key() + types.key() + (write_lse ? ":lse=1" : "") +
-         (trace_row == kNoTrace ? "" : ":trace=" + std::to_string(trace_row));
+         (trace_row == kNoTrace ? "" : ":trace=" + std::to_string(trace_row)) +
+         (decode == 1 ? ":rows" + std::to_string(decode_rows) + ":lanes" + std::to_string(decode_lanes) +
+                            (subgroups ? ":subgroups" : ":wgmem")
+                      : "");
 }
 
 uint32_t FlashVariant::trace_stride() const { return 2 + (tiled ? kWebGpuTiledLanes : 1) + ev_pad; }
@@ -261,12 +280,21 @@ uint64_t FlashVariant::trace_floats(int64_t Lk) const {
 }
 
 std::string FlashVariant::wgsl_constants() const {
-  return types.wgsl_declarations() + u32_const("ROWS", kWebGpuFlashRows) + (tiled ? u32_const("LANES", kWebGpuTiledLanes) : "") +
+  std::string decode_constants;
+  if (decode == 1) {
+    // shuffle_xor: subgroupShuffleXor, or (without subgroups) a stand-in the kernel never calls.
+    decode_constants = u32_const("DECODE_INVOCATIONS", decode_rows * decode_lanes) + u32_const("DECODE_ROWS", decode_rows) +
+                       u32_const("DECODE_LANES", decode_lanes) + bool_const("SUBGROUPS", subgroups) +
+                       (subgroups ? "fn shuffle_xor(v: vec4<f32>, mask: u32) -> vec4<f32> { return subgroupShuffleXor(v, mask); }\n"
+                                  : "fn shuffle_xor(v: vec4<f32>, mask: u32) -> vec4<f32> { return v; }\n");
+  } else if (decode >= 2) {
+    decode_constants = u32_const("DECODE_INVOCATIONS", kWebGpuDecodeInvocations);
+  }
+  return (subgroups ? "enable subgroups;\n" : "") + types.wgsl_declarations() + u32_const("ROWS", kWebGpuFlashRows) + (tiled ? u32_const("LANES", kWebGpuTiledLanes) : "") +
          u32_const("E_PAD", e_pad) + u32_const("EV_PAD", ev_pad) + u32_const("BLOCK_KEYS", block_keys) +
          u32_const("MASK_KIND", mask_code(mask)) + bool_const("CAUSAL", causal) +
          bool_const("WRITE_STATS", write_stats) + bool_const("WRITE_LSE", write_lse) + variants.wgsl_constants() + u32_const("TRACE_ROW", trace_row) +
-         u32_const("TRACE_LANES", tiled ? kWebGpuTiledLanes : 1) +
-         (decode ? u32_const("DECODE_INVOCATIONS", kWebGpuDecodeInvocations) : "");
+         u32_const("TRACE_LANES", tiled ? kWebGpuTiledLanes : 1) + decode_constants;
 }
 
 uint32_t webgpu_decode_splits(const AttentionPlan& p) {
@@ -342,6 +370,31 @@ Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limit
   v.block_keys = static_cast<uint32_t>(std::min<uint64_t>(fit, kWebGpuMaxBlockKeys));
   *variant = v;
   return Status::Ok();
+}
+
+bool webgpu_decode_variant(const AttentionPlan& plan, const WebGpuLimits& limits, const FlashVariant& flash,
+                           FlashVariant* partial) {
+  FlashVariant v = flash;
+  v.tiled = false;
+  v.decode = 1;
+  v.write_lse = false;  // the merge writes it
+  v.write_stats = false;
+  const uint64_t group_rows = static_cast<uint64_t>(plan.heads_per_kv()) * static_cast<uint64_t>(plan.Lq);
+  v.decode_rows = pow2_at_least(std::min<uint64_t>(group_rows, kWebGpuDecodeMaxWorkgroupRows));
+  v.decode_lanes = std::max<uint32_t>(1, std::min(kWebGpuDecodeInvocations / v.decode_rows, v.ev_pad / 4));
+  v.subgroups = limits.subgroups && limits.subgroup_min_size >= 4;
+  if (v.subgroups) v.decode_lanes = std::min(v.decode_lanes, pow2_at_least(limits.subgroup_min_size + 1) / 2);
+  if (v.decode_rows * v.decode_lanes > limits.max_invocations_per_workgroup) return false;
+  for (uint32_t keys = kWebGpuDecodeMaxBlockKeys; keys >= kWebGpuDecodeMinBlockKeys; keys /= 2) {
+    if (keys > kWebGpuDecodeSplitKeys) continue;
+    if (decode_workgroup_bytes(v.e_pad, v.ev_pad, keys, v.decode_rows, v.decode_lanes, v.subgroups) <=
+        limits.max_workgroup_storage_bytes) {
+      v.block_keys = keys;
+      *partial = v;
+      return true;
+    }
+  }
+  return false;
 }
 
 WeightsVariant webgpu_weights_variant(const AttentionPlan& plan, const WebGpuLimits& limits, ScoreStage stage) {
@@ -542,6 +595,86 @@ WebGpuUniforms webgpu_uniforms(const AttentionPlan& p, const WebGpuChunk& c, int
   u[kUfSplits] = webgpu_decode_splits(p);
   u[kUfSplitKeys] = kWebGpuDecodeSplitKeys;
   return u;
+}
+
+std::string BackwardVariant::key(const char* kernel) const {
+  return std::string("backward-") + kernel + ":e" + std::to_string(e_pad) + ":ev" + std::to_string(ev_pad) + ":bq" +
+         std::to_string(query_block) + ":bk" + std::to_string(key_block) + ":mask=" + mask_name(mask) +
+         ":causal=" + (causal ? "1" : "0") + ":ds=" + (write_d_scores ? "1" : "0") + variants.key() + types.key();
+}
+
+std::string BackwardVariant::wgsl_constants(uint32_t stage) const {
+  return types.wgsl_declarations() + u32_const("E_PAD", e_pad) + u32_const("EV_PAD", ev_pad) +
+         u32_const("KEYS", kWebGpuBackwardKeys) + u32_const("ROWS", kWebGpuBackwardRows) +
+         u32_const("INVOCATIONS", kWebGpuBackwardInvocations) + u32_const("QUERY_BLOCK", query_block) +
+         u32_const("KEY_BLOCK", key_block) + u32_const("MASK_KIND", mask_code(mask)) + bool_const("CAUSAL", causal) +
+         bool_const("WRITE_DS", write_d_scores) + u32_const("STAGE", stage) + variants.wgsl_constants();
+}
+
+Status webgpu_backward_variant(const AttentionPlan& plan, const WebGpuLimits& limits, bool d_mask,
+                               BackwardVariant* variant) {
+  BackwardVariant v;
+  v.e_pad = webgpu_pad_head_dim(plan.E);
+  v.ev_pad = webgpu_pad_head_dim(plan.Ev);
+  v.mask = plan.mask_kind;
+  v.causal = plan.causal;
+  v.write_d_scores = d_mask && plan.mask_kind == MaskKind::kAdditive;
+  v.variants = webgpu_variant_flags(plan);
+  v.types = webgpu_element_types(plan, limits);
+  // Both kernels hold rows of E + Ev floats: Q and dO rows (dK/dV), K and V rows (dQ).
+  const uint64_t per_row = 4ull * (v.e_pad + v.ev_pad);
+  const uint64_t fit = limits.max_workgroup_storage_bytes / per_row;
+  if (fit < 1) {
+    return Status::RangeError("the WebGPU backward with E = " + std::to_string(plan.E) + " and Ev = " +
+                              std::to_string(plan.Ev) + " needs " + std::to_string(per_row) +
+                              " bytes of workgroup memory per row, more than this device's "
+                              "maxComputeWorkgroupStorageSize (" +
+                              std::to_string(limits.max_workgroup_storage_bytes) + ")");
+  }
+  v.query_block = v.key_block = static_cast<uint32_t>(std::min<uint64_t>(fit, kWebGpuBackwardMaxBlock));
+  *variant = v;
+  return Status::Ok();
+}
+
+WebGpuBackwardBytes webgpu_backward_bytes(const AttentionPlan& p, bool d_mask) {
+  WebGpuBackwardBytes b;
+  const uint64_t rows = static_cast<uint64_t>(p.B * p.Hq * p.Lq);
+  const bool d_scores = d_mask && p.mask_kind == MaskKind::kAdditive;
+  b.rowstats = 4 * (3 * rows + (d_scores ? static_cast<uint64_t>(p.mask_elements) : 0) + static_cast<uint64_t>(p.Hq));
+  b.grad_query = 4 * rows * (static_cast<uint64_t>(p.E) + (d_scores ? static_cast<uint64_t>(p.Lk) : 0));
+  b.grad_key_value = 4 * static_cast<uint64_t>(p.B * p.Hkv * p.Lk) * static_cast<uint64_t>(p.E + p.Ev);
+  return b;
+}
+
+WebGpuChunk webgpu_whole_chunk(const AttentionPlan& p) {
+  WebGpuChunk c;
+  c.bh0 = 0;
+  c.nbh = p.B * p.Hq;
+  c.row0 = 0;
+  c.rows = p.Lq;
+  c.kv0 = 0;
+  c.nkv = p.B * p.Hkv;
+  c.mask_lo = 0;
+  c.mask_hi = p.mask_elements;
+  return c;
+}
+
+Status check_webgpu_backward_fits(const AttentionPlan& p, const WebGpuLimits& limits, bool d_mask) {
+  const uint64_t cap = std::min(limits.max_storage_binding_bytes, limits.max_buffer_bytes);
+  const WebGpuChunkBytes inputs = webgpu_chunk_bytes(p, webgpu_whole_chunk(p));
+  const WebGpuBackwardBytes own = webgpu_backward_bytes(p, d_mask);
+  const std::pair<const char*, uint64_t> buffers[] = {
+      {"query", inputs.query},        {"key", inputs.key},   {"value", inputs.value},
+      {"attnMask", inputs.mask},      {"dOutput", inputs.output}, {"the per-row statistics", own.rowstats},
+      {"dQuery (with dS for dAttnMask)", own.grad_query}, {"dKey and dValue", own.grad_key_value}};
+  for (const auto& [name, bytes] : buffers) {
+    if (bytes > cap) {
+      return Status::RangeError("the WebGPU backward runs in one piece and " + std::string(name) + " needs " +
+                                std::to_string(bytes) + " bytes in one buffer, more than this device allows (" +
+                                std::to_string(cap) + " bytes: maxStorageBufferBindingSize/maxBufferSize)");
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace sdpa

@@ -30,6 +30,8 @@ struct WebGpuLimits {
   uint32_t max_workgroup_storage_bytes = 16384;       // maxComputeWorkgroupStorageSize
   uint32_t max_invocations_per_workgroup = 256;       // maxComputeInvocationsPerWorkgroup
   bool shader_f16 = false;                            // the device has 'shader-f16' (and the caller allows it)
+  bool subgroups = false;                             // the device has 'subgroups' (and the caller allows it)
+  uint32_t subgroup_min_size = 4;                     // adapterInfo.subgroupMinSize (4: the spec's least)
   // WGSL has the packed_4x8_integer_dot_product language feature (dot4I8Packed; and the caller allows it)
   bool packed_dot = false;
 };
@@ -88,12 +90,17 @@ constexpr uint32_t kWebGpuTiledLanes = 4;
 constexpr uint32_t kWebGpuTiledInvocations = kWebGpuFlashRows * kWebGpuTiledLanes;  // its workgroup size
 
 // Flash-decoding (attention_decode_partial.wgsl, then attention_decode_merge.wgsl): the keys
-// are cut into splits of kWebGpuDecodeSplitKeys, one invocation per (query row, split) computes
-// the split's softmax state and one per row merges them by log-sum-exp. Both kernels run
-// workgroups of kWebGpuDecodeInvocations.
+// are cut into splits of kWebGpuDecodeSplitKeys; one workgroup per (KV head, block of the query
+// rows that read it, split) computes the split's softmax state of those rows, and one invocation
+// per row merges them by log-sum-exp (workgroups of kWebGpuDecodeInvocations).
 constexpr uint32_t kWebGpuDecodeSplitKeys = 128;
 constexpr uint32_t kWebGpuDecodeMaxRows = 8;
 constexpr uint32_t kWebGpuDecodeInvocations = 64;
+// The partial kernel's most rows per workgroup (a GQA group of up to 16 query heads, or its
+// query rows, shares one K/V tile) and its key tiles (the largest of these that fits).
+constexpr uint32_t kWebGpuDecodeMaxWorkgroupRows = 16;
+constexpr uint32_t kWebGpuDecodeMaxBlockKeys = 64;
+constexpr uint32_t kWebGpuDecodeMinBlockKeys = 4;
 // Floats of one split's record in the partials buffer: m, l, count, last key, NaN flag, o [ev_pad].
 constexpr uint32_t kWebGpuDecodeRecordHeader = 5;
 
@@ -141,6 +148,11 @@ struct FlashVariant {
   // the flash kernel's constants, tiled = false); 3: attention_decode_quantized.wgsl (the
   // partial kernel of a quantized cache).
   uint32_t decode = 0;
+  // attention_decode_partial.wgsl: query rows per workgroup, lanes per row (a power of two;
+  // its workgroup has decode_rows·decode_lanes invocations), and whether the lanes combine
+  // their softmax statistics with subgroupShuffleXor (else through workgroup memory).
+  uint32_t decode_rows = 0, decode_lanes = 0;
+  bool subgroups = false;
   WebGpuVariantFlags variants;
   WebGpuElementTypes types;
   // The query row (b·Hq + h)·Lq + i whose online-softmax state after each key tile goes to the
@@ -180,6 +192,15 @@ uint32_t webgpu_pad_head_dim(int64_t d);
 // does not fit the workgroup storage.
 Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limits,
                             FlashVariant* variant);
+// The partial kernel of flash-decoding for `plan` (whose flash variant is `flash`) under
+// `limits`, or false when its smallest key tile does not fit the workgroup storage (the flash
+// kernels run then). Rows per workgroup: the rows that read one KV head (heads per KV head ×
+// Lq), rounded up to a power of two, at most kWebGpuDecodeMaxWorkgroupRows. Lanes per row: as
+// many as fill kWebGpuDecodeInvocations, at most one per output vec4, and with subgroups at most
+// subgroup_min_size (a row's lanes then always share a subgroup). Key tile: the largest power of
+// two from kWebGpuDecodeMaxBlockKeys down to kWebGpuDecodeMinBlockKeys whose K and V tiles fit.
+bool webgpu_decode_variant(const AttentionPlan& plan, const WebGpuLimits& limits, const FlashVariant& flash,
+                           FlashVariant* partial);
 // The weights pass (stage kNone), or the score pass of `stage`.
 WeightsVariant webgpu_weights_variant(const AttentionPlan& plan, const WebGpuLimits& limits,
                                       ScoreStage stage = ScoreStage::kNone);
@@ -251,5 +272,48 @@ enum WebGpuUniformField : uint32_t {
 // the glue sets them where it binds a float16 tensor from before its data.
 WebGpuUniforms webgpu_uniforms(const AttentionPlan& plan, const WebGpuChunk& chunk,
                                int64_t mask_base, const GridPart& part);
+
+// ---- the backward (attention_backward_{prep,dkdv,dq,reduce}.wgsl) ----------------------------
+// Keys per dK/dV workgroup and query rows per dQ workgroup (one invocation each), and the
+// invocations of the per-row and per-result passes (prep, reduce).
+constexpr uint32_t kWebGpuBackwardKeys = 64;
+constexpr uint32_t kWebGpuBackwardRows = 64;
+constexpr uint32_t kWebGpuBackwardInvocations = 64;
+// The most query rows (dK/dV) or keys (dQ) a backward workgroup holds in workgroup memory.
+constexpr uint32_t kWebGpuBackwardMaxBlock = 64;
+
+// The kernels of one backward call: padded head dims, the query block of the dK/dV kernel (Q and
+// dO rows) and the key block of the dQ kernel (K and V rows) that fit the workgroup memory, the
+// forward's variant flags, and whether dS is kept for the additive mask's gradient.
+struct BackwardVariant {
+  uint32_t e_pad = 0, ev_pad = 0;
+  uint32_t query_block = 0, key_block = 0;
+  MaskKind mask = MaskKind::kNone;
+  bool causal = false;
+  bool write_d_scores = false;
+  WebGpuVariantFlags variants;
+  WebGpuElementTypes types;
+  // The pipeline-cache key of `kernel` ("prep", "dkdv", "dq", "reduce-mask", "reduce-sinks"), e.g.
+  // "backward-dq:e64:ev64:bq32:bk32:mask=additive:causal=0:ds=1:ranges=0:alibi=0:sinks=0:docs=0".
+  std::string key(const char* kernel) const;
+  // Declarations and constants the glue puts before every backward kernel (STAGE for the reduce
+  // pass: 0 the mask's gradient, 1 the sinks').
+  std::string wgsl_constants(uint32_t stage = 0) const;
+};
+// A RangeError when one key of E + Ev floats does not fit the workgroup memory.
+Status webgpu_backward_variant(const AttentionPlan& plan, const WebGpuLimits& limits, bool d_mask,
+                               BackwardVariant* variant);
+
+// Bytes of the backward's own buffers (a float each): the per-row buffer (log-sum-exp, D, sink
+// terms, then the mask's and the sinks' gradients), dQ (then dS, with the mask's gradient), and
+// dK then dV. The call runs in one piece: each of these, and each input, must fit one binding.
+struct WebGpuBackwardBytes {
+  uint64_t rowstats = 0, grad_query = 0, grad_key_value = 0;
+};
+WebGpuBackwardBytes webgpu_backward_bytes(const AttentionPlan& plan, bool d_mask);
+// The whole call as one chunk (every head and row, the whole mask).
+WebGpuChunk webgpu_whole_chunk(const AttentionPlan& plan);
+// A RangeError naming the largest buffer when the call does not fit one binding per tensor.
+Status check_webgpu_backward_fits(const AttentionPlan& plan, const WebGpuLimits& limits, bool d_mask);
 
 }  // namespace sdpa

@@ -57,7 +57,7 @@ export function makeCheck(scalar, inputs, { causal, backward, rows = 256 }) {
   const options = { isCausal: causal };
   const pick = (r) => (backward ? [r.dQuery, r.dKey, r.dValue] : [r.output]).map((t) => t.data);
   const reference = pick(backward ? scalar.referenceAttentionBackward(q, k, v, dOut, options) : scalar.referenceAttention(q, k, v, options));
-  const plain = pick(backward ? scalar.scaledDotProductAttentionBackward(q, k, v, dOut, options) : scalar.scaledDotProductAttentionSync(q, k, v, options));
+  const plain = pick(backward ? scalar.scaledDotProductAttentionBackwardSync(q, k, v, dOut, options) : scalar.scaledDotProductAttentionSync(q, k, v, options));
   const eRef = plain.map((p, i) => maxAbsDiff(p, reference[i]));
   // each output's full shape, and the rows of each head that the reference covers
   const outputs = backward ? [[inputs.q, keep], [inputs.k, k.shape[2]], [inputs.v, v.shape[2]]] : [[inputs.dOut, keep]];

@@ -14,7 +14,7 @@ const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
 const MODES = {
   forward: { cases: '1x128x64,1x512x64,1x1024x64,12x512x64,8x256x32,1x2048x64', engines: 'sdpa-simd-1t,sdpa-simd-mt,ort-1t,ort-2t,tfjs-wasm,sdpa-scalar', reps: 15 },
-  backward: { cases: '8x256x64,8x512x64,8x1024x64,8x2048x64', engines: 'sdpa-simd-1t,sdpa-simd-1t-recompute', reps: 5 },
+  backward: { cases: '8x256x64,8x512x64,8x1024x64,8x2048x64', engines: 'sdpa-simd-1t,sdpa-simd-1t-recompute,sdpa-webgpu,sdpa-webgpu-forward', reps: 5 },
   webgpu: { cases: '1x128x64,1x512x64,1x1024x64,1x2048x64,12x512x64,1x4096x64,8x256x32,16x1024x64,32x2048x64,8x4096x128', engines: 'sdpa-webgpu,sdpa-simd-mt', reps: 10 },
   diagnose: { cases: '1x128x64,1x512x64,12x512x64,8x256x32', probes: 'peak,long,breakdown,two-cores,wake' },
   variants: { cases: '1x8192x64', reps: 7 },
@@ -51,7 +51,9 @@ const HELP = `npm run bench -- [options]: sdpa-web's speed in Node, against its 
                     backward default ${MODES.backward.engines}
                     webgpu default ${MODES.webgpu.engines}
                     decode default ${MODES.decode.engines}
-                    also: sdpa-simd128-1t (relaxedSimd: false), sdpa-webgpu (forward too)
+                    also: sdpa-simd128-1t (relaxedSimd: false), sdpa-webgpu (forward too),
+                    sdpa-webgpu-forward (backward mode: the GPU forward with its log-sum-exp,
+                    printed as backward/forward for sdpa-webgpu)
                     sdpa-*: the package in dist/ (scalar, simd on 1 thread or on --threads, webgpu);
                     sdpa-simd-1t-recompute: the backward without the forward's saved output;
                     sdpa-simd-1t-f16/-mt-f16: forward on float16 inputs (output float32); in
@@ -239,7 +241,7 @@ async function build(report) {
   const relaxed = attn.relaxedSimd;
   attn.dispose();
   const flag = process.execArgv.includes('--experimental-wasm-relaxed-simd') ? ' (Node run with --experimental-wasm-relaxed-simd)' : '';
-  const gpu = report.engines?.['sdpa-webgpu']?.adapter;
+  const gpu = (report.engines?.['sdpa-webgpu'] ?? report.engines?.['sdpa-webgpu-f16'])?.adapter;
   return { build: relaxed ? `relaxed SIMD${flag}` : 'SIMD128 (this engine has no relaxed SIMD)', ...(gpu ? { gpu } : {}) };
 }
 

@@ -23,13 +23,16 @@ export const DECODE_CASES = '512,2048,8192,32768,ragged:4096';
 const HQ = 32, HKV = 8, DIM = 128;
 const PROBE_BYTES = 64 * 2 ** 20;
 
-/** `L` (B = 1) or `ragged:L` (B = 4, lengths L, L/2, L/4, L/8). */
+/** `L` (B = 1), `BxL` (B sequences of L), or `ragged:L` (B = 4, lengths L, L/2, L/4, L/8). */
 export function parseDecodeCase(text) {
   const ragged = /^ragged:(\d+)$/.exec(text);
-  const L = Number(ragged ? ragged[1] : text);
-  if (!(Number.isInteger(L) && L >= 8)) throw new Error(`decode case ${text}: want a length L >= 8 or ragged:L`);
-  const lengths = ragged ? [L, L / 2, L / 4, L / 8].map(Math.floor) : [L];
-  return { name: ragged ? `B=4 ragged ${lengths.join('/')}` : `L=${L}`, B: lengths.length, lengths, Hq: HQ, Hkv: HKV, E: DIM };
+  const batched = /^(\d+)x(\d+)$/.exec(text);
+  const B = batched ? Number(batched[1]) : ragged ? 4 : 1;
+  const L = Number(ragged ? ragged[1] : batched ? batched[2] : text);
+  if (!(Number.isInteger(L) && L >= 8 && B >= 1)) throw new Error(`decode case ${text}: want a length L >= 8, BxL or ragged:L`);
+  const lengths = ragged ? [L, L / 2, L / 4, L / 8].map(Math.floor) : Array(B).fill(L);
+  const name = ragged ? `B=4 ragged ${lengths.join('/')}` : B > 1 ? `B=${B} L=${L}` : `L=${L}`;
+  return { name, B, lengths, Hq: HQ, Hkv: HKV, E: DIM };
 }
 
 /** Deterministic uniform floats in [-1, 1) (mulberry32), rounded to float16 values. */

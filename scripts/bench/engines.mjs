@@ -1,5 +1,5 @@
 // The engines the bench compares. make(ctx) -> { info, setup(c, inputs), dispose() } or throws why
-// it cannot run; setup -> { run(), dispose() }, run() resolving to the outputs as Float32Arrays:
+// it cannot run; setup (may be async) -> { run(), dispose() }, run() resolving to the outputs as Float32Arrays:
 // forward [output [B, H, Lq, Ev]], backward [dQuery, dKey, dValue]. Inputs are the tensors of
 // cases.mjs; the scale is 1/√E. ctx: { threads, causal, backward, baseline (a dist/ directory) }.
 import { createRequire } from 'node:module';
@@ -32,9 +32,12 @@ async function gpu() {
  * and needs 2 or more. `baseline`: the package from ctx.baseline instead of this one's dist/.
  * `recompute`: the backward recomputes the forward instead of taking its output and log-sum-exp.
  * `float16`: the forward on float16 query/key/value (converted once, untimed), output float32.
+ * `forwardBeside`: in backward mode, the forward with the log-sum-exp a backward needs (checked as
+ * a forward: its engine has `checks: 'forward'`), to set the backward's time against.
  */
-function sdpa(options, { baseline = false, recompute = false, float16 = false } = {}) {
+function sdpa(options, { baseline = false, recompute = false, float16 = false, forwardBeside = false } = {}) {
   return async (ctx) => {
+    if (forwardBeside && !ctx.backward) throw new Error('backward mode only (the forward beside the backward)');
     if (recompute && !ctx.backward) throw new Error('backward only');
     if (float16 && ctx.backward) throw new Error('forward only');
     if (baseline && !ctx.baseline) throw new Error('needs --baseline');
@@ -51,11 +54,15 @@ function sdpa(options, { baseline = false, recompute = false, float16 = false } 
     }
     return {
       info,
-      setup(c, { q, k, v, dOut }) {
+      async setup(c, { q, k, v, dOut }) {
         const forward = { isCausal: ctx.causal };
         if (float16) {
           [q, k, v] = [q, k, v].map((t) => ({ data: toFloat16(t.data), shape: t.shape, dtype: 'float16' }));
           forward.outputDtype = 'float32';
+        }
+        if (forwardBeside) {
+          const withLse = { ...forward, returnLogSumExp: true };
+          return { run: async () => [(await attn.scaledDotProductAttention(q, k, v, withLse)).output.data], dispose() {} };
         }
         if (!ctx.backward) {
           const run = attn.backend === 'webgpu'
@@ -63,17 +70,20 @@ function sdpa(options, { baseline = false, recompute = false, float16 = false } 
             : async () => [attn.scaledDotProductAttentionSync(q, k, v, forward).output.data];
           return { run, dispose() {} };
         }
-        const saved = recompute ? {} : attn.scaledDotProductAttentionSync(q, k, v, { ...forward, returnLogSumExp: true });
+        // the forward's output and log-sum-exp, saved once (untimed) as training keeps them
+        const withLse = { ...forward, returnLogSumExp: true };
+        const saved = recompute ? {} : attn.backend === 'webgpu' ? await attn.scaledDotProductAttention(q, k, v, withLse) : attn.scaledDotProductAttentionSync(q, k, v, withLse);
         const backward = { ...forward, output: saved.output, logSumExp: saved.logSumExp };
         return {
           run: async () => {
-            const g = attn.scaledDotProductAttentionBackward(q, k, v, dOut, backward);
+            const g = await attn.scaledDotProductAttentionBackward(q, k, v, dOut, backward);
             return [g.dQuery.data, g.dKey.data, g.dValue.data];
           },
           dispose() {},
         };
       },
       dispose: () => attn.dispose(),
+      ...(forwardBeside ? { checks: 'forward' } : {}),
     };
   };
 }
@@ -150,6 +160,8 @@ export const ENGINES = {
   'sdpa-simd-1t-recompute': sdpa({ backend: 'simd', threads: 1 }, { recompute: true }),
   'sdpa-scalar': sdpa({ backend: 'scalar' }),
   'sdpa-webgpu': sdpa({ backend: 'webgpu' }),
+  'sdpa-webgpu-f16': sdpa({ backend: 'webgpu' }, { float16: true }),
+  'sdpa-webgpu-forward': sdpa({ backend: 'webgpu' }, { forwardBeside: true }),
   'sdpa-simd-1t@baseline': sdpa({ backend: 'simd', threads: 1 }, { baseline: true }),
   'sdpa-simd-mt@baseline': sdpa({ backend: 'simd', threads: 'many' }, { baseline: true }),
   'ort-1t': ortEngine(1),
@@ -158,4 +170,4 @@ export const ENGINES = {
 };
 
 /** The check's factor f: the tests allow WebGPU twice the CPU engines' multiple of e_ref. */
-export const checkFactor = (name) => (name === 'sdpa-webgpu' ? 4 : 2);
+export const checkFactor = (name) => (name.startsWith('sdpa-webgpu') ? 4 : 2);

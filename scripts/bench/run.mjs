@@ -22,9 +22,13 @@ export async function benchCases(opts, names) {
     log(`${c.name}: inputs and the float64 reference`);
     const inputs = makeInputs(scalar, c);
     const check = makeCheck(scalar, inputs, ctx);
+    // engines timing the forward beside the backward are checked (and their flops counted) as forwards
+    const forwardCtx = { ...ctx, backward: false };
+    const forwardCheck = engines.some((e) => e.checks === 'forward') ? makeCheck(scalar, inputs, forwardCtx) : undefined;
     const runners = [];
     for (const engine of engines) {
-      const row = { case: c.name, engine: engine.name, process: 'main', flops: flops(c, ctx) };
+      const asForward = engine.checks === 'forward';
+      const row = { case: c.name, engine: engine.name, process: 'main', flops: flops(c, asForward ? forwardCtx : ctx) };
       rows.push(row);
       if (engine.error) {
         row.error = engine.error;
@@ -33,7 +37,7 @@ export async function benchCases(opts, names) {
       let instance;
       try {
         instance = await engine.setup(c, inputs);
-        const verdict = check(await instance.run(), checkFactor(engine.name));
+        const verdict = (asForward ? forwardCheck : check)(await instance.run(), checkFactor(engine.name));
         Object.assign(row, { maxError: verdict.error, bound: verdict.bound });
         if (!verdict.ok) throw new Error(`wrong result: max error ${verdict.error.toExponential(2)} > bound ${verdict.bound.toExponential(2)}`);
         const lastMs = await warmUp(instance.run);
@@ -74,6 +78,9 @@ const fmt = (x, digits = 2) => (x === undefined ? '' : x >= 100 ? x.toFixed(0) :
 export function printResults({ rows, engines }, opts) {
   for (const [name, info] of Object.entries(engines)) {
     print(`${name}: ${Object.entries(info).filter(([, v]) => v !== undefined).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+    if (info.adapter?.includes('(fallback adapter)')) {
+      print(`  note: ${name} ran on a software fallback adapter (the GPU emulated on the CPU): its timings check that it works and say nothing about a GPU's speed; they are not judged`);
+    }
   }
   print();
   const columns = {
@@ -102,9 +109,18 @@ export function printResults({ rows, engines }, opts) {
     const old = rows.find((o) => o.case === r.case && o.engine === `${r.engine}@baseline` && o.medianMs);
     if (old && r.medianMs) baseline.push({ case: r.case, engine: r.engine, newOverOld: r.medianMs / old.medianMs, minNewOverOld: r.minMs / old.minMs });
   }
+  const backwardOverForward = [];
+  for (const r of rows) {
+    const forward = rows.find((o) => o.case === r.case && o.engine === 'sdpa-webgpu-forward' && o.medianMs);
+    if (r.engine === 'sdpa-webgpu' && r.medianMs && forward) backwardOverForward.push({ case: r.case, ratio: r.medianMs / forward.medianMs });
+  }
+  if (backwardOverForward.length) {
+    print('\nsdpa-webgpu backward / sdpa-webgpu-forward (the forward with its log-sum-exp), medians:');
+    for (const b of backwardOverForward) print(`  ${b.case.padEnd(12)} ${fmt(b.ratio, 2)}×`);
+  }
   if (baseline.length) {
     print(`\ntime new/old (this dist/ over --baseline ${opts.baseline}, same rounds; below 1: the new build is faster): medians, and min times (less moved by a busy machine)`);
     for (const b of baseline) print(`  ${b.case.padEnd(12)} ${b.engine.padEnd(14)} ${fmt(b.newOverOld, 3)}  min ${fmt(b.minNewOverOld, 3)}`);
   }
-  return { ratios: versusOrt, baseline };
+  return { ratios: versusOrt, baseline, backwardOverForward };
 }

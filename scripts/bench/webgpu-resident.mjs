@@ -16,6 +16,8 @@ import { interleave, warmUp } from './timing.mjs';
 
 const STORAGE = 0x80, COPY_SRC = 0x4, COPY_DST = 0x8, MAP_READ = 0x1;
 const message = (e) => String(e?.message ?? e).split('\n')[0].slice(0, 200);
+/** onnxruntime-web's error, with its cause where it is known (docs/webgpu.md, "Why onnxruntime-web's WebGPU EP does not run on dawn.node"). */
+const ortMessage = (e) => message(e) + (message(e) === 'Invalid argument' ? ' (on dawn.node: its GPUQueue.writeBuffer rejects views of onnxruntime-web\'s shared wasm memory)' : '');
 
 /** onnxruntime-web with its WebGPU EP on dawn.node's navigator.gpu; its device is shared with sdpa-web. */
 async function ortWebGpu(gpu) {
@@ -71,24 +73,50 @@ async function prefillEngines(c, inputs, attn, device, ortEnv) {
       };
       engines.push({ name: 'ort-webgpu graph (gpu-buffer)', run: async () => (await run()).dispose(), result: async () => { const o = await run(); const data = await o.getData(true); return data; }, dispose: () => session.release() });
     } catch (e) {
-      engines.push({ name: 'ort-webgpu graph (gpu-buffer)', error: message(e) });
+      engines.push({ name: 'ort-webgpu graph (gpu-buffer)', error: ortMessage(e) });
     }
   }
   return engines;
 }
 
+/**
+ * The KV cache dtypes tried on the GPU, in this order: each one `createKvCache` accepts is timed,
+ * one it rejects (a dtype this build does not have) is reported as such.
+ */
+export const KV_CACHE_DTYPES = ['float32', 'float16', 'int8', 'int4'];
+/** Bytes a cache of each dtype holds per key or value element (int8/int4: levels and a float32 scale per 32). */
+const CACHE_ELEMENT_BYTES = { float32: 4, float16: 2, int8: 36 / 32, int4: 20 / 32 };
+
 async function decodeEngines(c, inputs, attn, device, ortEnv) {
   const engines = [];
   const { B, Hq, Hkv, E } = c, L = inputs.L;
-  const cache = attn.createKvCache({ batch: B, kvHeads: Hkv, maxLength: L + 32, headDim: E });
-  cache.append(inputs.key, inputs.value, B > 1 ? { lengths: c.lengths } : undefined);
   const query = { buffer: upload(device, inputs.query.data), shape: inputs.query.shape };
   const out = device.createBuffer({ size: 4 * B * Hq * E, usage: STORAGE | COPY_SRC | COPY_DST });
-  const step = async () => {
+  const step = (cache) => async () => {
     await attn.scaledDotProductAttention(query, cache, { enableGqa: true, isCausal: true, outputLocation: 'gpu', out });
     await device.queue.onSubmittedWorkDone();
   };
-  engines.push({ name: 'sdpa-webgpu (GPU cache)', run: step, result: async () => (await step(), readBack(device, out, B * Hq * E)), dispose: () => { cache.dispose(); query.buffer.destroy(); out.destroy(); } });
+  let live = 0;
+  for (const dtype of KV_CACHE_DTYPES) {
+    const name = `sdpa-webgpu (GPU cache ${dtype})`;
+    let cache;
+    try {
+      cache = attn.createKvCache({ batch: B, kvHeads: Hkv, maxLength: L + 32, headDim: E, dtype });
+    } catch (e) {
+      if (!(e instanceof TypeError)) throw e;
+      engines.push({ name, unsupported: message(e) });
+      continue;
+    }
+    live++;
+    cache.append(inputs.key, inputs.value, B > 1 ? { lengths: c.lengths } : undefined);
+    const run = step(cache);
+    // The last cache disposed frees what the steps share.
+    const dispose = () => {
+      cache.dispose();
+      if (--live === 0) (query.buffer.destroy(), out.destroy());
+    };
+    engines.push({ name, dtype, elementBytes: CACHE_ELEMENT_BYTES[dtype], run, result: async () => (await run(), readBack(device, out, B * Hq * E)), dispose });
+  }
   if (ortEnv.ort) {
     const { ort } = ortEnv;
     try {
@@ -121,7 +149,7 @@ async function decodeEngines(c, inputs, attn, device, ortEnv) {
         dispose: () => session.release(),
       });
     } catch (e) {
-      engines.push({ name: 'ort-webgpu GQA (gpu-buffer)', error: message(e) });
+      engines.push({ name: 'ort-webgpu GQA (gpu-buffer)', error: ortMessage(e) });
     }
   }
   return engines;
@@ -149,19 +177,20 @@ export async function benchWebGpuResident(opts, gpu) {
       const row = { part, case: c.name, engine: e.name };
       rows.push(row);
       if (e.error) { row.failure = e.error; continue; }
+      if (e.unsupported) { row.unsupported = e.unsupported; continue; }
       try {
-        row.maxError = check(await e.result());
+        row.maxError = check(await e.result(), e);
         await warmUp(e.run);
         ok.push({ e, row });
       } catch (err) {
-        row.failure = message(err);
+        row.failure = e.name.startsWith('ort') ? ortMessage(err) : message(err);
         e.dispose();
       }
     }
     log(`${part} ${c.name}: ${ok.map(({ e }) => e.name).join(', ')} interleaved, ${opts.reps} rounds`);
     const timed = await interleave(ok.map(({ e }) => ({ run: e.run, reps: opts.reps })));
     ok.forEach(({ e, row }, i) => {
-      Object.assign(row, { ms: timed[i].medianMs }, metric(timed[i].medianMs));
+      Object.assign(row, { ms: timed[i].medianMs }, metric(timed[i].medianMs, e));
       e.dispose();
     });
   };
@@ -179,8 +208,9 @@ export async function benchWebGpuResident(opts, gpu) {
     const c = parseDecodeCase(text);
     const inputs = decodeInputs(c);
     const check = oracle(scalar, c, inputs);
-    const bytes = 4 * c.Hkv * c.lengths.reduce((a, b) => a + b, 0) * 2 * c.E;
-    await time('decode', c, await decodeEngines(c, inputs, attn, device, ortEnv), (output) => check('webgpu', output), (ms) => ({ gbPerS: bytes / ms / 1e6 }));
+    // K/V bytes a step reads: every visible key and value once.
+    const elements = c.Hkv * c.lengths.reduce((a, b) => a + b, 0) * 2 * c.E;
+    await time('decode', c, await decodeEngines(c, inputs, attn, device, ortEnv), (output, e) => check('webgpu', output, e.dtype), (ms, e) => ({ gbPerS: (e.elementBytes ?? 4) * elements / ms / 1e6 }));
   }
   attn.dispose();
   scalar.dispose();
@@ -193,7 +223,7 @@ export function printWebGpuResident({ rows }) {
   print('part     case                        engine                           ms    GFLOP/s or GB/s   max error');
   for (const r of rows) {
     const rate = r.gflops !== undefined ? `${r.gflops.toFixed(1)} GFLOP/s` : r.gbPerS !== undefined ? `${r.gbPerS.toFixed(2)} GB/s` : '';
-    const tail = r.failure ? `error: ${r.failure}` : `${r.ms.toFixed(3).padStart(9)}  ${rate.padStart(16)}   ${r.maxError.toExponential(1)}`;
+    const tail = r.unsupported ? `not in this build: ${r.unsupported}` : r.failure ? `error: ${r.failure}` : `${r.ms.toFixed(3).padStart(9)}  ${rate.padStart(16)}   ${r.maxError.toExponential(1)}`;
     print(`${r.part.padEnd(8)} ${r.case.padEnd(27)} ${r.engine.padEnd(31)} ${tail}`);
   }
 }

@@ -120,7 +120,7 @@ describe('demo explainers', () => {
     await page.waitForSelector('body[data-ready="true"]');
     await openAllSections(page);
     await page.waitForSelector('#gradients[data-row="1"]');
-    const want = gradientView(attn, 1);
+    const want = await gradientView(attn, 1);
     // #grad-chain: a row per column d_j; its cells are the page's chain, the float64 and the float32 backward.
     const byColumn = await page.$$eval('#grad-chain tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => Number((td as HTMLElement).dataset.v))));
     const chain = [0, 1, 2].map((way) => byColumn.map((cells) => cells[way]!));

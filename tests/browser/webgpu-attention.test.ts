@@ -4,7 +4,7 @@
 // tolerance rule (4·e_ref + 1e-5·max(1, |V|max)) against the float64 reference, GPU-resident
 // tensors and a GPU KV cache (flash-decoding), float16 (inputs, a float16 GPU cache, a float16
 // output on the GPU; Float16Array in and out, on WebGPU and the scalar backend), int8/int4 GPU
-// caches, and a fault.
+// caches, the backward, and a fault.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createAttention,
@@ -211,6 +211,37 @@ describe('WebGPU backend in Chromium', () => {
       expect(into.output.data).toBe(out);
       expect(new Uint16Array(out.buffer)).toEqual(asBits.output.data);
     }
+  });
+
+  it('the backward on the GPU: within the rule of the float64 gradient (GQA, causal, additive mask with dAttnMask, sinks), and from GPU tensors to GPU outputs', async () => {
+    const q = randomTensor([1, 4, 37, 16], 90, -2, 2), k = randomTensor([1, 2, 53, 16], 91, -2, 2), v = randomTensor([1, 2, 53, 8], 92);
+    const dOut = randomTensor([1, 4, 37, 8], 93);
+    const options = { enableGqa: true, isCausal: 'bottom-right' as const, attnMask: randomMasks([37, 53], 94).additive, returnAttnMaskGrad: true, sinks: new Float32Array([0.5, -1, 0, 1]) };
+    const device = await (await navigator.gpu.requestAdapter())!.requestDevice();
+    const mine = await createAttention({ backend: 'webgpu', gpuDevice: device });
+    const got = await mine.scaledDotProductAttentionBackward(q, k, v, dOut, options);
+    const ref = oracle.referenceAttentionBackward(q, k, v, dOut, options);
+    const plain = oracle.scaledDotProductAttentionBackwardSync(q, k, v, dOut, options);
+    for (const name of ['dQuery', 'dKey', 'dValue', 'dAttnMask', 'dSinks'] as const) {
+      const bound = toleranceBound(maxAbsDiff(plain[name]!.data, ref[name]!.data), 4, ref[name]!.data);
+      expect(maxAbsDiff(got[name]!.data, ref[name]!.data), name).toBeLessThanOrEqual(bound);
+    }
+    const upload = (t: Tensor) => {
+      const buffer = device.createBuffer({ size: t.data.byteLength, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
+      device.queue.writeBuffer(buffer, 0, t.data as Float32Array<ArrayBuffer>);
+      return { buffer, shape: t.shape };
+    };
+    const onGpu = await mine.scaledDotProductAttentionBackward(upload(q), upload(k), upload(v), upload(dOut), { ...options, outputLocation: 'gpu' });
+    const staging = device.createBuffer({ size: q.data.byteLength, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const encoder = device.createCommandEncoder();
+    encoder.copyBufferToBuffer(onGpu.dQuery.buffer as GPUBuffer, 0, staging, 0, q.data.byteLength);
+    device.queue.submit([encoder.finish()]);
+    await staging.mapAsync(GPUMapMode.READ);
+    expect(new Float32Array(staging.getMappedRange().slice(0))).toEqual(got.dQuery.data);
+    staging.destroy();
+    for (const name of ['dQuery', 'dKey', 'dValue'] as const) onGpu[name].buffer.destroy();
+    mine.dispose();
+    device.destroy();
   });
 
   it('calls in flight together all resolve; work split under lowered limits; device.destroy() rejects with device-lost', async () => {

@@ -242,6 +242,55 @@ TEST(WebGpuPlan, FlashDecodingForFewQueryRowsOverManyKeys) {
   EXPECT_EQ(keys.size(), 3u);
 }
 
+TEST(WebGpuPlan, DecodeWorkgroupServesTheGqaGroupWithTheLargestKeyTileThatFits) {
+  // B = 1, Hq = 32, Hkv = 8 (4 query heads per KV head), one query row, E = Ev = 128.
+  const AttentionPlan gqa = make_plan({1, 32, 1, 128}, {1, 8, 4096, 128}, {1, 8, 4096, 128}, MaskKind::kNone, {}, false, true);
+  FlashVariant flash, partial;
+  WebGpuLimits nvidia;  // 48 KiB of workgroup memory, subgroups of 32
+  nvidia.max_workgroup_storage_bytes = 48 << 10;
+  nvidia.subgroups = true;
+  nvidia.subgroup_min_size = 32;
+  ASSERT_TRUE(webgpu_flash_variant(gqa, nvidia, &flash).ok());
+  ASSERT_TRUE(webgpu_decode_variant(gqa, nvidia, flash, &partial));
+  EXPECT_EQ(partial.decode, 1u);
+  EXPECT_EQ(partial.decode_rows, 4u);   // the whole group in one workgroup
+  EXPECT_EQ(partial.decode_lanes, 16u); // 64 invocations
+  EXPECT_TRUE(partial.subgroups);
+  EXPECT_EQ(partial.block_keys, 32u);   // 2·32·128·4 = 32 KiB of K/V tiles
+  EXPECT_LE(partial.workgroup_bytes(), nvidia.max_workgroup_storage_bytes);
+  EXPECT_NE(partial.wgsl_constants().find("enable subgroups;"), std::string::npos);
+  EXPECT_NE(partial.key().find(":rows4:lanes16:subgroups"), std::string::npos);
+
+  // Subgroups of 4 (SwiftShader): 4 lanes a row; without subgroups, workgroup memory and 16 lanes.
+  WebGpuLimits small;  // 16 KiB
+  small.subgroups = true;
+  small.subgroup_min_size = 4;
+  ASSERT_TRUE(webgpu_decode_variant(gqa, small, flash, &partial));
+  EXPECT_EQ(partial.decode_lanes, 4u);
+  EXPECT_EQ(partial.block_keys, 8u);  // 16 keys: 16 KiB of K/V tiles, plus the weights
+  small.subgroups = false;
+  ASSERT_TRUE(webgpu_decode_variant(gqa, small, flash, &partial));
+  EXPECT_FALSE(partial.subgroups);
+  EXPECT_EQ(partial.decode_lanes, 16u);
+  EXPECT_EQ(partial.wgsl_constants().find("enable subgroups;"), std::string::npos);
+  EXPECT_NE(partial.key().find(":wgmem"), std::string::npos);
+  EXPECT_LE(partial.workgroup_bytes(), small.max_workgroup_storage_bytes);
+
+  // Rows beyond 16 (32 query heads on one KV head) take several workgroups of 16 rows.
+  const AttentionPlan mqa = make_plan({1, 32, 1, 64}, {1, 1, 4096, 64}, {1, 1, 4096, 64}, MaskKind::kNone, {}, false, true);
+  ASSERT_TRUE(webgpu_flash_variant(mqa, small, &flash).ok());
+  ASSERT_TRUE(webgpu_decode_variant(mqa, small, flash, &partial));
+  EXPECT_EQ(partial.decode_rows, kWebGpuDecodeMaxWorkgroupRows);
+  EXPECT_EQ(partial.decode_lanes, 4u);
+
+  // A head too wide for even the smallest key tile: no decode kernel (the flash kernels run).
+  const AttentionPlan wide = make_plan({1, 1, 1, 1024}, {1, 1, 4096, 1024}, {1, 1, 4096, 1024}, MaskKind::kNone, {}, false, true);
+  WebGpuLimits wide_limits;
+  wide_limits.max_workgroup_storage_bytes = 32 << 10;
+  ASSERT_TRUE(webgpu_flash_variant(wide, wide_limits, &flash).ok());
+  EXPECT_FALSE(webgpu_decode_variant(wide, wide_limits, flash, &partial));
+}
+
 TEST(WebGpuPlan, ChunksOfAStridedCacheReachItsLastHeadsRows) {
   // A KV cache: 3 KV heads of maxLength = 100 rows, 40 held.
   AttentionRequest r;
@@ -481,6 +530,61 @@ TEST(WebGpuPlan, LaysOutTheVariantsBuffer) {
   EXPECT_EQ(static_cast<int32_t>(far[0]), 11);
   EXPECT_EQ(static_cast<int32_t>(far[1]), 11);
   EXPECT_EQ(p.first_visible_key(0, 0), (int64_t{1} << 40) - 2);
+}
+
+TEST(WebGpuPlan, BackwardBlocksFitWorkgroupStorage) {
+  WebGpuLimits limits;
+  limits.max_workgroup_storage_bytes = 16384;
+  BackwardVariant v;
+  // E = Ev = 16: 128 bytes a row, 128 rows fit, capped at 64.
+  ASSERT_TRUE(webgpu_backward_variant(make_plan({4, 16}, {9, 16}, {9, 16}), limits, false, &v).ok());
+  EXPECT_EQ(v.query_block, kWebGpuBackwardMaxBlock);
+  EXPECT_EQ(v.key_block, kWebGpuBackwardMaxBlock);
+  // E = 24 -> 32, Ev = 40 -> 64 in 4 KiB: 384 bytes a row, 10 rows.
+  limits.max_workgroup_storage_bytes = 4096;
+  ASSERT_TRUE(webgpu_backward_variant(make_plan({4, 24}, {9, 24}, {9, 40}), limits, false, &v).ok());
+  EXPECT_EQ(v.query_block, 10u);
+  EXPECT_EQ(v.key("dkdv").rfind("backward-dkdv:e32:ev64:bq10:bk10:", 0), 0u) << v.key("dkdv");
+  // One row of E + Ev floats larger than the workgroup memory: a RangeError.
+  limits.max_workgroup_storage_bytes = 1024;
+  EXPECT_EQ(webgpu_backward_variant(make_plan({4, 256}, {9, 256}, {9, 256}), limits, false, &v).kind, ErrorKind::kRange);
+}
+
+TEST(WebGpuPlan, BackwardKeepsDScoresOnlyForTheAdditiveMasksGradient) {
+  const WebGpuLimits limits;
+  BackwardVariant v;
+  const AttentionPlan additive = make_plan({2, 5, 8}, {2, 7, 8}, {2, 7, 4}, MaskKind::kAdditive, {5, 7});
+  ASSERT_TRUE(webgpu_backward_variant(additive, limits, true, &v).ok());
+  EXPECT_TRUE(v.write_d_scores);
+  EXPECT_NE(v.wgsl_constants().find("const WRITE_DS: bool = true;"), std::string::npos);
+  ASSERT_TRUE(webgpu_backward_variant(additive, limits, false, &v).ok());
+  EXPECT_FALSE(v.write_d_scores);
+  const AttentionPlan boolean = make_plan({2, 5, 8}, {2, 7, 8}, {2, 7, 4}, MaskKind::kBool, {5, 7});
+  ASSERT_TRUE(webgpu_backward_variant(boolean, limits, true, &v).ok());
+  EXPECT_FALSE(v.write_d_scores);
+  // Bytes: rowstats 3 floats a row, the mask's gradient, a float per head; dQ then dS [R, Lk];
+  // dK then dV.
+  const WebGpuBackwardBytes with_ds = webgpu_backward_bytes(additive, true);
+  EXPECT_EQ(with_ds.rowstats, 4u * (3 * 10 + 35 + 1));
+  EXPECT_EQ(with_ds.grad_query, 4u * 10 * (8 + 7));
+  EXPECT_EQ(with_ds.grad_key_value, 4u * 14 * (8 + 4));
+  const WebGpuBackwardBytes without = webgpu_backward_bytes(additive, false);
+  EXPECT_EQ(without.rowstats, 4u * (3 * 10 + 1));
+  EXPECT_EQ(without.grad_query, 4u * 10 * 8);
+}
+
+TEST(WebGpuPlan, BackwardRunsInOnePieceOrNamesTheBufferThatDoesNotFit) {
+  WebGpuLimits limits;
+  const AttentionPlan p = make_plan({1, 1, 300, 16}, {1, 1, 40, 16}, {1, 1, 40, 16});
+  EXPECT_TRUE(check_webgpu_backward_fits(p, limits, false).ok());
+  limits.max_storage_binding_bytes = 4096;
+  const Status s = check_webgpu_backward_fits(p, limits, false);
+  EXPECT_EQ(s.kind, ErrorKind::kRange);
+  EXPECT_NE(s.message.find("query needs 19200 bytes"), std::string::npos) << s.message;
+  const WebGpuChunk whole = webgpu_whole_chunk(p);
+  EXPECT_EQ(whole.nbh, 1);
+  EXPECT_EQ(whole.rows, 300);
+  EXPECT_EQ(whole.nkv, 1);
 }
 
 }  // namespace

@@ -28,10 +28,11 @@ describe('npm run bench', () => {
     for (const row of ['causal, window left 512', 'causal, 3 documents of 512', 'kernel/ideal']) expect(variants).toContain(row);
   }, 120_000);
 
-  it('decode: sdpa-web on its KV cache and onnxruntime-web GroupQueryAttention, checked against the float64 reference', () => {
+  it('decode: sdpa-web on its KV caches (float32, float16, int8, int4) and onnxruntime-web GroupQueryAttention, checked against the float64 reference', () => {
     const out = bench('--mode', 'decode', '--cases', '64,ragged:64', '--reps', '3');
     expect(out).not.toMatch(/wrong result|error:/i);
-    for (const engine of ['sdpa-simd-1t', 'sdpa-simd-mt', 'ort-gqa-1t', 'ort-gqa-2t', 'probe']) expect(out).toContain(engine);
+    for (const engine of ['sdpa-simd-1t', 'sdpa-simd-mt', 'sdpa-simd-1t-f16', 'sdpa-simd-1t-int8', 'sdpa-simd-mt-int8', 'sdpa-simd-1t-int4', 'sdpa-simd-mt-int4', 'ort-gqa-1t', 'ort-gqa-2t', 'probe']) expect(out).toContain(engine);
+    expect(out).toMatch(/int8 cache \d+\.\d\d× float32 on 1 thread/);
     expect(out).not.toMatch(/ NO$/m);
   }, 120_000);
 

@@ -1,6 +1,6 @@
 // The forward option audit (support/option-audit-suite.ts) on the 'webgpu' backend (dawn.node on
 // SwiftShader), the log-sum-exp of calls cut into several chunks (heads, then rows of one head),
-// and the backward of a 'webgpu' instance, which is the 'simd' CPU backward (as documented).
+// and the backward of a 'webgpu' instance, which runs the WebGPU backward kernels.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttention, type Attention, type GpuTensor } from 'sdpa-web';
 import { defineOptionAuditSuite } from './support/option-audit-suite.js';
@@ -59,20 +59,23 @@ describe('returnLogSumExp on webgpu calls cut into chunks', () => {
 });
 
 describe("scaledDotProductAttentionBackward on a 'webgpu' instance", () => {
-  it("is the 'simd' backward on the CPU, with the WebGPU forward's logSumExp", async () => {
+  it("runs the WebGPU backward kernels, with or without the WebGPU forward's logSumExp, as the 'simd' backward does", async () => {
     const attn = await createAttention({ backend: 'webgpu', gpuDevice: await sharedDevice(), gpu });
     const simd = await createAttention({ backend: 'simd' });
     const q = randomTensor([2, 2, 9, 8], 50, -2, 2), k = randomTensor([2, 2, 13, 8], 51, -2, 2), v = randomTensor([2, 2, 13, 4], 52);
     const dOut = randomTensor([2, 2, 9, 4], 53);
     const options = { isCausal: true, sinks: new Float32Array([0.5, -1]) };
     const forward = await attn.scaledDotProductAttention(q, k, v, { ...options, returnLogSumExp: true });
-    const cpu = simd.scaledDotProductAttentionBackward(q, k, v, dOut, options);
+    const cpu = simd.scaledDotProductAttentionBackwardSync(q, k, v, dOut, options);
     for (const given of [options, { ...options, output: forward.output, logSumExp: forward.logSumExp }]) {
-      const gpuInstance = attn.scaledDotProductAttentionBackward(q, k, v, dOut, given);
+      const gpuInstance = await attn.scaledDotProductAttentionBackward(q, k, v, dOut, given);
       for (const name of ['dQuery', 'dKey', 'dValue', 'dSinks'] as const) {
         expect(Math.max(...gpuInstance[name]!.data.map((x, i) => Math.abs(x - cpu[name]!.data[i]!))), name).toBeLessThanOrEqual(1e-5);
       }
     }
+    const pipelines = attn.webgpuInfo()!.pipelines;
+    for (const kernel of ['prep', 'dkdv', 'dq', 'reduce-sinks']) expect(pipelines.some((key) => key.startsWith(`backward-${kernel}:`)), kernel).toBe(true);
+    expect(() => attn.scaledDotProductAttentionBackwardSync(q, k, v, dOut, options)).toThrow(/runs on the CPU backends only/);
     attn.dispose();
     simd.dispose();
   });

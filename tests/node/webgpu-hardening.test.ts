@@ -1,10 +1,10 @@
-// WebGPU hardening (checklist items 13, 14, 16) on a real device (dawn.node + SwiftShader):
+// WebGPU hardening (checklist items 13, 14, 16; item 16 for the backward too) on a real device (dawn.node + SwiftShader):
 // injected faults (requestDevice refused, out-of-memory on buffer creation) that must end in a
 // typed error and a call that recovers; guard words after every storage buffer that must survive
 // odd-shaped runs (out-of-bounds GPU writes); and live GPU buffers / error scopes that must
 // return to their baseline over many calls and create/run/dispose cycles.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAttention, WebGPUError, type Attention, type AttentionOptions, type GpuLike, type Tensor } from 'sdpa-web';
+import { createAttention, WebGPUError, type Attention, type AttentionOptions, type BackwardOptions, type GpuLike, type Tensor } from 'sdpa-web';
 import { randomMasks, randomTensor } from './support/tensors.js';
 import { expectMatchesReference } from './support/tolerance.js';
 import { asHardware, testDevice } from './support/webgpu.js';
@@ -310,6 +310,48 @@ describe('16. live GPU buffers and error scopes return to baseline', () => {
     expect(attn.webgpuInfo()!.jobsInFlight).toBe(0);
     attn.dispose();
     expect(counts.created - counts.destroyed).toBe(0);
+    device.destroy();
+  });
+
+  it('50 backward calls (variants, GPU outputs, some failing planning or validation): every buffer created is destroyed, error scopes balanced', async () => {
+    const device = await testDevice();
+    const { proxy, counts } = countingDevice(device);
+    const attn = await createAttention({ backend: 'webgpu', gpuDevice: proxy });
+    const variants: BackwardOptions[] = [
+      {}, { isCausal: true }, { attnMask: randomMasks([5, 9], 1).additive, returnAttnMaskGrad: true }, { sinks: new Float32Array([0.5]) },
+      { window: { left: 2 }, softcap: 3 },
+    ];
+    let ok = 0, planErrors = 0, gpuErrors = 0;
+    for (let c = 0; c < 50; c++) {
+      const e = [4, 8, 5][c % 3]!, ev = [4, 3][c % 2]!;
+      const q = randomTensor([5, e], c), k = randomTensor([9, e], c + 1), v = randomTensor([9, ev], c + 2), dOut = randomTensor([5, ev], c + 3);
+      const options = variants[c % variants.length]!;
+      if (c % 10 === 3) {
+        const error = await bounded(settled(attn.scaledDotProductAttentionBackward(q, k, v, randomTensor([5, ev + 1], c), options)), 30_000, `call ${c}`);
+        expect(error, `call ${c}`).toBeInstanceOf(RangeError);
+        planErrors++;
+      } else if (c % 10 === 7) {
+        counts.breakBindGroups = true;
+        const error = await bounded(settled(attn.scaledDotProductAttentionBackward(q, k, v, dOut, options)), 30_000, `call ${c}`);
+        counts.breakBindGroups = false;
+        expect(error, `call ${c}`).toBeInstanceOf(WebGPUError);
+        expect((error as WebGPUError).kind).toBe('validation');
+        gpuErrors++;
+      } else if (c % 2 === 0) {
+        const g = await bounded(attn.scaledDotProductAttentionBackward(q, k, v, dOut, { ...options, outputLocation: 'gpu' }), 30_000, `call ${c}`);
+        for (const name of ['dQuery', 'dKey', 'dValue'] as const) g[name].buffer.destroy();
+        ok++;
+      } else {
+        const g = await bounded(attn.scaledDotProductAttentionBackward(q, k, v, dOut, options), 30_000, `call ${c}`);
+        expect(g.dQuery.shape).toEqual([5, e]);
+        ok++;
+      }
+      expect(counts.created - counts.destroyed, `live buffers after call ${c}`).toBe(0);
+    }
+    expect([ok, planErrors, gpuErrors]).toEqual([40, 5, 5]);
+    expect(counts.pushed).toBe(counts.popped);
+    expect(attn.webgpuInfo()!.jobsInFlight).toBe(0);
+    attn.dispose();
     device.destroy();
   });
 

@@ -59,7 +59,7 @@ describe('ex-gradients: the source text’s backward formulas, on both backends'
     const dQ = mm(dS, K!.data, lq, lk, d).map((x) => x * scale);
     const dK = mm(transpose(dS, lq, lk), Q!.data, lk, lq, d).map((x) => x * scale);
     for (const engine of [attn, scalar]) {
-      const g = engine.scaledDotProductAttentionBackward(toTensor(Q!), toTensor(K!), toTensor(V!), toTensor(dO!));
+      const g = engine.scaledDotProductAttentionBackwardSync(toTensor(Q!), toTensor(K!), toTensor(V!), toTensor(dO!));
       expect(maxAbsDiff(g.dValue.data, dV), `${engine.backend} dV`).toBeLessThan(1e-6);
       expect(maxAbsDiff(g.dQuery.data, dQ), `${engine.backend} dQ`).toBeLessThan(1e-6);
       expect(maxAbsDiff(g.dKey.data, dK), `${engine.backend} dK`).toBeLessThan(1e-6);

@@ -7,10 +7,10 @@ import { CallRecord } from './core-call.js';
 import { runCpuAttention } from './cpu-calls.js';
 import type { GpuEngine } from './webgpu-calls.js';
 import { runWebGpuAttention, traceWebGpuOnlineSoftmax } from './webgpu-calls.js';
-import { attentionBackward, referenceAttentionBackward } from './extras/gradients.js';
+import { attentionBackward, referenceAttentionBackward, webgpuAttentionBackward } from './extras/gradients.js';
 import { dropout, randomUniform, xavierUniform } from './extras/prng.js';
 import { attentionScores, attentionScoresBackward } from './extras/scores.js';
-import type { AttentionGradients, AttentionGradients64, BackwardOptions, DropoutOptions, ScoreGradients, ScoreOptions, ScoreResult, UniformOptions } from './extras/types.js';
+import type { AttentionGradients, AttentionGradients64, BackwardOptions, DropoutOptions, GpuAttentionGradients, ScoreGradients, ScoreOptions, ScoreResult, UniformOptions } from './extras/types.js';
 import { KvCache } from './kv-cache.js';
 import { explain, referenceAttention, traceOnlineSoftmax } from './reference-calls.js';
 import type {
@@ -19,7 +19,7 @@ import type {
   SoftmaxOptions, Tensor, TensorInput, TraceOptions, WebGpuInfo, WebGpuSoftmaxTrace,
 } from './types.js';
 import type { SdpaModule } from './wasm/sdpa_core.mjs';
-import { GpuSession, WebGPUError } from './webgpu.js';
+import { checkCpuInputs, GpuSession, isGpuTensor, WebGPUError } from './webgpu.js';
 
 /** One attention engine bound to a backend. Create with {@link createAttention}. */
 export class Attention implements GpuEngine {
@@ -196,14 +196,36 @@ export class Attention implements GpuEngine {
 
   /**
    * ∂L/∂query, ∂L/∂key, ∂L/∂value (and ∂L/∂attnMask with `returnAttnMaskGrad`, ∂L/∂sinks) given
-   * `dOutput` = ∂L/∂output, with the forward's options. On `'simd'` the weights are recomputed
-   * tile by tile from the forward's log-sum-exp (FlashAttention-2 style): pass the forward's
-   * `output` and `logSumExp` (`returnLogSumExp: true`) to skip recomputing them.
-   * It runs on the CPU on every backend: a `'webgpu'` instance runs the `'simd'` backward, on
-   * CPU tensors (there is no WebGPU backward yet).
+   * `dOutput` = ∂L/∂output, with the forward's options. The weights are recomputed tile by tile
+   * from the forward's log-sum-exp (FlashAttention-2 style): pass the forward's `output` and
+   * `logSumExp` (`returnLogSumExp: true`) to skip recomputing them.
+   * - Backend `'webgpu'`: it runs on the GPU; query, key, value and dOutput may be GPU-resident
+   *   `{ buffer, shape, offset? }`, and with `outputLocation: 'gpu'` dQuery, dKey and dValue stay
+   *   in GPUBuffers you own. float16 query/key/value are widened; the gradients are float32.
+   * - CPU backends: the `'simd'` (or `'scalar'`) backward; {@link Attention.scaledDotProductAttentionBackwardSync} is the same, synchronously.
    */
-  scaledDotProductAttentionBackward(query: Tensor, key: Tensor, value: Tensor, dOutput: Tensor, options?: BackwardOptions): AttentionGradients {
+  async scaledDotProductAttentionBackward(query: TensorInput, key: TensorInput, value: TensorInput, dOutput: TensorInput, options: BackwardOptions & { outputLocation: 'gpu' }): Promise<GpuAttentionGradients>;
+  async scaledDotProductAttentionBackward(query: TensorInput, key: TensorInput, value: TensorInput, dOutput: TensorInput, options?: BackwardOptions): Promise<AttentionGradients>;
+  async scaledDotProductAttentionBackward(query: TensorInput, key: TensorInput, value: TensorInput, dOutput: TensorInput, options?: BackwardOptions): Promise<AttentionGradients | GpuAttentionGradients> {
     this.checkUsable();
+    if ((key as unknown) instanceof KvCache) throw new TypeError('scaledDotProductAttentionBackward takes key and value tensors, not a KvCache (the backward is not supported on a cache)');
+    if (this.currentBackend === 'webgpu') return webgpuAttentionBackward(this, query, key, value, dOutput, options);
+    checkCpuInputs(this.currentBackend, query, key, value);
+    if (isGpuTensor(dOutput)) {
+      throw new TypeError(`dOutput is a GPU-resident tensor { buffer, shape }, which only backend 'webgpu' reads; this instance uses '${this.currentBackend}': pass { data: Float32Array, shape }`);
+    }
+    return attentionBackward(this, query as Tensor, key as Tensor, value as Tensor, dOutput as Tensor, options);
+  }
+
+  /** Synchronous {@link Attention.scaledDotProductAttentionBackward}, CPU backends only (on `'webgpu'` it throws: GPU results arrive asynchronously). */
+  scaledDotProductAttentionBackwardSync(query: Tensor, key: Tensor, value: Tensor, dOutput: Tensor, options?: BackwardOptions): AttentionGradients {
+    this.checkUsable();
+    if (this.currentBackend === 'webgpu') {
+      throw new Error(
+        "sdpa-web: scaledDotProductAttentionBackwardSync runs on the CPU backends only; this instance uses 'webgpu': " +
+          "use `await scaledDotProductAttentionBackward(...)`, or create a 'simd' instance",
+      );
+    }
     if ((key as unknown) instanceof KvCache) throw new TypeError('scaledDotProductAttentionBackward takes key and value tensors, not a KvCache (the backward is not supported on a cache)');
     return attentionBackward(this, query, key, value, dOutput, options);
   }

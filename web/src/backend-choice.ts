@@ -80,6 +80,7 @@ export async function chooseEngine(options: CreateAttentionOptions): Promise<Eng
   if (typeof gpuLimits === 'object' && gpuLimits !== null) {
     checkOptionNames('createAttention options.gpuLimits', gpuLimits, GPU_LIMIT_NAMES);
     if (gpuLimits.shaderF16 !== undefined) checkBoolean('gpuLimits.shaderF16', gpuLimits.shaderF16);
+    if (gpuLimits.subgroups !== undefined) checkBoolean('gpuLimits.subgroups', gpuLimits.subgroups);
     if (gpuLimits.packedIntegerDotProduct !== undefined) checkBoolean('gpuLimits.packedIntegerDotProduct', gpuLimits.packedIntegerDotProduct);
   }
   const backend = options.backend ?? 'auto';

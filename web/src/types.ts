@@ -396,7 +396,7 @@ export interface GpuLike {
     readonly info?: { isFallbackAdapter?: boolean; description?: string; architecture?: string };
     /** The older spelling of `info.isFallbackAdapter`. */
     readonly isFallbackAdapter?: boolean;
-    /** GPUSupportedFeatures: `'shader-f16'` is requested where the adapter has it. */
+    /** GPUSupportedFeatures: `'shader-f16'` and `'subgroups'` are requested where the adapter has them. */
     readonly features?: { has(name: string): boolean };
     requestDevice(descriptor?: object): Promise<GpuDeviceLike>;
   } | null>;
@@ -415,6 +415,12 @@ export interface GpuLimitCaps {
    * `'shader-f16'` feature (whose kernels read `f16` storage); `true` or absent: the device decides.
    */
   shaderF16?: boolean;
+  /**
+   * `false`: the decode kernel's lanes combine their softmax statistics through workgroup memory
+   * even where the device has the `'subgroups'` feature (whose kernel uses subgroupShuffleXor);
+   * `true` or absent: the device decides.
+   */
+  subgroups?: boolean;
   /**
    * `false`: form int8 dot products by unpacking bytes even where WGSL has the
    * `packed_4x8_integer_dot_product` language feature (`dot4I8Packed`); `true` or absent: used

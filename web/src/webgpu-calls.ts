@@ -150,7 +150,7 @@ export async function runWebGpuAttention(
 }
 
 /** Awaits a submitted call's readback and copies it into the heap; the device's faults as WebGPUErrors. */
-async function readback(gpu: GpuState, promise: Promise<unknown[]>, job: number): Promise<void> {
+export async function readback(gpu: GpuState, promise: Promise<unknown[]>, job: number): Promise<void> {
   let resolved: unknown[];
   try {
     resolved = await Promise.race([promise, gpu.lost]);

@@ -121,13 +121,14 @@ export async function requestDevice(gpu: GpuLike | undefined, allowSoftware: boo
   }
   try {
     // Larger buffers mean fewer split dispatches and more workgroup memory larger key tiles: ask
-    // for what the adapter can give. 'shader-f16' lets the kernels read float16 storage directly.
+    // for what the adapter can give. 'shader-f16' lets the kernels read float16 storage directly;
+    // 'subgroups' lets the decode kernel combine its lanes' statistics without workgroup memory.
     const limits = adapter.limits as Record<string, number>;
     const requiredLimits: Record<string, number> = {};
     for (const name of ['maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupStorageSize']) {
       if (typeof limits[name] === 'number') requiredLimits[name] = limits[name];
     }
-    const requiredFeatures = adapter.features?.has('shader-f16') ? ['shader-f16'] : [];
+    const requiredFeatures = ['shader-f16', 'subgroups'].filter((name) => adapter.features?.has(name));
     return { device: await adapter.requestDevice({ requiredLimits, requiredFeatures }) };
   } catch (cause) {
     return { reason: `GPUAdapter.requestDevice() failed: ${String(cause)}` };

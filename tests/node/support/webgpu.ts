@@ -18,13 +18,13 @@ export const gpu = create([]);
 
 /**
  * A fresh device on the test adapter (default limits unless `requiredLimits` is given), with
- * 'shader-f16' where the adapter has it (lavapipe; SwiftShader has not), as `createAttention`
- * requests its own devices.
+ * 'shader-f16' and 'subgroups' where the adapter has them (lavapipe has both; SwiftShader has
+ * subgroups only), as `createAttention` requests its own devices.
  */
 export async function testDevice(requiredLimits: Record<string, number> = {}): Promise<GPUDevice> {
   const adapter = await gpu.requestAdapter();
   if (!adapter) throw new Error(`dawn.node found no WebGPU adapter (is ${process.env.VK_ICD_FILENAMES} there, and libvulkan1 installed?)`);
-  const requiredFeatures: GPUFeatureName[] = adapter.features.has('shader-f16') ? ['shader-f16'] : [];
+  const requiredFeatures = (['shader-f16', 'subgroups'] as GPUFeatureName[]).filter((name) => adapter.features.has(name));
   return adapter.requestDevice({ requiredLimits, requiredFeatures });
 }
 

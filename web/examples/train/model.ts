@@ -8,7 +8,7 @@
  *   d = TOKEN_DIM + LENGTH wide;
  * - `layers` residual attention layers: x ← x + concat_h(attention_h(x·W_Q, x·W_K, x·W_V))·W_O, with
  *   `heads` causal heads of HEAD_DIM (`attn.scaledDotProductAttentionSync` on `[B, H, L, E]`,
- *   backward by `attn.scaledDotProductAttentionBackward`);
+ *   backward by `attn.scaledDotProductAttentionBackwardSync`);
  * - a read-out to the vocabulary, logits = x·W_U + b_U, and the mean cross-entropy over the task's
  *   query positions.
  * The dense layers are `attn.matmul` calls (their transposes and the cross-entropy are loops below).
@@ -305,7 +305,7 @@ export class TinyTransformer {
       const dMerged = new Float32Array(n * inner);
       this.linearBackward(c.merged, dx, n, inner, this.param(`layer${l}.wO`), MODEL_DIM, grads.get(`layer${l}.wO`)!, dMerged);
       const dOutput: Tensor = { data: splitHeads(dMerged, count, this.heads), shape: c.output.shape };
-      const g = this.attn.scaledDotProductAttentionBackward(c.q, c.k, c.v, dOutput, { isCausal: true, output: c.output, logSumExp: c.logSumExp });
+      const g = this.attn.scaledDotProductAttentionBackwardSync(c.q, c.k, c.v, dOutput, { isCausal: true, output: c.output, logSumExp: c.logSumExp });
       // Below the last layer the residual passes dx through; layer 1's input needs it only in the embedding's columns.
       const dxIn = l < this.layers ? dx.slice() : new Float32Array(dx.length);
       for (const [w, d] of [['wQ', g.dQuery], ['wK', g.dKey], ['wV', g.dValue]] as const) {

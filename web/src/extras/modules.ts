@@ -190,7 +190,7 @@ export class SelfAttention {
    * Backward pass of {@link SelfAttention.forward} (without dropout): given dOutput = ∂L/∂output
    * `[..., L, dV]`, returns ∂L/∂x and the projections' gradients ∂L/∂W_Q = xᵀ·dQ, ∂L/∂W_K = xᵀ·dK,
    * ∂L/∂W_V = xᵀ·dV (summed over the batch), with dQ, dK, dV from
-   * {@link Attention.scaledDotProductAttentionBackward} and ∂L/∂x = dQ·W_Qᵀ + dK·W_Kᵀ + dV·W_Vᵀ.
+   * {@link Attention.scaledDotProductAttentionBackwardSync} and ∂L/∂x = dQ·W_Qᵀ + dK·W_Kᵀ + dV·W_Vᵀ.
    * Pass the forward's `attnMask` / `isCausal`.
    */
   backward(x: Tensor, dOutput: Tensor, options: SelfAttentionBackwardOptions = {}): SelfAttentionGradients {
@@ -208,7 +208,7 @@ export class SelfAttention {
     const q = a.matmul(x, this.wQ);
     const k = a.matmul(x, this.wK);
     const v = a.matmul(x, this.wV);
-    const g = a.scaledDotProductAttentionBackward(q, k, v, dOutput, {
+    const g = a.scaledDotProductAttentionBackwardSync(q, k, v, dOutput, {
       ...variantOptions(this.checks, options),
       attnMask: options.attnMask ?? null,
       isCausal: options.isCausal ?? false,

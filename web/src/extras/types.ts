@@ -3,7 +3,7 @@
 // dim, Ev value dim. The score functions allow different query and key dims (Dq, Dk) and have a
 // hidden size A; the multi-head module keeps PyTorch nn.MultiheadAttention's names: L target
 // (query) length, S source (key) length, E its embedDim.
-import type { AttentionOptions, BackendChoice, MaskTensor, Tensor, Tensor64, VariantOptions } from '../types.js';
+import type { AttentionOptions, BackendChoice, GpuTensor, MaskTensor, Tensor, Tensor64, VariantOptions } from '../types.js';
 
 /**
  * Options of {@link Attention.scaledDotProductAttentionBackward}: the forward call's options
@@ -11,6 +11,11 @@ import type { AttentionOptions, BackendChoice, MaskTensor, Tensor, Tensor64, Var
  * forward's output options (`returnWeights`, `returnLogSumExp`, `out`) are not options here.
  */
 export interface BackwardOptions extends Omit<AttentionOptions, 'returnWeights' | 'returnLogSumExp' | 'returnScores' | 'out' | 'outputLocation' | 'outputDtype'> {
+  /**
+   * Backend `'webgpu'`: `'gpu'` returns `dQuery`, `dKey` and `dValue` in new GPUBuffers you own
+   * (`{ buffer, shape }`, float32; `dAttnMask` and `dSinks` stay CPU arrays). CPU backends: `'cpu'` only.
+   */
+  outputLocation?: 'cpu' | 'gpu' | null;
   /**
    * The forward's `output`, passed together with `logSumExp` (forward with
    * `returnLogSumExp: true`): the SIMD backward then skips recomputing the forward. Both or neither.
@@ -36,6 +41,15 @@ export interface AttentionGradients {
    */
   dAttnMask?: Tensor;
   /** ∂L/∂sinks `[Hq]`, when `sinks` was given. */
+  dSinks?: Tensor;
+}
+
+/** {@link AttentionGradients} with `outputLocation: 'gpu'` ('webgpu'): dQuery, dKey, dValue in GPUBuffers the caller owns. */
+export interface GpuAttentionGradients {
+  dQuery: GpuTensor;
+  dKey: GpuTensor;
+  dValue: GpuTensor;
+  dAttnMask?: Tensor;
   dSinks?: Tensor;
 }
 

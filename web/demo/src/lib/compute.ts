@@ -497,7 +497,7 @@ export async function runExample(attn: Attention, ex: WorkedExample, opts: { mas
       const lq = st.weights.shape[0], lk = st.weights.shape[1];
       // ∂L/∂A = ∂L/∂O·Vᵀ is shown for teaching; the gradients themselves are sdpa-web's backward pass.
       const dA = attn.matmul(dO, transpose(v));
-      const { dQuery: dQ, dKey: dK, dValue: dV } = attn.scaledDotProductAttentionBackward(q, k, v, dO);
+      const { dQuery: dQ, dKey: dK, dValue: dV } = await attn.scaledDotProductAttentionBackward(q, k, v, dO);
       const lab = (t: NumTensor, rl: string[], cp: string, name: string): MatrixView => ({ name, tensor: t, rowLabels: rl, colLabels: dims(cp, t.shape[1]), rowAxis: '', colAxis: '', kind: 'signed' });
       stages.push({ id: 'output', title: 'Backward pass', tex: '\\frac{\\partial L}{\\partial V} = A^{\\top}\\frac{\\partial L}{\\partial O},\\; \\frac{\\partial L}{\\partial A} = \\frac{\\partial L}{\\partial O}V^{\\top},\\; \\frac{\\partial s_i}{\\partial x_j} = s_i(\\delta_{ij} - s_j),\\; \\frac{\\partial L}{\\partial Q} = \\frac{\\partial L}{\\partial S}\\frac{K}{\\sqrt{d_k}},\\; \\frac{\\partial L}{\\partial K} = \\Big(\\frac{\\partial L}{\\partial S}\\Big)^{\\!\\top}\\frac{Q}{\\sqrt{d_k}}', views: [
         lab(dV, kLabels(lk), 'v', '∂L/∂V'), lab(dA, qLabels(lq), 'k', '∂L/∂A'), lab(dQ, qLabels(lq), 'd', '∂L/∂Q'), lab(dK, kLabels(lk), 'd', '∂L/∂K'),

@@ -67,7 +67,7 @@ export interface GradientView {
   finite: { dQuery: number[]; dKey: number[]; dValue: number[] };
 }
 
-export function gradientView(attn: Attention, row: number): GradientView {
+export async function gradientView(attn: Attention, row: number): Promise<GradientView> {
   const { q, k, v, dO } = gradientInputs(attn);
   const e = q.shape[1], lk = k.shape[0], ev = v.shape[1];
   const scale = 1 / Math.sqrt(e);
@@ -105,7 +105,7 @@ export function gradientView(attn: Attention, row: number): GradientView {
     dA,
     dS,
     dQrowChain,
-    library: attn.scaledDotProductAttentionBackward(q, k, v, dO),
+    library: await attn.scaledDotProductAttentionBackward(q, k, v, dO),
     reference64: attn.referenceAttentionBackward(q, k, v, dO),
     finite: { dQuery: fd(q, 0), dKey: fd(k, 1), dValue: fd(v, 2) },
   };

@@ -22,11 +22,11 @@ export function mountGradients(app: App): void {
     out,
   );
 
-  function draw(): void {
+  async function draw(): Promise<void> {
     try {
       const i = Number(rowSel.value);
       setParams({ grow: i === 0 ? null : String(i + 1) });
-      const g = gradientView(app.attn, i);
+      const g = await gradientView(app.attn, i);
       const keys = seqLabels('k', g.weights.length);
       const vec = (name: string, data: number[], cols: string[], kind: 'weights' | 'signed' = 'signed') => ({ name, tensor: { data, shape: [1, data.length] }, rowLabels: [`q${i + 1}`], colLabels: cols, rowAxis: 'query', colAxis: 'key', kind });
       const e = g.dQrowChain.length;
@@ -72,6 +72,6 @@ export function mountGradients(app: App): void {
       app.error('gradients', e);
     }
   }
-  rowSel.addEventListener('change', draw);
-  draw();
+  rowSel.addEventListener('change', () => void draw());
+  void draw();
 }

@@ -1,0 +1,51 @@
+// attention_backward_reduce.wgsl: the backward's sums over rows, one invocation per result, each
+// summing in a fixed order (deterministic, no atomics). STAGE 0: the additive mask's gradient,
+// element e of the mask in its own shape = Σ dS over the dims where the mask broadcasts (dS, the
+// [R, Lk] region after dQ in `grads`, written by attention_backward_dq.wgsl); STAGE 1: ∂L/∂sink_h
+// = Σ over batches and rows of the rows' sink terms (attention_backward_prep.wgsl). Both go to
+// rowstats after its three row regions: the mask's gradient, then the sinks'.
+// Constants: those of attention_backward_common.wgsl.inc, INVOCATIONS, STAGE.
+
+//! include attention_common.wgsl.inc
+//! include attention_backward_common.wgsl.inc
+
+// One coordinate of mask element `e` along a dim of `extent` with stride `stride` (0: the mask
+// broadcasts there): [first, end) is the range summed over.
+fn mask_axis(e: u32, stride: u32, extent: u32) -> vec2<u32> {
+  if (stride == 0u) { return vec2<u32>(0u, extent); }
+  let c = (e / stride) % extent;
+  return vec2<u32>(c, c + 1u);
+}
+
+@compute @workgroup_size(INVOCATIONS)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let n = (wg.x + p.x_base) * INVOCATIONS + t;
+  let rows = total_rows();
+  if (STAGE == 0u) {
+    let count = mask_elements();
+    if (n >= count) { return; }
+    let b_range = mask_axis(n, p.mask_sb, p.B);
+    let h_range = mask_axis(n, p.mask_sh, p.Hq);
+    let i_range = mask_axis(n, p.mask_sq, p.Lq);
+    let j_range = mask_axis(n, p.mask_sk, p.Lk);
+    let ds = rows * p.E;
+    var sum = 0.0;
+    for (var b = b_range.x; b < b_range.y; b++) {
+      for (var h = h_range.x; h < h_range.y; h++) {
+        for (var i = i_range.x; i < i_range.y; i++) {
+          let at = ds + ((b * p.Hq + h) * p.Lq + i) * p.Lk;
+          for (var j = j_range.x; j < j_range.y; j++) { sum += grads[at + j]; }
+        }
+      }
+    }
+    rowstats[3u * rows + n] = sum;
+  } else {
+    if (n >= p.Hq) { return; }
+    var sum = 0.0;
+    for (var b = 0u; b < p.B; b++) {
+      let at = 2u * rows + (b * p.Hq + n) * p.Lq;
+      for (var i = 0u; i < p.Lq; i++) { sum += rowstats[at + i]; }
+    }
+    rowstats[3u * rows + d_mask_floats() + n] = sum;
+  }
+}

@@ -1,0 +1,99 @@
+// The flash-decoding kernel (attention_decode_partial.wgsl: a workgroup per KV head, block of the
+// rows that read it and key split; lanes combining their softmax statistics) on both of its
+// reduction paths: subgroupShuffleXor (SwiftShader and lavapipe have 'subgroups') and workgroup
+// memory (forced with gpuLimits.subgroups = false). Each case is checked against the float64
+// reference: GQA groups of 1 to 20 rows (one workgroup or several), Lq > 1, odd head dims, every
+// variant, masks, NaN scores, Inf values behind hidden keys, key tiles of 4 to 32 keys.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createAttention, type Attention, type AttentionOptions } from 'sdpa-web';
+import { randomMasks, randomTensor } from './support/tensors.js';
+import { expectResultMatchesReference } from './support/tolerance.js';
+import { testDevice } from './support/webgpu.js';
+
+const FACTOR = 4;
+
+let device: GPUDevice;
+let oracle: Attention;
+beforeAll(async () => {
+  device = await testDevice({ maxComputeWorkgroupStorageSize: 32768 });
+  oracle = await createAttention({ backend: 'scalar' });
+});
+afterAll(() => {
+  oracle.dispose();
+  device.destroy();
+});
+
+type Case = [label: string, q: number[], k: number[], v: number[], options: AttentionOptions];
+const masks = randomMasks([1, 2, 2, 300], 5);
+const CASES: Case[] = [
+  ['GQA 4 per KV head, E = 128', [1, 8, 1, 128], [1, 2, 300, 128], [1, 2, 300, 128], { enableGqa: true, isCausal: 'bottom-right' }],
+  ['Lq 3 over GQA 2, odd dims', [2, 4, 3, 13], [2, 2, 270, 13], [2, 2, 270, 7], { enableGqa: true, isCausal: 'bottom-right', returnLogSumExp: true }],
+  ['20 query heads on 1 KV head (two row blocks)', [1, 20, 1, 16], [1, 1, 400, 16], [1, 1, 400, 16], { enableGqa: true }],
+  ['window, softcap, sinks, ALiBi', [1, 2, 2, 32], [1, 2, 500, 32], [1, 2, 500, 32], { window: { left: 64 }, softcap: 3, sinks: new Float32Array([1, -0.5]), alibiSlopes: new Float32Array([0.05, 0.2]), isCausal: 'bottom-right' }],
+  ['key lengths (one empty) and log-sum-exp', [2, 2, 1, 16], [2, 2, 300, 16], [2, 2, 300, 16], { keyLengths: new Int32Array([0, 261]), returnLogSumExp: true }],
+  ['bool mask', [1, 2, 2, 24], [1, 2, 300, 24], [1, 2, 300, 24], { attnMask: masks.bool }],
+  ['additive mask', [1, 2, 2, 24], [1, 2, 300, 24], [1, 2, 300, 24], { attnMask: masks.additive }],
+];
+
+function documents(): AttentionOptions {
+  const keys = new Int32Array(300).map((_, j) => (j < 130 ? 0 : j < 280 ? 1 : 2));
+  return { queryDocuments: { data: Int32Array.of(1, 2), shape: [1, 2] }, keyDocuments: { data: keys, shape: [1, 300] } };
+}
+
+/** An instance whose decode kernel combines lanes by subgroups (when `subgroups`) or workgroup memory. */
+async function instance(subgroups: boolean, caps: Record<string, number> = {}): Promise<Attention> {
+  return createAttention({ backend: 'webgpu', gpuDevice: device, gpuLimits: { ...caps, subgroups } });
+}
+
+function decodeKernels(attn: Attention): string[] {
+  return attn.webgpuInfo()!.pipelines.filter((key) => key.startsWith('decode-partial'));
+}
+
+describe.each([
+  ['subgroupShuffleXor', true],
+  ['workgroup memory', false],
+])('flash-decoding, lanes combined by %s', (_, subgroups) => {
+  it('every case matches the float64 reference; the plan chose this path', async () => {
+    if (subgroups) expect(device.features.has('subgroups'), 'the test adapter has subgroups').toBe(true);
+    const attn = await instance(subgroups);
+    for (const [label, qs, ks, vs, options] of [...CASES, ['documents', [1, 2, 2, 16], [1, 2, 300, 16], [1, 2, 300, 16], documents()] as Case]) {
+      const q = randomTensor(qs, 1), k = randomTensor(ks, 2), v = randomTensor(vs, 3);
+      expectResultMatchesReference(await attn.scaledDotProductAttention(q, k, v, options), oracle, q, k, v, options, FACTOR, label);
+    }
+    const kernels = decodeKernels(attn);
+    expect(kernels.length).toBeGreaterThan(0);
+    for (const key of kernels) expect(key).toContain(subgroups ? ':subgroups' : ':wgmem');
+    expect(attn.webgpuInfo()!.limits.subgroups).toBe(subgroups);
+    attn.dispose();
+  });
+
+  it('NaN where a visible score is NaN; Inf values behind hidden keys are never read', async () => {
+    const attn = await instance(subgroups);
+    const q = randomTensor([1, 4, 1, 16], 4), k = randomTensor([1, 2, 300, 16], 5), v = randomTensor([1, 2, 300, 16], 6);
+    k.data[(300 + 200) * 16] = Number.NaN; // KV head 1, key 200: its two query heads' rows are NaN
+    v.data.fill(Number.POSITIVE_INFINITY, 280 * 16, 300 * 16); // KV head 0, keys 280…299: hidden below
+    const options: AttentionOptions = { enableGqa: true, keyLengths: new Int32Array([280]) };
+    const { output } = await attn.scaledDotProductAttention(q, k, v, options);
+    expect(Array.from(output.data.subarray(0, 32)).every(Number.isFinite)).toBe(true);
+    expect(Array.from(output.data.subarray(32)).every(Number.isNaN)).toBe(true);
+    expectResultMatchesReference({ output } as never, oracle, q, k, v, options, FACTOR, 'NaN and hidden Inf');
+    attn.dispose();
+  });
+
+  it('key tiles of every size the plan picks (workgroup memory caps of 4, 8, 16 and 32 KiB)', async () => {
+    const q = randomTensor([1, 4, 1, 64], 7), k = randomTensor([1, 2, 300, 64], 8), v = randomTensor([1, 2, 300, 64], 9);
+    const options: AttentionOptions = { enableGqa: true, isCausal: 'bottom-right' };
+    const tiles = new Set<string>();
+    for (const bytes of [4096, 8192, 16384, 32768]) {
+      const attn = await instance(subgroups, { maxComputeWorkgroupStorageSize: bytes });
+      expectResultMatchesReference(await attn.scaledDotProductAttention(q, k, v, options), oracle, q, k, v, options, FACTOR, `${bytes} bytes`);
+      for (const key of decodeKernels(attn)) tiles.add(/:bk(\d+):/.exec(key)![1]!);
+      attn.dispose();
+    }
+    expect(tiles.size).toBeGreaterThanOrEqual(3);
+  });
+});
+
+it('gpuLimits.subgroups must be a boolean', async () => {
+  await expect(createAttention({ backend: 'webgpu', gpuDevice: device, gpuLimits: { subgroups: 'no' as never } })).rejects.toThrow(/gpuLimits.subgroups must be a boolean/);
+});

@@ -1,0 +1,196 @@
+// The backward on the 'webgpu' backend (dawn.node on SwiftShader): the shared backward body
+// (support/backward-suite.ts) with the WebGPU tolerance factor 4; GPU-resident inputs and
+// outputs; determinism; NaN propagation; head dims above 128 and small workgroup memory; the
+// one-piece limit; calls in flight and a lost device; and a float64 finite-difference gradcheck
+// (on one instance, so the kernels of equal padded head dims and variants compile once).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createAttention, fromFloat16, toFloat16, WebGPUError, type Attention, type AttentionGradients, type BackwardOptions, type GpuTensor, type Tensor } from 'sdpa-web';
+import { defineBackwardSuite, GRADCHECK_CASES, gradcheckInputs, GRADS, maxAbs } from './support/backward-suite.js';
+import { centralDifference, randomMasks, randomTensor } from './support/tensors.js';
+import { maxAbsDiff } from './support/tolerance.js';
+import { gpu, testDevice } from './support/webgpu.js';
+
+defineBackwardSuite({
+  label: "the 'webgpu' backend (SwiftShader)",
+  factor: 4,
+  tinyUpstream: 1e-30,
+  create: async () => createAttention({ backend: 'webgpu', gpuDevice: await testDevice(), gpu }),
+});
+
+const STORAGE = 0x80, COPY_SRC = 0x4, COPY_DST = 0x8, MAP_READ = 0x1;
+
+describe('the WebGPU backward', () => {
+  let device: GPUDevice;
+  let attn: Attention;
+  let oracle: Attention;
+  beforeAll(async () => {
+    device = await testDevice();
+    attn = await createAttention({ backend: 'webgpu', gpuDevice: device, gpu });
+    oracle = await createAttention({ backend: 'scalar' });
+  });
+  afterAll(() => {
+    attn.dispose();
+    oracle.dispose();
+    device.destroy();
+  });
+
+  /** `t` in a new GPUBuffer, from byte `offset` on. */
+  const upload = (t: Tensor, offset = 0): GpuTensor => {
+    const buffer = device.createBuffer({ size: offset + Math.max(4, t.data.byteLength), usage: STORAGE | COPY_SRC | COPY_DST });
+    device.queue.writeBuffer(buffer, offset, t.data as Float32Array<ArrayBuffer>);
+    return { buffer, shape: [...t.shape], offset };
+  };
+  const read = async (t: GpuTensor): Promise<Float32Array> => {
+    const bytes = 4 * t.shape.reduce((a, b) => a * b, 1);
+    const staging = device.createBuffer({ size: Math.max(4, bytes), usage: MAP_READ | COPY_DST });
+    const encoder = device.createCommandEncoder();
+    encoder.copyBufferToBuffer(t.buffer as GPUBuffer, t.offset ?? 0, staging, 0, bytes);
+    device.queue.submit([encoder.finish()]);
+    await staging.mapAsync(MAP_READ);
+    const data = new Float32Array(staging.getMappedRange().slice(0));
+    staging.destroy();
+    return data;
+  };
+  /** Within the rule against the float64 gradient (f = 4). */
+  const expectWithinRule = (got: AttentionGradients, q: Tensor, k: Tensor, v: Tensor, dOut: Tensor, options: BackwardOptions, label: string) => {
+    const ref = oracle.referenceAttentionBackward(q, k, v, dOut, options);
+    const plain = oracle.scaledDotProductAttentionBackwardSync(q, k, v, dOut, options);
+    for (const name of [...GRADS, ...(options.returnAttnMaskGrad ? ['dAttnMask' as const] : []), ...(options.sinks ? ['dSinks' as const] : [])]) {
+      const bound = 4 * maxAbsDiff(plain[name]!.data, ref[name]!.data) + 1e-5 * Math.max(1, maxAbs(ref[name]!.data));
+      expect(maxAbsDiff(got[name]!.data, ref[name]!.data), `${label} ${name}`).toBeLessThanOrEqual(bound);
+    }
+  };
+
+  const q = randomTensor([2, 4, 37, 16], 1, -2, 2), k = randomTensor([2, 2, 53, 16], 2, -2, 2), v = randomTensor([2, 2, 53, 8], 3);
+  const dOut = randomTensor([2, 4, 37, 8], 4);
+  const options: BackwardOptions = {
+    enableGqa: true, isCausal: 'bottom-right', attnMask: randomMasks([4, 37, 53], 5).additive, returnAttnMaskGrad: true, sinks: new Float32Array([0.5, -1, 0, 2]),
+  };
+
+  it("GPU-resident query/key/value/dOutput and outputLocation 'gpu' give the CPU-array call's gradients bit for bit", async () => {
+    const onCpu = await attn.scaledDotProductAttentionBackward(q, k, v, dOut, options);
+    expectWithinRule(onCpu, q, k, v, dOut, options, 'CPU arrays');
+    // query bound in place at offset 256, key copied from offset 4 (not binding-aligned)
+    const inputs = [upload(q, 256), upload(k, 4), upload(v), upload(dOut)] as const;
+    const onGpu = await attn.scaledDotProductAttentionBackward(...inputs, { ...options, outputLocation: 'gpu' });
+    for (const name of GRADS) {
+      expect(onGpu[name].shape).toEqual(onCpu[name].shape);
+      expect(await read(onGpu[name]), name).toEqual(onCpu[name].data);
+      onGpu[name].buffer.destroy();
+    }
+    expect(onGpu.dAttnMask!.data).toEqual(onCpu.dAttnMask!.data);
+    expect(onGpu.dSinks!.data).toEqual(onCpu.dSinks!.data);
+    const fromGpu = await attn.scaledDotProductAttentionBackward(...inputs, options);
+    for (const name of GRADS) expect(fromGpu[name].data, name).toEqual(onCpu[name].data);
+    for (const t of inputs) t.buffer.destroy();
+  });
+
+  it('float16 query/key/value (CPU halves, a GPU tensor at byte offset 2) give the gradients of their widened values, bit for bit', async () => {
+    const half = (t: Tensor) => ({ data: toFloat16(t.data), shape: t.shape, dtype: 'float16' as const });
+    const [qh, kh, vh] = [half(q), half(k), half(v)];
+    const widened = await attn.scaledDotProductAttentionBackward(...([qh, kh, vh].map((t) => ({ data: fromFloat16(t.data), shape: t.shape })) as [Tensor, Tensor, Tensor]), dOut, options);
+    const fromHalves = await attn.scaledDotProductAttentionBackward(qh, kh, vh, dOut, options);
+    const keyBuffer = device.createBuffer({ size: 2 + kh.data.byteLength + 2, usage: STORAGE | COPY_DST });
+    const bytes = new Uint16Array(kh.data.length + 2);
+    bytes.set(kh.data, 1);
+    device.queue.writeBuffer(keyBuffer, 0, bytes);
+    const fromGpuHalves = await attn.scaledDotProductAttentionBackward(qh, { buffer: keyBuffer, shape: kh.shape, offset: 2, dtype: 'float16' }, vh, dOut, options);
+    for (const name of [...GRADS, 'dAttnMask', 'dSinks'] as const) {
+      expect(fromHalves[name]!.data, name).toEqual(widened[name]!.data);
+      expect(fromGpuHalves[name]!.data, name).toEqual(widened[name]!.data);
+    }
+    keyBuffer.destroy();
+    await expect(attn.scaledDotProductAttentionBackward(q, k, v, half(dOut) as never)).rejects.toThrow(/dOutput.data must be a Float32Array/);
+  });
+
+  it('is deterministic: the same bits on every run (a GQA group of 2, a mask broadcast over the batch)', async () => {
+    const first = await attn.scaledDotProductAttentionBackward(q, k, v, dOut, options);
+    for (let run = 0; run < 2; run++) {
+      const again = await attn.scaledDotProductAttentionBackward(q, k, v, dOut, options);
+      for (const name of [...GRADS, 'dAttnMask', 'dSinks'] as const) expect(again[name]!.data, name).toEqual(first[name]!.data);
+    }
+  });
+
+  it('NaN in a visible input reaches exactly the gradients it touches in the float64 reference; NaN in a hidden key none', async () => {
+    const qn = randomTensor([1, 2, 9, 8], 10), kn = randomTensor([1, 2, 12, 8], 11), vn = randomTensor([1, 2, 12, 4], 12), dn = randomTensor([1, 2, 9, 4], 13);
+    qn.data[3 * 8 + 2] = NaN; // head 0, row 3
+    dn.data[(9 + 5) * 4 + 1] = NaN; // head 1, row 5
+    kn.data[(12 + 11) * 8] = NaN; // head 1, key 11: hidden from rows 0…8 by the causal mask
+    const causal = { isCausal: true };
+    const ref = oracle.referenceAttentionBackward(qn, kn, vn, dn, causal);
+    const got = await attn.scaledDotProductAttentionBackward(qn, kn, vn, dn, causal);
+    const nanAt = (x: ArrayLike<number>) => Array.from(x, (y) => Number.isNaN(y));
+    for (const name of GRADS) {
+      expect(nanAt(got[name].data), name).toEqual(nanAt(ref[name].data));
+      expect(got[name].data.some((y) => Number.isNaN(y)), name).toBe(true);
+    }
+  });
+
+  it('head dims above 128 and workgroup memory for a few rows a block match the rule', async () => {
+    const small = await createAttention({ backend: 'webgpu', gpuDevice: device, gpuLimits: { maxComputeWorkgroupStorageSize: 4096 } });
+    const cases: [Attention, number, number, string][] = [[attn, 160, 200, 'E 160, Ev 200'], [small, 24, 40, 'blocks of 8 rows (4 KiB)']];
+    for (const [instance, e, ev, label] of cases) {
+      const qq = randomTensor([1, 2, 70, e], 20, -1, 1), kk = randomTensor([1, 2, 45, e], 21, -1, 1), vv = randomTensor([1, 2, 45, ev], 22), dd = randomTensor([1, 2, 70, ev], 23);
+      const o: BackwardOptions = { isCausal: { offset: -20 }, window: { left: 30 }, alibi: true };
+      expectWithinRule(await instance.scaledDotProductAttentionBackward(qq, kk, vv, dd, o), qq, kk, vv, dd, o, label);
+    }
+    expect(small.webgpuInfo()!.pipelines.some((key) => key.startsWith('backward-dkdv:e32:ev64:bq10:bk10:'))).toBe(true);
+    small.dispose();
+  });
+
+  it('a call too large for one binding is a RangeError naming the buffer; the instance stays usable and leaks nothing', async () => {
+    const capped = await createAttention({ backend: 'webgpu', gpuDevice: device, gpuLimits: { maxStorageBufferBindingSize: 4096 } });
+    const big = randomTensor([1, 1, 300, 16], 30);
+    const before = capped.memoryStats().heapBytesInUse;
+    await expect(capped.scaledDotProductAttentionBackward(big, big, big, big)).rejects.toThrow(/runs in one piece and query needs 19200 bytes/);
+    await expect(capped.scaledDotProductAttentionBackward(big, big, big, big)).rejects.toThrow(RangeError);
+    expect(capped.memoryStats().heapBytesInUse).toBe(before);
+    const sq = randomTensor([1, 1, 20, 16], 31), sd = randomTensor([1, 1, 20, 16], 32);
+    expectWithinRule(await capped.scaledDotProductAttentionBackward(sq, sq, sq, sd), sq, sq, sq, sd, {}, 'after the error');
+    capped.dispose();
+  });
+
+  it('calls in flight at once each get their own gradients', async () => {
+    const calls = [0, 1, 2, 3].map((s) => [randomTensor([2, 19, 8], 40 + s), randomTensor([2, 23, 8], 50 + s), randomTensor([2, 23, 4], 60 + s), randomTensor([2, 19, 4], 70 + s)] as const);
+    const alone: AttentionGradients[] = [];
+    for (const c of calls) alone.push(await attn.scaledDotProductAttentionBackward(...c, { isCausal: true }));
+    const together = await Promise.all(calls.map((c) => attn.scaledDotProductAttentionBackward(...c, { isCausal: true })));
+    together.forEach((g, i) => {
+      for (const name of GRADS) expect(g[name].data, `call ${i} ${name}`).toEqual(alone[i]![name].data);
+    });
+  });
+
+  it('device.destroy() during a backward rejects it with a device-lost WebGPUError', async () => {
+    const lost = await testDevice();
+    const instance = await createAttention({ backend: 'webgpu', gpuDevice: lost, gpu });
+    const qq = randomTensor([2, 4, 120, 32], 80), kk = randomTensor([2, 4, 150, 32], 81), vv = randomTensor([2, 4, 150, 32], 82), dd = randomTensor([2, 4, 120, 32], 83);
+    const inFlight = instance.scaledDotProductAttentionBackward(qq, kk, vv, dd);
+    lost.destroy();
+    const error = await inFlight.then(() => undefined, (e: unknown) => e);
+    expect(error).toBeInstanceOf(WebGPUError);
+    expect((error as WebGPUError).kind).toBe('device-lost');
+    instance.dispose();
+  });
+
+  it('gradcheck against float64 finite differences, every variant on small cases: |g − (L(x + h) − L(x − h)) / 2h| ≤ 1e-5 + 1e-4·|numeric|', async () => {
+    for (const [label, options, qs, ks, vs] of GRADCHECK_CASES) {
+      const inputs = gradcheckInputs(qs, ks, vs);
+      const run = () => oracle.referenceAttention(inputs.q, inputs.k, inputs.v, options).output.data;
+      const dOut = randomTensor([...oracle.referenceAttention(inputs.q, inputs.k, inputs.v, options).output.shape], 4);
+      const loss = () => run().reduce((s, x, i) => s + x * dOut.data[i]!, 0);
+      const g = await attn.scaledDotProductAttentionBackward(inputs.q, inputs.k, inputs.v, dOut, options);
+      for (const [name, x] of [['dQuery', inputs.q], ['dKey', inputs.k], ['dValue', inputs.v]] as const) {
+        for (let i = 0; i < x.data.length; i++) {
+          const numeric = centralDifference(x, i, loss);
+          expect(Math.abs(g[name].data[i]! - numeric), `${label} ${name}[${i}]`).toBeLessThanOrEqual(1e-5 + 1e-4 * Math.abs(numeric));
+        }
+      }
+      if (options.sinks) {
+        for (let h = 0; h < options.sinks.length; h++) {
+          const numeric = centralDifference({ data: options.sinks }, h, loss);
+          expect(Math.abs(g.dSinks!.data[h]! - numeric), `${label} dSinks[${h}]`).toBeLessThanOrEqual(1e-5 + 1e-4 * Math.abs(numeric));
+        }
+      }
+    }
+  });
+});
