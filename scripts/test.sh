@@ -28,13 +28,17 @@ run_browser_apps() { step "browser tests of the packed package in fresh apps (te
 # on dawn.node over Mesa's lavapipe (SwiftShader, which runs the vitest step, has no float16 shaders),
 # and decode-webgpu.test.ts with lavapipe's subgroups of 8, run by `npm run gpu-check -- --quick`,
 # which then smoke-tests the bench's webgpu mode there too
-# (the report in build/gpu-check/; lavapipe is not a GPU: its timings mean nothing).
+# (the report in build/gpu-check/; lavapipe is not a GPU: its timings mean nothing); then, on that
+# second Vulkan implementation, the int8/int4 caches' GPU quantizer (bit for bit with the CPU's,
+# NaN/Inf blocks; their attention tests stay on SwiftShader: minutes of shader compiles here).
 run_webgpu_f16() {
   local icd
   icd="$(ls /usr/share/vulkan/icd.d/lvp_icd*.json 2>/dev/null | head -n 1)"
   [[ -n "$icd" ]] || die "no lavapipe ICD in /usr/share/vulkan/icd.d (mesa-vulkan-drivers: run scripts/setup.sh)"
-  step "WebGPU float16 kernels with 'shader-f16' and gpu-check --quick on lavapipe ($icd)"
+  step "WebGPU float16 kernels with 'shader-f16', gpu-check --quick and the int8/int4 cache quantizer on lavapipe ($icd)"
   node scripts/gpu-check.mjs build/gpu-check --quick --icd "$icd"
+  VK_ICD_FILENAMES="$icd" node_modules/.bin/vitest run --config vitest.config.ts \
+    tests/node/kv-cache-quantized-webgpu.test.ts -t 'bit for bit|non-finite'
 }
 # The WebGPU backend in headless Debian Chromium (tests/browser/webgpu-*.test.ts, SwiftShader).
 run_browser_webgpu() { step "browser WebGPU tests (tests/browser/webgpu-*, chromium)"; node_modules/.bin/vitest run --config vitest.browser-webgpu.config.ts; }

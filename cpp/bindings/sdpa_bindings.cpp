@@ -1301,6 +1301,7 @@ EMSCRIPTEN_BINDINGS(sdpa) {
       .function("release", &sdpa::WebGpuAttention::release)
       .function("abandon", &sdpa::WebGpuAttention::abandon)
       .function("writeFloat16", &sdpa::WebGpuAttention::write_float16)
+      .function("writeQuantized", &sdpa::WebGpuAttention::write_quantized)
       .function("info", &sdpa::WebGpuAttention::info);
   emscripten::function("maxThreads", &sdpa::max_threads);
   emscripten::function("setMaxThreads", &sdpa::set_max_threads);

@@ -142,6 +142,16 @@ export interface WebGpuAttention {
    * nearest half) from byte `offset`.
    */
   writeFloat16(destination: object, source: { array: Uint16Array } | { buffer: object; offset: number; float32?: boolean }, runs: number[]): void;
+  /**
+   * Appends rows [B·Hkv, n, dim] of `source` (a Float32Array, a Uint16Array of halves, or a
+   * GPUBuffer from byte `offset`) to an int8/int4 KV cache's keys or values (`destination`),
+   * quantized on the GPU: row t of batch b's heads to key held[b] + t when t < added[b]. Submits.
+   */
+  writeQuantized(
+    destination: object,
+    source: { array: Float32Array | Uint16Array } | { buffer: object; offset: number },
+    rows: { int4: boolean; float16: boolean; kvHeads: number; n: number; dim: number; maxLength: number; held: number[]; added: number[] },
+  ): void;
   info(): {
     limits: {
       maxStorageBufferBindingSize: number;
@@ -150,6 +160,7 @@ export interface WebGpuAttention {
       maxComputeWorkgroupStorageSize: number;
       maxComputeInvocationsPerWorkgroup: number;
       shaderF16: boolean;
+      packedIntegerDotProduct: boolean;
       subgroups: boolean;
       subgroupMinSize: number;
     };

@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/kv_cache_format.h"
 #include "webgpu_shaders.h"  // generated from cpp/webgpu/shaders/ by cmake/embed_wgsl.cmake
 
 using emscripten::val;
@@ -21,6 +22,8 @@ constexpr uint32_t kStageCompute = 0x4;
 constexpr uint32_t kMapModeRead = 0x1;
 // Invocations (destination words) per workgroup of write_float16.wgsl.
 constexpr uint32_t kWriteFloat16Words = 64;
+// Invocations (blocks of 32 elements) per workgroup of kv_quantize.wgsl.
+constexpr uint32_t kQuantizeInvocations = 64;
 
 uint64_t round_up4(uint64_t n) { return (n + 3) & ~uint64_t{3}; }
 
@@ -122,6 +125,9 @@ WebGpuAttention::WebGpuAttention(val device, val caps)
   if (!adapter_info.isUndefined() && !adapter_info["subgroupMinSize"].isUndefined()) {
     limits_.subgroup_min_size = adapter_info["subgroupMinSize"].as<uint32_t>();
   }
+  // The JS side sets it where navigator.gpu.wgslLanguageFeatures has packed_4x8_integer_dot_product
+  // (and gpuLimits does not turn it off).
+  limits_.packed_dot = !caps.isUndefined() && !caps.isNull() && caps["packedIntegerDotProduct"].isTrue();
 
   auto make_layout = [&](std::initializer_list<const char*> types, val* bgl, val* layout) {
     val entries = val::array();
@@ -320,6 +326,74 @@ void WebGpuAttention::encode_write_float16(val job, val pass, const val& destina
   }
 }
 
+void WebGpuAttention::encode_quantize(val job, val pass, const QuantizePass& q, const val& segments,
+                                      const val& source, const val& destination) {
+  const std::string key = "kv-quantize:out=" + std::to_string(q.out) + (q.source_f16 ? ":src=f16" : ":src=f32");
+  const val pipe = pipeline(key,
+                            "const OUT: u32 = " + std::to_string(q.out) + "u;\nconst SOURCE_F16: bool = " +
+                                (q.source_f16 ? "true" : "false") + ";\n" + kKvQuantizeWgsl,
+                            Layout::kWrite, job);
+  for (const GridPart& part : split_grid((uint64_t{q.units} + kQuantizeInvocations - 1) / kQuantizeInvocations, 1,
+                                         limits_.max_workgroups_per_dim)) {
+    const uint32_t params[12] = {part.x_base, q.units, q.hkv, q.n, q.dim, q.blocks, q.source_base, q.rows, q.scale_start, 0, 0, 0};
+    encode_dispatch(device_, pass, pipe, write_bgl_, upload(job, params, sizeof params, kUniform),
+                    {segments, source, destination}, part);
+  }
+}
+
+void WebGpuAttention::write_quantized(val destination, val source, val rows) {
+  val job = val::object();
+  job.set("buffers", val::array());
+  job.set("created", val::array());
+  const bool int4 = rows["int4"].isTrue();
+  const bool half = rows["float16"].isTrue();
+  const val held = rows["held"], added = rows["added"];
+  const auto batch = held["length"].as<uint32_t>();
+  QuantizePass q;
+  q.out = int4 ? 1 : 0;
+  q.source_f16 = half;
+  q.hkv = rows["kvHeads"].as<uint32_t>();
+  q.n = rows["n"].as<uint32_t>();
+  q.dim = rows["dim"].as<uint32_t>();
+  const QuantizedLayout layout = quantized_layout(int4 ? KvQuant::kInt4 : KvQuant::kInt8, int64_t{batch} * q.hkv,
+                                                  static_cast<int64_t>(rows["maxLength"].as<double>()), q.dim);
+  q.blocks = static_cast<uint32_t>(layout.blocks);
+  q.rows = static_cast<uint32_t>(layout.rows);
+  q.scale_start = static_cast<uint32_t>(layout.scale_offset / 4);
+  q.units = batch * q.hkv * q.n * q.blocks;
+  std::vector<uint32_t> segments;
+  for (uint32_t b = 0; b < batch; ++b) {
+    segments.push_back(held[b].as<uint32_t>());
+    segments.push_back(added[b].as<uint32_t>());
+  }
+  const uint64_t elements = uint64_t{batch} * q.hkv * q.n * q.dim;
+  const uint64_t element_bytes = half ? 2 : 4;
+  val from = val::undefined();
+  if (source["buffer"].isUndefined()) {
+    if (half) {
+      from = whole(upload_halves(job, source["array"], 0, elements));
+    } else {
+      val b = buffer(job, 4 * elements, kStorage | kCopyDst);
+      queue_.call<void>("writeBuffer", b, 0, source["array"], 0, static_cast<double>(elements));
+      from = whole(b);
+    }
+  } else {
+    uint64_t skipped;
+    from = bind_from(source["buffer"], static_cast<uint64_t>(source["offset"].as<double>()), element_bytes * elements, &skipped);
+    q.source_base = static_cast<uint32_t>(skipped / element_bytes);
+  }
+  val encoder = device_.call<val>("createCommandEncoder");
+  val pass = encoder.call<val>("beginComputePass");
+  encode_quantize(job, pass, q, whole(upload(job, segments.data(), 4 * segments.size(), kStorage)), from, whole(destination));
+  pass.call<void>("end");
+  val commands = val::array();
+  commands.call<void>("push", encoder.call<val>("finish"));
+  queue_.call<void>("submit", commands);
+  const val buffers = job["buffers"];
+  const int count = buffers["length"].as<int>();
+  for (int n = 0; n < count; ++n) buffers[n].call<void>("destroy");
+}
+
 void WebGpuAttention::submit_write_float16(const val& destination, const val& source,
                                            const std::vector<std::array<uint64_t, 3>>& runs) {
   // Its buffers are destroyed once submitted: the submitted work still runs on them.
@@ -436,14 +510,28 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
   for (const WebGpuChunk& c : chunks) {
     if (static_cast<uint64_t>(c.query_rows()) * splits * record_bytes > limits_.max_storage_binding_bytes) splits = 0;
   }
+  // A quantized cache: its keys and values bound whole, the query quantized first (kv_quantize.wgsl)
+  // into a workspace of levels (the quantized decode kernel, one invocation per row and split) or
+  // of dequantized floats (the flash and weights kernels).
+  const bool quantized = webgpu_quantized(plan.key_type);
   FlashVariant partial;
-  if (splits && !webgpu_decode_variant(plan, limits_, flash, &partial)) splits = 0;
+  if (splits && !quantized && !webgpu_decode_variant(plan, limits_, flash, &partial)) splits = 0;
   val flash_pipeline = val::undefined(), partial_pipeline = val::undefined(), merge_pipeline = val::undefined();
   if (splits) {
-    partial_pipeline = pipeline(partial.key(), partial.wgsl_constants() + kAttentionDecodePartialWgsl, Layout::kFlash, job);
+    if (quantized) {
+      partial = flash;
+      partial.tiled = false;
+      partial.decode = 3;
+      partial.write_lse = false;  // the merge writes it
+      partial.types.query_levels = true;
+      partial_pipeline = pipeline(partial.key(), partial.wgsl_constants() + kAttentionDecodeQuantizedWgsl, Layout::kFlash, job);
+    } else {
+      partial_pipeline = pipeline(partial.key(), partial.wgsl_constants() + kAttentionDecodePartialWgsl, Layout::kFlash, job);
+    }
     FlashVariant merge = flash;
     merge.tiled = false;
     merge.decode = 2;
+    merge.types.query_levels = quantized;
     merge_pipeline = pipeline(merge.key(), merge.wgsl_constants() + kAttentionDecodeMergeWgsl, Layout::kFlash, job);
   } else {
     flash_pipeline = pipeline(flash.key(), flash.wgsl_constants() + (flash.tiled ? kAttentionFlashTiledWgsl : kAttentionFlashWgsl), Layout::kFlash, job);
@@ -496,10 +584,17 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
     uint32_t q_base, k_base, v_base;
     const val q = input(job, encoder, source("query"), heap_of(plan.query_type, in.query, in.query_f16), plan.query_type,
                         webgpu_row_offset(plan, c.bh0, c.row0, plan.E), elements.query, &q_base);
-    const val k = input(job, encoder, source("key"), heap_of(plan.key_type, in.key, in.key_f16), plan.key_type,
-                        c.kv0 * plan.key_head_stride, elements.key, &k_base);
-    const val v = input(job, encoder, source("value"), heap_of(plan.value_type, in.value, in.value_f16), plan.value_type,
-                        c.kv0 * plan.value_head_stride, elements.value, &v_base);
+    val k = val::undefined(), v = val::undefined();
+    if (quantized) {
+      k = whole(source("key")["buffer"]);
+      v = whole(source("value")["buffer"]);
+      k_base = v_base = 0;
+    } else {
+      k = input(job, encoder, source("key"), heap_of(plan.key_type, in.key, in.key_f16), plan.key_type,
+                c.kv0 * plan.key_head_stride, elements.key, &k_base);
+      v = input(job, encoder, source("value"), heap_of(plan.value_type, in.value, in.value_f16), plan.value_type,
+                c.kv0 * plan.value_head_stride, elements.value, &v_base);
+    }
     val mask = whole(dummy_read);
     int64_t mask_base = 0;
     if (plan.mask_kind != MaskKind::kNone) {
@@ -537,6 +632,23 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
     const val lse_buffer = plan.return_lse ? buffer(job, bytes.lse, kStorage | kCopySrc) : dummy_lse;
 
     val pass = encoder.call<val>("beginComputePass");
+    val query_binding = q;
+    if (quantized) {
+      QuantizePass qz;
+      qz.out = splits ? 2 : 3;
+      qz.source_f16 = plan.query_type == ElementType::kFloat16;
+      qz.n = static_cast<uint32_t>(c.query_rows());
+      qz.dim = static_cast<uint32_t>(plan.E);
+      qz.blocks = static_cast<uint32_t>((plan.E + kQuantBlock - 1) / kQuantBlock);
+      qz.units = qz.n * qz.blocks;
+      qz.source_base = q_base;
+      qz.scale_start = qz.units * kQuantBlock / 4;
+      const uint64_t workspace = splits ? uint64_t{qz.units} * (kQuantBlock + 4) : 4ull * qz.n * qz.dim;
+      const val levels = buffer(job, workspace, kStorage);
+      encode_quantize(job, pass, qz, whole(dummy_read), q, whole(levels));
+      query_binding = whole(levels);
+      q_base = 0;
+    }
     auto dispatch = [&](const val& pipeline, const val& bgl, const GridPart& part,
                         std::initializer_list<val> buffers) {
       WebGpuUniforms u = webgpu_uniforms(plan, c, mask_base, part);
@@ -549,32 +661,39 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       // Partials (one record per row and split) in the stats binding, then the merge.
       const uint64_t rows = static_cast<uint64_t>(c.query_rows());
       const val partials = buffer(job, rows * splits * record_bytes, kStorage);
-      // A workgroup per (split, KV head of the chunk × block of the rows that read it).
-      const uint64_t row_blocks = (static_cast<uint64_t>(plan.heads_per_kv()) * c.rows + partial.decode_rows - 1) / partial.decode_rows;
-      for (const GridPart& part : split_grid(splits, static_cast<uint64_t>(c.nkv) * row_blocks, limits_.max_workgroups_per_dim)) {
-        dispatch(partial_pipeline, flash_bgl_, part, {q, k, v, mask, out_resource, whole(partials), whole(variants), whole(lse_buffer)});
+      if (quantized) {
+        const uint64_t per = kWebGpuDecodeInvocations;
+        for (const GridPart& part : split_grid((rows * splits + per - 1) / per, 1, limits_.max_workgroups_per_dim)) {
+          dispatch(partial_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(partials), whole(variants), whole(lse_buffer)});
+        }
+      } else {
+        // A workgroup per (split, KV head of the chunk × block of the rows that read it).
+        const uint64_t row_blocks = (static_cast<uint64_t>(plan.heads_per_kv()) * c.rows + partial.decode_rows - 1) / partial.decode_rows;
+        for (const GridPart& part : split_grid(splits, static_cast<uint64_t>(c.nkv) * row_blocks, limits_.max_workgroups_per_dim)) {
+          dispatch(partial_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(partials), whole(variants), whole(lse_buffer)});
+        }
       }
       const uint64_t per = kWebGpuDecodeInvocations;
       for (const GridPart& part : split_grid((rows + per - 1) / per, 1, limits_.max_workgroups_per_dim)) {
-        dispatch(merge_pipeline, flash_bgl_, part, {q, k, v, mask, out_resource, whole(partials), whole(variants), whole(lse_buffer)});
+        dispatch(merge_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(partials), whole(variants), whole(lse_buffer)});
       }
     } else {
       const uint64_t row_tiles = (static_cast<uint64_t>(c.rows) + kWebGpuFlashRows - 1) / kWebGpuFlashRows;
       for (const GridPart& part : split_grid(row_tiles, c.nbh, limits_.max_workgroups_per_dim)) {
-        dispatch(flash_pipeline, flash_bgl_, part, {q, k, v, mask, out_resource, whole(stats), whole(variants), whole(lse_buffer)});
+        dispatch(flash_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(stats), whole(variants), whole(lse_buffer)});
       }
     }
     const uint64_t key_tiles = (static_cast<uint64_t>(plan.Lk) + kWebGpuWeightsKeys - 1) / kWebGpuWeightsKeys;
     if (plan.return_weights) {
       for (const GridPart& part : split_grid(key_tiles, c.query_rows(), limits_.max_workgroups_per_dim)) {
-        dispatch(weights_pipeline, weights_bgl_, part, {q, k, mask, whole(stats), whole(w), whole(variants)});
+        dispatch(weights_pipeline, weights_bgl_, part, {query_binding, k, mask, whole(stats), whole(w), whole(variants)});
       }
     }
     val score_buffer = val::undefined();
     if (plan.return_scores != ScoreStage::kNone) {
       score_buffer = buffer(job, bytes.scores, kStorage | kCopySrc);
       for (const GridPart& part : split_grid(key_tiles, c.query_rows(), limits_.max_workgroups_per_dim)) {
-        dispatch(scores_pipeline, weights_bgl_, part, {q, k, mask, whole(dummy_read), whole(score_buffer), whole(variants)});
+        dispatch(scores_pipeline, weights_bgl_, part, {query_binding, k, mask, whole(dummy_read), whole(score_buffer), whole(variants)});
       }
     }
     if (output_half) {
@@ -887,6 +1006,7 @@ val WebGpuAttention::info() const {
   limits.set("maxComputeWorkgroupStorageSize", limits_.max_workgroup_storage_bytes);
   limits.set("maxComputeInvocationsPerWorkgroup", limits_.max_invocations_per_workgroup);
   limits.set("shaderF16", limits_.shader_f16);
+  limits.set("packedIntegerDotProduct", limits_.packed_dot);
   limits.set("subgroups", limits_.subgroups);
   limits.set("subgroupMinSize", limits_.subgroup_min_size);
   val out = val::object();

@@ -81,6 +81,14 @@ class WebGpuAttention {
   // (write_float16.wgsl keeps the halves around each run). Submits at once.
   void write_float16(emscripten::val destination, emscripten::val source, emscripten::val runs);
 
+  // Appends rows to an int8/int4 KV cache's keys or values (`destination`, the format of
+  // core/kv_cache_format.h), quantized on the GPU by kv_quantize.wgsl, and submits at once.
+  // `source`: { array } (a Float32Array, or a Uint16Array of halves) or { buffer, offset } (a
+  // GPUBuffer), holding rows [B·Hkv, n, dim]; `rows`: { int4, float16 (the source's halves),
+  // kvHeads, n, dim, maxLength, held: [B], added: [B] }: row t of batch b's heads goes to key
+  // held[b] + t when t < added[b].
+  void write_quantized(emscripten::val destination, emscripten::val source, emscripten::val rows);
+
   // { limits: {...}, pipelines: [keys], jobsInFlight, float16: 'shader-f16' | 'unpack2x16float'
   // (how the kernels read float16 tensors on this device) }
   emscripten::val info() const;
@@ -110,6 +118,16 @@ class WebGpuAttention {
   void encode_write_float16(emscripten::val job, emscripten::val pass, const emscripten::val& destination,
                             uint64_t destination_at, const emscripten::val& source,
                             const std::vector<std::array<uint64_t, 3>>& runs);
+  // What kv_quantize.wgsl does in one encoding: OUT (0/1 cache int8/int4, 2 query levels, 3 query
+  // dequantized), its source's halves or floats, and its QuantizeParams after x_base.
+  struct QuantizePass {
+    uint32_t out = 0;
+    bool source_f16 = false;
+    uint32_t units = 0, hkv = 1, n = 0, dim = 0, blocks = 0, source_base = 0, rows = 0, scale_start = 0;
+  };
+  // Encodes kv_quantize.wgsl into `pass` (segments: held/added per batch for a cache, else unused).
+  void encode_quantize(emscripten::val job, emscripten::val pass, const QuantizePass& q, const emscripten::val& segments,
+                       const emscripten::val& source, const emscripten::val& destination);
   // encode_write_float16 in a command buffer of its own, submitted at once.
   void submit_write_float16(const emscripten::val& destination, const emscripten::val& source,
                             const std::vector<std::array<uint64_t, 3>>& runs);

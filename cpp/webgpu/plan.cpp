@@ -80,11 +80,69 @@ bool WebGpuElementTypes::any_float16() const {
 }
 
 std::string WebGpuElementTypes::key() const {
-  if (!any_float16()) return "";
-  auto name = [](ElementType t) { return t == ElementType::kFloat16 ? "f16" : "f32"; };
-  return std::string(":q=") + name(query_type) + ":k=" + name(key_type) + ":v=" + name(value_type) +
-         ":f16=" + webgpu_float16_path_name(path);
+  if (!any_float16() && !any_quantized()) return "";
+  auto name = [](ElementType t) {
+    switch (t) {
+      case ElementType::kFloat16: return "f16";
+      case ElementType::kInt8: return "i8";
+      case ElementType::kInt4: return "i4";
+      default: return "f32";
+    }
+  };
+  std::string text = std::string(":q=") + (query_levels ? "i8" : name(query_type)) + ":k=" + name(key_type) +
+                     ":v=" + name(value_type) + ":f16=" + webgpu_float16_path_name(path);
+  if (any_quantized()) text += packed_dot ? ":dot4=packed" : ":dot4=unpack";
+  return text;
 }
+
+namespace {
+
+// What every kernel on a quantized cache gets before its text: the tile layout's arithmetic, the
+// level extraction and dot4_i8. `packed`: dot4I8Packed, else sign-extended bytes by extractBits.
+std::string quantized_helpers(bool packed) {
+  std::string text =
+      "fn quant_rows(stride: u32, dim: u32) -> u32 { return (stride / dim + 3u) & ~3u; }\n"
+      "fn quant_blocks(dim: u32) -> u32 { return (dim + 31u) / 32u; }\n"
+      "fn quant_tile_block(head: u32, j: u32, c: u32, rows: u32, blocks: u32) -> u32 { return (head * (rows / 4u) + j / 4u) * blocks + c; }\n"
+      "fn quant_scale_start(rows: u32, blocks: u32, tile_words: u32) -> u32 { return p.B * p.Hkv * (rows / 4u) * blocks * tile_words; }\n"
+      "fn quant_level_int8(word: u32, byte: u32) -> i32 { return extractBits(bitcast<i32>(word), 8u * byte, 8u); }\n"
+      "fn quant_level_int4(word: u32, e: u32) -> i32 { return i32(extractBits(word, 8u * (e % 4u) + 4u * ((e / 4u) % 2u), 4u)) - 8; }\n"
+      "fn quant_value(level: i32, scale: f32) -> f32 { return select(f32(level) * scale, scale, is_nan(scale)); }\n";
+  if (packed) {
+    text += "fn dot4_i8(a: u32, b: u32) -> i32 { return dot4I8Packed(a, b); }\n";
+  } else {
+    text +=
+        "fn dot4_i8(a: u32, b: u32) -> i32 {\n"
+        "  let x = bitcast<i32>(a);\n"
+        "  let y = bitcast<i32>(b);\n"
+        "  return extractBits(x, 0u, 8u) * extractBits(y, 0u, 8u) + extractBits(x, 8u, 8u) * extractBits(y, 8u, 8u) +\n"
+        "         extractBits(x, 16u, 8u) * extractBits(y, 16u, 8u) + extractBits(x, 24u, 8u) * extractBits(y, 24u, 8u);\n"
+        "}\n";
+  }
+  return text;
+}
+
+// The loader of a quantized key or value binding `tensor` (the cache's whole tensor): element
+// i = head·stride + j·dim + e of the chunk (head from the chunk's kv0).
+std::string quantized_loader(const std::string& tensor, ElementType type, const std::string& dim,
+                             const std::string& stride) {
+  const bool int4 = type == ElementType::kInt4;
+  const std::string tile_words = int4 ? "16u" : "32u";
+  const std::string level = int4 ? "quant_level_int4(" + tensor + "[tb * 16u + 4u * ((e % 32u) / 8u) + j % 4u], e % 32u)"
+                                 : "quant_level_int8(" + tensor + "[tb * 32u + 4u * ((e % 32u) / 4u) + j % 4u], e % 4u)";
+  return "fn " + tensor + "_at(i: u32) -> f32 {\n"
+         "  let rows = quant_rows(p." + stride + ", p." + dim + ");\n"
+         "  let blocks = quant_blocks(p." + dim + ");\n"
+         "  let head = i / p." + stride + " + p.kv0;\n"
+         "  let j = (i % p." + stride + ") / p." + dim + ";\n"
+         "  let e = (i % p." + stride + ") % p." + dim + ";\n"
+         "  let tb = quant_tile_block(head, j, e / 32u, rows, blocks);\n"
+         "  let scale = bitcast<f32>(" + tensor + "[quant_scale_start(rows, blocks, " + tile_words + ") + tb * 4u + j % 4u]);\n"
+         "  return quant_value(" + level + ", scale);\n"
+         "}\n";
+}
+
+}  // namespace
 
 std::string WebGpuElementTypes::wgsl_declarations(bool value_binding) const {
   const bool shader_f16 = path == WebGpuFloat16Path::kShaderF16;
@@ -104,9 +162,33 @@ std::string WebGpuElementTypes::wgsl_declarations(bool value_binding) const {
               "[e >> 1u])[e & 1u]; }\n";
     }
   };
-  declare(query_type, "query", "QueryElement", "query_base");
-  declare(key_type, "key", "KeyElement", "key_base");
-  if (value_binding) declare(value_type, "value", "ValueElement", "value_base");
+  if (query_levels) {
+    // Row r's block c: levels in words (r·blocks + c)·8 …, scales after the chunk's rows' levels.
+    text += "alias QueryElement = u32;\n"
+            "fn query_at(i: u32) -> f32 {\n"
+            "  let blocks = quant_blocks(p.E);\n"
+            "  let block = (i / p.E) * blocks + (i % p.E) / 32u;\n"
+            "  let scale = bitcast<f32>(query[p.nbh * p.rows * blocks * 8u + block]);\n"
+            "  return quant_value(quant_level_int8(query[block * 8u + (i % 32u) / 4u], i % 4u), scale);\n"
+            "}\n";
+  } else {
+    declare(query_type, "query", "QueryElement", "query_base");
+  }
+  if (webgpu_quantized(key_type)) {
+    text += "alias KeyElement = u32;\n" + quantized_loader("key", key_type, "E", "key_stride");
+  } else {
+    declare(key_type, "key", "KeyElement", "key_base");
+  }
+  if (value_binding && webgpu_quantized(value_type)) {
+    text += "alias ValueElement = u32;\n" + quantized_loader("value", value_type, "Ev", "value_stride");
+  } else if (value_binding) {
+    declare(value_type, "value", "ValueElement", "value_base");
+  }
+  if (any_quantized() || query_levels) {
+    auto bits = [](ElementType t) { return t == ElementType::kInt4 ? 4 : t == ElementType::kInt8 ? 8 : 0; };
+    text += u32_const("KEY_QUANT_BITS", bits(key_type)) + u32_const("VALUE_QUANT_BITS", bits(value_type)) +
+            quantized_helpers(packed_dot);
+  }
   return text;
 }
 
@@ -116,6 +198,10 @@ WebGpuElementTypes webgpu_element_types(const AttentionPlan& plan, const WebGpuL
   t.key_type = plan.key_type;
   t.value_type = plan.value_type;
   t.path = limits.shader_f16 ? WebGpuFloat16Path::kShaderF16 : WebGpuFloat16Path::kUnpack;
+  // On a quantized cache the flash and weights kernels read the query dequantized (float32, from
+  // kv_quantize.wgsl): the scores are those of the quantized query, as on every backend.
+  if (t.any_quantized()) t.query_type = ElementType::kFloat32;
+  t.packed_dot = limits.packed_dot && t.any_quantized();
   return t;
 }
 
@@ -172,12 +258,12 @@ std::vector<uint32_t> webgpu_variant_data(const AttentionPlan& p, const Attentio
 
 uint32_t FlashVariant::workgroup_bytes() const {
   if (decode == 1) return decode_workgroup_bytes(e_pad, ev_pad, block_keys, decode_rows, decode_lanes, subgroups);
-  if (decode == 2) return 0;
+  if (decode >= 2) return 0;
   return tiled ? tiled_workgroup_bytes(e_pad, ev_pad, block_keys) : 4 * block_keys * (e_pad + ev_pad);
 }
 
 std::string FlashVariant::key() const {
-  static const char* const kNames[] = {"flash", "decode-partial", "decode-merge"};
+  static const char* const kNames[] = {"flash", "decode-partial", "decode-merge", "decode-partial-quantized"};
   return std::string(tiled ? "flash-tiled" : kNames[decode]) + ":e" + std::to_string(e_pad) + ":ev" + std::to_string(ev_pad) + ":bk" +
          std::to_string(block_keys) + ":mask=" + mask_name(mask) + ":causal=" + (causal ? "1" : "0") +
          ":stats=" + (write_stats ? "1" : "0") + variants.key() + types.key() + (write_lse ? ":lse=1" : "") +
@@ -201,7 +287,7 @@ std::string FlashVariant::wgsl_constants() const {
                        u32_const("DECODE_LANES", decode_lanes) + bool_const("SUBGROUPS", subgroups) +
                        (subgroups ? "fn shuffle_xor(v: vec4<f32>, mask: u32) -> vec4<f32> { return subgroupShuffleXor(v, mask); }\n"
                                   : "fn shuffle_xor(v: vec4<f32>, mask: u32) -> vec4<f32> { return v; }\n");
-  } else if (decode == 2) {
+  } else if (decode >= 2) {
     decode_constants = u32_const("DECODE_INVOCATIONS", kWebGpuDecodeInvocations);
   }
   return (subgroups ? "enable subgroups;\n" : "") + types.wgsl_declarations() + u32_const("ROWS", kWebGpuFlashRows) + (tiled ? u32_const("LANES", kWebGpuTiledLanes) : "") +
@@ -346,8 +432,8 @@ WebGpuChunkBytes webgpu_chunk_bytes(const AttentionPlan& p, const WebGpuChunk& c
     return webgpu_element_bytes(type) * static_cast<uint64_t>(elements) + slack;
   };
   b.query = input_bytes(p.query_type, n.query);
-  b.key = input_bytes(p.key_type, n.key);
-  b.value = input_bytes(p.value_type, n.value);
+  b.key = p.quantized_kv() ? static_cast<uint64_t>(p.key_layout().total_bytes) : input_bytes(p.key_type, n.key);
+  b.value = p.quantized_kv() ? static_cast<uint64_t>(p.value_layout().total_bytes) : input_bytes(p.value_type, n.value);
   b.output = 4 * static_cast<uint64_t>(n.output);
   if (p.mask_kind != MaskKind::kNone) {
     b.mask = static_cast<uint64_t>(c.mask_hi - c.mask_lo) * mask_element_bytes(p) + kMaskAlignSlack;

@@ -32,7 +32,12 @@ struct WebGpuLimits {
   bool shader_f16 = false;                            // the device has 'shader-f16' (and the caller allows it)
   bool subgroups = false;                             // the device has 'subgroups' (and the caller allows it)
   uint32_t subgroup_min_size = 4;                     // adapterInfo.subgroupMinSize (4: the spec's least)
+  // WGSL has the packed_4x8_integer_dot_product language feature (dot4I8Packed; and the caller allows it)
+  bool packed_dot = false;
 };
+
+// Keys or values of an int8/int4 KV cache (core/kv_cache_format.h), read in place by the kernels.
+inline bool webgpu_quantized(ElementType type) { return type == ElementType::kInt8 || type == ElementType::kInt4; }
 
 // How the kernels read a float16 query, key or value: as `array<f16>` storage (`enable f16;`,
 // devices with 'shader-f16'), or as `array<u32>` words of two halves (element i: word i >> 1,
@@ -46,21 +51,33 @@ struct WebGpuElementTypes {
   ElementType query_type = ElementType::kFloat32, key_type = ElementType::kFloat32,
               value_type = ElementType::kFloat32;
   WebGpuFloat16Path path = WebGpuFloat16Path::kUnpack;
+  // On a quantized cache: the query binding holds the call's query rows as int8 levels and scales
+  // (kv_quantize.wgsl, OUT 2) for the quantized decode kernel; else it holds floats.
+  bool query_levels = false;
+  // Integer dot products of 4 int8 pairs by dot4I8Packed, else by unpacking (extractBits).
+  bool packed_dot = false;
   bool any_float16() const;
+  bool any_quantized() const { return webgpu_quantized(key_type) || webgpu_quantized(value_type); }
   // "" when all are float32 (the keys of float32 calls are unchanged), else e.g.
-  // ":q=f16:k=f16:v=f32:f16=unpack2x16float".
+  // ":q=f16:k=f16:v=f32:f16=unpack2x16float" or ":q=f32:k=i8:v=i8:f16=unpack2x16float:dot4=packed".
   std::string key() const;
   // What the kernels' text needs first: `enable f16;` (shader-f16 path with a float16 tensor),
   // the storage element aliases QueryElement/KeyElement/ValueElement, and the loaders
   // query_at/key_at/value_at(i) -> f32 (element i of the chunk's tensor; a float16 tensor's
   // binding may start before its data: Params.query_base/key_base/value_base elements).
   // Without `value_binding` (a kernel with no value binding) nothing of the value.
+  // A quantized key/value binding is the cache's whole tensor (levels, then scales): its loader
+  // finds element i = head·stride + j·dim + e (head counted from the chunk's kv0) in the tile
+  // layout and returns level · scale (NaN for a NaN scale); with query_levels the query loader
+  // dequantizes the level workspace. Quantized types also get dot4_i8(a, b) -> i32, the dot
+  // product of two words of 4 signed bytes.
+  // Without `value_binding` (a kernel with no value binding) nothing of the value.
   std::string wgsl_declarations(bool value_binding = true) const;
 };
 // The one place the float16 read path is chosen: shader-f16 where the device has it (and
 // limits.shader_f16), else unpack2x16float.
 WebGpuElementTypes webgpu_element_types(const AttentionPlan& plan, const WebGpuLimits& limits);
-// Bytes of one element of `type` in a GPU buffer.
+// Bytes of one element of `type` in a GPU buffer (float types).
 inline uint64_t webgpu_element_bytes(ElementType type) { return type == ElementType::kFloat16 ? 2 : 4; }
 
 // Largest padded head dim the tiled flash kernel (attention_flash_tiled.wgsl) takes, and its
@@ -128,7 +145,8 @@ struct FlashVariant {
   bool write_stats = false;  // also write each row's (max, denominator) for the weights pass
   bool write_lse = false;    // also write each row's log-sum-exp (returnLogSumExp) to the lse binding
   // 0: a flash kernel; 1: attention_decode_partial.wgsl; 2: attention_decode_merge.wgsl (with
-  // the flash kernel's constants, tiled = false).
+  // the flash kernel's constants, tiled = false); 3: attention_decode_quantized.wgsl (the
+  // partial kernel of a quantized cache).
   uint32_t decode = 0;
   // attention_decode_partial.wgsl: query rows per workgroup, lanes per row (a power of two;
   // its workgroup has decode_rows·decode_lanes invocations), and whether the lanes combine
@@ -218,8 +236,9 @@ WebGpuChunkElements webgpu_chunk_elements(const AttentionPlan& plan, const WebGp
 constexpr uint64_t kWebGpuFloat16BindingSlack = 256 + 4;
 
 // Bytes the chunk's buffers need, by tensor (the mask in its element size, bool = 1 byte; a
-// float16 query/key/value in 2 bytes an element plus kWebGpuFloat16BindingSlack; the log-sum-exp
-// a float per query row, with returnLogSumExp).
+// float16 query/key/value in 2 bytes an element plus kWebGpuFloat16BindingSlack; a quantized
+// key/value the cache's whole tensor, which every chunk binds; the log-sum-exp a float per query
+// row, with returnLogSumExp).
 struct WebGpuChunkBytes {
   uint64_t query = 0, key = 0, value = 0, mask = 0, output = 0, weights = 0, stats = 0, scores = 0, lse = 0;
   uint64_t largest() const;

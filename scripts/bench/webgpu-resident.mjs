@@ -84,6 +84,8 @@ async function prefillEngines(c, inputs, attn, device, ortEnv) {
  * one it rejects (a dtype this build does not have) is reported as such.
  */
 export const KV_CACHE_DTYPES = ['float32', 'float16', 'int8', 'int4'];
+/** Bytes a cache of each dtype holds per key or value element (int8/int4: levels and a float32 scale per 32). */
+const CACHE_ELEMENT_BYTES = { float32: 4, float16: 2, int8: 36 / 32, int4: 20 / 32 };
 
 async function decodeEngines(c, inputs, attn, device, ortEnv) {
   const engines = [];
@@ -113,7 +115,7 @@ async function decodeEngines(c, inputs, attn, device, ortEnv) {
       cache.dispose();
       if (--live === 0) (query.buffer.destroy(), out.destroy());
     };
-    engines.push({ name, elementBytes: dtype === 'float16' ? 2 : 4, run, result: async () => (await run(), readBack(device, out, B * Hq * E)), dispose });
+    engines.push({ name, dtype, elementBytes: CACHE_ELEMENT_BYTES[dtype], run, result: async () => (await run(), readBack(device, out, B * Hq * E)), dispose });
   }
   if (ortEnv.ort) {
     const { ort } = ortEnv;
@@ -177,7 +179,7 @@ export async function benchWebGpuResident(opts, gpu) {
       if (e.error) { row.failure = e.error; continue; }
       if (e.unsupported) { row.unsupported = e.unsupported; continue; }
       try {
-        row.maxError = check(await e.result());
+        row.maxError = check(await e.result(), e);
         await warmUp(e.run);
         ok.push({ e, row });
       } catch (err) {
@@ -208,7 +210,7 @@ export async function benchWebGpuResident(opts, gpu) {
     const check = oracle(scalar, c, inputs);
     // K/V bytes a step reads: every visible key and value once.
     const elements = c.Hkv * c.lengths.reduce((a, b) => a + b, 0) * 2 * c.E;
-    await time('decode', c, await decodeEngines(c, inputs, attn, device, ortEnv), (output) => check('webgpu', output), (ms, e) => ({ gbPerS: (e.elementBytes ?? 4) * elements / ms / 1e6 }));
+    await time('decode', c, await decodeEngines(c, inputs, attn, device, ortEnv), (output, e) => check('webgpu', output, e.dtype), (ms, e) => ({ gbPerS: (e.elementBytes ?? 4) * elements / ms / 1e6 }));
   }
   attn.dispose();
   scalar.dispose();

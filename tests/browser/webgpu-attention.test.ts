@@ -3,7 +3,8 @@
 // the shared test body (tests/node/support/attention-suite.ts, run in full on dawn.node), the same
 // tolerance rule (4·e_ref + 1e-5·max(1, |V|max)) against the float64 reference, GPU-resident
 // tensors and a GPU KV cache (flash-decoding), float16 (inputs, a float16 GPU cache, a float16
-// output on the GPU; Float16Array in and out, on WebGPU and the scalar backend), the backward, and a fault.
+// output on the GPU; Float16Array in and out, on WebGPU and the scalar backend), int8/int4 GPU
+// caches, the backward, and a fault.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createAttention,
@@ -18,6 +19,7 @@ import {
   type Float16Tensor,
   type Tensor,
 } from 'sdpa-web';
+import { levelsOf, roundThroughBlocks } from '../node/support/quantized.js';
 import { randomMasks, randomTensor } from '../node/support/tensors.js';
 import { expectMatchesReference, expectResultMatchesReference } from '../node/support/tolerance.js';
 
@@ -164,6 +166,31 @@ describe('WebGPU backend in Chromium', () => {
     cache.dispose();
     gpuAttn.dispose();
     device.destroy();
+  });
+
+  it('int8 and int4 GPU KV caches: quantized on the GPU, split-K decode on both dot paths, prefill', async () => {
+    const packedAvailable = navigator.gpu.wgslLanguageFeatures.has('packed_4x8_integer_dot_product');
+    const unpacked = await createAttention({ backend: 'webgpu', gpuLimits: { packedIntegerDotProduct: false } });
+    const key = randomTensor([1, 2, 300, 40], 31, -2, 2), value = randomTensor([1, 2, 300, 24], 32, -2, 2);
+    for (const kind of ['int8', 'int4'] as const) {
+      const dequantized = { key: { data: roundThroughBlocks(key.data, 40, levelsOf(kind)), shape: key.shape }, value: { data: roundThroughBlocks(value.data, 24, levelsOf(kind)), shape: value.shape } };
+      for (const gpuAttn of [attn, unpacked]) {
+        const cache = gpuAttn.createKvCache({ batch: 1, kvHeads: 2, maxLength: 300, headDim: 40, valueDim: 24, dtype: kind });
+        cache.append(key, value);
+        for (const [Lq, options] of [[1, { window: { left: 100 }, softcap: 3 }], [12, { isCausal: true }]] as const) {
+          const query = randomTensor([1, 4, Lq, 40], 33 + Lq, -2, 2);
+          const got = await gpuAttn.scaledDotProductAttention(query, cache, { enableGqa: true, ...options });
+          const quantizedQuery = { data: roundThroughBlocks(query.data, 40, 127), shape: query.shape };
+          const dense = { enableGqa: true, ...options, isCausal: 'isCausal' in options ? ('bottom-right' as const) : undefined };
+          expectResultMatchesReference(got, oracle, quantizedQuery, dequantized.key, dequantized.value, dense, 4, `${kind} Lq ${Lq}`);
+        }
+        cache.dispose();
+      }
+    }
+    const packedKey = attn.webgpuInfo()!.pipelines.find((p) => p.startsWith('decode-partial-quantized'));
+    expect(packedKey).toMatch(packedAvailable ? /dot4=packed$/ : /dot4=unpack$/);
+    expect(unpacked.webgpuInfo()!.pipelines.find((p) => p.startsWith('decode-partial-quantized'))).toMatch(/dot4=unpack$/);
+    unpacked.dispose();
   });
 
   it('Float16Array (this engine has it) needs no dtype, and the output comes back as a Float16Array, into out too', async () => {

@@ -364,6 +364,50 @@ TEST(WebGpuPlan, Float16TypesChooseTheLoadersAndTheKeys) {
   EXPECT_EQ(v.wgsl_constants().find("enable f16;"), std::string::npos);
 }
 
+// An int8/int4 KV cache: the flash and weights kernels read a dequantized float32 query and the
+// cache through its tile layout, the dot product path is part of the key, and every chunk binds
+// the cache's whole tensors (levels and scales of all B·Hkv heads).
+TEST(WebGpuPlan, QuantizedCachesBindWholeTensorsAndChooseTheDotPath) {
+  AttentionRequest r;
+  r.query_shape = {2, 4, 1, 40};
+  r.key_shape = {2, 2, 300, 40};
+  r.value_shape = {2, 2, 300, 72};
+  r.enable_gqa = true;
+  r.key_head_stride = 301 * 40;
+  r.value_head_stride = 301 * 72;
+  r.query_type = ElementType::kFloat16;
+  r.key_type = r.value_type = ElementType::kInt4;
+  AttentionPlan p;
+  ASSERT_TRUE(plan_attention(r, &p).ok());
+  ASSERT_GT(webgpu_decode_splits(p), 0u);
+  WebGpuLimits limits;
+  limits.packed_dot = true;
+  FlashVariant v;
+  ASSERT_TRUE(webgpu_flash_variant(p, limits, &v).ok());
+  EXPECT_NE(v.key().find(":q=f32:k=i4:v=i4:f16=unpack2x16float:dot4=packed"), std::string::npos);
+  const std::string packed = v.wgsl_constants();
+  EXPECT_NE(packed.find("return dot4I8Packed(a, b);"), std::string::npos);
+  EXPECT_NE(packed.find("const KEY_QUANT_BITS: u32 = 4u;"), std::string::npos);
+  EXPECT_NE(packed.find("fn key_at(i: u32) -> f32"), std::string::npos);
+  EXPECT_NE(packed.find("quant_level_int4(value[tb * 16u"), std::string::npos);
+  v.types.query_levels = true;
+  EXPECT_NE(v.key().find(":q=i8:"), std::string::npos);
+
+  limits.packed_dot = false;
+  ASSERT_TRUE(webgpu_flash_variant(p, limits, &v).ok());
+  EXPECT_NE(v.key().find(":dot4=unpack"), std::string::npos);
+  EXPECT_EQ(v.wgsl_constants().find("dot4I8Packed"), std::string::npos);  // WGSL without the feature rejects the name
+
+  WebGpuChunk first;
+  first.nbh = 1;
+  first.rows = 1;
+  first.nkv = 1;
+  const WebGpuChunkBytes b = webgpu_chunk_bytes(p, first);
+  const uint64_t rows = 304, key_blocks = 2, value_blocks = 3;  // maxLength 301 in tiles of 4
+  EXPECT_EQ(b.key, 4u * rows * key_blocks * (16 + 4));
+  EXPECT_EQ(b.value, 4u * rows * value_blocks * (16 + 4));
+}
+
 TEST(WebGpuPlan, SplitGridCoversEveryWorkgroupOnce) {
   const auto parts = split_grid(7, 5, 3);
   std::vector<int> seen(35, 0);

@@ -1,8 +1,8 @@
 // GPU-resident tensors and the GPU KV cache on the 'webgpu' backend (dawn.node + SwiftShader):
 // inputs `{ buffer, shape, offset? }` read in place, `outputLocation: 'gpu'` (a new buffer or an
 // `out` GPUBuffer), against the float64 reference; a wrapped device showing that a chain of
-// calls on GPU tensors and a GPU cache writes no tensor bytes with writeBuffer and maps nothing,
-// with live GPU buffers flat over a 32-step decode loop; and the errors of bad buffers, a
+// calls on GPU tensors and a GPU cache (float32, and int8/int4 quantized on the GPU) writes no
+// tensor bytes with writeBuffer and maps nothing, with live GPU buffers flat over a decode loop; and the errors of bad buffers, a
 // disposed cache and a lost device.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttention, WebGPUError, type Attention, type AttentionOptions, type GpuTensor, type Tensor } from 'sdpa-web';
@@ -315,6 +315,39 @@ describe('a decode loop on a wrapped device', () => {
     attn.dispose();
     for (const b of [pk.buffer, pv.buffer, pq.buffer, stepK.buffer, stepV.buffer, stepQ.buffer, out, stepOut]) b.destroy();
     expect(counts.live.size, 'the cache destroyed its buffers').toBe(0);
+    real.destroy();
+  });
+
+  it('GPU tensors into int8/int4 caches: quantized on the GPU, no tensor bytes through writeBuffer, nothing mapped, live buffers flat', async () => {
+    const real = await testDevice();
+    const { proxy, counts } = countingDevice(real);
+    const attn = await createAttention({ backend: 'webgpu', gpuDevice: proxy as unknown as GPUDevice });
+    const B = 1, Hq = 8, Hkv = 2, E = 32, prompt = 260;
+    const upload = (t: Tensor): GpuTensor => {
+      const buffer = real.createBuffer({ size: t.data.byteLength, usage: STORAGE | COPY_SRC | COPY_DST });
+      real.queue.writeBuffer(buffer, 0, t.data as Float32Array<ArrayBuffer>);
+      return { buffer, shape: t.shape };
+    };
+    const stepK = upload(randomTensor([B, Hkv, 1, E], 14)), stepV = upload(randomTensor([B, Hkv, 1, E], 15));
+    const stepQ = upload(randomTensor([B, Hq, 1, E], 16));
+    const stepOut = real.createBuffer({ size: 4 * B * Hq * E, usage: STORAGE | COPY_SRC | COPY_DST });
+    for (const dtype of ['int8', 'int4'] as const) {
+      const cache = attn.createKvCache({ batch: B, kvHeads: Hkv, maxLength: 300, headDim: E, dtype });
+      cache.append(upload(randomTensor([B, Hkv, prompt, E], 12)), upload(randomTensor([B, Hkv, prompt, E], 13)));
+      const liveAt: number[] = [];
+      for (let step = 0; step < 8; step++) {
+        cache.append(stepK, stepV);
+        await attn.scaledDotProductAttention(stepQ, cache, { enableGqa: true, isCausal: true, outputLocation: 'gpu', out: stepOut });
+        liveAt.push(counts.live.size);
+      }
+      expect(new Set(liveAt).size, `${dtype}: live buffers per step ${liveAt.join(' ')}`).toBe(1);
+      expect(attn.webgpuInfo()!.pipelines.some((key) => key.startsWith('decode-partial-quantized'))).toBe(true);
+      cache.dispose();
+    }
+    expect(counts.maps).toBe(0);
+    // Uniform blocks (at most 144 bytes), each batch's held/added counts and the variants' words.
+    expect(Math.max(...counts.writes)).toBeLessThanOrEqual(144);
+    attn.dispose();
     real.destroy();
   });
 

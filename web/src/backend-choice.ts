@@ -81,6 +81,7 @@ export async function chooseEngine(options: CreateAttentionOptions): Promise<Eng
     checkOptionNames('createAttention options.gpuLimits', gpuLimits, GPU_LIMIT_NAMES);
     if (gpuLimits.shaderF16 !== undefined) checkBoolean('gpuLimits.shaderF16', gpuLimits.shaderF16);
     if (gpuLimits.subgroups !== undefined) checkBoolean('gpuLimits.subgroups', gpuLimits.subgroups);
+    if (gpuLimits.packedIntegerDotProduct !== undefined) checkBoolean('gpuLimits.packedIntegerDotProduct', gpuLimits.packedIntegerDotProduct);
   }
   const backend = options.backend ?? 'auto';
   const threads = checkThreadsOption(options.threads);

@@ -1,7 +1,8 @@
 // Where a KvCache's keys [B, Hkv, maxLength, E] and values [B, Hkv, maxLength, Ev] live, one class
 // per place: the wasm heap (CPU backends) or two GPUBuffers (backend 'webgpu'). Each writes
 // appended rows in its element format and tells a call where to read them in place (the core and
-// the WebGPU kernels take the per-head strides maxLength·E and maxLength·Ev).
+// the WebGPU kernels take the per-head strides maxLength·E and maxLength·Ev; an int8/int4 cache
+// holds the format of cpp/core/kv_cache_format.h, read whole).
 import { tensorDtype } from './arguments.js';
 import type { CallRecord } from './core-call.js';
 import { anyNonFinite, float16Bits, fromFloat16, toFloat16 } from './float16.js';
@@ -179,9 +180,15 @@ export class GpuKvStorage implements KvStorage {
   constructor(readonly module: SdpaModule, private readonly shape: CacheShape, readonly gpu: GpuState) {
     checkGpuUsable(gpu);
     const bytes = storageBytes(shape);
-    const maxBufferSize = (gpu.device.limits as { maxBufferSize?: number }).maxBufferSize ?? 256 * 2 ** 20;
+    const limits = gpu.device.limits as { maxBufferSize?: number; maxStorageBufferBindingSize?: number };
+    const maxBufferSize = limits.maxBufferSize ?? 256 * 2 ** 20;
     if (Math.max(bytes.key, bytes.value) > maxBufferSize) {
       throw new RangeError(`createKvCache: the keys/values need ${formatBytes(Math.max(bytes.key, bytes.value))} in one GPUBuffer, more than this device's maxBufferSize (${formatBytes(maxBufferSize)})`);
+    }
+    // The kernels bind an int8/int4 cache's keys (values) whole: levels and scales of every head.
+    const maxBinding = limits.maxStorageBufferBindingSize ?? 128 * 2 ** 20;
+    if (isQuantized(shape.dtype) && Math.max(bytes.key, bytes.value) > maxBinding) {
+      throw new RangeError(`createKvCache: the ${shape.dtype} keys/values need ${formatBytes(Math.max(bytes.key, bytes.value))} in one storage binding, more than this device's maxStorageBufferBindingSize (${formatBytes(maxBinding)})`);
     }
     // WebGPU zero-initializes new buffers. Sizes in whole 4-byte words: the kernels bind a
     // float16 cache's last half with the word it is in.
@@ -199,9 +206,26 @@ export class GpuKvStorage implements KvStorage {
    * source at an offset ≡ 0 (mod 4). Other runs, and float32 GPU tensors (rounded to float16),
    * go through the WebGPU context's writeFloat16 (write_float16.wgsl), at any element offset.
    */
-  write({ key, value, n, added, held }: AppendRows): void {
+  write(rows: AppendRows): void {
+    if (isQuantized(this.shape.dtype)) this.writeQuantized(rows, this.shape.dtype);
+    else this.writeFloat(rows, this.shape.dtype);
+  }
+
+  /** Rows quantized on the GPU (kv_quantize.wgsl): CPU arrays uploaded as they are, GPU tensors read in place. */
+  private writeQuantized({ key, value, n, added, held }: AppendRows, dtype: 'int8' | 'int4'): void {
     const { batch, kvHeads, maxLength, headDim, valueDim } = this.shape;
-    const dtype = this.shape.dtype as DType;  // KvCache makes no int8/int4 cache on the GPU
+    const heldRows = Array.from(held), addedRows = Array.from({ length: batch }, (_, b) => added(b));
+    for (const [tensor, dim, target] of [[key, headDim, this.keyBuffer], [value, valueDim, this.valueBuffer]] as const) {
+      const float16 = tensorDtype(tensor) === 'float16';
+      const source = isGpuTensor(tensor)
+        ? { buffer: tensor.buffer, offset: tensor.offset ?? 0 }
+        : { array: float16 ? float16Bits((tensor as CpuTensor).data as Uint16Array) : ((tensor as CpuTensor).data as Float32Array) };
+      this.gpu.context.writeQuantized(target, source, { int4: dtype === 'int4', float16, kvHeads, n, dim, maxLength, held: heldRows, added: addedRows });
+    }
+  }
+
+  private writeFloat({ key, value, n, added, held }: AppendRows, dtype: DType): void {
+    const { batch, kvHeads, maxLength, headDim, valueDim } = this.shape;
     const device = this.gpu.device as unknown as GpuDeviceApi;
     const half = dtype === 'float16';
     const bytes = half ? 2 : 4;

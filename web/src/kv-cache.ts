@@ -4,7 +4,7 @@
 import type { SdpaModule, WebGpuSources } from './wasm/sdpa_core.mjs';
 import { checkKvCacheDtype, checkOptionNames, describe, KV_CACHE_APPEND_OPTION_NAMES, KV_CACHE_OPTION_NAMES } from './arguments.js';
 import type { CallRecord } from './core-call.js';
-import { GpuKvStorage, HeapKvStorage, isQuantized, storageBytes, type KvStorage } from './kv-cache-storage.js';
+import { GpuKvStorage, HeapKvStorage, storageBytes, type KvStorage } from './kv-cache-storage.js';
 import type { AttentionOptions, BackendName, KvCacheAppendOptions, KvCacheDType, KvCacheOptions, TensorInput } from './types.js';
 import { checkGpuTensor, checkInput, GPU_USAGE, gpuTensorDtype, isGpuTensor, type GpuState } from './webgpu.js';
 
@@ -47,9 +47,6 @@ export class KvCache {
     this.headDim = size('headDim', options.headDim);
     this.valueDim = options.valueDim === undefined ? this.headDim : size('valueDim', options.valueDim);
     this.dtype = options.dtype === undefined ? 'float32' : checkKvCacheDtype('createKvCache: dtype', options.dtype);
-    if (gpu && isQuantized(this.dtype)) {
-      throw new TypeError(`createKvCache: dtype '${this.dtype}' caches are read by the CPU backends ('simd', 'scalar'); backend 'webgpu' takes dtype 'float32' or 'float16'`);
-    }
     const rows = this.batch * this.kvHeads * this.maxLength;
     for (const [name, dim] of [['keys', this.headDim], ['values', this.valueDim]] as const) {
       if (rows * dim > MAX_TENSOR_ELEMENTS) {
@@ -89,7 +86,7 @@ export class KvCache {
    * On backend 'webgpu' key/value may be GPU-resident tensors (copied on the GPU; their buffers
    * need `COPY_SRC`); CPU arrays are written straight from the caller's array. A float16 GPU
    * cache takes float16 GPU tensors (copied) and float32 ones (rounded on the GPU); a float32 GPU
-   * cache takes float32 GPU tensors.
+   * cache takes float32 GPU tensors; an int8/int4 GPU cache takes either, quantized on the GPU.
    */
   append(key: TensorInput, value: TensorInput, options?: KvCacheAppendOptions): void {
     this.checkUsable();

@@ -218,7 +218,7 @@ export interface KvCacheOptions {
    * Element type of the cached keys and values: `'float16'` halves the memory and the bytes a
    * decode step reads (appended float32 rows are rounded to float16); `'int8'` and `'int4'`
    * quantize appended rows in blocks of 32 along the head dim with a float32 scale each
-   * (docs/kv-cache-formats.md; CPU backends). Default `'float32'`.
+   * (docs/kv-cache-formats.md; on backend 'webgpu' quantized on the GPU). Default `'float32'`.
    */
   dtype?: KvCacheDType;
 }
@@ -421,6 +421,12 @@ export interface GpuLimitCaps {
    * `true` or absent: the device decides.
    */
   subgroups?: boolean;
+  /**
+   * `false`: form int8 dot products by unpacking bytes even where WGSL has the
+   * `packed_4x8_integer_dot_product` language feature (`dot4I8Packed`); `true` or absent: used
+   * where `navigator.gpu.wgslLanguageFeatures` has it.
+   */
+  packedIntegerDotProduct?: boolean;
 }
 
 /** What went wrong on the GPU (see {@link WebGPUError}). */

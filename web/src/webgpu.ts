@@ -47,7 +47,7 @@ export interface GpuState {
 
 const gpuStates = new WeakMap<object, Map<string, GpuState>>();
 
-export function acquireGpu(module: SdpaModule, device: GpuDeviceLike, caps: CreateAttentionOptions['gpuLimits'], owned: boolean): GpuState {
+export function acquireGpu(module: SdpaModule, device: GpuDeviceLike, caps: CreateAttentionOptions['gpuLimits'], owned: boolean, gpu: GpuLike | undefined): GpuState {
   const key = JSON.stringify(caps ?? {});
   let perDevice = gpuStates.get(device);
   if (!perDevice) gpuStates.set(device, (perDevice = new Map()));
@@ -55,7 +55,7 @@ export function acquireGpu(module: SdpaModule, device: GpuDeviceLike, caps: Crea
   if (!state || state.isLost) {
     const fresh: GpuState = {
       device,
-      context: new module.WebGpuAttention(device, caps),
+      context: new module.WebGpuAttention(device, { ...caps, packedIntegerDotProduct: caps?.packedIntegerDotProduct !== false && hasPackedIntegerDot(gpu) }),
       lost: undefined as unknown as Promise<never>,
       isLost: false,
       refs: 0,
@@ -87,6 +87,12 @@ export function releaseGpu(state: GpuState): void {
 
 /** A device, or why none can be had (a sentence for `fallbackReason` and errors). */
 export type DeviceOrReason = { device: GpuDeviceLike; reason?: undefined } | { device?: undefined; reason: string };
+
+/** Whether WGSL has dot4I8Packed on `gpu` (the packed_4x8_integer_dot_product language feature). */
+function hasPackedIntegerDot(gpu: GpuLike | undefined): boolean {
+  const features = (gpu as { wgslLanguageFeatures?: { has(name: string): boolean } } | undefined)?.wgslLanguageFeatures;
+  return features?.has('packed_4x8_integer_dot_product') ?? false;
+}
 
 export function gpuSource(options: CreateAttentionOptions): GpuLike | undefined {
   if (options.gpu !== undefined) return options.gpu ?? undefined;
@@ -232,7 +238,7 @@ export class GpuSession {
     owned: boolean,
     private readonly onGiveUp: (reason: string) => void,
   ) {
-    this.state = acquireGpu(module, device, options.gpuLimits, owned);
+    this.state = acquireGpu(module, device, options.gpuLimits, owned, gpuSource(options));
   }
 
   /** The device's state when it is live, else undefined (no waiting). */
@@ -252,7 +258,7 @@ export class GpuSession {
         got.device.destroy();
         throw new Error('sdpa-web: this Attention instance was disposed');
       }
-      return acquireGpu(this.module, got.device, this.options.gpuLimits, true);
+      return acquireGpu(this.module, got.device, this.options.gpuLimits, true, gpuSource(this.options));
     })().finally(() => {
       this.reinit = undefined;
     });

@@ -402,6 +402,38 @@ export function defineHardeningSuite(backend: BackendName, { factor, create }: S
       });
     });
 
+    // int8/int4 caches, in the heap or on the GPU.
+    describe(`hardening: int8/int4 KV caches on the '${backend}' backend`, () => {
+      const gqa = { enableGqa: true, isCausal: true } as const;
+      it('int8/int4 caches: stale NaN/Inf rows (after a reset, in a partly filled tile of 4 keys, past a ragged sequence) are never read; NaN/Inf appended poison only the rows that see that key', async () => {
+        for (const dtype of ['int8', 'int4'] as const) {
+          const fresh = attn.createKvCache({ batch: 2, kvHeads: 2, maxLength: 300, headDim: 40, valueDim: 36, dtype });
+          const cache = attn.createKvCache({ batch: 2, kvHeads: 2, maxLength: 300, headDim: 40, valueDim: 36, dtype });
+          const k = randomTensor([2, 2, 70, 40], 3), v = randomTensor([2, 2, 70, 36], 4);
+          const q = randomTensor([2, 4, 1, 40], 5);
+          fresh.append(k, v, { lengths: [70, 65] });
+          const want = (await attn.scaledDotProductAttention(q, fresh, gqa)).output.data;
+          expect(want.every(Number.isFinite)).toBe(true);
+          for (const poison of [Number.NaN, Infinity, -Infinity, 3e38]) {
+            cache.reset();
+            cache.append({ data: new Float32Array(2 * 2 * 300 * 40).fill(poison), shape: [2, 2, 300, 40] }, { data: new Float32Array(2 * 2 * 300 * 36).fill(poison), shape: [2, 2, 300, 36] });
+            cache.reset();
+            cache.append(k, v, { lengths: [70, 65] });  // sequence 1 ends inside a tile (65 = 16·4 + 1)
+            expect((await attn.scaledDotProductAttention(q, cache, gqa)).output.data, `${dtype} poison ${poison}`).toEqual(want);
+          }
+          // A NaN key appended at position 70 of sequence 0: its rows turn NaN, sequence 1's do not.
+          const nanKey = randomTensor([2, 2, 1, 40], 6), nanValue = randomTensor([2, 2, 1, 36], 7);
+          nanKey.data[3] = Number.NaN;  // batch 0, KV head 0
+          cache.append(nanKey, nanValue, { lengths: [1, 0] });
+          const got = (await attn.scaledDotProductAttention(q, cache, gqa)).output.data;
+          const rowNaN = (row: number) => got.subarray(row * 36, (row + 1) * 36).every(Number.isNaN);
+          expect([0, 1, 2, 3, 4, 5, 6, 7].map(rowNaN), dtype).toEqual([true, true, false, false, false, false, false, false]);
+          fresh.dispose();
+          cache.dispose();
+        }
+      });
+    });
+
     // The KV cache on the CPU backends, whose keys and values live in the wasm heap (its own suite,
     // kv-cache-suite.ts, covers the reference at every step, overflow, use after dispose, and the heap
     // over 32 steps with `out`, 10,000 append/reset cycles and create/dispose).
@@ -436,34 +468,6 @@ export function defineHardeningSuite(backend: BackendName, { factor, create }: S
             await check(q, k, v, dense, `poison ${poison}`);
           }
           cache.dispose();
-        });
-
-        it('int8/int4 caches: stale NaN/Inf rows (after a reset, in a partly filled tile of 4 keys, past a ragged sequence) are never read; NaN/Inf appended poison only the rows that see that key', async () => {
-          for (const dtype of ['int8', 'int4'] as const) {
-            const fresh = attn.createKvCache({ batch: 2, kvHeads: 2, maxLength: 300, headDim: 40, valueDim: 36, dtype });
-            const cache = attn.createKvCache({ batch: 2, kvHeads: 2, maxLength: 300, headDim: 40, valueDim: 36, dtype });
-            const k = randomTensor([2, 2, 70, 40], 3), v = randomTensor([2, 2, 70, 36], 4);
-            const q = randomTensor([2, 4, 1, 40], 5);
-            fresh.append(k, v, { lengths: [70, 65] });
-            const want = (await attn.scaledDotProductAttention(q, fresh, gqa)).output.data;
-            expect(want.every(Number.isFinite)).toBe(true);
-            for (const poison of [Number.NaN, Infinity, -Infinity, 3e38]) {
-              cache.reset();
-              cache.append({ data: new Float32Array(2 * 2 * 300 * 40).fill(poison), shape: [2, 2, 300, 40] }, { data: new Float32Array(2 * 2 * 300 * 36).fill(poison), shape: [2, 2, 300, 36] });
-              cache.reset();
-              cache.append(k, v, { lengths: [70, 65] });  // sequence 1 ends inside a tile (65 = 16·4 + 1)
-              expect((await attn.scaledDotProductAttention(q, cache, gqa)).output.data, `${dtype} poison ${poison}`).toEqual(want);
-            }
-            // A NaN key appended at position 70 of sequence 0: its rows turn NaN, sequence 1's do not.
-            const nanKey = randomTensor([2, 2, 1, 40], 6), nanValue = randomTensor([2, 2, 1, 36], 7);
-            nanKey.data[3] = Number.NaN;  // batch 0, KV head 0
-            cache.append(nanKey, nanValue, { lengths: [1, 0] });
-            const got = (await attn.scaledDotProductAttention(q, cache, gqa)).output.data;
-            const rowNaN = (row: number) => got.subarray(row * 36, (row + 1) * 36).every(Number.isNaN);
-            expect([0, 1, 2, 3, 4, 5, 6, 7].map(rowNaN), dtype).toEqual([true, true, false, false, false, false, false, false]);
-            fresh.dispose();
-            cache.dispose();
-          }
         });
 
         it('1,000 failing appends and calls write nothing, allocate nothing and leave the cache as it was', async () => {
