@@ -1,6 +1,6 @@
 // The backward pass through the npm API on both CPU backends (SIMD in both builds): the shared body
-// (support/backward-suite.ts, f = 2), the synchronous form, and a float64 finite-difference check
-// of the float64 analytic gradient.
+// (support/backward-suite.ts, f = 2), the synchronous form, dSinks past a NaN dOutput row that
+// sees nothing, and a float64 finite-difference check of the float64 analytic gradient.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttention, type Attention, type BackendName, type BackwardOptions, type Tensor } from 'sdpa-web';
 import { defineBackwardSuite, GRADCHECK_CASES, gradcheckInputs, maxAbs } from './support/backward-suite.js';
