@@ -14,9 +14,10 @@
 //    (register tile 2 rows × 16 keys), then three register-accumulated products
 //      dV_tile += Pᵀ·dO_blk,   dK_tile += dSᵀ·Q_blk,   dQ_blk += dS·K_tile
 //    (4 f32x4 accumulators per 16 output dims; scale is applied to dQ and dK once, at the end).
-//  - Hidden keys get P = dS = −0.0; when a tile holds any, the three products drop those terms
-//    (Pᵀ·dO, dSᵀ·Q and dS·K skip the source rows of −0.0 coefficients), so NaN/Inf in a hidden K/V
-//    row, or in a Q or dO row that does not see the key, never leaks (as in the forward). A block
+//  - Hidden keys get P = dS = −0.0; when a tile holds any, dS·K drops those terms, and so do
+//    Pᵀ·dO and dSᵀ·Q when the block has a Q or dO row with NaN/Inf (−0.0 times a finite row adds
+//    nothing): NaN/Inf in a hidden K/V row, or in a Q or dO row that does not see the key, never
+//    leaks (as in the forward). A block
 //    skips the tiles outside its rows' visible ranges (causality, the window, the key length);
 //    rows that see none of a tile contribute nothing. dSinks = −Σ_i e^(sink − lse_i)·D_i per query
 //    head over the rows that see a key (D_i = Σ_j P_ij·dP_ij is 0 for the others, even where dO_i
@@ -51,7 +52,7 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 struct Sizes {
   int64_t tiles, e4, ev4;
-  int64_t key_tiles, value_tiles, key_rows, dk, dv, q, dout, dq, d, sees, block;
+  int64_t key_tiles, value_tiles, key_rows, dk, dv, q, dout, dq, d, sees, nonfinite, block;
 };
 
 Sizes sizes_of(const AttentionPlan& p) {
@@ -71,6 +72,7 @@ Sizes sizes_of(const AttentionPlan& p) {
   s.dq = rows * s.e4;           // dQ accumulator [Lq, E4]
   s.d = rows;                   // D [Lq]
   s.sees = round_up(p.Lq, 4);   // 1 where the row sees a key, else 0 [Lq] (whole vectors: P keeps its alignment)
+  s.nonfinite = round_up((p.Lq + kBlockQueries - 1) / kBlockQueries, 4);  // per block: 1 where a Q or dO row holds NaN/Inf
   s.block = kBlockQueries * kTileKeys;  // P and dS of one block and tile [Bq, Bc] each
   return s;
 }
@@ -129,6 +131,7 @@ struct HeadContext {
   const float* row_d;        // [Lq]
   const float* row_lse;      // [Lq]
   float* row_sees;           // [Lq]
+  const float* block_nonfinite;  // [Lq / Bq]: 1 where the block has a Q or dO row with NaN/Inf
   float* dk;                 // [keys, E4]
   float* dv;                 // [keys, Ev4]
   float* dq;                 // [Lq, E4]
@@ -138,20 +141,21 @@ struct HeadContext {
 };
 
 // The block's three products from its P and dS: dV_tile += Pᵀ·dO_blk, dK_tile += dSᵀ·Q_blk and
-// dQ_blk += dS·K_tile. With kDropHidden, a (row, key) pair whose coefficient is −0.0 (hidden) adds
-// nothing, even where that dO, Q or K row holds NaN or Inf.
-template <bool kDropHidden>
+// dQ_blk += dS·K_tile. A (row, key) pair whose coefficient is −0.0 (hidden) adds nothing, even
+// where that K row (kDropHiddenKeys) or that dO or Q row (kDropHiddenRows) holds NaN or Inf.
+template <bool kDropHiddenKeys, bool kDropHiddenRows>
 void block_products(const HeadContext& c, int64_t i0, int64_t rows, int64_t j0, int64_t tile_len) {
   const Sizes& sz = c.sz;
   for (int64_t j = 0; j < tile_len; ++j) {
-    accumulate_row<kDropHidden, kTileKeys>(c.probs + j, c.dout_rows + i0 * sz.ev4, sz.ev4, rows, sz.ev4,
-                                           c.dv + (j0 + j) * sz.ev4);
-    accumulate_row<kDropHidden, kTileKeys>(c.dscores + j, c.q_rows + i0 * sz.e4, sz.e4, rows, sz.e4,
-                                           c.dk + (j0 + j) * sz.e4);
+    accumulate_row<kDropHiddenRows, kTileKeys>(c.probs + j, c.dout_rows + i0 * sz.ev4, sz.ev4, rows, sz.ev4,
+                                               c.dv + (j0 + j) * sz.ev4);
+    accumulate_row<kDropHiddenRows, kTileKeys>(c.dscores + j, c.q_rows + i0 * sz.e4, sz.e4, rows, sz.e4,
+                                               c.dk + (j0 + j) * sz.e4);
   }
   const float* k_rows = c.key_rows + j0 * sz.e4;
   for (int64_t r = 0; r < rows; ++r) {
-    accumulate_row<kDropHidden, 1>(c.dscores + r * kTileKeys, k_rows, sz.e4, tile_len, sz.e4, c.dq + (i0 + r) * sz.e4);
+    accumulate_row<kDropHiddenKeys, 1>(c.dscores + r * kTileKeys, k_rows, sz.e4, tile_len, sz.e4,
+                                       c.dq + (i0 + r) * sz.e4);
   }
 }
 
@@ -238,11 +242,13 @@ void backward_block(const HeadContext& c, int64_t i0, int64_t rows, int64_t t) {
     }
   }
 
-  // With no hidden pair in the block and tile, nothing is dropped (the faster form).
-  if (any_hidden) {
-    block_products<true>(c, i0, rows, j0, tile_len);
+  // Only what may hold NaN/Inf is dropped (each drop costs a mask per multiply-add).
+  if (!any_hidden) {
+    block_products<false, false>(c, i0, rows, j0, tile_len);
+  } else if (c.block_nonfinite[i0 / kBlockQueries] != 0.0f) {
+    block_products<true, true>(c, i0, rows, j0, tile_len);
   } else {
-    block_products<false>(c, i0, rows, j0, tile_len);
+    block_products<true, false>(c, i0, rows, j0, tile_len);
   }
 }
 
@@ -251,7 +257,7 @@ void backward_block(const HeadContext& c, int64_t i0, int64_t rows, int64_t t) {
 uint64_t simd128_backward_workspace_bytes(const AttentionPlan& plan) {
   const Sizes s = sizes_of(plan);
   return static_cast<uint64_t>(s.key_tiles + s.value_tiles + s.key_rows + s.dk + s.dv + s.q +
-                               s.dout + s.dq + s.d + s.sees + 2 * s.block) *
+                               s.dout + s.dq + s.d + s.sees + s.nonfinite + 2 * s.block) *
          sizeof(float);
 }
 
@@ -269,7 +275,8 @@ void attention_backward_f32_simd128(const AttentionPlan& p, const AttentionInput
   float* dq = dout_rows + sz.dout;
   float* row_d = dq + sz.dq;
   float* row_sees = row_d + sz.d;
-  float* probs = row_sees + sz.sees;
+  float* block_nonfinite = row_sees + sz.sees;
+  float* probs = block_nonfinite + sz.nonfinite;
   float* dscores = probs + sz.block;
   const int64_t group = p.Hq == 0 ? 1 : p.heads_per_kv();
   const int64_t keys = sz.tiles * kTileKeys;
@@ -294,18 +301,25 @@ void attention_backward_f32_simd128(const AttentionPlan& p, const AttentionInput
         pack_rows(in.query + q_off * p.E, p.Lq, p.E, rows_padded, sz.e4, q_rows);
         pack_rows(d_output + q_off * p.Ev, p.Lq, p.Ev, rows_padded, sz.ev4, dout_rows);
         std::fill(dq, dq + sz.dq, 0.0f);
-        // D_i = dO_i·O_i
+        // D_i = dO_i·O_i; which blocks hold a Q or dO row with NaN/Inf
+        std::fill(block_nonfinite, block_nonfinite + sz.nonfinite, 0.0f);
         for (int64_t i = 0; i < p.Lq; ++i) {
           const float* o = output + (q_off + i) * p.Ev;
           const float* g = d_output + (q_off + i) * p.Ev;
-          float d = 0;
-          for (int64_t c = 0; c < p.Ev; ++c) d += g[c] * o[c];
+          const float* q = in.query + (q_off + i) * p.E;
+          float d = 0, nan_probe = 0;  // Σ x·0 over q and dO: ±0, or NaN where an entry is NaN/Inf
+          for (int64_t c = 0; c < p.Ev; ++c) {
+            d += g[c] * o[c];
+            nan_probe += g[c] * 0.0f;
+          }
+          for (int64_t e = 0; e < p.E; ++e) nan_probe += q[e] * 0.0f;
           row_d[i] = d;
+          if (nan_probe != 0.0f) block_nonfinite[i / kBlockQueries] = 1.0f;
         }
         std::fill(row_sees, row_sees + p.Lq, 0.0f);
-        const HeadContext c{p,         sz,    b,           h,        &in, key_tiles, value_tiles, key_rows, q_rows,
-                            dout_rows, row_d, lse + q_off, row_sees, dk,  dv,        dq,          probs,    dscores,
-                            d_mask};
+        const HeadContext c{p,        sz,        b,          h,         &in,   key_tiles,   value_tiles,
+                            key_rows, q_rows,    dout_rows,  row_d,     lse + q_off, row_sees, block_nonfinite,
+                            dk,       dv,        dq,         probs,     dscores,     d_mask};
         for (int64_t t = 0; t < sz.tiles; ++t) {
           for (int64_t i0 = 0; i0 < p.Lq; i0 += kBlockQueries) {
             const int64_t rows = std::min(kBlockQueries, p.Lq - i0);
