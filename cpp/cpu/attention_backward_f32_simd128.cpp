@@ -17,11 +17,10 @@
 //  - Hidden keys get P = dS = −0.0; when a tile holds any, dS·K drops those terms, and so do
 //    Pᵀ·dO and dSᵀ·Q when the block has a Q or dO row with NaN/Inf (−0.0 times a finite row adds
 //    nothing): NaN/Inf in a hidden K/V row, or in a Q or dO row that does not see the key, never
-//    leaks (as in the forward). A block
-//    skips the tiles outside its rows' visible ranges (causality, the window, the key length);
-//    rows that see none of a tile contribute nothing. dSinks = −Σ_i e^(sink − lse_i)·D_i per query
-//    head over the rows that see a key (D_i = Σ_j P_ij·dP_ij is 0 for the others, even where dO_i
-//    holds NaN).
+//    leaks (as in the forward). A block skips the tiles outside its rows' visible ranges
+//    (causality, the window, the key length); rows that see none of a tile contribute nothing.
+//    dSinks = −Σ_i e^(sink − lse_i)·D_i per query head over the rows that see a key (D_i =
+//    Σ_j P_ij·dP_ij is 0 for the others, even where dO_i holds NaN).
 //  - The register accumulations alternate two sets of accumulators over the rows (8 chains):
 //    with one set (4 chains) they were latency-bound and a fused multiply-add's longer latency
 //    made the relaxed build 1.4–1.6× slower than SIMD128. The dot products (S, dP) are unfused in
