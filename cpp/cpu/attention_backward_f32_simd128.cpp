@@ -14,10 +14,13 @@
 //    (register tile 2 rows × 16 keys), then three register-accumulated products
 //      dV_tile += Pᵀ·dO_blk,   dK_tile += dSᵀ·Q_blk,   dQ_blk += dS·K_tile
 //    (4 f32x4 accumulators per 16 output dims; scale is applied to dQ and dK once, at the end).
-//  - Hidden keys get P = dS = −0.0; when a tile holds any, dS·K drops those lanes, so NaN/Inf
-//    stored in hidden K/V rows never leaks (as in the forward). A block skips the tiles outside
-//    its rows' visible ranges (causality, the window, the key length); rows that see none of a
-//    tile contribute nothing. dSinks = −Σ_i e^(sink − lse_i)·D_i per query head.
+//  - Hidden keys get P = dS = −0.0; when a tile holds any, dS·K drops those terms, and so do
+//    Pᵀ·dO and dSᵀ·Q when the block has a Q or dO row with NaN/Inf (−0.0 times a finite row adds
+//    nothing): NaN/Inf in a hidden K/V row, or in a Q or dO row that does not see the key, never
+//    leaks (as in the forward). A block skips the tiles outside its rows' visible ranges
+//    (causality, the window, the key length); rows that see none of a tile contribute nothing.
+//    dSinks = −Σ_i e^(sink − lse_i)·D_i per query head over the rows that see a key (D_i =
+//    Σ_j P_ij·dP_ij is 0 for the others, even where dO_i holds NaN).
 //  - The register accumulations alternate two sets of accumulators over the rows (8 chains):
 //    with one set (4 chains) they were latency-bound and a fused multiply-add's longer latency
 //    made the relaxed build 1.4–1.6× slower than SIMD128. The dot products (S, dP) are unfused in
@@ -48,7 +51,7 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 struct Sizes {
   int64_t tiles, e4, ev4;
-  int64_t key_tiles, value_tiles, key_rows, dk, dv, q, dout, dq, d, block;
+  int64_t key_tiles, value_tiles, key_rows, dk, dv, q, dout, dq, d, sees, nonfinite, block;
 };
 
 Sizes sizes_of(const AttentionPlan& p) {
@@ -67,6 +70,8 @@ Sizes sizes_of(const AttentionPlan& p) {
   s.dout = rows * s.ev4;        // dO rows [Lq, Ev4]
   s.dq = rows * s.e4;           // dQ accumulator [Lq, E4]
   s.d = rows;                   // D [Lq]
+  s.sees = round_up(p.Lq, 4);   // 1 where the row sees a key, else 0 [Lq] (whole vectors: P keeps its alignment)
+  s.nonfinite = round_up((p.Lq + kBlockQueries - 1) / kBlockQueries, 4);  // per block: 1 where a Q or dO row holds NaN/Inf
   s.block = kBlockQueries * kTileKeys;  // P and dS of one block and tile [Bq, Bc] each
   return s;
 }
@@ -124,6 +129,8 @@ struct HeadContext {
   const float* dout_rows;    // [Lq, Ev4]
   const float* row_d;        // [Lq]
   const float* row_lse;      // [Lq]
+  float* row_sees;           // [Lq]
+  const float* block_nonfinite;  // [Lq / Bq]: 1 where the block has a Q or dO row with NaN/Inf
   float* dk;                 // [keys, E4]
   float* dv;                 // [keys, Ev4]
   float* dq;                 // [Lq, E4]
@@ -131,6 +138,25 @@ struct HeadContext {
   float* dscores;            // [Bq, Bc] dP, then dS
   float* d_mask;             // additive mask gradient or null
 };
+
+// The block's three products from its P and dS: dV_tile += Pᵀ·dO_blk, dK_tile += dSᵀ·Q_blk and
+// dQ_blk += dS·K_tile. A (row, key) pair whose coefficient is −0.0 (hidden) adds nothing, even
+// where that K row (kDropHiddenKeys) or that dO or Q row (kDropHiddenRows) holds NaN or Inf.
+template <bool kDropHiddenKeys, bool kDropHiddenRows>
+void block_products(const HeadContext& c, int64_t i0, int64_t rows, int64_t j0, int64_t tile_len) {
+  const Sizes& sz = c.sz;
+  for (int64_t j = 0; j < tile_len; ++j) {
+    accumulate_row<kDropHiddenRows, kTileKeys>(c.probs + j, c.dout_rows + i0 * sz.ev4, sz.ev4, rows, sz.ev4,
+                                               c.dv + (j0 + j) * sz.ev4);
+    accumulate_row<kDropHiddenRows, kTileKeys>(c.dscores + j, c.q_rows + i0 * sz.e4, sz.e4, rows, sz.e4,
+                                               c.dk + (j0 + j) * sz.e4);
+  }
+  const float* k_rows = c.key_rows + j0 * sz.e4;
+  for (int64_t r = 0; r < rows; ++r) {
+    accumulate_row<kDropHiddenKeys, 1>(c.dscores + r * kTileKeys, k_rows, sz.e4, tile_len, sz.e4,
+                                       c.dq + (i0 + r) * sz.e4);
+  }
+}
 
 // Block of `rows` query rows at i0 against key tile t.
 void backward_block(const HeadContext& c, int64_t i0, int64_t rows, int64_t t) {
@@ -161,6 +187,7 @@ void backward_block(const HeadContext& c, int64_t i0, int64_t rows, int64_t t) {
   const TanhConstants tanh_k = capped ? TanhConstants::load() : TanhConstants{};
   const f32x4 cap = splat(p.softcap);
   bool any_hidden = false;
+  const mask32x4 all_lanes = equal(neg_inf, neg_inf);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r;
     float* s = c.probs + r * kTileKeys;
@@ -189,16 +216,18 @@ void backward_block(const HeadContext& c, int64_t i0, int64_t rows, int64_t t) {
     bias_scores(p, c.b, c.h, i, j0, kTileKeys, s);
     any_hidden |= mask_scores(p, *c.in, c.b, c.h, i, j0, kTileKeys, s) < kTileKeys;
     const f32x4 l = splat(c.row_lse[i]), d = splat(c.row_d[i]);
-    mask32x4 row_hidden{};
+    mask32x4 row_hidden{}, row_all_hidden = all_lanes;
     for (int64_t j = 0; j < kTileKeys; j += 4) {
       const f32x4 sv = load(s + j);
       const mask32x4 is_hidden = equal(sv, neg_inf);
       row_hidden = row_hidden | is_hidden;
+      row_all_hidden = row_all_hidden & is_hidden;
       const f32x4 pv = exp_nonpositive(sub(sv, l), exp_constants);
       store(ds + j, select(is_hidden, hidden, mul(pv, sub(load(ds + j), d))));
       store(s + j, select(is_hidden, hidden, pv));
     }
     any_hidden |= any(row_hidden);
+    if (!all(row_all_hidden)) c.row_sees[i] = 1.0f;
     if (c.d_mask) {
       float* dm = c.d_mask + p.mask_offset(c.b, c.h, i) + j0 * p.mask_stride_k;
       for (int64_t j = 0; j < visible; ++j) dm[j * p.mask_stride_k] += ds[j];
@@ -212,22 +241,13 @@ void backward_block(const HeadContext& c, int64_t i0, int64_t rows, int64_t t) {
     }
   }
 
-  // dV_tile += Pᵀ·dO_blk and dK_tile += dSᵀ·Q_blk (coefficients are finite or −0.0, sources are
-  // the caller's dO and Q rows: nothing to drop).
-  for (int64_t j = 0; j < tile_len; ++j) {
-    accumulate_row<false, kTileKeys>(c.probs + j, c.dout_rows + i0 * sz.ev4, sz.ev4, rows, sz.ev4,
-                                     c.dv + (j0 + j) * sz.ev4);
-    accumulate_row<false, kTileKeys>(c.dscores + j, c.q_rows + i0 * sz.e4, sz.e4, rows, sz.e4,
-                                     c.dk + (j0 + j) * sz.e4);
-  }
-  // dQ_blk += dS·K_tile (hidden keys' rows dropped when the tile has any).
-  const float* k_rows = c.key_rows + j0 * sz.e4;
-  for (int64_t r = 0; r < rows; ++r) {
-    if (any_hidden) {
-      accumulate_row<true, 1>(c.dscores + r * kTileKeys, k_rows, sz.e4, tile_len, sz.e4, c.dq + (i0 + r) * sz.e4);
-    } else {
-      accumulate_row<false, 1>(c.dscores + r * kTileKeys, k_rows, sz.e4, tile_len, sz.e4, c.dq + (i0 + r) * sz.e4);
-    }
+  // Only what may hold NaN/Inf is dropped (each drop costs a mask per multiply-add).
+  if (!any_hidden) {
+    block_products<false, false>(c, i0, rows, j0, tile_len);
+  } else if (c.block_nonfinite[i0 / kBlockQueries] != 0.0f) {
+    block_products<true, true>(c, i0, rows, j0, tile_len);
+  } else {
+    block_products<true, false>(c, i0, rows, j0, tile_len);
   }
 }
 
@@ -236,7 +256,7 @@ void backward_block(const HeadContext& c, int64_t i0, int64_t rows, int64_t t) {
 uint64_t simd128_backward_workspace_bytes(const AttentionPlan& plan) {
   const Sizes s = sizes_of(plan);
   return static_cast<uint64_t>(s.key_tiles + s.value_tiles + s.key_rows + s.dk + s.dv + s.q +
-                               s.dout + s.dq + s.d + 2 * s.block) *
+                               s.dout + s.dq + s.d + s.sees + s.nonfinite + 2 * s.block) *
          sizeof(float);
 }
 
@@ -253,7 +273,9 @@ void attention_backward_f32_simd128(const AttentionPlan& p, const AttentionInput
   float* dout_rows = q_rows + sz.q;
   float* dq = dout_rows + sz.dout;
   float* row_d = dq + sz.dq;
-  float* probs = row_d + sz.d;
+  float* row_sees = row_d + sz.d;
+  float* block_nonfinite = row_sees + sz.sees;
+  float* probs = block_nonfinite + sz.nonfinite;
   float* dscores = probs + sz.block;
   const int64_t group = p.Hq == 0 ? 1 : p.heads_per_kv();
   const int64_t keys = sz.tiles * kTileKeys;
@@ -278,21 +300,25 @@ void attention_backward_f32_simd128(const AttentionPlan& p, const AttentionInput
         pack_rows(in.query + q_off * p.E, p.Lq, p.E, rows_padded, sz.e4, q_rows);
         pack_rows(d_output + q_off * p.Ev, p.Lq, p.Ev, rows_padded, sz.ev4, dout_rows);
         std::fill(dq, dq + sz.dq, 0.0f);
-        // D_i = dO_i·O_i
+        // D_i = dO_i·O_i; which blocks hold a Q or dO row with NaN/Inf
+        std::fill(block_nonfinite, block_nonfinite + sz.nonfinite, 0.0f);
         for (int64_t i = 0; i < p.Lq; ++i) {
           const float* o = output + (q_off + i) * p.Ev;
           const float* g = d_output + (q_off + i) * p.Ev;
-          float d = 0;
-          for (int64_t c = 0; c < p.Ev; ++c) d += g[c] * o[c];
+          const float* q = in.query + (q_off + i) * p.E;
+          float d = 0, nan_probe = 0;  // Σ x·0 over q and dO: ±0, or NaN where an entry is NaN/Inf
+          for (int64_t c = 0; c < p.Ev; ++c) {
+            d += g[c] * o[c];
+            nan_probe += g[c] * 0.0f;
+          }
+          for (int64_t e = 0; e < p.E; ++e) nan_probe += q[e] * 0.0f;
           row_d[i] = d;
+          if (nan_probe != 0.0f) block_nonfinite[i / kBlockQueries] = 1.0f;
         }
-        // dSinks_h −= P_sink·D_i with P_sink = e^(sink − lse_i), per row
-        if (!p.sinks.empty() && out.d_sinks && p.sinks[h] != kNegInf) {
-          for (int64_t i = 0; i < p.Lq; ++i) out.d_sinks[h] -= std::exp(p.sinks[h] - lse[q_off + i]) * row_d[i];
-        }
-        const HeadContext c{p,        sz,      b,     h,        &in,      key_tiles, value_tiles,
-                            key_rows, q_rows,  dout_rows, row_d, lse + q_off, dk, dv,
-                            dq,       probs,   dscores,   d_mask};
+        std::fill(row_sees, row_sees + p.Lq, 0.0f);
+        const HeadContext c{p,        sz,        b,          h,         &in,   key_tiles,   value_tiles,
+                            key_rows, q_rows,    dout_rows,  row_d,     lse + q_off, row_sees, block_nonfinite,
+                            dk,       dv,        dq,         probs,     dscores,     d_mask};
         for (int64_t t = 0; t < sz.tiles; ++t) {
           for (int64_t i0 = 0; i0 < p.Lq; i0 += kBlockQueries) {
             const int64_t rows = std::min(kBlockQueries, p.Lq - i0);
@@ -303,6 +329,12 @@ void attention_backward_f32_simd128(const AttentionPlan& p, const AttentionInput
               continue;
             }
             backward_block(c, i0, rows, t);
+          }
+        }
+        // dSinks_h −= P_sink·D_i with P_sink = e^(sink − lse_i), per row that sees a key
+        if (!p.sinks.empty() && out.d_sinks && p.sinks[h] != kNegInf) {
+          for (int64_t i = 0; i < p.Lq; ++i) {
+            if (row_sees[i] != 0.0f) out.d_sinks[h] -= std::exp(p.sinks[h] - lse[q_off + i]) * row_d[i];
           }
         }
         // dQ = scale·Σ dS·k

@@ -174,7 +174,10 @@ double max_abs(const std::vector<double>& x) {
 class BackwardKernelTest : public ::testing::TestWithParam<Backend> {
  protected:
   void ExpectMatches(const Problem& p, const std::string& what, uint32_t seed = 5) {
-    const std::vector<float> d_output = random_d_output(p, seed);
+    ExpectMatches(p, random_d_output(p, seed), what);
+  }
+  // max_abs_diff is infinite unless NaN sits exactly where the float64 gradient has NaN.
+  void ExpectMatches(const Problem& p, const std::vector<float>& d_output, const std::string& what) {
     const Grads64 g64 = backward64(p, d_output);
     const Grads32 ref32 = backward32(Backend::kScalar, p, d_output, false);
     for (bool pass_forward : {false, true}) {
@@ -182,6 +185,7 @@ class BackwardKernelTest : public ::testing::TestWithParam<Backend> {
       auto check = [&](const std::vector<float>& got, const std::vector<float>& r32,
                        const std::vector<double>& want, const char* name) {
         const double e_ref = max_abs_diff(r32, want);
+        EXPECT_LT(e_ref, INFINITY) << what << " " << name << ": the float32 scalar backward";
         const double bound = 2 * e_ref + 1e-5 * std::max(1.0, max_abs(want));
         EXPECT_LE(max_abs_diff(got, want), bound)
             << what << " " << name << " e_ref=" << e_ref << (pass_forward ? " (lse passed)" : "");
@@ -292,6 +296,24 @@ TEST_P(BackwardKernelTest, NaNPropagatesToItsRow) {
   const Grads32 g = backward32(GetParam(), p, random_d_output(p, 2), true);
   EXPECT_TRUE(std::isnan(g.dq[2 * 8]));
   EXPECT_FALSE(std::isnan(g.dq[0]));
+}
+
+// A NaN in one query or dOutput row reaches only the keys that row sees (causal: keys 37–52 are
+// seen by no row, in a tile with seen keys): NaN exactly where the float64 gradient has NaN.
+TEST_P(BackwardKernelTest, NaNInARowReachesOnlyTheKeysItSees) {
+  for (auto kind : {MaskKind::kNone, MaskKind::kBool, MaskKind::kAdditive}) {
+    for (int64_t row : {3, 33}) {
+      Problem p = make_problem({2, 37, 16}, {2, 53, 16}, {2, 53, 8}, 4200);
+      p.request.causal = CausalAlignment::kTopLeft;
+      if (kind != MaskKind::kNone) set_masks(p, kind, {37, 53}, 4201);
+      const std::string what = "mask " + std::to_string(static_cast<int>(kind)) + " row " + std::to_string(row);
+      std::vector<float> d_output = random_d_output(p, 4202);
+      d_output[(37 + row) * 8 + 5] = NAN;
+      ExpectMatches(p, d_output, what + ", NaN in dOutput");
+      p.query[row * 16 + 2] = NAN;
+      ExpectMatches(p, what + ", NaN in the query");
+    }
+  }
 }
 
 TEST_P(BackwardKernelTest, ZeroSizes) {

@@ -28,11 +28,14 @@
 // Every input also runs on 2 threads with its query, key and value streamed in while the kernel
 // runs (core/input_arrival.h): bit for bit the 1-thread result.
 // The backward pass runs on every input too (ASan/UBSan and the canaries around its outputs
-// watch it). Where V, dO and the additive mask (−inf allowed) are finite and at most 1e10 in
-// magnitude and the logits are bounded (|q|max·|k|max·E·|scale| ≤ 64), its gradients, with the
-// forward's output passed in and recomputed, are held to the rule of the backward tests, per
-// gradient tensor g, at every element where the float32 and float64 references are finite:
-//   |g − g64| ≤ 2·e_ref + 1e-5·max(1, max|g64|),   e_ref = max|g_scalar32 − g64|.
+// watch it). Where the finite entries of Q, K, V, dO and the additive mask are at most 1e10 in
+// magnitude (NaN and ±Inf allowed) and the finite logits are bounded
+// (|q|max·|k|max·E·|scale| ≤ 64 over finite entries), its gradients, with the forward's output
+// passed in and recomputed, are held to the rule of the backward tests, per gradient tensor g, at
+// every element where the float32 and float64 references are finite:
+//   |g − g64| ≤ 2·e_ref + 1e-5·max(1, max|g64|),   e_ref = max|g_scalar32 − g64|,
+// and g is non-finite where both references are: NaN or Inf in a Q, K, V or dO row reaches only
+// the gradients of the (row, key) pairs that see each other.
 // Larger logits are left out of the comparison: a score S carries a float32 rounding of up to
 // |S|·2^-24, which moves its weight by as much relative, and which of two equally accurate
 // summation orders happens to round closer then decides e_ref (a score of ~1e3 differing by half
@@ -289,15 +292,26 @@ bool moderate(const std::vector<float>& v, bool allow_neg_inf = false) {
   return true;
 }
 
-double max_abs(const std::vector<float>& v) {
+double max_finite_abs(const std::vector<float>& v) {
   double m = 0;
-  for (float x : v) m = std::max(m, static_cast<double>(std::fabs(x)));  // NaN: left out
+  for (float x : v) {
+    if (std::isfinite(x)) m = std::max(m, static_cast<double>(std::fabs(x)));
+  }
   return m;
 }
 
-bool bounded_logits(const Problem& p, const AttentionPlan& plan) {
-  if (!moderate(p.query) || !moderate(p.key)) return false;
-  return max_abs(p.query) * max_abs(p.key) * static_cast<double>(plan.E) * std::fabs(plan.scale) <= 64;
+// Every finite entry at most 1e10 in magnitude (NaN and ±Inf allowed).
+bool moderate_where_finite(const std::vector<float>& v) {
+  for (float x : v) {
+    if (std::isfinite(x) && !(std::fabs(x) <= 1e10f)) return false;
+  }
+  return true;
+}
+
+// The logits of finite entries are bounded (non-finite entries give non-finite scores).
+bool bounded_finite_logits(const Problem& p, const AttentionPlan& plan) {
+  if (!moderate_where_finite(p.query) || !moderate_where_finite(p.key)) return false;
+  return max_finite_abs(p.query) * max_finite_abs(p.key) * static_cast<double>(plan.E) * std::fabs(plan.scale) <= 64;
 }
 
 void compare_gradient(const char* what, const std::vector<float>& got, const std::vector<float>& r32,
@@ -310,6 +324,10 @@ void compare_gradient(const char* what, const std::vector<float>& got, const std
   }
   const double bound = 2 * e_ref + 1e-5 * std::max(1.0, magnitude);
   for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(r32[i]) && !std::isfinite(r64[i])) {
+      if (std::isfinite(got[i])) fail(what, i, got[i], r32[i], r64[i]);
+      continue;
+    }
     if (!std::isfinite(r32[i]) || !std::isfinite(r64[i])) continue;
     if (!(std::fabs(got[i] - r64[i]) <= bound)) fail(what, i, got[i], r32[i], r64[i]);
   }
@@ -317,7 +335,8 @@ void compare_gradient(const char* what, const std::vector<float>& got, const std
 
 void check_backward(const FuzzCase& c, const AttentionPlan& plan) {
   const Problem& p = c.p;
-  const bool comparable = bounded_logits(p, plan) && moderate(p.value) && moderate(c.d_output) &&
+  const bool comparable = bounded_finite_logits(p, plan) && moderate_where_finite(p.value) &&
+                          moderate_where_finite(c.d_output) &&
                           (plan.mask_kind != MaskKind::kAdditive || moderate(p.float_mask, true));
   const Grads64 g64 = comparable ? backward64(p, c.d_output) : Grads64(plan);
   const Grads32 r32 = comparable ? backward32(Backend::kScalar, p, c.d_output, false) : Grads32(plan);
@@ -331,14 +350,6 @@ void check_backward(const FuzzCase& c, const AttentionPlan& plan) {
       compare_gradient(pass_forward ? "dMask (forward passed)" : "dMask", g.dmask, r32.dmask, g64.dmask);
     }
   }
-}
-
-double max_finite_abs(const std::vector<float>& v) {
-  double m = 0;
-  for (float x : v) {
-    if (std::isfinite(x)) m = std::max(m, static_cast<double>(std::fabs(x)));
-  }
-  return m;
 }
 
 std::vector<uint16_t> round_to_float16(std::vector<float>& v) {

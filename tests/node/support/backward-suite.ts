@@ -43,12 +43,16 @@ export function defineBackwardSuite({ label, create, factor, tinyUpstream = 1e-3
       oracle.dispose();
     });
 
-    const check = async (q: Tensor, k: Tensor, v: Tensor, options: BackwardOptions, label: string, seed = 7, dOutScale = 1) => {
+    // editDOut changes the upstream gradient after its scaling (a NaN row, say). maxAbsDiff is
+    // Infinity unless NaN sits exactly where the float64 gradient has NaN.
+    const check = async (q: Tensor, k: Tensor, v: Tensor, options: BackwardOptions, label: string, seed = 7, dOutScale = 1,
+                         editDOut?: (dOut: Tensor) => void) => {
       // The forward's options: returnAttnMaskGrad is the backward's own (an unknown option of the forward).
       const { returnAttnMaskGrad: _backwardOnly, ...forwardOptions } = options;
       const { output } = oracle.scaledDotProductAttentionSync(q, k, v, forwardOptions);
       const dOut = randomTensor([...output.shape], seed);
       dOut.data.forEach((x, i) => (dOut.data[i] = x * dOutScale));
+      editDOut?.(dOut);
       const ref = oracle.referenceAttentionBackward(q, k, v, dOut, options);
       const plain = oracle.scaledDotProductAttentionBackwardSync(q, k, v, dOut, options);
       const fwd = await attn.scaledDotProductAttention(q, k, v, { ...forwardOptions, returnLogSumExp: true });
@@ -58,6 +62,7 @@ export function defineBackwardSuite({ label, create, factor, tinyUpstream = 1e-3
         for (const name of names) {
           expect(got[name]!.shape, `${label} ${name} shape`).toEqual(ref[name]!.shape);
           const eRef = maxAbsDiff(plain[name]!.data, ref[name]!.data);
+          expect(eRef, `${label} ${name}: the float32 scalar backward's error`).toBeLessThan(Infinity);
           const bound = factor * eRef + 1e-5 * Math.max(1, maxAbs(ref[name]!.data));
           const err = maxAbsDiff(got[name]!.data, ref[name]!.data);
           expect(err, `${label} ${name} error ${err} > ${bound} (e_ref ${eRef})${passForward ? ' with lse' : ''}`).toBeLessThanOrEqual(bound);
@@ -179,6 +184,42 @@ export function defineBackwardSuite({ label, create, factor, tinyUpstream = 1e-3
       expect([...g.dQuery.data.subarray(16, 24)]).toEqual(new Array(8).fill(0));
       expect([...g.dKey.data.subarray(72, 80)]).toEqual(new Array(8).fill(0));
       expect([...g.dValue.data.subarray(36, 40)]).toEqual(new Array(4).fill(0));
+    });
+
+    it('NaN in a query or dOutput row reaches only the keys that row sees; Inf in keys and values no row sees never leaks', async () => {
+      // Causal 37×53 (keys 37–52 seen by no row, in a tile with seen keys 32–36) or masks that hide
+      // key 40 from every row; a NaN in row 3 (sees few keys) or 33 (the last block of 32 rows).
+      const q = randomTensor([2, 37, 16], 40), k = randomTensor([2, 53, 16], 41), v = randomTensor([2, 53, 8], 42);
+      const { bool, additive } = randomMasks([2, 37, 53], 43);
+      for (let i = 0; i < 2 * 37; i++) {
+        bool.data[i * 53 + 40] = 0;
+        additive.data[i * 53 + 40] = -Infinity;
+      }
+      const withNaN = (t: Tensor, at: number): Tensor => {
+        const data = new Float32Array(t.data);
+        data[at] = NaN;
+        return { data, shape: t.shape };
+      };
+      const kInf = { data: new Float32Array(k.data), shape: k.shape }, vInf = { data: new Float32Array(v.data), shape: v.shape };
+      for (const b of [0, 1]) {
+        kInf.data[(b * 53 + 45) * 16 + 3] = Infinity;
+        vInf.data[(b * 53 + 50) * 8 + 1] = -Infinity;
+      }
+      const cases: [string, BackwardOptions, number, number][] = [
+        ['causal', { isCausal: true }, 3, 33],
+        ['bool mask', { attnMask: bool }, 33, 3],
+        ['causal + additive mask', { isCausal: true, attnMask: additive, returnAttnMaskGrad: true }, 3, 33],
+      ];
+      for (const [name, options, queryRow, dOutRow] of cases) {
+        await check(withNaN(q, (37 + queryRow) * 16 + 2), k, v, options, `${name}, NaN in query row ${queryRow}`);
+        await check(q, k, v, options, `${name}, NaN in dOutput row ${dOutRow}`, 44, 1, (dOut) => {
+          dOut.data[dOutRow * 8 + 5] = NaN;
+        });
+        const unseen = options.attnMask ? { k: withNaN(k, (53 + 40) * 16), v: withNaN(v, 40 * 8 + 7) } : { k: kInf, v: vInf };
+        await check(q, unseen.k, unseen.v, options, `${name}, NaN/Inf in keys and values no row sees`);
+      }
+      // With sinks, a NaN row that sees keys spreads its NaN into dSinks (rows 0–4 see nothing).
+      await check(withNaN(q, (37 + 33) * 16 + 2), k, v, { sinks: new Float32Array([0.5]), isCausal: { offset: -5 } }, 'sinks, NaN in query row 33');
     });
 
     it('rejects bad input with typed errors naming the argument, and does not leak', async () => {
