@@ -25,9 +25,9 @@ run_browser()   { step "browser tests of the demo (tests/browser: vite build + p
 # (vite dev, vite build + preview) and an esbuild app, with and without COOP/COEP, in chromium.
 run_browser_apps() { step "browser tests of the packed package in fresh apps (tests/browser/apps: vite dev, vite build + preview, esbuild)"; node_modules/.bin/vitest run --config vitest.browser-apps.config.ts; }
 # The WebGPU float16 kernels that read f16 storage ('shader-f16'): float16-gpu-webgpu.test.ts again,
-# on dawn.node over Mesa's lavapipe (SwiftShader, which runs the vitest step, has no float16 shaders),
-# and decode-webgpu.test.ts with lavapipe's subgroups of 8, run by `npm run gpu-check -- --quick`,
-# which then smoke-tests the bench's webgpu mode there too
+# on dawn.node over Mesa's lavapipe (SwiftShader, which runs the vitest step, has no float16 shaders;
+# lavapipe's subgroups are 8 wide, SwiftShader's 4), run by `npm run gpu-check -- --quick`, which
+# then smoke-tests the bench's webgpu mode there too
 # (the report in build/gpu-check/; lavapipe is not a GPU: its timings mean nothing); then, on that
 # second Vulkan implementation, the int8/int4 caches' GPU quantizer (bit for bit with the CPU's,
 # NaN/Inf blocks; their attention tests stay on SwiftShader: minutes of shader compiles here).
