@@ -9,6 +9,8 @@
 //   2. the WebGPU test suites (tests/node/*webgpu*.test.ts) on that adapter.
 //   3. `bench --mode webgpu`: whole calls, GPU-resident prefill, decode steps on a GPU KV cache of
 //      every dtype the build has, and onnxruntime-web's WebGPU EP where it runs.
+//   4. `bench --mode backward`: the WebGPU backward beside the GPU forward that saves its
+//      log-sum-exp (backward/forward at 1×4096×64 causal and 8×1024×64).
 // Writes OUTDIR/gpu-check.json and OUTDIR/gpu-check.md (and the pieces: vitest.json, bench.json,
 // bench.md). --quick (the test step webgpu_f16, on lavapipe) runs one suite and a reduced case
 // list. Exit status 1 when a suite or a bench check fails, 2 on bad arguments.
@@ -28,7 +30,8 @@ const PLANS = {
   full: {
     suites: null, // every tests/node/*webgpu*.test.ts
     bench: ['--cases', '1x512x64,1x4096x64,32x2048x64,8x4096x128', '--engines', 'sdpa-webgpu,sdpa-webgpu-f16', '--decode-cases', '2048,32768,4x32768,ragged:32768', '--reps', '10'],
-    limits: { suitesS: 240, benchS: 200 },
+    backward: [['--cases', '1x4096x64', '--causal', '--reps', '10'], ['--cases', '8x1024x64', '--reps', '10']],
+    limits: { suitesS: 240, benchS: 170, backwardS: 30 },
   },
   quick: {
     // On lavapipe (the test step webgpu_f16): the float16 kernels with 'shader-f16' (the decode
@@ -36,7 +39,8 @@ const PLANS = {
     // more suites here outgrow a CI step on a busy 2-core machine.
     suites: ['tests/node/float16-gpu-webgpu.test.ts'],
     bench: ['--cases', '1x256x32', '--engines', 'sdpa-webgpu,sdpa-webgpu-f16', '--decode-cases', '512', '--reps', '3', '--budget-ms', '500'],
-    limits: { suitesS: 900, benchS: 900 }, // a CPU Vulkan on a busy machine: no 8-minute promise
+    backward: [['--cases', '1x64x32', '--causal', '--reps', '3']],
+    limits: { suitesS: 900, benchS: 900, backwardS: 300 }, // a CPU Vulkan on a busy machine: no 8-minute promise
   },
 };
 
@@ -125,6 +129,16 @@ function markdown(report) {
       const result = r.unsupported ? `not in this build (${r.unsupported})` : r.failure ? `error: ${r.failure}` : `checked (max error ${r.maxError.toExponential(1)})`;
       lines.push(`| ${r.part} | ${r.case} | ${r.engine} | ${r.ms?.toFixed(3) ?? ''} | ${rate} | ${result} |`);
     }
+    lines.push('');
+  }
+  lines.push('## bench --mode backward', '');
+  for (const run of report.backward) {
+    lines.push(`\`${run.command}\` (exit ${run.exitCode}${run.timedOut ? ', TIMED OUT' : ''}, ${run.seconds.toFixed(0)} s)`, '');
+    if (!run.rows.length) continue;
+    lines.push('| case | engine | ms | result |', '|---|---|---:|---|');
+    for (const r of run.rows) lines.push(`| ${r.case} | ${r.engine} | ${r.medianMs?.toFixed(3) ?? ''} | ${r.error ? `error: ${r.error}` : `checked (max error ${r.maxError.toExponential(1)})`} |`);
+    for (const { case: c, ratio } of run.backwardOverForward ?? []) lines.push('', `backward / forward at ${c}: ${ratio.toFixed(2)}×`);
+    lines.push('');
   }
   return lines.join('\n') + '\n';
 }
@@ -182,12 +196,22 @@ async function main() {
     calls: benchReport.rows ?? [],
     resident: benchReport.resident ?? [],
   };
+  report.backward = [];
+  for (const [i, cases] of plan.backward.entries()) {
+    const json = join(out, `backward-${i + 1}.json`);
+    const args = ['--mode', 'backward', '--engines', 'sdpa-webgpu,sdpa-webgpu-forward', ...cases, '--json', json, '--results', join(out, `backward-${i + 1}.md`), '--note', `gpu-check on ${adapterName(chosen.adapter)}`];
+    console.log(`[gpu-check] backward: npm run bench -- ${args.join(' ')}`);
+    const run = await runStep(process.execPath, [join(ROOT, 'scripts/bench/cli.mjs'), ...args], env, plan.limits.backwardS);
+    const result = existsSync(json) && run.code === 0 ? JSON.parse(readFileSync(json, 'utf8')) : { rows: [] };
+    report.backward.push({ command: `npm run bench -- ${args.slice(0, -2).join(' ')}`, exitCode: run.code, timedOut: run.timedOut, seconds: run.seconds, rows: result.rows ?? [], backwardOverForward: result.backwardOverForward });
+  }
   writeFileSync(join(out, 'gpu-check.json'), JSON.stringify(report, null, 2));
   writeFileSync(join(out, 'gpu-check.md'), markdown(report));
   console.log(`\n[gpu-check] wrote ${join(out, 'gpu-check.json')} and ${join(out, 'gpu-check.md')}`);
   const wrongRows = [...report.bench.calls, ...report.bench.resident].filter((r) => /wrong result/.test(r.failure ?? r.error ?? ''));
-  const ok = suites.code === 0 && bench.code === 0 && wrongRows.length === 0;
-  if (!ok) console.error(`[gpu-check] FAILED: suites exit ${suites.code}, bench exit ${bench.code}, ${wrongRows.length} wrong bench results`);
+  const backwardCodes = report.backward.map((r) => r.exitCode);
+  const ok = suites.code === 0 && bench.code === 0 && wrongRows.length === 0 && backwardCodes.every((c) => c === 0);
+  if (!ok) console.error(`[gpu-check] FAILED: suites exit ${suites.code}, bench exit ${bench.code}, ${wrongRows.length} wrong bench results, backward bench exits ${backwardCodes.join(', ')}`);
   process.exit(ok ? 0 : 1);
 }
 
