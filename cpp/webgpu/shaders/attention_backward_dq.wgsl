@@ -4,7 +4,10 @@
 // in workgroup memory) from the first key the tile's first row sees to the last its last row
 // sees; per visible key j, with P = e^(s − lse_i) recomputed:
 //   dS = P·(dO_i·V_j − D_i),   dQ_i += dS·(softcap slope)·K_j
-// and dQ is scaled once at the end. With WRITE_DS, dS (before the softcap's slope: the mask is
+// and dQ is scaled once at the end. With sinks, the row's share of ∂L/∂sink, −e^(sink − lse_i)·D_i,
+// goes to rowstats [2R, 3R) for attention_backward_reduce.wgsl: 0 for a row that saw no visible
+// key (its D = Σ_j P_j·dP_j is 0, whatever dO·O holds) or a head without a sink, NaN for a NaN row.
+// With WRITE_DS, dS (before the softcap's slope: the mask is
 // added after the softcap) goes to the [R, Lk] dS region, which attention_backward_reduce.wgsl
 // sums into the mask's shape; entries of hidden keys stay 0 (a fresh buffer). Each row is written
 // by one invocation: no atomics.
@@ -38,6 +41,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     for (var c4 = 0u; c4 < EV4; c4++) { do_row[c4] = d_output4(row.row * p.Ev, 4u * c4); }
   }
   let ds_base = total_rows() * p.E + row.row * p.Lk;
+  var saw_key = false;
 
   let last = visible_last(b, i_last);
   for (var j0 = u32(visible_first(b, i_first)) / KEY_BLOCK * KEY_BLOCK; i32(j0) <= last; j0 += KEY_BLOCK) {
@@ -63,6 +67,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         for (var e4 = 0u; e4 < E4; e4++) { qk += dot(q_row[e4], k_tile[jj * E4 + e4]); }
         let w = weight(row, j, qk);
         if (w.hidden) { continue; }
+        saw_key = true;
         var dp = 0.0;
         for (var c4 = 0u; c4 < EV4; c4++) { dp += dot(do_row[c4], v_tile[jj * EV4 + c4]); }
         let ds = w.p * (dp - row.delta);
@@ -76,4 +81,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
 
   if (!in_range) { return; }
   for (var e = 0u; e < p.E; e++) { grads[row.row * p.E + e] = dq[e / 4u][e % 4u] * p.scale; }
+  if (SINKS) {
+    let sink = sink_logit(h);
+    var term = 0.0;
+    if (saw_key && !is_neg_inf(sink)) { term = -exp(sink - row.lse) * row.delta; }
+    if (row.nan_row) { term = bitcast<f32>(p.nan_bits); }
+    rowstats[2u * total_rows() + row.row] = term;
+  }
 }

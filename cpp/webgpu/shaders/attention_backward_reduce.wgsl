@@ -2,7 +2,7 @@
 // summing in a fixed order (deterministic, no atomics). STAGE 0: the additive mask's gradient,
 // element e of the mask in its own shape = Σ dS over the dims where the mask broadcasts (dS, the
 // [R, Lk] region after dQ in `grads`, written by attention_backward_dq.wgsl); STAGE 1: ∂L/∂sink_h
-// = Σ over batches and rows of the rows' sink terms (attention_backward_prep.wgsl). Both go to
+// = Σ over batches and rows of the rows' sink terms (attention_backward_dq.wgsl). Both go to
 // rowstats after its three row regions: the mask's gradient, then the sinks'.
 // Constants: those of attention_backward_common.wgsl.inc, INVOCATIONS, STAGE.
 

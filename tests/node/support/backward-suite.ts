@@ -220,6 +220,24 @@ export function defineBackwardSuite({ label, create, factor, tinyUpstream = 1e-3
       }
       // With sinks, a NaN row that sees keys spreads its NaN into dSinks (rows 0–4 see nothing).
       await check(withNaN(q, (37 + 33) * 16 + 2), k, v, { sinks: new Float32Array([0.5]), isCausal: { offset: -5 } }, 'sinks, NaN in query row 33');
+      // A row that sees no key has D = Σ_j P·dP = 0 (it has no P), so its sink term −e^(sink − lse)·D
+      // is 0 even with NaN in its dOutput row (its output is 0, and dO·O would be NaN): row 3 behind
+      // a causal offset, and behind masks that hide every key from it.
+      const boolHidesRow3 = { data: new Uint8Array(bool.data), shape: bool.shape };
+      const additiveHidesRow3 = { data: new Float32Array(additive.data), shape: additive.shape };
+      boolHidesRow3.data.fill(0, 3 * 53, 4 * 53);
+      additiveHidesRow3.data.fill(-Infinity, 3 * 53, 4 * 53);
+      const sinks = new Float32Array([0.5]);
+      const unseenRows: [string, BackwardOptions][] = [
+        ['causal offset -5', { sinks, isCausal: { offset: -5 } }],
+        ['bool mask', { sinks, attnMask: boolHidesRow3 }],
+        ['additive mask', { sinks, attnMask: additiveHidesRow3, returnAttnMaskGrad: true }],
+      ];
+      for (const [name, options] of unseenRows) {
+        await check(q, k, v, options, `sinks + ${name}, NaN in the dOutput of row 3 that sees nothing`, 44, 1, (dOut) => {
+          dOut.data[3 * 8 + 5] = NaN;
+        });
+      }
     });
 
     it('rejects bad input with typed errors naming the argument, and does not leak', async () => {
