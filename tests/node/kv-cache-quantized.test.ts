@@ -220,7 +220,8 @@ describe('int8 and int4 KV caches', () => {
     const [, attn] = engines[1]!;
     const cache = attn.createKvCache({ batch: 1, kvHeads: 1, maxLength: 8, headDim: 4, dtype: 'int8' });
     cache.append(randomTensor([1, 1, 8, 4], 51), randomTensor([1, 1, 8, 4], 52));
-    expect(() => attn.scaledDotProductAttentionBackward(randomTensor([1, 1, 1, 4], 53), cache as never, randomTensor([1, 1, 8, 4], 54), randomTensor([1, 1, 1, 4], 55))).toThrow(/not a KvCache/);
+    await expect(attn.scaledDotProductAttentionBackward(randomTensor([1, 1, 1, 4], 53), cache as never, randomTensor([1, 1, 8, 4], 54), randomTensor([1, 1, 1, 4], 55))).rejects.toThrow(/not a KvCache/);
+    expect(() => attn.scaledDotProductAttentionBackwardSync(randomTensor([1, 1, 1, 4], 53), cache as never, randomTensor([1, 1, 8, 4], 54), randomTensor([1, 1, 1, 4], 55))).toThrow(/not a KvCache/);
     const got = await attn.scaledDotProductAttention(randomTensor([1, 1, 1, 4], 56), cache, { returnWeights: true });
     expect(got.weights!.shape).toEqual([1, 1, 1, 8]);
     cache.dispose();
