@@ -297,7 +297,7 @@ void run_decode(const QuantizedDecode& d, float* output, int threads, float* lse
       const idx out_row = (b * d.Hq + g.h) * d.Lq + g.i;
       const bool has_sink = !p.sinks.empty();
       merge_split_partials(d.shape, parts + row * d.shape.partial_row, splits, part_floats, d.Ev, has_sink,
-                           has_sink ? p.sinks[static_cast<size_t>(g.h)] : kNegInf, output + out_row * d.Ev,
+                           has_sink ? p.sinks[static_cast<size_t>(g.h)] : kNegInf, 1.0f, output + out_row * d.Ev,
                            lse ? lse + out_row : nullptr,
                            [&](float M, float L, float* out) { task.recompute_row(row, M, L, out); });
     }
