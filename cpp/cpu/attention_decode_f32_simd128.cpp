@@ -18,7 +18,8 @@
 //    instead of stalling P·V and the next chunk's scores.
 //  - Split-K: each (batch, KV head)'s visible keys are cut into splits of keys_per_split keys
 //    (dispatch/ chooses it from the thread count); each split is one task on the thread pool
-//    and leaves a partial (m, l, O) per row. The partials are merged by their log-sum-exp:
+//    and leaves a partial (m, l, O) per row. The partials are merged by their log-sum-exp
+//    (the online softmax and the merge are cpu/decode_split_k.h, shared with the quantized kernel):
 //    M = max(sink, m_s), L = e^(sink − M) + Σ l_s·e^(m_s − M), out = Σ O_s·e^(m_s − M) / L.
 //  - NaN/Inf rules as in the SIMD forward kernel: hidden keys get P = −0.0 and, in chunks with a
 //    hidden key, a P·V that drops those lanes, so NaN/Inf values stored there never leak; a NaN
@@ -45,6 +46,7 @@
 #include "core/float16.h"
 #include "core/masks.h"
 #include "core/round_up.h"
+#include "cpu/decode_split_k.h"
 #include "cpu/microkernels.h"
 #include "cpu/simd128.h"
 #include "cpu/thread_pool.h"
@@ -61,11 +63,11 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 struct Decode {
   const AttentionPlan& p;
   const AttentionInputs& in;
-  idx R, group, Lq, E, Ev, ev4, Hq, Hkv;
+  idx R, group, Lq, E, Ev, Hq, Hkv;
   idx keys_per_split, splits;
-  idx partial_row;  // floats per row of a partial: O [ev4], then m and l
-  float* partials;  // [B·Hkv·splits][R][partial_row]
-  float* scratch;   // per thread: scores [R][kChunk]
+  DecodePartialShape shape;  // of one row's partial
+  float* partials;           // [B·Hkv·splits][R][shape.partial_row]
+  float* scratch;            // per thread: scores [R][kChunk]
 };
 
 // The key and value pointers of the element type KV.
@@ -268,59 +270,6 @@ class SplitTask {
     }
   }
 
-  // Online softmax of every row over the current chunk's scores, which become P (−0.0 where
-  // hidden), with O rescaled; returns whether some row has a hidden key in the chunk.
-  bool update_rows(idx n, float* partial) const {
-    const idx n4 = round_up(n, 4);
-    const ExpConstants ek = ExpConstants::load();
-    const f32x4 neg_inf = splat(kNegInf), hidden = from_bits(kNegativeZeroBits);
-    bool any_hidden = false;
-    for (idx row = 0; row < d_.R; ++row) {
-      float* s = scores_ + row * kChunk;
-      float* o = partial + row * d_.partial_row;
-      float& m = o[d_.ev4];
-      float& l = o[d_.ev4 + 1];
-      f32x4 lo = splat(std::numeric_limits<float>::infinity()), hi = neg_inf;
-      for (idx j = 0; j < n4; j += 4) {
-        const f32x4 x = load(s + j);
-        lo = pmin(lo, x);  // NaN left out of both
-        hi = pmax(hi, x);
-      }
-      any_hidden |= horizontal_min(lo) == kNegInf;
-      const float m_old = m;
-      float m_new = max_propagating_nan(m_old, horizontal_max(hi));
-      if (m_new == kNegInf) {
-        bool has_nan = false;
-        for (idx j = 0; j < n; ++j) has_nan |= s[j] != s[j];
-        if (!has_nan) {  // every key so far hidden
-          for (idx j = 0; j < n4; j += 4) store(s + j, hidden);
-          continue;
-        }
-        m_new = std::numeric_limits<float>::quiet_NaN();
-      }
-      const f32x4 mv = splat(m_new);
-      f32x4 sum = splat(0.0f);
-      for (idx j = 0; j < n4; j += 4) {
-        const f32x4 x = load(s + j);
-        // e^-inf is +0: or-ing the sign bit in marks it hidden (-0.0)
-        const f32x4 pv = or_bits(exp_nonpositive(sub(x, mv), ek), keep_where(hidden, equal(x, neg_inf)));
-        sum = add(sum, pv);
-        store(s + j, pv);
-      }
-      const float chunk_sum = horizontal_sum(sum);
-      if (m_new == m_old) {
-        l += chunk_sum;
-      } else {
-        const float alpha = std::exp(m_old - m_new);  // 0 when m_old = -inf
-        l = l * alpha + chunk_sum;
-        m = m_new;
-        const f32x4 a = splat(alpha);
-        for (idx c = 0; c < d_.ev4; c += 4) store(o + c, mul(load(o + c), a));
-      }
-    }
-    return any_hidden;
-  }
-
   // O += P·V over the chunk's keys [j0, j0 + n).
   void accumulate(idx j0, idx n, bool drop_hidden, float* partial) const {
     const KV* v = values_ + j0 * d_.Ev;
@@ -331,7 +280,7 @@ class SplitTask {
       constexpr int kRows = decltype(count)::value;
       for (int x = 0; x < kRows; ++x) {
         p[x] = scores_ + (r + x) * kChunk;
-        o[x] = partial + (r + x) * d_.partial_row;
+        o[x] = partial + (r + x) * d_.shape.partial_row;
       }
       if (drop_hidden) {
         accumulate_rows<kRows, true>(p, v, d_.Ev, n, o);
@@ -345,19 +294,14 @@ class SplitTask {
     if (d_.R - r >= 1) rows(std::integral_constant<int, 1>{});
   }
 
-  // Keys [begin, end) into `partial` (zeroed O, m = -inf, l = 0 first).
+  // Keys [begin, end) into `partial`.
   void run(int64_t begin, int64_t end, float* partial) const {
-    for (idx row = 0; row < d_.R; ++row) {
-      float* o = partial + row * d_.partial_row;
-      std::fill(o, o + d_.ev4, 0.0f);
-      o[d_.ev4] = kNegInf;
-      o[d_.ev4 + 1] = 0.0f;
-    }
+    start_partials(d_.shape, d_.R, partial);
     for (int64_t j0 = begin; j0 < end; j0 += kChunk) {
       const idx n = static_cast<idx>(std::min<int64_t>(kChunk, end - j0));
       const idx next_n = static_cast<idx>(std::clamp<int64_t>(end - j0 - n, 0, kChunk));
       compute_scores(static_cast<idx>(j0), n, next_n);
-      const bool hidden = update_rows(n, partial);
+      const bool hidden = online_softmax_chunk(d_.shape, d_.R, n, scores_, kChunk, partial);
       accumulate(static_cast<idx>(j0), n, hidden, partial);
     }
   }
@@ -387,55 +331,32 @@ class SplitTask {
   int64_t first_key_, end_key_;
 };
 
-// Merges the splits of one (batch, KV head) into its R output rows (and lse).
-template <typename KV>
-void merge_group(const Decode& d, const SplitTask<KV>& task, idx b, idx kv_head, float* output, float* lse) {
-  const AttentionPlan& p = d.p;
-  const float* parts = d.partials + (b * d.Hkv + kv_head) * d.splits * d.R * d.partial_row;
-  for (idx row = 0; row < d.R; ++row) {
-    const GroupRow g = group_row(d, kv_head, row);
-    const idx out_row = (b * d.Hq + g.h) * d.Lq + g.i;
-    float* out = output + out_row * d.Ev;
-    const bool has_sink = !p.sinks.empty();
-    const float sink = has_sink ? p.sinks[static_cast<size_t>(g.h)] : kNegInf;
-    float M = sink;
-    for (idx s = 0; s < d.splits; ++s) M = max_propagating_nan(M, parts[(s * d.R + row) * d.partial_row + d.ev4]);
-    if (M == kNegInf) {  // the row sees nothing (and has no sink)
-      std::fill(out, out + d.Ev, 0.0f);
-      if (lse) lse[out_row] = kNegInf;
-      continue;
-    }
-    float L = has_sink ? std::exp(sink - M) : 0.0f;
-    std::fill(out, out + d.Ev, 0.0f);
-    for (idx s = 0; s < d.splits; ++s) {
-      const float* part = parts + (s * d.R + row) * d.partial_row;
-      if (part[d.ev4] == kNegInf) continue;  // this split saw nothing for the row
-      const float w = std::exp(part[d.ev4] - M);
-      L += part[d.ev4 + 1] * w;
-      for (idx c = 0; c < d.Ev; ++c) out[c] += part[c] * w;
-    }
-    const float inv = 1.0f / L;  // L ≥ 1 (the largest score's own term): inv·2^112 is finite
-    for (idx c = 0; c < d.Ev; ++c) out[c] *= inv * ValueLoad<KV>::kUnscale;
-    if (lse) lse[out_row] = M + std::log(L);
-    if (!all_finite(out, d.Ev) || !std::isfinite(L)) task.recompute_row(row, M, L, out);
-  }
-}
-
 template <typename KV>
 void run_decode(const Decode& d, float* output, int threads, float* lse) {
   const AttentionPlan& p = d.p;
   const idx splits = d.splits;
   const idx heads = static_cast<idx>(p.B * p.Hkv);
+  const idx part_floats = d.R * d.shape.partial_row;
   parallel_for(threads, static_cast<int64_t>(heads * splits), [&](int64_t task, int worker) {
     const idx head = static_cast<idx>(task) / splits, s = static_cast<idx>(task) % splits;
     const SplitTask<KV> split_task(d, head / d.Hkv, head % d.Hkv, d.scratch + worker * d.R * kChunk);
     const int64_t begin = split_task.first_key() + s * d.keys_per_split;
     const int64_t end = std::min(split_task.end_key(), begin + d.keys_per_split);
-    split_task.run(begin, std::max(begin, end), d.partials + (head * splits + s) * d.R * d.partial_row);
+    split_task.run(begin, std::max(begin, end), d.partials + (head * splits + s) * part_floats);
   });
   for (idx head = 0; head < heads; ++head) {
-    const SplitTask<KV> task(d, head / d.Hkv, head % d.Hkv, d.scratch);
-    merge_group(d, task, head / d.Hkv, head % d.Hkv, output, lse);
+    const idx b = head / d.Hkv, kv_head = head % d.Hkv;
+    const SplitTask<KV> task(d, b, kv_head, d.scratch);
+    const float* parts = d.partials + head * splits * part_floats;
+    for (idx row = 0; row < d.R; ++row) {
+      const GroupRow g = group_row(d, kv_head, row);
+      const idx out_row = (b * d.Hq + g.h) * d.Lq + g.i;
+      const bool has_sink = !p.sinks.empty();
+      merge_split_partials(d.shape, parts + row * d.shape.partial_row, splits, part_floats, d.Ev, has_sink,
+                           has_sink ? p.sinks[static_cast<size_t>(g.h)] : kNegInf, ValueLoad<KV>::kUnscale,
+                           output + out_row * d.Ev, lse ? lse + out_row : nullptr,
+                           [&](float M, float L, float* out) { task.recompute_row(row, M, L, out); });
+    }
   }
 }
 
@@ -463,12 +384,11 @@ void attention_decode_f32_simd128(const AttentionPlan& p, const AttentionInputs&
                  static_cast<idx>(p.Lq),
                  static_cast<idx>(p.E),
                  static_cast<idx>(p.Ev),
-                 ev4,
                  static_cast<idx>(p.Hq),
                  static_cast<idx>(p.Hkv),
                  static_cast<idx>(split.keys_per_split),
                  splits,
-                 ev4 + 2,
+                 DecodePartialShape{ev4, ev4 + 2},
                  workspace,
                  workspace + partial_floats};
   if (p.key_type == ElementType::kFloat16) {

@@ -68,6 +68,21 @@ idx scratch_floats_per_thread(const AttentionPlan& p) {
   return R * kChunk + std::max<idx>(kChunk * kQuantBlock, round_up(static_cast<idx>(p.Ev), 4));
 }
 
+// Calls quad(levels, g) for the 8 quads g of one tile-block (a tile's 4 keys × one block of 32
+// elements): levels holds elements 4g…4g+3 of each of the 4 keys as int8, 4 lanes per key.
+template <KvQuant kKind, typename Quad>
+inline void for_each_quad(const uint8_t* tile, const Quad& quad) {
+  if constexpr (kKind == KvQuant::kInt8) {
+    for (idx g = 0; g < 8; ++g) quad(load_i8x16(tile + 16 * g), g);
+  } else {
+    for (idx w = 0; w < 4; ++w) {
+      const i8x16 packed = load_i8x16(tile + 16 * w);
+      quad(low_nibble_levels(packed), 2 * w);
+      quad(high_nibble_levels(packed), 2 * w + 1);
+    }
+  }
+}
+
 // Scores of kRows rows (levels q[r], block scales qs[r]) against `tiles` tiles of keys whose first
 // tile-block is at `levels` (its scales at `scales`), times the attention scale, into s[r][4t + k].
 template <int kRows, KvQuant kKind>
@@ -91,15 +106,7 @@ void score_tiles(const int16_t* const* q, const float* const* qs, const uint8_t*
           hi[r] = add_i32(hi[r], dot_pairs(k23, x));
         }
       };
-      if constexpr (kKind == KvQuant::kInt8) {
-        for (idx g = 0; g < 8; ++g) quad(load_i8x16(tile + 16 * g), g);
-      } else {
-        for (idx w = 0; w < 4; ++w) {
-          const i8x16 packed = load_i8x16(tile + 16 * w);
-          quad(low_nibble_levels(packed), 2 * w);
-          quad(high_nibble_levels(packed), 2 * w + 1);
-        }
-      }
+      for_each_quad<kKind>(tile, quad);
       f64x2 key_scales[2];
       promote(load(scales + (t * blocks + c) * kQuantTileKeys), key_scales);
       for (int r = 0; r < kRows; ++r) {
@@ -133,15 +140,7 @@ void dequantize_block(const uint8_t* levels, const float* scales, idx tiles, idx
       int8_to_float(k, x);
       for (int key = 0; key < 4; ++key) store(rows + key * kQuantBlock + 4 * g, mul(x[key], key_scale[key]));
     };
-    if constexpr (kKind == KvQuant::kInt8) {
-      for (idx g = 0; g < 8; ++g) quad(load_i8x16(tile + 16 * g), g);
-    } else {
-      for (idx w = 0; w < 4; ++w) {
-        const i8x16 packed = load_i8x16(tile + 16 * w);
-        quad(low_nibble_levels(packed), 2 * w);
-        quad(high_nibble_levels(packed), 2 * w + 1);
-      }
-    }
+    for_each_quad<kKind>(tile, quad);
   }
 }
 
@@ -297,7 +296,7 @@ void run_decode(const QuantizedDecode& d, float* output, int threads, float* lse
       const idx out_row = (b * d.Hq + g.h) * d.Lq + g.i;
       const bool has_sink = !p.sinks.empty();
       merge_split_partials(d.shape, parts + row * d.shape.partial_row, splits, part_floats, d.Ev, has_sink,
-                           has_sink ? p.sinks[static_cast<size_t>(g.h)] : kNegInf, output + out_row * d.Ev,
+                           has_sink ? p.sinks[static_cast<size_t>(g.h)] : kNegInf, 1.0f, output + out_row * d.Ev,
                            lse ? lse + out_row : nullptr,
                            [&](float M, float L, float* out) { task.recompute_row(row, M, L, out); });
     }

@@ -90,11 +90,13 @@ inline bool online_softmax_chunk(const DecodePartialShape& shape, simd::idx rows
 }
 
 // Merges `splits` partials of one query row (partial s at parts + s·split_stride) and the row's
-// sink into out[0, Ev) (and its log-sum-exp into *lse when not null); `recompute(M, L, out)`
-// rewrites a row whose merged output or L is not finite.
+// sink into out[0, Ev), times out_scale (partials of scaled values: 2^112 for float16 V), and its
+// log-sum-exp into *lse when not null; `recompute(M, L, out)` rewrites a row whose merged output
+// or L is not finite.
 template <typename Recompute>
 void merge_split_partials(const DecodePartialShape& shape, const float* parts, simd::idx splits, simd::idx split_stride,
-                          simd::idx Ev, bool has_sink, float sink, float* out, float* lse, Recompute recompute) {
+                          simd::idx Ev, bool has_sink, float sink, float out_scale, float* out, float* lse,
+                          Recompute recompute) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   float M = has_sink ? sink : kNegInf;
   for (simd::idx s = 0; s < splits; ++s) M = simd::max_propagating_nan(M, parts[s * split_stride + shape.ev4]);
@@ -111,8 +113,8 @@ void merge_split_partials(const DecodePartialShape& shape, const float* parts, s
     L += part[shape.ev4 + 1] * w;
     for (simd::idx c = 0; c < Ev; ++c) out[c] += part[c] * w;
   }
-  const float inv = 1.0f / L;
-  for (simd::idx c = 0; c < Ev; ++c) out[c] *= inv;
+  const float inv = 1.0f / L;  // L ≥ 1 (the largest score's own term): inv·2^112 is finite
+  for (simd::idx c = 0; c < Ev; ++c) out[c] *= inv * out_scale;
   if (lse) *lse = M + std::log(L);
   if (!simd::all_finite(out, Ev) || !std::isfinite(L)) recompute(M, L, out);
 }

@@ -491,17 +491,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
     return result;
   }
 
-  const int id = next_job_++;
-  val job = val::object();
-  job.set("buffers", val::array());
-  job.set("readbacks", val::array());
-  job.set("created", val::array());
-  jobs_.call<void>("set", id, job);
-
-  device_.call<void>("pushErrorScope", std::string("internal"));
-  device_.call<void>("pushErrorScope", std::string("out-of-memory"));
-  device_.call<void>("pushErrorScope", std::string("validation"));
-  open_job_ = id;  // until run() returns: abandon() undoes a run that a JS exception cut short
+  val job = open_job();
 
   // Flash-decoding when the plan chooses it (webgpu_decode_splits) and each chunk's partials fit
   // one binding; a trace follows the flash kernels' key tiles.
@@ -725,21 +715,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       read_back(score_buffer, bytes.scores, scores + webgpu_row_offset(plan, c.bh0, c.row0, plan.Lk));
     }
   }
-  val commands = val::array();
-  commands.call<void>("push", encoder.call<val>("finish"));
-  queue_.call<void>("submit", commands);
-
-  // Results, in this order: validation, out-of-memory, internal (scopes pop innermost first),
-  // then one entry per readback.
-  val promises = val::array();
-  for (int n = 0; n < 3; ++n) promises.call<void>("push", device_.call<val>("popErrorScope"));
-  const int count = readbacks["length"].as<int>();
-  for (int n = 0; n < count; ++n) {
-    promises.call<void>("push", readbacks[n]["buffer"].call<val>("mapAsync", kMapModeRead));
-  }
-  result.set("promise", val::global("Promise").call<val>("all", promises));
-  result.set("job", id);
-  open_job_ = 0;
+  close_job(encoder, readbacks, result);
   return result;
 }
 
@@ -790,16 +766,7 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
     return result;
   }
 
-  const int id = next_job_++;
-  val job = val::object();
-  job.set("buffers", val::array());
-  job.set("readbacks", val::array());
-  job.set("created", val::array());
-  jobs_.call<void>("set", id, job);
-  device_.call<void>("pushErrorScope", std::string("internal"));
-  device_.call<void>("pushErrorScope", std::string("out-of-memory"));
-  device_.call<void>("pushErrorScope", std::string("validation"));
-  open_job_ = id;
+  val job = open_job();
 
   const bool has_forward = output != nullptr;
   val flash_pipeline = val::undefined();
@@ -923,18 +890,37 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
     const uint64_t mask_floats = backward.write_d_scores ? static_cast<uint64_t>(plan.mask_elements) : 0;
     read_back(rowstats, 4 * (3 * rows + mask_floats), 4 * static_cast<uint64_t>(plan.Hq), out.d_sinks);
   }
+  close_job(encoder, readbacks, result);
+  return result;
+}
+
+val WebGpuAttention::open_job() {
+  const int id = next_job_++;
+  val job = val::object();
+  job.set("buffers", val::array());
+  job.set("readbacks", val::array());
+  job.set("created", val::array());
+  jobs_.call<void>("set", id, job);
+  device_.call<void>("pushErrorScope", std::string("internal"));
+  device_.call<void>("pushErrorScope", std::string("out-of-memory"));
+  device_.call<void>("pushErrorScope", std::string("validation"));
+  open_job_ = id;  // until close_job(): abandon() undoes a run that a JS exception cut short
+  return job;
+}
+
+void WebGpuAttention::close_job(const val& encoder, const val& readbacks, val result) {
   val commands = val::array();
   commands.call<void>("push", encoder.call<val>("finish"));
   queue_.call<void>("submit", commands);
-
+  // Results, in this order: validation, out-of-memory, internal (scopes pop innermost first),
+  // then one entry per readback.
   val promises = val::array();
   for (int n = 0; n < 3; ++n) promises.call<void>("push", device_.call<val>("popErrorScope"));
   const int count = readbacks["length"].as<int>();
   for (int n = 0; n < count; ++n) promises.call<void>("push", readbacks[n]["buffer"].call<val>("mapAsync", kMapModeRead));
   result.set("promise", val::global("Promise").call<val>("all", promises));
-  result.set("job", id);
+  result.set("job", open_job_);
   open_job_ = 0;
-  return result;
 }
 
 void WebGpuAttention::abandon() {

@@ -97,6 +97,12 @@ class WebGpuAttention {
   enum class Layout { kFlash, kWeights, kWrite, kBackward };
   emscripten::val pipeline(const std::string& key, const std::string& source, Layout layout,
                            emscripten::val job);
+  // Starts a run's job ({ buffers, readbacks, created }: released by finish(), or by abandon()
+  // until close_job()) and pushes its error scopes.
+  emscripten::val open_job();
+  // Submits `encoder`'s commands and ends the open job: result.promise resolves to its popped
+  // error scopes then one entry per readback, result.job is its id for finish().
+  void close_job(const emscripten::val& encoder, const emscripten::val& readbacks, emscripten::val result);
   emscripten::val buffer(emscripten::val job, uint64_t bytes, uint32_t usage);
   emscripten::val upload(emscripten::val job, const void* data, uint64_t bytes, uint32_t usage);
   // A buffer holding halves [from, from + count) of a Uint16Array (writeBuffer moves whole
@@ -141,7 +147,7 @@ class WebGpuAttention {
   WebGpuLimits limits_;
   uint32_t min_storage_offset_alignment_ = 256;  // minStorageBufferOffsetAlignment
   int next_job_ = 1;
-  int open_job_ = 0;  // the run() between pushing its error scopes and returning, else 0
+  int open_job_ = 0;  // the job between open_job() and close_job(), else 0
 };
 
 }  // namespace sdpa

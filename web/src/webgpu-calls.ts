@@ -3,14 +3,14 @@
 // through the wasm heap, one crossing into the core (which reads the options, plans and submits,
 // asking here where the output goes once its shape is known), then the readback awaited.
 import { checkOut, checkTensor, optionTensors, product, tensorDtype, throwIfError } from './arguments.js';
-import type { CallResults } from './core-call.js';
+import type { CallRecord, CallResults } from './core-call.js';
 import { runCpuAttention } from './cpu-calls.js';
 import type { Engine } from './engine.js';
 import { float16Output } from './float16.js';
 import { HeapScope } from './heap.js';
 import { cacheOptions, KvCache } from './kv-cache.js';
 import type { AttentionOptions, AttentionResult, CpuTensor, GpuAttentionResult, GpuBufferLike, Tensor, TensorInput, TraceOptions, WebGpuSoftmaxTrace } from './types.js';
-import type { PrepareOutput, WebGpuSources, WebGpuTraceLayout } from './wasm/sdpa_core.mjs';
+import type { CoreError, PrepareOutput, WebGpuSources, WebGpuTraceLayout } from './wasm/sdpa_core.mjs';
 import { checkGpuBuffer, checkInput, GPU_USAGE, inputSource, isGpuTensor, settlesWithin, WebGPUError, type GpuSession, type GpuState } from './webgpu.js';
 
 export interface GpuEngine extends Engine {
@@ -60,10 +60,9 @@ export async function runWebGpuAttention(
   if (cache && cache.gpu !== gpu) cache.checkUsable(); // the device was lost and replaced: the cache went with it
   const { record } = engine;
   const heap = new HeapScope(engine.module);
-  let job = 0;
+  const hold: WebGpuCallHold = { job: 0 };
   let created: GpuBufferLike | undefined;
   let output: Float32Array | undefined;
-  let results: CallResults | undefined;
   try {
     record.begin();
     const sources: WebGpuSources = {};
@@ -104,22 +103,9 @@ export async function runWebGpuAttention(
         return { error: { name: error instanceof RangeError ? 'RangeError' : 'TypeError', message: (error as Error).message } };
       }
     };
-    let started: ReturnType<GpuState['context']['run']>;
-    try {
-      started = traced ? gpu.context.trace(callOptions, sources, prepareOutput) : gpu.context.run(callOptions, sources, prepareOutput);
-    } catch (cause) {
-      // The device threw part-way through submitting (Chromium throws a RangeError from
-      // createBuffer for an allocation it cannot make): undo the partial call, type the error.
-      gpu.context.abandon();
-      results = record.results(true);
-      const kind = cause instanceof RangeError ? 'out-of-memory' : 'internal';
-      throw new WebGPUError(kind, `submitting the work failed: ${String(cause)}`, { cause });
-    }
-    results = record.results(true);
-    throwIfError(started.error, where);
-    if (!('promise' in started)) throw new Error('unreachable');
-    job = started.job;
-    await readback(gpu, started.promise, job);
+    const { started, results } = await submitWebGpuCall(gpu, record, where, hold, () =>
+      traced ? gpu.context.trace(callOptions, sources, prepareOutput) : gpu.context.run(callOptions, sources, prepareOutput),
+    );
     const { outputShape, weightsShape, outputFloat16 } = results;
     if (!output) {
       const buffer = outBuffer ?? created!;
@@ -143,10 +129,48 @@ export async function runWebGpuAttention(
     return result;
   } finally {
     created?.destroy();
-    results?.free();
-    if (job && !gpu.deleted) gpu.context.release(job);
+    hold.results?.free();
+    if (hold.job && !gpu.deleted) gpu.context.release(hold.job);
     heap.release();
   }
+}
+
+/** What a WebGPU call lets go of when it ends: its job (to release, 0 for none) and its results (to free). */
+export interface WebGpuCallHold {
+  job: number;
+  results?: CallResults;
+}
+
+type StartedCall = { error: CoreError } | { error: null; promise: Promise<unknown[]>; job: number };
+
+/**
+ * Submits a call's work (`submit`: the context's run, trace or runBackward) and awaits its readback
+ * into the heap, noting its results and job in `hold` as they come. A throw part-way through
+ * submitting (Chromium throws a RangeError from createBuffer for an allocation it cannot make) undoes
+ * the partial call and becomes a WebGPUError; the core's own error is thrown as it describes.
+ */
+export async function submitWebGpuCall<Started extends StartedCall>(
+  gpu: GpuState,
+  record: CallRecord,
+  where: string,
+  hold: WebGpuCallHold,
+  submit: () => Started,
+): Promise<{ started: Extract<Started, { error: null }>; results: CallResults }> {
+  let started: Started;
+  try {
+    started = submit();
+  } catch (cause) {
+    gpu.context.abandon();
+    hold.results = record.results(true);
+    const kind = cause instanceof RangeError ? 'out-of-memory' : 'internal';
+    throw new WebGPUError(kind, `submitting the work failed: ${String(cause)}`, { cause });
+  }
+  const results = (hold.results = record.results(true));
+  throwIfError(started.error, where);
+  if (!('promise' in started)) throw new Error('unreachable');
+  hold.job = started.job;
+  await readback(gpu, started.promise, started.job);
+  return { started: started as Extract<Started, { error: null }>, results };
 }
 
 /** Awaits a submitted call's readback and copies it into the heap; the device's faults as WebGPUErrors. */

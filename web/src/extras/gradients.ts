@@ -1,7 +1,7 @@
 // The backward pass of attention (the 'scalar'/'simd' kernels, the WebGPU kernels and the float64
 // reference) through the call record: the tensors copied in, one crossing into the core (which reads the options,
 // including the forward's, and checks the shapes), the gradients copied out.
-import { checkTensor, optionTensors, product, tensorDtype, throwIfError } from '../arguments.js';
+import { checkTensor, optionTensors, product, tensorDtype } from '../arguments.js';
 import { readResults, type CallResults } from '../core-call.js';
 import type { Engine } from '../engine.js';
 import { backendIndex } from '../engine.js';
@@ -9,8 +9,8 @@ import { HeapScope, withHeap } from '../heap.js';
 import type { AttentionGradients, AttentionGradients64, BackwardOptions, GpuAttentionGradients } from './types.js';
 import type { GpuBufferLike, Tensor, TensorInput } from '../types.js';
 import type { CallOptions, SdpaModule, WebGpuBackwardSources } from '../wasm/sdpa_core.mjs';
-import { readback, type GpuEngine } from '../webgpu-calls.js';
-import { checkInput, GPU_USAGE, inputSource, isGpuTensor, WebGPUError, type GpuState } from '../webgpu.js';
+import { submitWebGpuCall, type GpuEngine, type WebGpuCallHold } from '../webgpu-calls.js';
+import { checkInput, GPU_USAGE, inputSource, isGpuTensor, WebGPUError } from '../webgpu.js';
 
 type Gradients<D> = {
   dQuery: { data: D; shape: number[] };
@@ -116,9 +116,8 @@ export async function webgpuAttentionBackward(
   }
   const { record } = engine;
   const heap = new HeapScope(engine.module);
-  let job = 0;
+  const hold: WebGpuCallHold = { job: 0 };
   let created: GpuBufferLike[] = [];
-  let results: CallResults | undefined;
   try {
     record.begin();
     const sources: WebGpuBackwardSources = {};
@@ -141,20 +140,7 @@ export async function webgpuAttentionBackward(
       };
       sources.gradients = { dQuery: make('dQuery'), dKey: make('dKey'), dValue: make('dValue') };
     }
-    let started: ReturnType<GpuState['context']['runBackward']>;
-    try {
-      started = gpu.context.runBackward(options as CallOptions, sources);
-    } catch (cause) {
-      gpu.context.abandon();
-      results = record.results(true);
-      const kind = cause instanceof RangeError ? 'out-of-memory' : 'internal';
-      throw new WebGPUError(kind, `submitting the work failed: ${String(cause)}`, { cause });
-    }
-    results = record.results(true);
-    throwIfError(started.error, where);
-    if (!('promise' in started)) throw new Error('unreachable');
-    job = started.job;
-    await readback(gpu, started.promise, job);
+    const { results } = await submitWebGpuCall(gpu, record, where, hold, () => gpu.context.runBackward(options as CallOptions, sources));
     const extras = {
       ...(results.has('dMask') ? { dAttnMask: { data: results.float32('dMask', product(masks.attnMask!.shape)), shape: [...masks.attnMask!.shape] } } : {}),
       ...(results.has('dSinks') ? { dSinks: { data: results.float32('dSinks', options!.sinks!.length), shape: [options!.sinks!.length] } } : {}),
@@ -169,12 +155,12 @@ export async function webgpuAttentionBackward(
         ...extras,
       };
     }
-    const gradient = (name: GradientName) => ({ data: results!.float32(name, product(shapes[name])), shape: [...shapes[name]] });
+    const gradient = (name: GradientName) => ({ data: results.float32(name, product(shapes[name])), shape: [...shapes[name]] });
     return { dQuery: gradient('dQuery'), dKey: gradient('dKey'), dValue: gradient('dValue'), ...extras };
   } finally {
     for (const buffer of created) buffer.destroy();
-    results?.free();
-    if (job && !gpu.deleted) gpu.context.release(job);
+    hold.results?.free();
+    if (hold.job && !gpu.deleted) gpu.context.release(hold.job);
     heap.release();
   }
 }
