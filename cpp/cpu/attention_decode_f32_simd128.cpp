@@ -333,31 +333,7 @@ class SplitTask {
 
 template <typename KV>
 void run_decode(const Decode& d, float* output, int threads, float* lse) {
-  const AttentionPlan& p = d.p;
-  const idx splits = d.splits;
-  const idx heads = static_cast<idx>(p.B * p.Hkv);
-  const idx part_floats = d.R * d.shape.partial_row;
-  parallel_for(threads, static_cast<int64_t>(heads * splits), [&](int64_t task, int worker) {
-    const idx head = static_cast<idx>(task) / splits, s = static_cast<idx>(task) % splits;
-    const SplitTask<KV> split_task(d, head / d.Hkv, head % d.Hkv, d.scratch + worker * d.R * kChunk);
-    const int64_t begin = split_task.first_key() + s * d.keys_per_split;
-    const int64_t end = std::min(split_task.end_key(), begin + d.keys_per_split);
-    split_task.run(begin, std::max(begin, end), d.partials + (head * splits + s) * part_floats);
-  });
-  for (idx head = 0; head < heads; ++head) {
-    const idx b = head / d.Hkv, kv_head = head % d.Hkv;
-    const SplitTask<KV> task(d, b, kv_head, d.scratch);
-    const float* parts = d.partials + head * splits * part_floats;
-    for (idx row = 0; row < d.R; ++row) {
-      const GroupRow g = group_row(d, kv_head, row);
-      const idx out_row = (b * d.Hq + g.h) * d.Lq + g.i;
-      const bool has_sink = !p.sinks.empty();
-      merge_split_partials(d.shape, parts + row * d.shape.partial_row, splits, part_floats, d.Ev, has_sink,
-                           has_sink ? p.sinks[static_cast<size_t>(g.h)] : kNegInf, ValueLoad<KV>::kUnscale,
-                           output + out_row * d.Ev, lse ? lse + out_row : nullptr,
-                           [&](float M, float L, float* out) { task.recompute_row(row, M, L, out); });
-    }
-  }
+  run_split_k_decode<SplitTask<KV>>(d, d.R * kChunk, ValueLoad<KV>::kUnscale, output, threads, lse);
 }
 
 }  // namespace

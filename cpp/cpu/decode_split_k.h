@@ -13,6 +13,7 @@
 #include "core/problem.h"
 #include "cpu/microkernels.h"
 #include "cpu/simd128.h"
+#include "cpu/thread_pool.h"
 
 namespace sdpa {
 
@@ -117,6 +118,41 @@ void merge_split_partials(const DecodePartialShape& shape, const float* parts, s
   for (simd::idx c = 0; c < Ev; ++c) out[c] *= inv * out_scale;
   if (lse) *lse = M + std::log(L);
   if (!simd::all_finite(out, Ev) || !std::isfinite(L)) recompute(M, L, out);
+}
+
+// Runs a decode call: every (batch·KV head, split) task of `d` on `threads` (each worker's `Task`
+// on its own `scratch_floats` of d.scratch), then each row's split partials merged into its output
+// row (times `out_scale`) and log-sum-exp. `Task(d, b, kv_head, scratch)` is one KV head's split
+// runner (first_key, end_key, run, recompute_row); group_row(d, kv_head, row) names a row's query
+// head and position.
+template <typename Task, typename Decode>
+void run_split_k_decode(const Decode& d, simd::idx scratch_floats, float out_scale, float* output, int threads, float* lse) {
+  using simd::idx;
+  const AttentionPlan& p = d.p;
+  const idx splits = d.splits;
+  const idx heads = static_cast<idx>(p.B * p.Hkv);
+  const idx part_floats = d.R * d.shape.partial_row;
+  parallel_for(threads, static_cast<int64_t>(heads * splits), [&](int64_t task, int worker) {
+    const idx head = static_cast<idx>(task) / splits, s = static_cast<idx>(task) % splits;
+    const Task split_task(d, head / d.Hkv, head % d.Hkv, d.scratch + worker * scratch_floats);
+    const int64_t begin = split_task.first_key() + s * d.keys_per_split;
+    const int64_t end = std::min(split_task.end_key(), begin + d.keys_per_split);
+    split_task.run(begin, std::max(begin, end), d.partials + (head * splits + s) * part_floats);
+  });
+  for (idx head = 0; head < heads; ++head) {
+    const idx b = head / d.Hkv, kv_head = head % d.Hkv;
+    const Task task(d, b, kv_head, d.scratch);
+    const float* parts = d.partials + head * splits * part_floats;
+    for (idx row = 0; row < d.R; ++row) {
+      const auto g = group_row(d, kv_head, row);
+      const idx out_row = (b * d.Hq + g.h) * d.Lq + g.i;
+      const bool has_sink = !p.sinks.empty();
+      merge_split_partials(d.shape, parts + row * d.shape.partial_row, splits, part_floats, d.Ev, has_sink,
+                           has_sink ? p.sinks[static_cast<size_t>(g.h)] : -std::numeric_limits<float>::infinity(),
+                           out_scale, output + out_row * d.Ev, lse ? lse + out_row : nullptr,
+                           [&](float M, float L, float* out) { task.recompute_row(row, M, L, out); });
+    }
+  }
 }
 
 }  // namespace sdpa

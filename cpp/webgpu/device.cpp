@@ -386,6 +386,10 @@ void WebGpuAttention::write_quantized(val destination, val source, val rows) {
   val pass = encoder.call<val>("beginComputePass");
   encode_quantize(job, pass, q, whole(upload(job, segments.data(), 4 * segments.size(), kStorage)), from, whole(destination));
   pass.call<void>("end");
+  submit_and_destroy_buffers(encoder, job);
+}
+
+void WebGpuAttention::submit_and_destroy_buffers(const val& encoder, const val& job) {
   val commands = val::array();
   commands.call<void>("push", encoder.call<val>("finish"));
   queue_.call<void>("submit", commands);
@@ -404,12 +408,7 @@ void WebGpuAttention::submit_write_float16(const val& destination, const val& so
   val pass = encoder.call<val>("beginComputePass");
   encode_write_float16(job, pass, destination, 0, source, runs);
   pass.call<void>("end");
-  val commands = val::array();
-  commands.call<void>("push", encoder.call<val>("finish"));
-  queue_.call<void>("submit", commands);
-  const val buffers = job["buffers"];
-  const int count = buffers["length"].as<int>();
-  for (int n = 0; n < count; ++n) buffers[n].call<void>("destroy");
+  submit_and_destroy_buffers(encoder, job);
 }
 
 void WebGpuAttention::write_float16(val destination, val source, val runs) {
