@@ -16,6 +16,7 @@
 // list. Exit status 1 when a suite or a bench check fails, 2 on bad arguments.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -180,7 +181,9 @@ async function main() {
   const files = plan.suites ?? readdirSync(join(ROOT, 'tests/node')).filter((f) => f.includes('webgpu') && f.endsWith('.test.ts')).sort().map((f) => `tests/node/${f}`);
   console.log(`[gpu-check] suites: ${files.join(' ')}`);
   const vitestJson = join(out, 'vitest.json');
-  const suites = await runStep(join(ROOT, 'node_modules/.bin/vitest'), ['run', '--config', 'vitest.config.ts', '--reporter=default', '--reporter=json', `--outputFile.json=${vitestJson}`, ...files], env, plan.limits.suitesS);
+  // Half the cores, 2 to 8 test processes: the suites' float64 oracles are CPU work beside the GPU's.
+  const workers = Math.max(2, Math.min(8, availableParallelism() >> 1));
+  const suites = await runStep(join(ROOT, 'node_modules/.bin/vitest'), ['run', '--config', 'vitest.config.ts', `--maxWorkers=${workers}`, '--reporter=default', '--reporter=json', `--outputFile.json=${vitestJson}`, ...files], env, plan.limits.suitesS);
   report.suites = { files, exitCode: suites.code, timedOut: suites.timedOut, seconds: suites.seconds, ...suiteResults(vitestJson) };
 
   const benchJson = join(out, 'bench.json');

@@ -6,7 +6,7 @@
 // MatMul/Softmax graph (prefill) and com.microsoft GroupQueryAttention (decode). Outputs are
 // checked against the float64 reference before timing. With no GPU (dawn.node on SwiftShader)
 // the numbers prove only that everything runs and is right, never speed.
-import { createAttention } from '../../dist/index.js';
+import { createAttention, toFloat16 } from '../../dist/index.js';
 import { flops, makeCheck, makeInputs as prefillInputs } from './cases.mjs';
 import { makeInputs as decodeInputs, oracle, parseDecodeCase } from './decode.mjs';
 import { attentionGraphModel, groupQueryAttentionModel } from './onnx.mjs';
@@ -49,19 +49,31 @@ async function readBack(device, buffer, floats) {
 }
 
 /** Each engine: { name, run() (timed: until the GPU is done), result() (the output, read back), dispose() }. */
-async function prefillEngines(c, inputs, attn, device, ortEnv) {
+async function prefillEngines(c, inputs, attn, device, ortEnv, isCausal) {
   const engines = [];
-  const buffers = [inputs.q, inputs.k, inputs.v].map((t) => upload(device, t.data));
-  const [q, k, v] = buffers.map((buffer, i) => ({ buffer, shape: [inputs.q, inputs.k, inputs.v][i].shape }));
   const outFloats = c.B * c.H * c.Lq * c.Ev;
   const out = device.createBuffer({ size: 4 * outFloats, usage: STORAGE | COPY_SRC | COPY_DST });
-  const sdpaRun = async () => {
-    await attn.scaledDotProductAttention(q, k, v, { outputLocation: 'gpu', out });
-    await device.queue.onSubmittedWorkDone();
-  };
-  engines.push({ name: 'sdpa-webgpu (GPU tensors)', run: sdpaRun, result: async () => (await sdpaRun(), readBack(device, out, outFloats)), dispose: () => [...buffers, out].forEach((b) => b.destroy()) });
-  if (ortEnv.ort) {
+  let live = 0;
+  // The same (float16-exact) inputs as float32 and as float16 GPU tensors; the output is float32.
+  for (const dtype of ['float32', 'float16']) {
+    const buffers = [inputs.q, inputs.k, inputs.v].map((t) => upload(device, dtype === 'float16' ? toFloat16(t.data) : t.data));
+    const [q, k, v] = buffers.map((buffer, i) => ({ buffer, shape: [inputs.q, inputs.k, inputs.v][i].shape, dtype }));
+    const run = async () => {
+      await attn.scaledDotProductAttention(q, k, v, { isCausal, outputDtype: 'float32', outputLocation: 'gpu', out });
+      await device.queue.onSubmittedWorkDone();
+    };
+    live++;
+    const dispose = () => {
+      buffers.forEach((b) => b.destroy());
+      if (--live === 0) out.destroy();
+    };
+    engines.push({ name: `sdpa-webgpu (GPU tensors ${dtype})`, run, result: async () => (await run(), readBack(device, out, outFloats)), dispose });
+  }
+  // onnxruntime-web's MatMul/Softmax graph has no causal mask: it runs beside the full calls only.
+  if (ortEnv.ort && !isCausal) {
     const { ort } = ortEnv;
+    const [q, k, v] = [inputs.q, inputs.k, inputs.v].map((t) => ({ buffer: upload(device, t.data), shape: t.shape }));
+    const destroyInputs = () => [q, k, v].forEach((t) => t.buffer.destroy());
     try {
       const session = await ort.InferenceSession.create(attentionGraphModel(c), { executionProviders: ['webgpu'], preferredOutputLocation: 'gpu-buffer' });
       const flat = (t) => [c.B * c.H, ...t.shape.slice(2)];
@@ -71,8 +83,9 @@ async function prefillEngines(c, inputs, attn, device, ortEnv) {
         await device.queue.onSubmittedWorkDone();
         return o;
       };
-      engines.push({ name: 'ort-webgpu graph (gpu-buffer)', run: async () => (await run()).dispose(), result: async () => { const o = await run(); const data = await o.getData(true); return data; }, dispose: () => session.release() });
+      engines.push({ name: 'ort-webgpu graph (gpu-buffer)', run: async () => (await run()).dispose(), result: async () => { const o = await run(); const data = await o.getData(true); return data; }, dispose: () => (session.release(), destroyInputs()) });
     } catch (e) {
+      destroyInputs();
       engines.push({ name: 'ort-webgpu graph (gpu-buffer)', error: ortMessage(e) });
     }
   }
@@ -196,13 +209,16 @@ export async function benchWebGpuResident(opts, gpu) {
   };
   for (const c of opts.cases) {
     const inputs = prefillInputs(scalar, c);
-    const check = makeCheck(scalar, inputs, { causal: false, backward: false });
-    const verdict = (outputs) => {
-      const v = check([outputs], 4);
-      if (!v.ok) throw new Error(`wrong result: max error ${v.error.toExponential(2)} > bound ${v.bound.toExponential(2)}`);
-      return v.error;
-    };
-    await time('prefill', c, await prefillEngines(c, inputs, attn, device, ortEnv), verdict, (ms) => ({ gflops: flops(c, {}) / ms / 1e6 }));
+    // Each case without and with a causal mask (GFLOP/s count the visible half).
+    for (const causal of [false, true]) {
+      const check = makeCheck(scalar, inputs, { causal, backward: false });
+      const verdict = (outputs) => {
+        const v = check([outputs], 4);
+        if (!v.ok) throw new Error(`wrong result: max error ${v.error.toExponential(2)} > bound ${v.bound.toExponential(2)}`);
+        return v.error;
+      };
+      await time(causal ? 'prefill causal' : 'prefill', c, await prefillEngines(c, inputs, attn, device, ortEnv, causal), verdict, (ms) => ({ gflops: flops(c, { causal }) / ms / 1e6 }));
+    }
   }
   for (const text of opts.decodeCases) {
     const c = parseDecodeCase(text);
@@ -220,10 +236,10 @@ export async function benchWebGpuResident(opts, gpu) {
 
 export function printWebGpuResident({ rows }) {
   print('\nGPU-resident: prefill (GPU tensors in, out GPUBuffer) and decode (GPU KV cache), to onSubmittedWorkDone');
-  print('part     case                        engine                           ms    GFLOP/s or GB/s   max error');
+  print('part           case                        engine                           ms    GFLOP/s or GB/s   max error');
   for (const r of rows) {
     const rate = r.gflops !== undefined ? `${r.gflops.toFixed(1)} GFLOP/s` : r.gbPerS !== undefined ? `${r.gbPerS.toFixed(2)} GB/s` : '';
     const tail = r.unsupported ? `not in this build: ${r.unsupported}` : r.failure ? `error: ${r.failure}` : `${r.ms.toFixed(3).padStart(9)}  ${rate.padStart(16)}   ${r.maxError.toExponential(1)}`;
-    print(`${r.part.padEnd(8)} ${r.case.padEnd(27)} ${r.engine.padEnd(31)} ${tail}`);
+    print(`${r.part.padEnd(14)} ${r.case.padEnd(27)} ${r.engine.padEnd(31)} ${tail}`);
   }
 }
