@@ -662,8 +662,8 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
           dispatch(partial_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(partials), whole(variants), whole(lse_buffer)});
         }
       }
-      const uint64_t per = kWebGpuDecodeInvocations;
-      for (const GridPart& part : split_grid((rows + per - 1) / per, 1, limits_.max_workgroups_per_dim)) {
+      // The merge: a workgroup per query row.
+      for (const GridPart& part : split_grid(rows, 1, limits_.max_workgroups_per_dim)) {
         dispatch(merge_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(partials), whole(variants), whole(lse_buffer)});
       }
     } else {

@@ -91,8 +91,8 @@ constexpr uint32_t kWebGpuTiledInvocations = kWebGpuFlashRows * kWebGpuTiledLane
 
 // Flash-decoding (attention_decode_partial.wgsl, then attention_decode_merge.wgsl): the keys
 // are cut into splits of kWebGpuDecodeSplitKeys; one workgroup per (KV head, block of the query
-// rows that read it, split) computes the split's softmax state of those rows, and one invocation
-// per row merges them by log-sum-exp (workgroups of kWebGpuDecodeInvocations).
+// rows that read it, split) computes the split's softmax state of those rows, and one workgroup
+// of kWebGpuDecodeInvocations per row merges them by log-sum-exp.
 constexpr uint32_t kWebGpuDecodeSplitKeys = 128;
 constexpr uint32_t kWebGpuDecodeMaxRows = 8;
 constexpr uint32_t kWebGpuDecodeInvocations = 64;
