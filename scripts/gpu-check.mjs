@@ -54,7 +54,7 @@ const HELP = `npm run gpu-check -- OUTDIR [--quick] [--icd FILE]
 async function probe() {
   const { create, globals } = await import('webgpu');
   Object.assign(globalThis, globals);
-  const gpu = create([]);
+  const gpu = create(process.env.SDPA_DAWN_FLAGS?.split(',').filter(Boolean) ?? []);
   const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' });
   if (!adapter) return null;
   const info = {};

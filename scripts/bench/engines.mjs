@@ -22,7 +22,8 @@ async function gpu() {
     process.env.VK_ICD_FILENAMES ??= '/usr/lib/chromium/vk_swiftshader_icd.json';
     const { create, globals } = await import('webgpu');
     Object.assign(globalThis, globals);
-    gpuEntry = create([]);
+    // SDPA_DAWN_FLAGS: comma-separated dawn.node options (gpu-check, docs/webgpu.md).
+    gpuEntry = create(process.env.SDPA_DAWN_FLAGS?.split(',').filter(Boolean) ?? []);
   }
   return gpuEntry;
 }

@@ -12,9 +12,10 @@ Object.assign(globalThis, globals);
 
 /**
  * The `navigator.gpu` stand-in. Module-level on purpose: it must stay referenced for the whole
- * run (dropping it gave random SIGSEGVs and hung mapAsync).
+ * run (dropping it gave random SIGSEGVs and hung mapAsync). SDPA_DAWN_FLAGS (comma-separated
+ * dawn.node options, e.g. `enable-dawn-features=vulkan_enable_f16_on_nvidia`) reach `create`.
  */
-export const gpu = create([]);
+export const gpu = create(process.env.SDPA_DAWN_FLAGS?.split(',').filter(Boolean) ?? []);
 
 /**
  * A fresh device on the test adapter (default limits unless `requiredLimits` is given), with
