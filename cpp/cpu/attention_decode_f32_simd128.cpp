@@ -275,8 +275,7 @@ class SplitTask {
     const KV* v = values_ + j0 * d_.Ev;
     const float* p[4];
     float* o[4];
-    idx r = 0;
-    auto rows = [&](auto count) {
+    for_row_blocks(d_.R, [&](auto count, idx r) {
       constexpr int kRows = decltype(count)::value;
       for (int x = 0; x < kRows; ++x) {
         p[x] = scores_ + (r + x) * kChunk;
@@ -287,11 +286,7 @@ class SplitTask {
       } else {
         accumulate_rows<kRows, false>(p, v, d_.Ev, n, o);
       }
-      r += kRows;
-    };
-    while (d_.R - r >= 4) rows(std::integral_constant<int, 4>{});
-    if (d_.R - r >= 2) rows(std::integral_constant<int, 2>{});
-    if (d_.R - r >= 1) rows(std::integral_constant<int, 1>{});
+    });
   }
 
   // Keys [begin, end) into `partial`.

@@ -221,8 +221,7 @@ class QuantizedSplitTask {
       dequantize_block<kKind>(levels, scales, n / kQuantTileKeys, v.blocks, c, columns, values_);
       const float* p[4];
       float* o[4];
-      idx r = 0;
-      auto rows = [&](auto count) {
+      for_row_blocks(d_.R, [&](auto count, idx r) {
         constexpr int kRows = decltype(count)::value;
         constexpr int kBlock = kRows >= 4 ? 2 : 4;  // vectors per column block: 8 accumulators at 4 rows
         for (int x = 0; x < kRows; ++x) {
@@ -231,11 +230,7 @@ class QuantizedSplitTask {
         }
         if (drop_hidden) pv_columns<kRows, kBlock, true>(p, values_, kQuantBlock, n, columns, o);
         else pv_columns<kRows, kBlock, false>(p, values_, kQuantBlock, n, columns, o);
-        r += kRows;
-      };
-      while (d_.R - r >= 4) rows(std::integral_constant<int, 4>{});
-      if (d_.R - r >= 2) rows(std::integral_constant<int, 2>{});
-      if (d_.R - r >= 1) rows(std::integral_constant<int, 1>{});
+      });
     }
   }
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "core/problem.h"
 #include "cpu/microkernels.h"
@@ -16,6 +17,19 @@
 #include "cpu/thread_pool.h"
 
 namespace sdpa {
+
+// Calls body(std::integral_constant<int, K>{}, r) over rows [0, rows) in blocks of K = 4, then
+// 2, then 1: the block heights the P·V microkernels are instantiated for.
+template <typename Body>
+void for_row_blocks(simd::idx rows, Body&& body) {
+  simd::idx r = 0;
+  for (; rows - r >= 4; r += 4) body(std::integral_constant<int, 4>{}, r);
+  if (rows - r >= 2) {
+    body(std::integral_constant<int, 2>{}, r);
+    r += 2;
+  }
+  if (rows - r >= 1) body(std::integral_constant<int, 1>{}, r);
+}
 
 // A partial of one row: O [ev4], then m and l.
 struct DecodePartialShape {
