@@ -840,10 +840,10 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
   for (const GridPart& part : grid(tiles(rows, kWebGpuBackwardInvocations), 1)) {
     dispatch(prep, backward_bgl_, part, {q, k, v, mask, whole(variants), d_out, whole(rowstats), whole(forward_output)});
   }
-  for (const GridPart& part : grid(tiles(plan.Lk, kWebGpuBackwardKeys), plan.B * plan.Hkv)) {
+  for (const GridPart& part : grid(backward.dkdv.heads, backward.dkdv.tiles)) {
     dispatch(dkdv, backward_bgl_, part, {q, k, v, mask, whole(variants), d_out, whole(rowstats), whole(grad_key_value)});
   }
-  for (const GridPart& part : grid(tiles(plan.Lq, kWebGpuBackwardRows), plan.B * plan.Hq)) {
+  for (const GridPart& part : grid(backward.dq.heads, backward.dq.tiles)) {
     dispatch(dq, backward_bgl_, part, {q, k, v, mask, whole(variants), d_out, whole(rowstats), whole(grad_query)});
   }
   if (mask_gradient) {

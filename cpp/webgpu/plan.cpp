@@ -599,17 +599,36 @@ WebGpuUniforms webgpu_uniforms(const AttentionPlan& p, const WebGpuChunk& c, int
 
 std::string BackwardVariant::key(const char* kernel) const {
   return std::string("backward-") + kernel + ":e" + std::to_string(e_pad) + ":ev" + std::to_string(ev_pad) + ":bq" +
-         std::to_string(query_block) + ":bk" + std::to_string(key_block) + ":mask=" + mask_name(mask) +
+         std::to_string(query_block) + ":bk" + std::to_string(key_block) + ":tk" + std::to_string(dkdv.tile) + ":tq" +
+         std::to_string(dq.tile) + ":mask=" + mask_name(mask) +
          ":causal=" + (causal ? "1" : "0") + ":ds=" + (write_d_scores ? "1" : "0") + variants.key() + types.key();
 }
 
 std::string BackwardVariant::wgsl_constants(uint32_t stage) const {
   return types.wgsl_declarations() + u32_const("E_PAD", e_pad) + u32_const("EV_PAD", ev_pad) +
-         u32_const("KEYS", kWebGpuBackwardKeys) + u32_const("ROWS", kWebGpuBackwardRows) +
+         u32_const("KEYS", dkdv.tile) + u32_const("ROWS", dq.tile) + bool_const("LAST_TILE_FIRST", dq.last_tile_first) +
          u32_const("INVOCATIONS", kWebGpuBackwardInvocations) + u32_const("QUERY_BLOCK", query_block) +
          u32_const("KEY_BLOCK", key_block) + u32_const("MASK_KIND", mask_code(mask)) + bool_const("CAUSAL", causal) +
          bool_const("WRITE_DS", write_d_scores) + u32_const("STAGE", stage) + variants.wgsl_constants();
 }
+
+namespace {
+
+// The tile pass over `heads` heads of `length` keys or rows: the largest tile from
+// kWebGpuBackwardMaxTile down to kWebGpuBackwardMinTile (halving) that launches at least
+// kWebGpuBackwardTargetWorkgroups workgroups, else the smallest.
+BackwardTileGrid backward_tile_grid(int64_t length, int64_t heads, bool last_tile_first) {
+  BackwardTileGrid g;
+  g.heads = static_cast<uint64_t>(heads);
+  g.last_tile_first = last_tile_first;
+  const auto tiles_of = [&](uint32_t tile) { return (static_cast<uint64_t>(length) + tile - 1) / tile; };
+  g.tile = kWebGpuBackwardMaxTile;
+  while (g.tile > kWebGpuBackwardMinTile && g.heads * tiles_of(g.tile) < kWebGpuBackwardTargetWorkgroups) g.tile /= 2;
+  g.tiles = tiles_of(g.tile);
+  return g;
+}
+
+}  // namespace
 
 Status webgpu_backward_variant(const AttentionPlan& plan, const WebGpuLimits& limits, bool d_mask,
                                BackwardVariant* variant) {
@@ -632,6 +651,10 @@ Status webgpu_backward_variant(const AttentionPlan& plan, const WebGpuLimits& li
                               std::to_string(limits.max_workgroup_storage_bytes) + ")");
   }
   v.query_block = v.key_block = static_cast<uint32_t>(std::min<uint64_t>(fit, kWebGpuBackwardMaxBlock));
+  // Under a causal mask a row tile sees more keys the later it is; dK/dV's first key tiles,
+  // seen by the most rows, start first in their natural order.
+  v.dkdv = backward_tile_grid(plan.Lk, plan.B * plan.Hkv, false);
+  v.dq = backward_tile_grid(plan.Lq, plan.B * plan.Hq, plan.causal);
   *variant = v;
   return Status::Ok();
 }

@@ -274,33 +274,57 @@ WebGpuUniforms webgpu_uniforms(const AttentionPlan& plan, const WebGpuChunk& chu
                                int64_t mask_base, const GridPart& part);
 
 // ---- the backward (attention_backward_{prep,dkdv,dq,reduce}.wgsl) ----------------------------
-// Keys per dK/dV workgroup and query rows per dQ workgroup (one invocation each), and the
-// invocations of the per-row and per-result passes (prep, reduce).
-constexpr uint32_t kWebGpuBackwardKeys = 64;
-constexpr uint32_t kWebGpuBackwardRows = 64;
+// The invocations of the per-row and per-result passes (prep, reduce).
 constexpr uint32_t kWebGpuBackwardInvocations = 64;
 // The most query rows (dK/dV) or keys (dQ) a backward workgroup holds in workgroup memory.
 constexpr uint32_t kWebGpuBackwardMaxBlock = 64;
+// Keys per dK/dV workgroup and query rows per dQ workgroup (one invocation each): the largest
+// of 64, 32, 16 whose pass launches at least kWebGpuBackwardTargetWorkgroups workgroups, else 16.
+// Each invocation loops over every row (dK/dV) or key (dQ) its key or row sees, so one head at
+// 4096 makes 64 workgroups of 64 and leaves most of a large GPU idle (under a causal mask the
+// busiest of them do 64 times the work of the idlest). WebGPU does not expose the number of
+// compute units: 512 is 4 workgroups for each of an NVIDIA H100's 132 SMs.
+constexpr uint32_t kWebGpuBackwardMaxTile = 64;
+constexpr uint32_t kWebGpuBackwardMinTile = 16;
+constexpr uint32_t kWebGpuBackwardTargetWorkgroups = 512;
+
+// The grid of a tile pass (dK/dV over key tiles, dQ over query-row tiles): x runs over the heads
+// (B·Hkv or B·Hq), y over each head's tiles in launch order (GPUs start workgroups in
+// x-fastest order, so every head's tile of one rank starts before any tile of the next rank).
+// Under a causal mask the first key tiles are seen by the most rows and the last row tiles see
+// the most keys, so rank r is key tile r of dK/dV and, with `last_tile_first`, row tile
+// tiles − 1 − r of dQ: the heaviest tiles start first and the light ones fill in behind them.
+struct BackwardTileGrid {
+  uint32_t tile = 0;   // keys or query rows per workgroup
+  uint64_t heads = 0;  // x
+  uint64_t tiles = 0;  // y: ⌈length / tile⌉
+  bool last_tile_first = false;
+  uint64_t workgroups() const { return heads * tiles; }
+};
 
 // The kernels of one backward call: padded head dims, the query block of the dK/dV kernel (Q and
 // dO rows) and the key block of the dQ kernel (K and V rows) that fit the workgroup memory, the
-// forward's variant flags, and whether dS is kept for the additive mask's gradient.
+// grids of the dK/dV and dQ passes, the forward's variant flags, and whether dS is kept for the
+// additive mask's gradient.
 struct BackwardVariant {
   uint32_t e_pad = 0, ev_pad = 0;
   uint32_t query_block = 0, key_block = 0;
+  BackwardTileGrid dkdv, dq;
   MaskKind mask = MaskKind::kNone;
   bool causal = false;
   bool write_d_scores = false;
   WebGpuVariantFlags variants;
   WebGpuElementTypes types;
   // The pipeline-cache key of `kernel` ("prep", "dkdv", "dq", "reduce-mask", "reduce-sinks"), e.g.
-  // "backward-dq:e64:ev64:bq32:bk32:mask=additive:causal=0:ds=1:ranges=0:alibi=0:sinks=0:docs=0".
+  // "backward-dq:e64:ev64:bq32:bk32:tk16:tq64:mask=additive:causal=0:ds=1:ranges=0:alibi=0:sinks=0:docs=0"
+  // (tk: keys per dK/dV workgroup, tq: rows per dQ workgroup).
   std::string key(const char* kernel) const;
   // Declarations and constants the glue puts before every backward kernel (STAGE for the reduce
   // pass: 0 the mask's gradient, 1 the sinks').
   std::string wgsl_constants(uint32_t stage = 0) const;
 };
-// A RangeError when one key of E + Ev floats does not fit the workgroup memory.
+// A RangeError when one key of E + Ev floats does not fit the workgroup memory. The tiles follow
+// kWebGpuBackwardTargetWorkgroups' rule; the workgroup memory holds the blocks, whatever the tile.
 Status webgpu_backward_variant(const AttentionPlan& plan, const WebGpuLimits& limits, bool d_mask,
                                BackwardVariant* variant);
 

@@ -550,6 +550,49 @@ TEST(WebGpuPlan, BackwardBlocksFitWorkgroupStorage) {
   EXPECT_EQ(webgpu_backward_variant(make_plan({4, 256}, {9, 256}, {9, 256}), limits, false, &v).kind, ErrorKind::kRange);
 }
 
+TEST(WebGpuPlan, BackwardTilesShrinkUntilThePassLaunchesTheTargetWorkgroups) {
+  const WebGpuLimits limits;
+  BackwardVariant v;
+  const auto expect_grid = [](const BackwardTileGrid& g, uint32_t tile, uint64_t heads, uint64_t tiles, bool last_first) {
+    EXPECT_EQ(g.tile, tile);
+    EXPECT_EQ(g.heads, heads);
+    EXPECT_EQ(g.tiles, tiles);
+    EXPECT_EQ(g.last_tile_first, last_first);
+  };
+  // One head of 4096, causal: 64 tiles of 64 and 128 of 32 are under 512, so tiles of 16 (256
+  // workgroups, the most there are); dQ launches its last row tile first.
+  const AttentionPlan one_head = make_plan({1, 1, 4096, 64}, {1, 1, 4096, 64}, {1, 1, 4096, 64}, MaskKind::kNone, {},
+                                           false, false, CausalAlignment::kTopLeft);
+  ASSERT_TRUE(webgpu_backward_variant(one_head, limits, false, &v).ok());
+  expect_grid(v.dkdv, 16, 1, 256, false);
+  expect_grid(v.dq, 16, 1, 256, true);
+  EXPECT_EQ(v.key("dq").rfind("backward-dq:e64:ev64:bq32:bk32:tk16:tq16:mask=none:causal=1:", 0), 0u) << v.key("dq");
+  const std::string constants = v.wgsl_constants();
+  EXPECT_NE(constants.find("const KEYS: u32 = 16u;"), std::string::npos) << constants;
+  EXPECT_NE(constants.find("const ROWS: u32 = 16u;"), std::string::npos) << constants;
+  EXPECT_NE(constants.find("const LAST_TILE_FIRST: bool = true;"), std::string::npos) << constants;
+  // 8 heads of 1024: 16 tiles of 64 per head make 128 workgroups, 32 make 256, 16 make 512.
+  ASSERT_TRUE(webgpu_backward_variant(make_plan({8, 1024, 64}, {8, 1024, 64}, {8, 1024, 64}), limits, false, &v).ok());
+  expect_grid(v.dkdv, 16, 8, 64, false);
+  expect_grid(v.dq, 16, 8, 64, false);
+  // 32 heads of 2048: 32 tiles of 64 each, 1024 workgroups.
+  ASSERT_TRUE(webgpu_backward_variant(make_plan({32, 2048, 64}, {32, 2048, 64}, {32, 2048, 64}), limits, false, &v).ok());
+  expect_grid(v.dkdv, 64, 32, 32, false);
+  expect_grid(v.dq, 64, 32, 32, false);
+  // Each pass by its own length and heads: 256 query heads of 100 rows (2 tiles of 64), 128 key
+  // heads (GQA) of 40 keys (1 tile of 64, 2 of 32, 3 of 16).
+  ASSERT_TRUE(webgpu_backward_variant(make_plan({2, 128, 100, 8}, {2, 64, 40, 8}, {2, 64, 40, 8}, MaskKind::kNone, {},
+                                                false, true, CausalAlignment::kBottomRight),
+                                      limits, false, &v)
+                  .ok());
+  expect_grid(v.dq, 64, 256, 2, true);
+  expect_grid(v.dkdv, 16, 128, 3, false);
+  EXPECT_EQ(v.key("dkdv").rfind("backward-dkdv:e16:ev16:bq64:bk64:tk16:tq64:", 0), 0u) << v.key("dkdv");
+  ASSERT_TRUE(webgpu_backward_variant(make_plan({2, 128, 40, 8}, {2, 128, 100, 8}, {2, 128, 100, 8}), limits, false, &v).ok());
+  expect_grid(v.dq, 32, 256, 2, false);
+  expect_grid(v.dkdv, 64, 256, 2, false);
+}
+
 TEST(WebGpuPlan, BackwardKeepsDScoresOnlyForTheAdditiveMasksGradient) {
   const WebGpuLimits limits;
   BackwardVariant v;

@@ -138,6 +138,35 @@ describe('the WebGPU backward', () => {
     small.dispose();
   });
 
+  it('each pass takes tiles of 64, 32 or 16 by its grid, the heaviest causal tiles first, and gives a lone head its bits', async () => {
+    /** Heads [h0, h0 + n) of batch b of a [B, H, L, D] tensor, as a [1, n, L, D] tensor. */
+    const heads = (t: Tensor, b: number, h0: number, n: number): Tensor => {
+      const [, H, L, D] = t.shape as [number, number, number, number];
+      const at = (b * H + h0) * L * D;
+      return { data: t.data.slice(at, at + n * L * D), shape: [1, n, L, D] };
+    };
+    // 256 query heads of 100 rows (dQ: 2 tiles of 64 a head, 512 workgroups) over 128 key heads
+    // of 40 keys (dK/dV: 3 tiles of 16, the smallest), then 256 heads of 40 rows (dQ: 2 tiles of
+    // 32) over 256 of 100 keys (dK/dV: 2 tiles of 64).
+    const cases: [number, number, number, BackwardOptions, string][] = [
+      [100, 64, 40, { enableGqa: true, isCausal: 'bottom-right' }, ':tk16:tq64:'],
+      [40, 128, 100, { isCausal: true }, ':tk64:tq32:'],
+    ];
+    for (const [lq, hkv, lk, o, tiles] of cases) {
+      const qq = randomTensor([2, 128, lq, 8], 90, -2, 2), kk = randomTensor([2, hkv, lk, 8], 91, -2, 2), vv = randomTensor([2, hkv, lk, 8], 92), dd = randomTensor([2, 128, lq, 8], 93);
+      const all = await attn.scaledDotProductAttentionBackward(qq, kk, vv, dd, o);
+      expectWithinRule(all, qq, kk, vv, dd, o, tiles);
+      expect(attn.webgpuInfo()!.pipelines.some((key) => key.startsWith('backward-dkdv:') && key.includes(tiles)), tiles).toBe(true);
+      // Batch 1's query heads 6 and 7 and the key head they read, alone: tiles of 16.
+      const kvHead = hkv === 128 ? 6 : 3, kvHeads = hkv === 128 ? 2 : 1;
+      const lone = await attn.scaledDotProductAttentionBackward(heads(qq, 1, 6, 2), heads(kk, 1, kvHead, kvHeads), heads(vv, 1, kvHead, kvHeads), heads(dd, 1, 6, 2), o);
+      expect(lone.dQuery.data, `${tiles} dQuery`).toEqual(heads(all.dQuery, 1, 6, 2).data);
+      expect(lone.dKey.data, `${tiles} dKey`).toEqual(heads(all.dKey, 1, kvHead, kvHeads).data);
+      expect(lone.dValue.data, `${tiles} dValue`).toEqual(heads(all.dValue, 1, kvHead, kvHeads).data);
+    }
+    expect(attn.webgpuInfo()!.pipelines.some((key) => key.startsWith('backward-dq:') && key.includes(':tk16:tq16:'))).toBe(true);
+  });
+
   it('a call too large for one binding is a RangeError naming the buffer; the instance stays usable and leaks nothing', async () => {
     const capped = await createAttention({ backend: 'webgpu', gpuDevice: device, gpuLimits: { maxStorageBufferBindingSize: 4096 } });
     const big = randomTensor([1, 1, 300, 16], 30);

@@ -1,5 +1,6 @@
 // attention_backward_dkdv.wgsl: dK and dV, one workgroup per (key/value head, tile of KEYS keys),
-// one invocation per key j, its key and value rows and its dK/dV accumulators in registers.
+// one invocation per key j, its key and value rows and its dK/dV accumulators in registers. The
+// grid (BackwardTileGrid in cpp/webgpu/plan.h) runs over the heads in x and the key tiles in y.
 // FlashAttention-2's outer loop over key tiles: the query heads of the GQA group, then their
 // query rows in blocks of QUERY_BLOCK (Q and dO rows in workgroup memory) that can see the tile,
 // and per visible (row i, key j), with P = e^(s − lse_i) recomputed:
@@ -18,8 +19,8 @@ var<workgroup> do_tile: array<vec4<f32>, QUERY_BLOCK * EV4>;
 
 @compute @workgroup_size(KEYS)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  let key_tile = wg.x + p.x_base;
-  let kv = wg.y + p.y_base;  // b·Hkv + kv head
+  let kv = wg.x + p.x_base;        // b·Hkv + kv head
+  let key_tile = wg.y + p.y_base;  // the first tiles, seen by the most rows, start first
   let b = kv / p.Hkv;
   let j_first = key_tile * KEYS;
   let j_last = min(j_first + KEYS, p.Lk) - 1u;

@@ -1,8 +1,10 @@
 // attention_backward_dq.wgsl: dQ (and, for the additive mask's gradient, dS), one workgroup per
 // (query head, tile of ROWS query rows), one invocation per row i, its query and dO rows and its
-// dQ accumulator in registers. FlashAttention-2's loop over key tiles of KEY_BLOCK keys (K and V
-// in workgroup memory) from the first key the tile's first row sees to the last its last row
-// sees; per visible key j, with P = e^(s − lse_i) recomputed:
+// dQ accumulator in registers. The grid (BackwardTileGrid in cpp/webgpu/plan.h) runs over the
+// heads in x and the row tiles in y, the last tile first with LAST_TILE_FIRST. FlashAttention-2's
+// loop over key tiles of KEY_BLOCK keys (K and V in workgroup memory) from the first key the
+// tile's first row sees to the last its last row sees; per visible key j, with P = e^(s − lse_i)
+// recomputed:
 //   dS = P·(dO_i·V_j − D_i),   dQ_i += dS·(softcap slope)·K_j
 // and dQ is scaled once at the end. With sinks, the row's share of ∂L/∂sink, −e^(sink − lse_i)·D_i,
 // goes to rowstats [2R, 3R) for attention_backward_reduce.wgsl: 0 for a row that saw no visible
@@ -11,7 +13,7 @@
 // added after the softcap) goes to the [R, Lk] dS region, which attention_backward_reduce.wgsl
 // sums into the mask's shape; entries of hidden keys stay 0 (a fresh buffer). Each row is written
 // by one invocation: no atomics.
-// Constants: those of attention_backward_common.wgsl.inc, ROWS, KEY_BLOCK, WRITE_DS.
+// Constants: those of attention_backward_common.wgsl.inc, ROWS, KEY_BLOCK, WRITE_DS, LAST_TILE_FIRST.
 
 //! include attention_common.wgsl.inc
 //! include attention_backward_common.wgsl.inc
@@ -21,8 +23,9 @@ var<workgroup> v_tile: array<vec4<f32>, KEY_BLOCK * EV4>;
 
 @compute @workgroup_size(ROWS)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  let tile = wg.x + p.x_base;
-  let bh = wg.y + p.y_base;  // b·Hq + h
+  let bh = wg.x + p.x_base;  // b·Hq + h
+  let rank = wg.y + p.y_base;
+  let tile = select(rank, (p.Lq + ROWS - 1u) / ROWS - 1u - rank, LAST_TILE_FIRST);
   let b = bh / p.Hq;
   let h = bh % p.Hq;
   let i_first = tile * ROWS;
