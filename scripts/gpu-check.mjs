@@ -138,7 +138,7 @@ function markdown(report) {
     if (!run.rows.length) continue;
     lines.push('| case | engine | ms | result |', '|---|---|---:|---|');
     for (const r of run.rows) lines.push(`| ${r.case} | ${r.engine} | ${r.medianMs?.toFixed(3) ?? ''} | ${r.error ? `error: ${r.error}` : `checked (max error ${r.maxError.toExponential(1)})`} |`);
-    for (const { case: c, ratio } of run.backwardOverForward ?? []) lines.push('', `backward / forward at ${c}: ${ratio.toFixed(2)}×`);
+    for (const { case: c, engines, ratio } of run.backwardOverForward ?? []) lines.push('', `backward / forward at ${c} (${engines}): ${ratio.toFixed(2)}×`);
     lines.push('');
   }
   return lines.join('\n') + '\n';
@@ -202,7 +202,7 @@ async function main() {
   report.backward = [];
   for (const [i, cases] of plan.backward.entries()) {
     const json = join(out, `backward-${i + 1}.json`);
-    const args = ['--mode', 'backward', '--engines', 'sdpa-webgpu,sdpa-webgpu-forward', ...cases, '--json', json, '--results', join(out, `backward-${i + 1}.md`), '--note', `gpu-check on ${adapterName(chosen.adapter)}`];
+    const args = ['--mode', 'backward', '--engines', 'sdpa-webgpu,sdpa-webgpu-forward,sdpa-webgpu-resident,sdpa-webgpu-forward-resident', ...cases, '--json', json, '--results', join(out, `backward-${i + 1}.md`), '--note', `gpu-check on ${adapterName(chosen.adapter)}`];
     console.log(`[gpu-check] backward: npm run bench -- ${args.join(' ')}`);
     const run = await runStep(process.execPath, [join(ROOT, 'scripts/bench/cli.mjs'), ...args], env, plan.limits.backwardS);
     const result = existsSync(json) && run.code === 0 ? JSON.parse(readFileSync(json, 'utf8')) : { rows: [] };

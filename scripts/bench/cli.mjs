@@ -53,7 +53,9 @@ const HELP = `npm run bench -- [options]: sdpa-web's speed in Node, against its 
                     decode default ${MODES.decode.engines}
                     also: sdpa-simd128-1t (relaxedSimd: false), sdpa-webgpu (forward too),
                     sdpa-webgpu-forward (backward mode: the GPU forward with its log-sum-exp,
-                    printed as backward/forward for sdpa-webgpu)
+                    printed as backward/forward for sdpa-webgpu), sdpa-webgpu-resident and
+                    sdpa-webgpu-forward-resident (the same on GPU tensors, outputs left on
+                    the GPU, each call timed until the GPU is done)
                     sdpa-*: the package in dist/ (scalar, simd on 1 thread or on --threads, webgpu);
                     sdpa-simd-1t-recompute: the backward without the forward's saved output;
                     sdpa-simd-1t-f16/-mt-f16: forward on float16 inputs (output float32); in

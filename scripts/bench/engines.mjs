@@ -5,6 +5,7 @@
 import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { COPY_DST, COPY_SRC, readBack, STORAGE, upload } from './gpu-buffers.mjs';
 import { attentionGraphModel } from './onnx.mjs';
 
 const require = createRequire(import.meta.url);
@@ -35,8 +36,12 @@ async function gpu() {
  * `float16`: the forward on float16 query/key/value (converted once, untimed), output float32.
  * `forwardBeside`: in backward mode, the forward with the log-sum-exp a backward needs (checked as
  * a forward: its engine has `checks: 'forward'`), to set the backward's time against.
+ * `resident` ('webgpu'): query, key, value and dOutput uploaded once to GPU buffers, the output
+ * (or the gradients) left on the GPU, each call timed until the GPU is done; a forward beside a
+ * backward then returns no log-sum-exp (which needs a CPU output), and the backward still
+ * uploads the saved output and log-sum-exp it is given as CPU arrays.
  */
-function sdpa(options, { baseline = false, recompute = false, float16 = false, forwardBeside = false } = {}) {
+function sdpa(options, { baseline = false, recompute = false, float16 = false, forwardBeside = false, resident = false } = {}) {
   return async (ctx) => {
     if (forwardBeside && !ctx.backward) throw new Error('backward mode only (the forward beside the backward)');
     if (recompute && !ctx.backward) throw new Error('backward only');
@@ -46,6 +51,13 @@ function sdpa(options, { baseline = false, recompute = false, float16 = false, f
     const { createAttention, toFloat16 } = await import(dist);
     const create = { ...options, threads: options.threads === 'many' ? ctx.threads : options.threads };
     if (options.backend === 'webgpu') create.gpu = await gpu();
+    let device;
+    if (resident) {
+      const adapter = await create.gpu.requestAdapter();
+      const requiredFeatures = ['shader-f16', 'subgroups'].filter((f) => adapter.features.has(f));
+      device = await adapter.requestDevice({ requiredFeatures, requiredLimits: { maxBufferSize: adapter.limits.maxBufferSize, maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize } });
+      create.gpuDevice = device;
+    }
     const attn = await createAttention(create);
     if (options.threads === 'many' && attn.threads < 2) throw new Error(`threads unavailable: ${attn.fallbackReason ?? 'one core'}`);
     const info = { backend: attn.backend, threads: attn.threads, relaxedSimd: attn.relaxedSimd, fallbackReason: attn.fallbackReason };
@@ -61,6 +73,7 @@ function sdpa(options, { baseline = false, recompute = false, float16 = false, f
           [q, k, v] = [q, k, v].map((t) => ({ data: toFloat16(t.data), shape: t.shape, dtype: 'float16' }));
           forward.outputDtype = 'float32';
         }
+        if (resident) return residentRun(attn, device, ctx, forward, { q, k, v, dOut }, forwardBeside || !ctx.backward);
         if (forwardBeside) {
           const withLse = { ...forward, returnLogSumExp: true };
           return { run: async () => [(await attn.scaledDotProductAttention(q, k, v, withLse)).output.data], dispose() {} };
@@ -86,6 +99,42 @@ function sdpa(options, { baseline = false, recompute = false, float16 = false, f
       dispose: () => attn.dispose(),
       ...(forwardBeside ? { checks: 'forward' } : {}),
     };
+  };
+}
+
+/** An sdpa engine's calls on GPU-resident tensors (see `resident`): { run, result, dispose }. */
+async function residentRun(attn, device, ctx, forward, { q, k, v, dOut }, asForward) {
+  const tensors = (asForward ? [q, k, v] : [q, k, v, dOut]).map((t) => ({ buffer: upload(device, t.data), shape: t.shape }));
+  const [gq, gk, gv, gd] = tensors;
+  const size = (shape) => shape.reduce((a, b) => a * b, 1);
+  if (asForward) {
+    const floats = size([...q.shape.slice(0, -1), v.shape.at(-1)]);
+    const out = device.createBuffer({ size: 4 * floats, usage: STORAGE | COPY_SRC | COPY_DST });
+    const run = async () => {
+      await attn.scaledDotProductAttention(gq, gk, gv, { ...forward, outputLocation: 'gpu', out });
+      await device.queue.onSubmittedWorkDone();
+    };
+    return { run, result: async () => (await run(), [await readBack(device, out, floats)]), dispose: () => [...tensors.map((t) => t.buffer), out].forEach((b) => b.destroy()) };
+  }
+  const saved = await attn.scaledDotProductAttention(q, k, v, { ...forward, returnLogSumExp: true });
+  const options = { ...forward, output: saved.output, logSumExp: saved.logSumExp, outputLocation: 'gpu' };
+  const gradients = async () => {
+    const g = await attn.scaledDotProductAttentionBackward(gq, gk, gv, gd, options);
+    return [g.dQuery, g.dKey, g.dValue];
+  };
+  return {
+    run: async () => {
+      const g = await gradients();
+      await device.queue.onSubmittedWorkDone();
+      g.forEach((t) => t.buffer.destroy());
+    },
+    result: async () => {
+      const g = await gradients();
+      const data = await Promise.all(g.map((t) => readBack(device, t.buffer, size(t.shape))));
+      g.forEach((t) => t.buffer.destroy());
+      return data;
+    },
+    dispose: () => tensors.forEach((t) => t.buffer.destroy()),
   };
 }
 
@@ -163,6 +212,8 @@ export const ENGINES = {
   'sdpa-webgpu': sdpa({ backend: 'webgpu' }),
   'sdpa-webgpu-f16': sdpa({ backend: 'webgpu' }, { float16: true }),
   'sdpa-webgpu-forward': sdpa({ backend: 'webgpu' }, { forwardBeside: true }),
+  'sdpa-webgpu-resident': sdpa({ backend: 'webgpu' }, { resident: true }),
+  'sdpa-webgpu-forward-resident': sdpa({ backend: 'webgpu' }, { forwardBeside: true, resident: true }),
   'sdpa-simd-1t@baseline': sdpa({ backend: 'simd', threads: 1 }, { baseline: true }),
   'sdpa-simd-mt@baseline': sdpa({ backend: 'simd', threads: 'many' }, { baseline: true }),
   'ort-1t': ortEngine(1),

@@ -37,7 +37,8 @@ export async function benchCases(opts, names) {
       let instance;
       try {
         instance = await engine.setup(c, inputs);
-        const verdict = (asForward ? forwardCheck : check)(await instance.run(), checkFactor(engine.name));
+        // `result` where `run` returns nothing (GPU-resident engines read their output back there)
+        const verdict = (asForward ? forwardCheck : check)(await (instance.result ?? instance.run)(), checkFactor(engine.name));
         Object.assign(row, { maxError: verdict.error, bound: verdict.bound });
         if (!verdict.ok) throw new Error(`wrong result: max error ${verdict.error.toExponential(2)} > bound ${verdict.bound.toExponential(2)}`);
         const lastMs = await warmUp(instance.run);
@@ -109,14 +110,17 @@ export function printResults({ rows, engines }, opts) {
     const old = rows.find((o) => o.case === r.case && o.engine === `${r.engine}@baseline` && o.medianMs);
     if (old && r.medianMs) baseline.push({ case: r.case, engine: r.engine, newOverOld: r.medianMs / old.medianMs, minNewOverOld: r.minMs / old.minMs });
   }
+  // Each WebGPU backward over the forward timed the same way (whole calls, or GPU-resident).
   const backwardOverForward = [];
-  for (const r of rows) {
-    const forward = rows.find((o) => o.case === r.case && o.engine === 'sdpa-webgpu-forward' && o.medianMs);
-    if (r.engine === 'sdpa-webgpu' && r.medianMs && forward) backwardOverForward.push({ case: r.case, ratio: r.medianMs / forward.medianMs });
+  for (const [backward, forwardEngine] of [['sdpa-webgpu', 'sdpa-webgpu-forward'], ['sdpa-webgpu-resident', 'sdpa-webgpu-forward-resident']]) {
+    for (const r of rows) {
+      const forward = rows.find((o) => o.case === r.case && o.engine === forwardEngine && o.medianMs);
+      if (r.engine === backward && r.medianMs && forward) backwardOverForward.push({ case: r.case, engines: `${backward} / ${forwardEngine}`, ratio: r.medianMs / forward.medianMs });
+    }
   }
   if (backwardOverForward.length) {
-    print('\nsdpa-webgpu backward / sdpa-webgpu-forward (the forward with its log-sum-exp), medians:');
-    for (const b of backwardOverForward) print(`  ${b.case.padEnd(12)} ${fmt(b.ratio, 2)}×`);
+    print('\nWebGPU backward / forward (whole calls: the forward with its log-sum-exp; resident: GPU tensors, output on the GPU), medians:');
+    for (const b of backwardOverForward) print(`  ${b.case.padEnd(12)} ${b.engines.padEnd(52)} ${fmt(b.ratio, 2)}×`);
   }
   if (baseline.length) {
     print(`\ntime new/old (this dist/ over --baseline ${opts.baseline}, same rounds; below 1: the new build is faster): medians, and min times (less moved by a busy machine)`);

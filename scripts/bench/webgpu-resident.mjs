@@ -9,12 +9,12 @@
 import { createAttention, toFloat16 } from '../../dist/index.js';
 import { flops, makeCheck, makeInputs as prefillInputs } from './cases.mjs';
 import { makeInputs as decodeInputs, oracle, parseDecodeCase } from './decode.mjs';
+import { COPY_DST, COPY_SRC, readBack, STORAGE, upload } from './gpu-buffers.mjs';
 import { attentionGraphModel, groupQueryAttentionModel } from './onnx.mjs';
 import { print } from './results.mjs';
 import { log } from './run.mjs';
 import { interleave, median, now, warmUp } from './timing.mjs';
 
-const STORAGE = 0x80, COPY_SRC = 0x4, COPY_DST = 0x8, MAP_READ = 0x1;
 const message = (e) => String(e?.message ?? e).split('\n')[0].slice(0, 200);
 /** onnxruntime-web's error, with its cause where it is known (docs/webgpu.md, "Why onnxruntime-web's WebGPU EP does not run on dawn.node"). */
 const ortMessage = (e) => message(e) + (message(e) === 'Invalid argument' ? ' (on dawn.node: its GPUQueue.writeBuffer rejects views of onnxruntime-web\'s shared wasm memory)' : '');
@@ -29,23 +29,6 @@ async function ortWebGpu(gpu) {
   // run (releasing ort's last session may release its device).
   const first = await ort.InferenceSession.create(attentionGraphModel({ B: 1, H: 1, Lq: 4, Lk: 4, E: 4, Ev: 4 }), { executionProviders: ['webgpu'] });
   return { ort, first, device: await ort.env.webgpu.device };
-}
-
-function upload(device, data) {
-  const buffer = device.createBuffer({ size: Math.max(16, data.byteLength), usage: STORAGE | COPY_SRC | COPY_DST });
-  device.queue.writeBuffer(buffer, 0, data);
-  return buffer;
-}
-
-async function readBack(device, buffer, floats) {
-  const staging = device.createBuffer({ size: 4 * floats, usage: MAP_READ | COPY_DST });
-  const encoder = device.createCommandEncoder();
-  encoder.copyBufferToBuffer(buffer, 0, staging, 0, 4 * floats);
-  device.queue.submit([encoder.finish()]);
-  await staging.mapAsync(MAP_READ);
-  const data = new Float32Array(staging.getMappedRange().slice(0));
-  staging.destroy();
-  return data;
 }
 
 /** Each engine: { name, run() (timed: until the GPU is done), result() (the output, read back), dispose() }. */
