@@ -3,7 +3,8 @@
 // support/quantized.ts) bit for bit, and those of a CPU cache fed the same rows (the core's
 // quantizer), from float32 and float16 rows on the CPU and on the GPU;
 // decode (the quantized split-K kernel) and prefill (the flash kernels on the dequantized query)
-// with every variant, on both integer dot product paths (dot4I8Packed and unpacked), against the
+// with every variant, on both integer dot product paths (dot4I8Packed and unpacked) and both of the
+// decode kernel's lane reductions (subgroups with dot4I8Packed, workgroup memory unpacked), against the
 // float64 reference on the dequantized cache and the int8-quantized query; NaN/Inf appended.
 // The shared cache body on these dtypes: kv-cache-webgpu.test.ts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -26,7 +27,7 @@ beforeAll(async () => {
   device = await testDevice();
   oracle = await createAttention({ backend: 'scalar' });
   packed = await createAttention({ backend: 'webgpu', gpuDevice: device, gpu });
-  unpacked = await createAttention({ backend: 'webgpu', gpuDevice: device, gpu, gpuLimits: { packedIntegerDotProduct: false } });
+  unpacked = await createAttention({ backend: 'webgpu', gpuDevice: device, gpu, gpuLimits: { packedIntegerDotProduct: false, subgroups: false } });
 });
 afterAll(() => {
   packed.dispose();
@@ -228,8 +229,9 @@ describe('attention reads the quantized cache in place', () => {
           filled.cache.dispose();
         }
         const info = packed.webgpuInfo()!;
-        expect(info.pipelines.some((p) => p.startsWith('decode-partial-quantized') && p.includes(`k=${kind === 'int8' ? 'i8' : 'i4'}`) && p.endsWith('dot4=packed'))).toBe(true);
-        expect(unpacked.webgpuInfo()!.pipelines.some((p) => p.startsWith('decode-partial-quantized') && p.endsWith('dot4=unpack'))).toBe(true);
+        expect(device.features.has('subgroups'), 'the test adapter has subgroups').toBe(true);
+        expect(info.pipelines.some((p) => p.startsWith('decode-partial-quantized') && p.includes(`k=${kind === 'int8' ? 'i8' : 'i4'}`) && p.includes(':dot4=packed') && p.endsWith(':subgroups'))).toBe(true);
+        expect(unpacked.webgpuInfo()!.pipelines.some((p) => p.startsWith('decode-partial-quantized') && p.includes(':dot4=unpack') && p.endsWith(':wgmem'))).toBe(true);
       });
     }
 
