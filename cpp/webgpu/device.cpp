@@ -500,23 +500,15 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
     if (static_cast<uint64_t>(c.query_rows()) * splits * record_bytes > limits_.max_storage_binding_bytes) splits = 0;
   }
   // A quantized cache: its keys and values bound whole, the query quantized first (kv_quantize.wgsl)
-  // into a workspace of levels (the quantized decode kernel, one invocation per row and split) or
-  // of dequantized floats (the flash and weights kernels).
+  // into a workspace of levels (the quantized decode kernel) or of dequantized floats (the flash
+  // and weights kernels).
   const bool quantized = webgpu_quantized(plan.key_type);
   FlashVariant partial;
-  if (splits && !quantized && !webgpu_decode_variant(plan, limits_, flash, &partial)) splits = 0;
+  if (splits && !webgpu_decode_variant(plan, limits_, flash, &partial)) splits = 0;
   val flash_pipeline = val::undefined(), partial_pipeline = val::undefined(), merge_pipeline = val::undefined();
   if (splits) {
-    if (quantized) {
-      partial = flash;
-      partial.tiled = false;
-      partial.decode = 3;
-      partial.write_lse = false;  // the merge writes it
-      partial.types.query_levels = true;
-      partial_pipeline = pipeline(partial.key(), partial.wgsl_constants() + kAttentionDecodeQuantizedWgsl, Layout::kFlash, job);
-    } else {
-      partial_pipeline = pipeline(partial.key(), partial.wgsl_constants() + kAttentionDecodePartialWgsl, Layout::kFlash, job);
-    }
+    partial_pipeline = pipeline(partial.key(), partial.wgsl_constants() + (quantized ? kAttentionDecodeQuantizedWgsl : kAttentionDecodePartialWgsl),
+                                Layout::kFlash, job);
     FlashVariant merge = flash;
     merge.tiled = false;
     merge.decode = 2;
@@ -650,17 +642,10 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       // Partials (one record per row and split) in the stats binding, then the merge.
       const uint64_t rows = static_cast<uint64_t>(c.query_rows());
       const val partials = buffer(job, rows * splits * record_bytes, kStorage);
-      if (quantized) {
-        const uint64_t per = kWebGpuDecodeInvocations;
-        for (const GridPart& part : split_grid((rows * splits + per - 1) / per, 1, limits_.max_workgroups_per_dim)) {
-          dispatch(partial_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(partials), whole(variants), whole(lse_buffer)});
-        }
-      } else {
-        // A workgroup per (split, KV head of the chunk × block of the rows that read it).
-        const uint64_t row_blocks = (static_cast<uint64_t>(plan.heads_per_kv()) * c.rows + partial.decode_rows - 1) / partial.decode_rows;
-        for (const GridPart& part : split_grid(splits, static_cast<uint64_t>(c.nkv) * row_blocks, limits_.max_workgroups_per_dim)) {
-          dispatch(partial_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(partials), whole(variants), whole(lse_buffer)});
-        }
+      // A workgroup per (split, KV head of the chunk × block of the rows that read it).
+      const uint64_t row_blocks = (static_cast<uint64_t>(plan.heads_per_kv()) * c.rows + partial.decode_rows - 1) / partial.decode_rows;
+      for (const GridPart& part : split_grid(splits, static_cast<uint64_t>(c.nkv) * row_blocks, limits_.max_workgroups_per_dim)) {
+        dispatch(partial_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(partials), whole(variants), whole(lse_buffer)});
       }
       // The merge: a workgroup per query row.
       for (const GridPart& part : split_grid(rows, 1, limits_.max_workgroups_per_dim)) {

@@ -45,12 +45,26 @@ uint32_t tiled_workgroup_bytes(uint32_t e_pad, uint32_t ev_pad, uint32_t block_k
   return kv_tile + p_tile + lane_share + 4;
 }
 
-// Workgroup memory of attention_decode_partial.wgsl (mirrors its var<workgroup>s): the K and V
-// tiles, the rows' tile weights, and the lanes' parts (without subgroups).
-uint32_t decode_workgroup_bytes(uint32_t e_pad, uint32_t ev_pad, uint32_t block_keys, uint32_t rows,
-                                uint32_t lanes, bool subgroups) {
-  return 4 * block_keys * (e_pad + ev_pad) + 4 * rows * block_keys + 16 * (subgroups ? 1 : rows * lanes);
+// Bytes of one key in a flash-decoding partial kernel's K and V tiles (mirrors their
+// var<workgroup>s): float32 elements (attention_decode_partial.wgsl), or the levels' words and
+// block scales of each padded dimension's blocks of 32 (attention_decode_quantized.wgsl).
+uint32_t decode_tile_bytes_per_key(const FlashVariant& v) {
+  if (v.decode != 3) return 4 * (v.e_pad + v.ev_pad);
+  auto dim_bytes = [](uint32_t pad, ElementType type) {
+    const uint32_t block_words = type == ElementType::kInt4 ? 4 : 8;
+    return 4 * ((pad + 31) / 32) * (block_words + 1);
+  };
+  return dim_bytes(v.e_pad, v.types.key_type) + dim_bytes(v.ev_pad, v.types.value_type);
 }
+
+// Workgroup memory of the partial kernels (attention_decode_split.wgsl.inc and the tiles): the
+// K and V tiles, the rows' tile weights, and the lanes' parts (without subgroups).
+uint32_t decode_workgroup_bytes(const FlashVariant& v, uint32_t block_keys) {
+  return block_keys * decode_tile_bytes_per_key(v) + 4 * v.decode_rows * block_keys +
+         16 * (v.subgroups ? 1 : v.decode_rows * v.decode_lanes);
+}
+
+bool decode_partial(uint32_t decode) { return decode == 1 || decode == 3; }
 
 uint32_t pow2_at_least(uint64_t n) {
   uint32_t p = 1;
@@ -257,8 +271,8 @@ std::vector<uint32_t> webgpu_variant_data(const AttentionPlan& p, const Attentio
 }
 
 uint32_t FlashVariant::workgroup_bytes() const {
-  if (decode == 1) return decode_workgroup_bytes(e_pad, ev_pad, block_keys, decode_rows, decode_lanes, subgroups);
-  if (decode >= 2) return 0;
+  if (decode_partial(decode)) return decode_workgroup_bytes(*this, block_keys);
+  if (decode == 2) return 0;
   return tiled ? tiled_workgroup_bytes(e_pad, ev_pad, block_keys) : 4 * block_keys * (e_pad + ev_pad);
 }
 
@@ -268,7 +282,7 @@ std::string FlashVariant::key() const {
          std::to_string(block_keys) + ":mask=" + mask_name(mask) + ":causal=" + (causal ? "1" : "0") +
          ":stats=" + (write_stats ? "1" : "0") + variants.key() + types.key() + (write_lse ? ":lse=1" : "") +
          (trace_row == kNoTrace ? "" : ":trace=" + std::to_string(trace_row)) +
-         (decode == 1 ? ":rows" + std::to_string(decode_rows) + ":lanes" + std::to_string(decode_lanes) +
+         (decode_partial(decode) ? ":rows" + std::to_string(decode_rows) + ":lanes" + std::to_string(decode_lanes) +
                             (subgroups ? ":subgroups" : ":wgmem")
                       : "");
 }
@@ -281,13 +295,13 @@ uint64_t FlashVariant::trace_floats(int64_t Lk) const {
 
 std::string FlashVariant::wgsl_constants() const {
   std::string decode_constants;
-  if (decode == 1) {
+  if (decode_partial(decode)) {
     // shuffle_xor: subgroupShuffleXor, or (without subgroups) a stand-in the kernel never calls.
     decode_constants = u32_const("DECODE_INVOCATIONS", decode_rows * decode_lanes) + u32_const("DECODE_ROWS", decode_rows) +
                        u32_const("DECODE_LANES", decode_lanes) + bool_const("SUBGROUPS", subgroups) +
                        (subgroups ? "fn shuffle_xor(v: vec4<f32>, mask: u32) -> vec4<f32> { return subgroupShuffleXor(v, mask); }\n"
                                   : "fn shuffle_xor(v: vec4<f32>, mask: u32) -> vec4<f32> { return v; }\n");
-  } else if (decode >= 2) {
+  } else if (decode == 2) {
     decode_constants = u32_const("DECODE_INVOCATIONS", kWebGpuDecodeInvocations);
   }
   return (subgroups ? "enable subgroups;\n" : "") + types.wgsl_declarations() + u32_const("ROWS", kWebGpuFlashRows) + (tiled ? u32_const("LANES", kWebGpuTiledLanes) : "") +
@@ -376,7 +390,9 @@ bool webgpu_decode_variant(const AttentionPlan& plan, const WebGpuLimits& limits
                            FlashVariant* partial) {
   FlashVariant v = flash;
   v.tiled = false;
-  v.decode = 1;
+  // A quantized cache's kernel reads the query as int8 levels and scales (kv_quantize.wgsl).
+  v.decode = v.types.any_quantized() ? 3 : 1;
+  v.types.query_levels = v.decode == 3;
   v.write_lse = false;  // the merge writes it
   v.write_stats = false;
   const uint64_t group_rows = static_cast<uint64_t>(plan.heads_per_kv()) * static_cast<uint64_t>(plan.Lq);
@@ -387,8 +403,7 @@ bool webgpu_decode_variant(const AttentionPlan& plan, const WebGpuLimits& limits
   if (v.decode_rows * v.decode_lanes > limits.max_invocations_per_workgroup) return false;
   for (uint32_t keys = kWebGpuDecodeMaxBlockKeys; keys >= kWebGpuDecodeMinBlockKeys; keys /= 2) {
     if (keys > kWebGpuDecodeSplitKeys) continue;
-    if (decode_workgroup_bytes(v.e_pad, v.ev_pad, keys, v.decode_rows, v.decode_lanes, v.subgroups) <=
-        limits.max_workgroup_storage_bytes) {
+    if (decode_workgroup_bytes(v, keys) <= limits.max_workgroup_storage_bytes) {
       v.block_keys = keys;
       *partial = v;
       return true;

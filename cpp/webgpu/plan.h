@@ -89,7 +89,8 @@ constexpr uint32_t kWebGpuTiledMinBlockKeys = 16;
 constexpr uint32_t kWebGpuTiledLanes = 4;
 constexpr uint32_t kWebGpuTiledInvocations = kWebGpuFlashRows * kWebGpuTiledLanes;  // its workgroup size
 
-// Flash-decoding (attention_decode_partial.wgsl, then attention_decode_merge.wgsl): the keys
+// Flash-decoding (attention_decode_partial.wgsl, or attention_decode_quantized.wgsl on an
+// int8/int4 cache, then attention_decode_merge.wgsl): the keys
 // are cut into splits of kWebGpuDecodeSplitKeys; one workgroup per (KV head, block of the query
 // rows that read it, split) computes the split's softmax state of those rows, and one workgroup
 // of kWebGpuDecodeInvocations per row merges them by log-sum-exp.
@@ -148,8 +149,8 @@ struct FlashVariant {
   // the flash kernel's constants, tiled = false); 3: attention_decode_quantized.wgsl (the
   // partial kernel of a quantized cache).
   uint32_t decode = 0;
-  // attention_decode_partial.wgsl: query rows per workgroup, lanes per row (a power of two;
-  // its workgroup has decode_rows·decode_lanes invocations), and whether the lanes combine
+  // The partial kernels (decode 1 and 3): query rows per workgroup, lanes per row (a power of
+  // two; its workgroup has decode_rows·decode_lanes invocations), and whether the lanes combine
   // their softmax statistics with subgroupShuffleXor (else through workgroup memory).
   uint32_t decode_rows = 0, decode_lanes = 0;
   bool subgroups = false;
@@ -193,12 +194,13 @@ uint32_t webgpu_pad_head_dim(int64_t d);
 Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limits,
                             FlashVariant* variant);
 // The partial kernel of flash-decoding for `plan` (whose flash variant is `flash`) under
-// `limits`, or false when its smallest key tile does not fit the workgroup storage (the flash
+// `limits` (decode 3, reading the query as int8 levels, on a quantized cache), or false when its smallest key tile does not fit the workgroup storage (the flash
 // kernels run then). Rows per workgroup: the rows that read one KV head (heads per KV head ×
 // Lq), rounded up to a power of two, at most kWebGpuDecodeMaxWorkgroupRows. Lanes per row: as
 // many as fill kWebGpuDecodeInvocations, at most one per output vec4, and with subgroups at most
 // subgroup_min_size (a row's lanes then always share a subgroup). Key tile: the largest power of
-// two from kWebGpuDecodeMaxBlockKeys down to kWebGpuDecodeMinBlockKeys whose K and V tiles fit.
+// two from kWebGpuDecodeMaxBlockKeys down to kWebGpuDecodeMinBlockKeys whose K and V tiles (of
+// a quantized cache: its levels and block scales) fit.
 bool webgpu_decode_variant(const AttentionPlan& plan, const WebGpuLimits& limits, const FlashVariant& flash,
                            FlashVariant* partial);
 // The weights pass (stage kNone), or the score pass of `stage`.

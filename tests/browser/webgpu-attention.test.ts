@@ -188,8 +188,8 @@ describe('WebGPU backend in Chromium', () => {
       }
     }
     const packedKey = attn.webgpuInfo()!.pipelines.find((p) => p.startsWith('decode-partial-quantized'));
-    expect(packedKey).toMatch(packedAvailable ? /dot4=packed$/ : /dot4=unpack$/);
-    expect(unpacked.webgpuInfo()!.pipelines.find((p) => p.startsWith('decode-partial-quantized'))).toMatch(/dot4=unpack$/);
+    expect(packedKey).toMatch(packedAvailable ? /:dot4=packed:/ : /:dot4=unpack:/);
+    expect(unpacked.webgpuInfo()!.pipelines.find((p) => p.startsWith('decode-partial-quantized'))).toMatch(/:dot4=unpack:/);
     unpacked.dispose();
   });
 

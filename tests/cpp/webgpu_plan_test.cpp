@@ -291,6 +291,49 @@ TEST(WebGpuPlan, DecodeWorkgroupServesTheGqaGroupWithTheLargestKeyTileThatFits) 
   EXPECT_FALSE(webgpu_decode_variant(wide, wide_limits, flash, &partial));
 }
 
+// An int8/int4 cache's decode kernel has the float kernel's rows, lanes and reductions; its
+// tiles hold levels and block scales (int8: 9 words per 32 elements, int4: 5), so more keys fit.
+TEST(WebGpuPlan, QuantizedDecodeWorkgroupSharesTheFloatKernelsShapeWithSmallerTiles) {
+  AttentionRequest r;
+  r.query_shape = {1, 32, 1, 128};
+  r.key_shape = r.value_shape = {1, 8, 4096, 128};
+  r.enable_gqa = true;
+  r.key_head_stride = r.value_head_stride = 4096 * 128;
+  r.key_type = r.value_type = ElementType::kInt8;
+  AttentionPlan int8;
+  ASSERT_TRUE(plan_attention(r, &int8).ok());
+  WebGpuLimits nvidia;  // 48 KiB of workgroup memory, subgroups of 32
+  nvidia.max_workgroup_storage_bytes = 48 << 10;
+  nvidia.subgroups = true;
+  nvidia.subgroup_min_size = 32;
+  FlashVariant flash, partial;
+  ASSERT_TRUE(webgpu_flash_variant(int8, nvidia, &flash).ok());
+  ASSERT_TRUE(webgpu_decode_variant(int8, nvidia, flash, &partial));
+  EXPECT_EQ(partial.decode, 3u);
+  EXPECT_TRUE(partial.types.query_levels);
+  EXPECT_EQ(partial.decode_rows, 4u);
+  EXPECT_EQ(partial.decode_lanes, 16u);
+  EXPECT_EQ(partial.block_keys, kWebGpuDecodeMaxBlockKeys);
+  EXPECT_EQ(partial.workgroup_bytes(), 64u * 2 * 4 * 4 * 9 + 4 * 4 * 64 + 16);
+  EXPECT_EQ(partial.key().rfind("decode-partial-quantized:", 0), 0u);
+  EXPECT_NE(partial.key().find(":q=i8:k=i8:v=i8:"), std::string::npos);
+  EXPECT_NE(partial.key().find(":rows4:lanes16:subgroups"), std::string::npos);
+  EXPECT_NE(partial.wgsl_constants().find("const DECODE_LANES: u32 = 16u;"), std::string::npos);
+
+  // 16 KiB without subgroups: workgroup memory for the lanes, 32 int4 keys (5 words per block).
+  r.key_type = r.value_type = ElementType::kInt4;
+  AttentionPlan int4;
+  ASSERT_TRUE(plan_attention(r, &int4).ok());
+  WebGpuLimits small;
+  ASSERT_TRUE(webgpu_flash_variant(int4, small, &flash).ok());
+  ASSERT_TRUE(webgpu_decode_variant(int4, small, flash, &partial));
+  EXPECT_FALSE(partial.subgroups);
+  EXPECT_NE(partial.key().find(":wgmem"), std::string::npos);
+  EXPECT_EQ(partial.block_keys, kWebGpuDecodeMaxBlockKeys);
+  EXPECT_EQ(partial.workgroup_bytes(), 64u * 2 * 4 * 4 * 5 + 4 * 4 * 64 + 16 * 4 * 16);
+  EXPECT_LE(partial.workgroup_bytes(), small.max_workgroup_storage_bytes);
+}
+
 TEST(WebGpuPlan, ChunksOfAStridedCacheReachItsLastHeadsRows) {
   // A KV cache: 3 KV heads of maxLength = 100 rows, 40 held.
   AttentionRequest r;

@@ -3,8 +3,10 @@
 // support/quantized.ts) bit for bit, and those of a CPU cache fed the same rows (the core's
 // quantizer), from float32 and float16 rows on the CPU and on the GPU;
 // decode (the quantized split-K kernel) and prefill (the flash kernels on the dequantized query)
-// with every variant, on both integer dot product paths (dot4I8Packed and unpacked), against the
-// float64 reference on the dequantized cache and the int8-quantized query; NaN/Inf appended.
+// with every variant, on both integer dot product paths (dot4I8Packed and unpacked) and both of the
+// decode kernel's lane reductions (subgroups with dot4I8Packed, workgroup memory unpacked), against the
+// float64 reference on the dequantized cache and the int8-quantized query; NaN/Inf appended;
+// values near the largest float (a split whose l·o overflows is recomputed from the cache).
 // The shared cache body on these dtypes: kv-cache-webgpu.test.ts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttention, fromFloat16, toFloat16, type Attention, type AttentionOptions, type GpuTensor, type KvCache, type Tensor, type TensorInput } from 'sdpa-web';
@@ -26,7 +28,7 @@ beforeAll(async () => {
   device = await testDevice();
   oracle = await createAttention({ backend: 'scalar' });
   packed = await createAttention({ backend: 'webgpu', gpuDevice: device, gpu });
-  unpacked = await createAttention({ backend: 'webgpu', gpuDevice: device, gpu, gpuLimits: { packedIntegerDotProduct: false } });
+  unpacked = await createAttention({ backend: 'webgpu', gpuDevice: device, gpu, gpuLimits: { packedIntegerDotProduct: false, subgroups: false } });
 });
 afterAll(() => {
   packed.dispose();
@@ -228,8 +230,9 @@ describe('attention reads the quantized cache in place', () => {
           filled.cache.dispose();
         }
         const info = packed.webgpuInfo()!;
-        expect(info.pipelines.some((p) => p.startsWith('decode-partial-quantized') && p.includes(`k=${kind === 'int8' ? 'i8' : 'i4'}`) && p.endsWith('dot4=packed'))).toBe(true);
-        expect(unpacked.webgpuInfo()!.pipelines.some((p) => p.startsWith('decode-partial-quantized') && p.endsWith('dot4=unpack'))).toBe(true);
+        expect(device.features.has('subgroups'), 'the test adapter has subgroups').toBe(true);
+        expect(info.pipelines.some((p) => p.startsWith('decode-partial-quantized') && p.includes(`k=${kind === 'int8' ? 'i8' : 'i4'}`) && p.includes(':dot4=packed') && p.endsWith(':subgroups'))).toBe(true);
+        expect(unpacked.webgpuInfo()!.pipelines.some((p) => p.startsWith('decode-partial-quantized') && p.includes(':dot4=unpack') && p.endsWith(':wgmem'))).toBe(true);
       });
     }
 
@@ -283,4 +286,36 @@ describe('NaN and ±Inf appended to a quantized cache', () => {
       cache.dispose();
     });
   }
+});
+
+describe('values near the largest float', () => {
+  for (const kind of KINDS) {
+    it(`${kind}: a split whose l·o overflows is recomputed from the cache, on both lane reductions`, async () => {
+      const B = 1, Hq = 4, Hkv = 2, L = 300, E = 32;
+      const key = randomTensor([B, Hkv, L, E], 31, -0.5, 0.5), value = randomTensor([B, Hkv, L, E], 32, 2.9e38, 3.3e38);
+      const query = randomTensor([B, Hq, 1, E], 33, -1, 1);
+      for (const attn of [packed, unpacked]) {
+        const filled = filledCache(attn, kind, key, value);
+        const got = await expectCacheMatches(attn, filled.cache, query, filled.key, filled.value, { enableGqa: true }, `${kind} near the largest float`);
+        expect(Array.from(got.output.data).every(Number.isFinite)).toBe(true);
+        filled.cache.dispose();
+      }
+    });
+  }
+});
+
+describe('the decode kernel on a GQA group larger than a workgroup', () => {
+  it('20 query heads on one KV head (Lq = 1 and 3: blocks of 16 rows), on both lane reductions', async () => {
+    const B = 1, Hq = 20, Hkv = 1, L = 300, E = 32;
+    const key = randomTensor([B, Hkv, L, E], 41, -2, 2), value = randomTensor([B, Hkv, L, E], 42, -2, 2);
+    for (const [attn, kind] of [[packed, 'int8'], [unpacked, 'int4']] as const) {
+      const filled = filledCache(attn, kind, key, value);
+      for (const Lq of [1, 3]) {
+        const query = randomTensor([B, Hq, Lq, E], 43 + Lq, -2, 2);
+        await expectCacheMatches(attn, filled.cache, query, filled.key, filled.value, { enableGqa: true, isCausal: true }, `${kind} Hq 20 Lq ${Lq}`);
+      }
+      filled.cache.dispose();
+      expect(attn.webgpuInfo()!.pipelines.some((p) => p.startsWith('decode-partial-quantized') && p.includes(':rows16:'))).toBe(true);
+    }
+  });
 });

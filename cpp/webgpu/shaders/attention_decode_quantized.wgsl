@@ -1,6 +1,7 @@
 // attention_decode_quantized.wgsl: flash-decoding on an int8/int4 KV cache, step 1 of 2 (step 2
-// is attention_decode_merge.wgsl, unchanged): one query row over one split of its keys, reading
-// the cache's levels and scales in place (cpp/core/kv_cache_format.h).
+// is attention_decode_merge.wgsl, shared with float caches): the query rows that read one
+// key/value head over one split of its keys, together, reading the cache's levels and scales in
+// place (cpp/core/kv_cache_format.h).
 //
 // Computes what attention_decode_partial.wgsl computes (the split's m_s, l_s, normalized partial
 // output, visible count, last key, NaN flag: the same record in `stats`) with the scores of the
@@ -10,22 +11,38 @@
 // each block's sum an exact integer dot product of 8 words of 4 bytes (dot4_i8: dot4I8Packed
 // where WGSL has packed_4x8_integer_dot_product, else unpacked). int4 keys (levels + 8 in
 // nibbles) go through the same dot products: the low and high nibbles of a word are 4 keys'
-// worth of non-negative bytes each, and Σ (n − 8)·q = Σ n·q − 8·Σ q. Values are dequantized in
-// registers, one word (int8: 4 elements; int4: 8) at a time. A NaN key scale, or a NaN query
-// scale, makes the score NaN; a NaN value scale makes that block's elements NaN.
+// worth of non-negative bytes each, and Σ (n − 8)·q = Σ n·q − 8·Σ q. Values are dequantized
+// from workgroup memory, one word (int8: 4 elements; int4: 8) at a time. A NaN key scale, or a
+// NaN query scale, makes the score NaN; a NaN value scale makes that block's elements NaN.
 //
-// Algorithm: one invocation per (row, split), key by key with an online softmax, as the float
-// partial kernel. Chosen by cpp/webgpu/device.cpp for a decode (webgpu_decode_splits) on a
-// quantized cache.
+// Algorithm: the float kernel's (attention_decode_split.wgsl.inc: one workgroup per KV head,
+// block of the rows that read it and split; lanes per row; the same reductions). The cache
+// stores 4 keys' levels interleaved in tiles of one block of 32 elements, then every tile's 4
+// block scales (kv_cache_format.h), so the levels of keys [j0, j0 + BLOCK_KEYS) (j0 a multiple
+// of 4) are one run of words and their scales another: each is copied into workgroup memory
+// (consecutive invocations, consecutive words: coalesced) as it lies, once for every row.
+// Chosen by cpp/webgpu/plan.cpp (webgpu_decode_variant) for a decode on a quantized cache.
 
 //! include attention_common.wgsl.inc
 //! include attention_flash_common.wgsl.inc
+//! include attention_decode_split.wgsl.inc
 
-const DECODE_STRIDE: u32 = 5u + EV_PAD;
 const QBLOCKS: u32 = (E_PAD + 31u) / 32u;
 const QWORDS: u32 = QBLOCKS * 8u;
+const VALUE_BLOCKS: u32 = (EV_PAD + 31u) / 32u;
 const KEY_INT4: bool = KEY_QUANT_BITS == 4u;
 const VALUE_INT4: bool = VALUE_QUANT_BITS == 4u;
+// Words of one key's block of 32 levels (a tile of 4 keys holds 4 times as many, interleaved).
+const KEY_BLOCK_WORDS: u32 = select(8u, 4u, KEY_INT4);
+const VALUE_BLOCK_WORDS: u32 = select(8u, 4u, VALUE_INT4);
+const TILE_KEY_ALIGN: u32 = 4u;
+
+// The tile's levels and block scales in the cache's order (the tile block of keys jj … jj + 3
+// and block c is (jj / 4)·blocks + c).
+var<workgroup> k_words: array<u32, BLOCK_KEYS * QBLOCKS * KEY_BLOCK_WORDS>;
+var<workgroup> k_scales: array<f32, BLOCK_KEYS * QBLOCKS>;
+var<workgroup> v_words: array<u32, BLOCK_KEYS * VALUE_BLOCKS * VALUE_BLOCK_WORDS>;
+var<workgroup> v_scales: array<f32, BLOCK_KEYS * VALUE_BLOCKS>;
 
 // The row's quantized query: levels (4 a word), block scales and, for int4 keys, block sums.
 struct QuantizedQuery {
@@ -34,12 +51,13 @@ struct QuantizedQuery {
   sums: array<i32, QBLOCKS>,
   nan: bool,
 }
+alias DecodeQuery = QuantizedQuery;
 
-fn load_query(out_row: u32) -> QuantizedQuery {
+fn decode_query(row: QueryRow) -> DecodeQuery {
   var q: QuantizedQuery;
   let blocks = quant_blocks(p.E);
   for (var c = 0u; c < blocks; c++) {
-    let block = out_row * blocks + c;
+    let block = row.out_row * blocks + c;
     var sum = 0;
     for (var w = 0u; w < 8u; w++) {
       let word = query[block * 8u + w];
@@ -53,119 +71,117 @@ fn load_query(out_row: u32) -> QuantizedQuery {
   return q;
 }
 
-// q·k_j from the levels (head: the cache's, from 0), and whether it is NaN.
-struct QuantizedDot { qk: f32, nan: bool }
-fn quantized_dot(q: QuantizedQuery, head: u32, j: u32) -> QuantizedDot {
+// Copies the tile blocks of keys [j0, last] rounded out to whole tiles of 4 (j0 is a multiple of
+// 4; the cache holds its rows rounded up to 4): levels, then scales. The keys past `last` there
+// are never scored, and their weights are hidden.
+fn load_tiles(kv_local: u32, j0: i32, last: i32, t: u32) {
+  let head = p.kv0 + kv_local;
+  let groups = (min(BLOCK_KEYS, u32(last - j0) + 1u) + 3u) / 4u;
+  let k_rows = quant_rows(p.key_stride, p.E);
+  let k_blocks = quant_blocks(p.E);
+  let k_first = quant_tile_block(head, u32(j0), 0u, k_rows, k_blocks);
+  for (var x = t; x < groups * k_blocks * 4u * KEY_BLOCK_WORDS; x += DECODE_INVOCATIONS) {
+    k_words[x] = key[k_first * 4u * KEY_BLOCK_WORDS + x];
+  }
+  let k_scale_first = quant_scale_start(k_rows, k_blocks, 4u * KEY_BLOCK_WORDS) + 4u * k_first;
+  for (var x = t; x < groups * k_blocks * 4u; x += DECODE_INVOCATIONS) { k_scales[x] = bitcast<f32>(key[k_scale_first + x]); }
+  let v_rows = quant_rows(p.value_stride, p.Ev);
+  let v_blocks = quant_blocks(p.Ev);
+  let v_first = quant_tile_block(head, u32(j0), 0u, v_rows, v_blocks);
+  for (var x = t; x < groups * v_blocks * 4u * VALUE_BLOCK_WORDS; x += DECODE_INVOCATIONS) {
+    v_words[x] = value[v_first * 4u * VALUE_BLOCK_WORDS + x];
+  }
+  let v_scale_first = quant_scale_start(v_rows, v_blocks, 4u * VALUE_BLOCK_WORDS) + 4u * v_first;
+  for (var x = t; x < groups * v_blocks * 4u; x += DECODE_INVOCATIONS) { v_scales[x] = bitcast<f32>(value[v_scale_first + x]); }
+}
+
+// Σ level_q·level_k over word w of block c of a key (int4: 8 levels, low nibbles then high).
+fn key_word_dot(q: QuantizedQuery, c: u32, w: u32, word: u32) -> i32 {
+  if (KEY_INT4) {
+    return dot4_i8(word & 0x0f0f0f0fu, q.words[8u * c + 2u * w]) + dot4_i8((word >> 4u) & 0x0f0f0f0fu, q.words[8u * c + 2u * w + 1u]);
+  }
+  return dot4_i8(q.words[8u * c + w], word);
+}
+
+// Block c's part of q·k from the summed word dots and the key's block scale.
+fn block_qk(q: QuantizedQuery, c: u32, word_dots: i32, key_scale: f32) -> f32 {
+  let levels_dot = select(word_dots, word_dots - 8 * q.sums[c], KEY_INT4);
+  return (q.scales[c] * key_scale) * f32(levels_dot);
+}
+
+// Value elements 4·c4 … 4·c4 + 3 of a key's value block (word: the one holding them) dequantized.
+fn value_dequantized4(word: u32, c4: u32, scale: f32) -> vec4<f32> {
+  var levels: vec4<i32>;
+  if (VALUE_INT4) {
+    let shift = 4u * (c4 % 2u);
+    levels = vec4<i32>(i32(extractBits(word, shift, 4u)), i32(extractBits(word, shift + 8u, 4u)),
+                       i32(extractBits(word, shift + 16u, 4u)), i32(extractBits(word, shift + 24u, 4u))) - vec4<i32>(8);
+  } else {
+    let bytes = bitcast<i32>(word);
+    levels = vec4<i32>(extractBits(bytes, 0u, 8u), extractBits(bytes, 8u, 8u), extractBits(bytes, 16u, 8u), extractBits(bytes, 24u, 8u));
+  }
+  return select(vec4<f32>(levels) * scale, vec4<f32>(scale), is_nan(scale));
+}
+
+// The word of block c4 / 8 holding value elements 4·c4 … 4·c4 + 3.
+fn value_block_word(c4: u32) -> u32 { return select(c4 % 8u, (c4 % 8u) / 2u, VALUE_INT4); }
+
+fn tile_dot(q: DecodeQuery, jj: u32) -> TileDot {
+  let blocks = quant_blocks(p.E);
+  var qk = 0.0;
+  var nan = q.nan;
+  for (var c = 0u; c < blocks; c++) {
+    let tb = (jj / 4u) * blocks + c;
+    var d = 0;
+    for (var w = 0u; w < KEY_BLOCK_WORDS; w++) { d += key_word_dot(q, c, w, k_words[4u * (tb * KEY_BLOCK_WORDS + w) + jj % 4u]); }
+    let key_scale = k_scales[4u * tb + jj % 4u];
+    nan = nan || is_nan(key_scale);
+    qk += block_qk(q, c, d, key_scale);
+  }
+  return TileDot(qk, nan);
+}
+
+fn tile_value4(jj: u32, c4: u32) -> vec4<f32> {
+  let tb = (jj / 4u) * quant_blocks(p.Ev) + c4 / 8u;
+  return value_dequantized4(v_words[4u * (tb * VALUE_BLOCK_WORDS + value_block_word(c4)) + jj % 4u], c4, v_scales[4u * tb + jj % 4u]);
+}
+
+// The overflow path reads the cache in place (head: the cache's KV head).
+fn cache_dot(q: QuantizedQuery, head: u32, j: u32) -> TileDot {
   let rows = quant_rows(p.key_stride, p.E);
   let blocks = quant_blocks(p.E);
-  let scales = quant_scale_start(rows, blocks, select(32u, 16u, KEY_INT4));
+  let scales = quant_scale_start(rows, blocks, 4u * KEY_BLOCK_WORDS);
   var qk = 0.0;
   var nan = q.nan;
   for (var c = 0u; c < blocks; c++) {
     let tb = quant_tile_block(head, j, c, rows, blocks);
     var d = 0;
-    if (KEY_INT4) {
-      for (var w = 0u; w < 4u; w++) {
-        let word = key[tb * 16u + 4u * w + j % 4u];
-        d += dot4_i8(word & 0x0f0f0f0fu, q.words[8u * c + 2u * w]) + dot4_i8((word >> 4u) & 0x0f0f0f0fu, q.words[8u * c + 2u * w + 1u]);
-      }
-      d -= 8 * q.sums[c];
-    } else {
-      for (var w = 0u; w < 8u; w++) { d += dot4_i8(q.words[8u * c + w], key[tb * 32u + 4u * w + j % 4u]); }
-    }
-    let key_scale = bitcast<f32>(key[scales + tb * 4u + j % 4u]);
+    for (var w = 0u; w < KEY_BLOCK_WORDS; w++) { d += key_word_dot(q, c, w, key[4u * (tb * KEY_BLOCK_WORDS + w) + j % 4u]); }
+    let key_scale = bitcast<f32>(key[scales + 4u * tb + j % 4u]);
     nan = nan || is_nan(key_scale);
-    qk += (q.scales[c] * key_scale) * f32(d);
+    qk += block_qk(q, c, d, key_scale);
   }
-  return QuantizedDot(qk, nan);
+  return TileDot(qk, nan);
 }
 
-// Value elements 4·c4 … 4·c4 + 3 of key j (head: the cache's), dequantized (zeros past Ev).
-fn value_vec4(head: u32, j: u32, c4: u32) -> vec4<f32> {
+fn cache_value4(head: u32, j: u32, c4: u32) -> vec4<f32> {
   if (4u * c4 >= p.Ev) { return vec4<f32>(0.0); }
   let rows = quant_rows(p.value_stride, p.Ev);
   let blocks = quant_blocks(p.Ev);
-  let c = c4 / 8u;
-  let tb = quant_tile_block(head, j, c, rows, blocks);
-  let scale = bitcast<f32>(value[quant_scale_start(rows, blocks, select(32u, 16u, VALUE_INT4)) + tb * 4u + j % 4u]);
-  var levels: vec4<i32>;
-  if (VALUE_INT4) {
-    let word = value[tb * 16u + 4u * ((c4 % 8u) / 2u) + j % 4u];
-    let shift = 4u * (c4 % 2u);
-    levels = vec4<i32>(i32(extractBits(word, shift, 4u)), i32(extractBits(word, shift + 8u, 4u)),
-                       i32(extractBits(word, shift + 16u, 4u)), i32(extractBits(word, shift + 24u, 4u))) - vec4<i32>(8);
-  } else {
-    let word = bitcast<i32>(value[tb * 32u + 4u * (c4 % 8u) + j % 4u]);
-    levels = vec4<i32>(extractBits(word, 0u, 8u), extractBits(word, 8u, 8u), extractBits(word, 16u, 8u), extractBits(word, 24u, 8u));
-  }
-  return select(vec4<f32>(levels) * scale, vec4<f32>(scale), is_nan(scale));
+  let tb = quant_tile_block(head, j, c4 / 8u, rows, blocks);
+  let scale = bitcast<f32>(value[quant_scale_start(rows, blocks, 4u * VALUE_BLOCK_WORDS) + 4u * tb + j % 4u]);
+  return value_dequantized4(value[4u * (tb * VALUE_BLOCK_WORDS + value_block_word(c4)) + j % 4u], c4, scale);
 }
 
-// The row's score of key j, as scaled_masked_score gives it, NaN folded into `nan`.
-struct KeyScore { s: f32, hidden: bool, nan: bool }
-fn key_score(row: QueryRow, q: QuantizedQuery, j: u32) -> KeyScore {
-  let dot = quantized_dot(q, row.kv + p.kv0, j);
-  let scored = scaled_masked_score(select(dot.qk, 0.0, dot.nan), row.mask_row + j * p.mask_sk, alibi_bias(row.b, row.h, row.i, j));
-  return KeyScore(scored.s, scored.hidden, dot.nan || is_nan(scored.s));
-}
-
-@compute @workgroup_size(DECODE_INVOCATIONS)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  let g = (wg.x + p.x_base) * DECODE_INVOCATIONS + t;
-  if (g >= p.nbh * p.rows * p.splits) { return; }
-  let r = g / p.splits;
-  let split = g % p.splits;
-  var row = query_row(0u, r / p.rows, r % p.rows);
-  let q = load_query(row.out_row);
-  row.first = max(row.first, i32(split * p.split_keys));
-  row.last = min(row.last, i32(min((split + 1u) * p.split_keys, p.Lk)) - 1);
+fn overflow_output4(row: QueryRow, q: DecodeQuery, m: f32, l: f32, c4: u32) -> vec4<f32> {
   let head = row.kv + p.kv0;
-
-  var m = 0.0;
-  var l = 0.0;
-  var count = 0u;
-  var last_key = 0u;
-  var nan_row = false;
-  var acc: array<vec4<f32>, EV4>;
+  var o = vec4<f32>(0.0);
   for (var j = u32(row.first); i32(j) <= row.last; j++) {
     if (!key_visible(row, j)) { continue; }
-    let scored = key_score(row, q, j);
+    let qk_dot = cache_dot(q, head, j);
+    let scored = scaled_masked_score(select(qk_dot.qk, 0.0, qk_dot.nan), row.mask_row + j * p.mask_sk, alibi_bias(row.b, row.h, row.i, j));
     if (scored.hidden) { continue; }
-    if (scored.nan) {
-      nan_row = true;
-      continue;
-    }
-    let m_new = select(scored.s, max(m, scored.s), count > 0u);
-    let alpha = select(1.0, exp(m - m_new), count > 0u);  // l and acc are 0 before the first key
-    let w = exp(scored.s - m_new);
-    l = l * alpha + w;
-    for (var c4 = 0u; c4 < EV4; c4++) { acc[c4] = acc[c4] * alpha + w * value_vec4(head, j, c4); }
-    m = m_new;
-    count += 1u;
-    last_key = j;
+    o += (exp(scored.s - m) / l) * cache_value4(head, j, c4);
   }
-
-  // acc holds l·o_s; where it overflowed, o_s is recomputed with normalized weights.
-  var overflowed = false;
-  for (var c4 = 0u; c4 < EV4; c4++) { overflowed = overflowed || !all_finite4(acc[c4]); }
-  let inv_l = select(0.0, 1.0 / l, count > 0u);
-  let base = g * DECODE_STRIDE;
-  for (var c4 = 0u; c4 < EV4; c4++) {
-    var o = acc[c4] * inv_l;
-    if (overflowed && count > 1u && !nan_row) {
-      o = vec4<f32>(0.0);
-      for (var j = u32(row.first); i32(j) <= row.last; j++) {
-        if (!key_visible(row, j)) { continue; }
-        let scored = key_score(row, q, j);
-        if (scored.hidden) { continue; }
-        o += (exp(scored.s - m) / l) * value_vec4(head, j, c4);
-      }
-    }
-    for (var d = 0u; d < 4u; d++) { stats[base + 5u + 4u * c4 + d] = o[d]; }
-  }
-  stats[base] = m;
-  stats[base + 1u] = l;
-  stats[base + 2u] = f32(count);
-  stats[base + 3u] = f32(last_key);
-  stats[base + 4u] = select(0.0, 1.0, nan_row);
+  return o;
 }
