@@ -17,7 +17,7 @@ export default defineConfig({
     env: { VK_ICD_FILENAMES: process.env.VK_ICD_FILENAMES ?? '/usr/lib/chromium/vk_swiftshader_icd.json' },
     include: ['tests/node/**/*.test.ts'],
     // The machine is slow and shared: generous limits, few workers. SwiftShader runs the tiled
-    // WebGPU kernel (256 invocations, a barrier per step) several times slower than a GPU would.
+    // WebGPU kernel (64 to 256 invocations, a barrier per step) several times slower than a GPU would.
     testTimeout: 300_000,
     hookTimeout: 300_000,
     pool: 'forks',

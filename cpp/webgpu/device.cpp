@@ -652,8 +652,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
         dispatch(merge_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(partials), whole(variants), whole(lse_buffer)});
       }
     } else {
-      const uint64_t row_tiles = (static_cast<uint64_t>(c.rows) + kWebGpuFlashRows - 1) / kWebGpuFlashRows;
-      for (const GridPart& part : split_grid(row_tiles, c.nbh, limits_.max_workgroups_per_dim)) {
+      for (const GridPart& part : split_grid(flash.row_tiles(c.rows), c.nbh, limits_.max_workgroups_per_dim)) {
         dispatch(flash_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(stats), whole(variants), whole(lse_buffer)});
       }
     }
@@ -817,7 +816,7 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
     lse_resource.set("buffer", rowstats);
     lse_resource.set("offset", 0);
     lse_resource.set("size", static_cast<double>(4 * rows));
-    for (const GridPart& part : grid(tiles(plan.Lq, kWebGpuFlashRows), plan.B * plan.Hq)) {
+    for (const GridPart& part : grid(flash.row_tiles(plan.Lq), plan.B * plan.Hq)) {
       dispatch(flash_pipeline, flash_bgl_, part,
                {q, k, v, mask, whole(forward_output), whole(buffer(job, 16, kStorage)), whole(variants), lse_resource});
     }

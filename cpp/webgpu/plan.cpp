@@ -38,10 +38,10 @@ std::string bool_const(const char* name, bool value) {
   return "const " + std::string(name) + ": bool = " + (value ? "true" : "false") + ";\n";
 }
 
-uint32_t tiled_workgroup_bytes(uint32_t e_pad, uint32_t ev_pad, uint32_t block_keys) {
+uint32_t tiled_workgroup_bytes(uint32_t e_pad, uint32_t ev_pad, uint32_t block_keys, uint32_t rows) {
   const uint32_t kv_tile = 16 * block_keys * (std::max(e_pad, ev_pad) / 4 + 1);
-  const uint32_t p_tile = 4 * kWebGpuFlashRows * (block_keys + 1);
-  const uint32_t lane_share = 4 * kWebGpuTiledInvocations;  // a word per invocation
+  const uint32_t p_tile = 4 * rows * (block_keys + 1);
+  const uint32_t lane_share = 4 * rows * kWebGpuTiledLanes;  // a word per invocation
   return kv_tile + p_tile + lane_share + 4;
 }
 
@@ -273,15 +273,15 @@ std::vector<uint32_t> webgpu_variant_data(const AttentionPlan& p, const Attentio
 uint32_t FlashVariant::workgroup_bytes() const {
   if (decode_partial(decode)) return decode_workgroup_bytes(*this, block_keys);
   if (decode == 2) return 0;
-  return tiled ? tiled_workgroup_bytes(e_pad, ev_pad, block_keys) : 4 * block_keys * (e_pad + ev_pad);
+  return tiled ? tiled_workgroup_bytes(e_pad, ev_pad, block_keys, rows) : 4 * block_keys * (e_pad + ev_pad);
 }
 
 std::string FlashVariant::key() const {
   static const char* const kNames[] = {"flash", "decode-partial", "decode-merge", "decode-partial-quantized"};
   return std::string(tiled ? "flash-tiled" : kNames[decode]) + ":e" + std::to_string(e_pad) + ":ev" + std::to_string(ev_pad) + ":bk" +
-         std::to_string(block_keys) + ":mask=" + mask_name(mask) + ":causal=" + (causal ? "1" : "0") +
+         std::to_string(block_keys) + (decode == 0 ? ":rows" + std::to_string(rows) : "") + ":mask=" + mask_name(mask) + ":causal=" + (causal ? "1" : "0") +
          ":stats=" + (write_stats ? "1" : "0") + variants.key() + types.key() + (write_lse ? ":lse=1" : "") +
-         (trace_row == kNoTrace ? "" : ":trace=" + std::to_string(trace_row)) +
+         (decode == 0 && heaviest_first ? ":heaviest-first" : "") + (trace_row == kNoTrace ? "" : ":trace=" + std::to_string(trace_row)) +
          (decode_partial(decode) ? ":rows" + std::to_string(decode_rows) + ":lanes" + std::to_string(decode_lanes) +
                             (subgroups ? ":subgroups" : ":wgmem")
                       : "");
@@ -304,7 +304,11 @@ std::string FlashVariant::wgsl_constants() const {
   } else if (decode == 2) {
     decode_constants = u32_const("DECODE_INVOCATIONS", kWebGpuDecodeInvocations);
   }
-  return (subgroups ? "enable subgroups;\n" : "") + types.wgsl_declarations() + u32_const("ROWS", kWebGpuFlashRows) + (tiled ? u32_const("LANES", kWebGpuTiledLanes) : "") +
+  // The decode kernels read row tile 0 only (query_row): the flash kernel's rows and order are
+  // not theirs, so they share one text (and key) whatever those are.
+  const bool flash = decode == 0;
+  return (subgroups ? "enable subgroups;\n" : "") + types.wgsl_declarations() + u32_const("ROWS", flash ? rows : kWebGpuFlashRows) +
+         bool_const("HEAVIEST_FIRST", flash && heaviest_first) + (tiled ? u32_const("LANES", kWebGpuTiledLanes) : "") +
          u32_const("E_PAD", e_pad) + u32_const("EV_PAD", ev_pad) + u32_const("BLOCK_KEYS", block_keys) +
          u32_const("MASK_KIND", mask_code(mask)) + bool_const("CAUSAL", causal) +
          bool_const("WRITE_STATS", write_stats) + bool_const("WRITE_LSE", write_lse) + variants.wgsl_constants() + u32_const("TRACE_ROW", trace_row) +
@@ -346,9 +350,17 @@ uint32_t webgpu_pad_head_dim(int64_t d) {
   return static_cast<uint32_t>((d + 63) / 64 * 64);
 }
 
+uint32_t webgpu_flash_rows(const AttentionPlan& plan) {
+  const uint64_t heads = static_cast<uint64_t>(plan.B * plan.Hq), Lq = static_cast<uint64_t>(plan.Lq);
+  uint32_t rows = kWebGpuFlashRows;
+  while (rows > kWebGpuTiledMinRows && heads * ((Lq + rows - 1) / rows) < kWebGpuTargetWorkgroups) rows /= 2;
+  return rows;
+}
+
 Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limits,
                             FlashVariant* variant) {
   FlashVariant v;
+  v.heaviest_first = plan.causal || plan.window_right != AttentionPlan::kUnbounded;
   v.e_pad = webgpu_pad_head_dim(plan.E);
   v.ev_pad = webgpu_pad_head_dim(plan.Ev);
   v.mask = plan.mask_kind;
@@ -357,15 +369,17 @@ Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limit
   v.write_lse = plan.return_lse;
   v.variants = webgpu_variant_flags(plan);
   v.types = webgpu_element_types(plan, limits);
+  const uint32_t tiled_rows = webgpu_flash_rows(plan);
   if (v.e_pad <= kWebGpuTiledMaxHeadDim && v.ev_pad <= kWebGpuTiledMaxHeadDim &&
-      limits.max_invocations_per_workgroup >= kWebGpuTiledInvocations) {
+      limits.max_invocations_per_workgroup >= tiled_rows * kWebGpuTiledLanes) {
     // The largest key tile that fits: more keys per barrier and per row-max exchange. Fewer
     // keys than one tile leave lanes idle behind the tile's barriers, so such calls (and
     // software adapters' many tiny ones) stay on the per-row kernel.
     for (uint32_t keys = kWebGpuMaxBlockKeys; keys >= kWebGpuTiledMinBlockKeys; keys /= 2) {
-      if (tiled_workgroup_bytes(v.e_pad, v.ev_pad, keys) <= limits.max_workgroup_storage_bytes) {
+      if (tiled_workgroup_bytes(v.e_pad, v.ev_pad, keys, tiled_rows) <= limits.max_workgroup_storage_bytes) {
         if (plan.Lk < keys) break;
         v.tiled = true;
+        v.rows = tiled_rows;
         v.block_keys = keys;
         *variant = v;
         return Status::Ok();

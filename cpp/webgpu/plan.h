@@ -15,8 +15,9 @@
 namespace sdpa {
 
 // The kernels' tile constants. They exist only here: wgsl_constants() injects them into the WGSL.
-// Query rows per flash workgroup (both flash kernels), keys per weights workgroup (one
-// invocation per key), and the most keys a flash workgroup holds in workgroup memory at once.
+// Query rows per flash workgroup (the per-row kernel always; the tiled kernel at most, see
+// webgpu_flash_rows), keys per weights workgroup (one invocation per key), and the most keys a
+// flash workgroup holds in workgroup memory at once.
 constexpr uint32_t kWebGpuFlashRows = 64;
 constexpr uint32_t kWebGpuWeightsKeys = 64;
 constexpr uint32_t kWebGpuMaxBlockKeys = 64;
@@ -83,11 +84,23 @@ inline uint64_t webgpu_element_bytes(ElementType type) { return type == ElementT
 // Largest padded head dim the tiled flash kernel (attention_flash_tiled.wgsl) takes, and its
 // smallest key tile; larger head dims, or a workgroup memory too small for that tile, run the
 // one-invocation-per-row kernel (attention_flash.wgsl). The tiled kernel serves each query row
-// with kWebGpuTiledLanes invocations.
+// with kWebGpuTiledLanes invocations: its workgroup has rows · kWebGpuTiledLanes of them.
 constexpr uint32_t kWebGpuTiledMaxHeadDim = 128;
 constexpr uint32_t kWebGpuTiledMinBlockKeys = 16;
 constexpr uint32_t kWebGpuTiledLanes = 4;
-constexpr uint32_t kWebGpuTiledInvocations = kWebGpuFlashRows * kWebGpuTiledLanes;  // its workgroup size
+
+// The tiled kernel's rows per workgroup: kWebGpuFlashRows, halved (down to
+// kWebGpuTiledMinRows) while the call's grid, B·Hq·⌈Lq / rows⌉ workgroups, would hold fewer than
+// kWebGpuTargetWorkgroups. A large grid keeps 64 rows: each workgroup loads every K/V tile its
+// rows see, so fewer rows read K and V more often. A small grid (few heads: one head of 4096
+// rows is 64 workgroups) would leave most of a GPU idle; smaller tiles multiply the workgroups.
+// WebGPU does not expose the number of cores: the target is a constant sized for a large GPU,
+// an H100's 132 SMs times about 4 resident workgroups of 256 invocations each (an estimate: an
+// SM holds at most 2048 invocations, fewer at the kernel's register use); a smaller GPU is full
+// sooner and then pays only the extra K/V reads.
+constexpr uint32_t kWebGpuTiledMinRows = 16;
+constexpr uint64_t kWebGpuTargetWorkgroups = 512;
+uint32_t webgpu_flash_rows(const AttentionPlan& plan);
 
 // Flash-decoding (attention_decode_partial.wgsl, or attention_decode_quantized.wgsl on an
 // int8/int4 cache, then attention_decode_merge.wgsl): the keys
@@ -139,6 +152,12 @@ std::vector<uint32_t> webgpu_variant_data(const AttentionPlan& plan, const Atten
 // private arrays (query row, accumulator) have compile-time lengths and few variants exist.
 struct FlashVariant {
   bool tiled = false;              // attention_flash_tiled.wgsl (4 lanes a row), else attention_flash.wgsl
+  uint32_t rows = kWebGpuFlashRows;  // query rows per flash workgroup (the kernels' ROWS)
+  // The flash kernels map workgroup x to row tile (row tiles − 1 − x): the tiles whose rows see
+  // the most keys start first (GPUs start workgroups roughly in id order), so the call does not
+  // end waiting on its heaviest tile. Set when the last visible key grows with the row (causal,
+  // or a window's right side); either order gives each tile the same bits.
+  bool heaviest_first = false;
   uint32_t e_pad = 0, ev_pad = 0;  // padded E and Ev
   uint32_t block_keys = 0;         // keys per K/V tile in workgroup memory
   MaskKind mask = MaskKind::kNone;
@@ -173,6 +192,8 @@ struct FlashVariant {
   std::string wgsl_constants() const;
   // Workgroup memory the kernel declares (the formulas mirror its `var<workgroup>`s).
   uint32_t workgroup_bytes() const;
+  // Workgroups along x of a flash dispatch over `query_rows` rows of each head.
+  uint64_t row_tiles(int64_t query_rows) const { return (static_cast<uint64_t>(query_rows) + rows - 1) / rows; }
 };
 
 // attention_weights.wgsl: the weights (stage kNone) or, for returnScores, a stage of the scores.

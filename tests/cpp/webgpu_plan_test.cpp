@@ -49,11 +49,13 @@ TEST(WebGpuPlan, FlashVariantFitsWorkgroupStorageAndKeysDiffer) {
   EXPECT_FALSE(v.tiled);        // head dims above 128: the per-row kernel
   EXPECT_EQ(v.block_keys, 8u);  // 8 keys × (256 + 256) floats = 16 KiB
   EXPECT_LE(v.workgroup_bytes(), 16384u);
-  ASSERT_TRUE(webgpu_flash_variant(make_plan({4, 8}, {32, 8}, {32, 3}), limits, &v).ok());
+  // 512 heads: a grid of 512 workgroups of 64 rows.
+  ASSERT_TRUE(webgpu_flash_variant(make_plan({512, 4, 8}, {512, 32, 8}, {512, 32, 3}), limits, &v).ok());
   EXPECT_TRUE(v.tiled);
+  EXPECT_EQ(v.rows, 64u);
   EXPECT_EQ(v.block_keys, 32u);  // 64 keys need 21.8 KiB
   EXPECT_LE(v.workgroup_bytes(), 16384u);
-  EXPECT_EQ(v.key(), "flash-tiled:e16:ev16:bk32:mask=none:causal=0:stats=0:ranges=0:alibi=0:sinks=0:docs=0");
+  EXPECT_EQ(v.key(), "flash-tiled:e16:ev16:bk32:rows64:mask=none:causal=0:stats=0:ranges=0:alibi=0:sinks=0:docs=0");
 
   std::set<std::string> keys;
   for (MaskKind m : {MaskKind::kNone, MaskKind::kBool, MaskKind::kAdditive}) {
@@ -84,8 +86,9 @@ TEST(WebGpuPlan, FlashVariantFitsWorkgroupStorageAndKeysDiffer) {
 TEST(WebGpuPlan, TiledKernelWhereItsTileFits) {
   WebGpuLimits limits;
   FlashVariant v;
-  const AttentionPlan d64 = make_plan({4, 64}, {64, 64}, {64, 64});
-  const AttentionPlan d128 = make_plan({4, 100}, {64, 100}, {64, 128});
+  // 512 heads: 64 rows a workgroup (webgpu_flash_rows).
+  const AttentionPlan d64 = make_plan({512, 4, 64}, {512, 64, 64}, {512, 64, 64});
+  const AttentionPlan d128 = make_plan({512, 4, 100}, {512, 64, 100}, {512, 64, 128});
   ASSERT_TRUE(webgpu_flash_variant(d64, limits, &v).ok());
   EXPECT_TRUE(v.tiled);
   EXPECT_EQ(v.block_keys, 16u);  // the default 16 KiB
@@ -101,15 +104,121 @@ TEST(WebGpuPlan, TiledKernelWhereItsTileFits) {
   // Fewer keys than the tile: the per-row kernel.
   ASSERT_TRUE(webgpu_flash_variant(make_plan({4, 64}, {63, 64}, {63, 64}), limits, &v).ok());
   EXPECT_FALSE(v.tiled);
-  // Too little workgroup memory for 16 keys, or fewer than 256 invocations: the per-row kernel.
+  // Too little workgroup memory for 16 keys of 64 rows, or fewer than 64 rows · 4 lanes = 256
+  // invocations: the per-row kernel. A grid of few heads takes 16 rows, whose tile fits both.
   limits.max_workgroup_storage_bytes = 4096;
-  ASSERT_TRUE(webgpu_flash_variant(make_plan({4, 8}, {64, 8}, {64, 8}), limits, &v).ok());
+  ASSERT_TRUE(webgpu_flash_variant(make_plan({512, 4, 8}, {512, 64, 8}, {512, 64, 8}), limits, &v).ok());
   EXPECT_FALSE(v.tiled);
-  EXPECT_EQ(v.key(), "flash:e16:ev16:bk32:mask=none:causal=0:stats=0:ranges=0:alibi=0:sinks=0:docs=0");
+  EXPECT_EQ(v.key(), "flash:e16:ev16:bk32:rows64:mask=none:causal=0:stats=0:ranges=0:alibi=0:sinks=0:docs=0");
+  ASSERT_TRUE(webgpu_flash_variant(make_plan({4, 8}, {64, 8}, {64, 8}), limits, &v).ok());
+  EXPECT_TRUE(v.tiled);
+  EXPECT_EQ(v.rows, 16u);
+  EXPECT_LE(v.workgroup_bytes(), limits.max_workgroup_storage_bytes);
   limits = WebGpuLimits{};
   limits.max_invocations_per_workgroup = 128;  // a compatibility-mode device
   ASSERT_TRUE(webgpu_flash_variant(d64, limits, &v).ok());
   EXPECT_FALSE(v.tiled);
+  ASSERT_TRUE(webgpu_flash_variant(make_plan({4, 64}, {64, 64}, {64, 64}), limits, &v).ok());
+  EXPECT_TRUE(v.tiled);
+  EXPECT_EQ(v.rows * kWebGpuTiledLanes, 64u);
+}
+
+// The tiled kernel's rows per workgroup: 64 while the grid B·Hq·⌈Lq/64⌉ reaches
+// kWebGpuTargetWorkgroups, else halved (32, then 16) until it does or 16 is reached; the choice is
+// in the key, the WGSL constants and the grid, and its workgroup memory and size fit the limits.
+TEST(WebGpuPlan, TiledRowsGrowTheGridOfFewHeadsAndFitTheLimits) {
+  struct Case {
+    int64_t heads, Lq;
+    uint32_t rows;
+  };
+  // The GPU check's shapes (1×4096, 32×2048, 8×4096), the thresholds either side, short queries.
+  const Case cases[] = {{1, 4096, 16},  {4, 4096, 32},  {8, 4096, 64},  {32, 2048, 64}, {7, 4096, 32},
+                        {3, 4096, 16},  {512, 4, 64},   {511, 4, 16},   {256, 64, 32},  {255, 64, 16},
+                        {16, 2048, 64}, {15, 2048, 32}, {1, 1, 16},     {64, 512, 64},  {32, 512, 32}};
+  WebGpuLimits nvidia;
+  nvidia.max_workgroup_storage_bytes = 49152;
+  for (const WebGpuLimits& limits : {WebGpuLimits{}, nvidia}) {
+    for (const Case& c : cases) {
+      for (int64_t E : {8, 64, 128}) {
+        const AttentionPlan p = make_plan({c.heads, c.Lq, E}, {c.heads, 64, E}, {c.heads, 64, E});
+        const std::string shape = std::to_string(c.heads) + "x" + std::to_string(c.Lq) + "x" + std::to_string(E) +
+                                  " storage " + std::to_string(limits.max_workgroup_storage_bytes);
+        EXPECT_EQ(webgpu_flash_rows(p), c.rows) << shape;
+        // The rule itself: the grid at the chosen rows reaches the target, or the rows are the fewest.
+        const uint64_t grid = static_cast<uint64_t>(c.heads) * ((c.Lq + c.rows - 1) / c.rows);
+        EXPECT_TRUE(grid >= kWebGpuTargetWorkgroups || c.rows == kWebGpuTiledMinRows) << shape;
+        if (c.rows < kWebGpuFlashRows) {
+          EXPECT_LT(static_cast<uint64_t>(c.heads) * ((c.Lq + 2 * c.rows - 1) / (2 * c.rows)), kWebGpuTargetWorkgroups) << shape;
+        }
+        FlashVariant v;
+        ASSERT_TRUE(webgpu_flash_variant(p, limits, &v).ok()) << shape;
+        EXPECT_TRUE(v.tiled) << shape;
+        EXPECT_EQ(v.rows, c.rows) << shape;
+        EXPECT_LE(v.workgroup_bytes(), limits.max_workgroup_storage_bytes) << shape;
+        EXPECT_LE(v.rows * kWebGpuTiledLanes, limits.max_invocations_per_workgroup) << shape;
+        EXPECT_NE(v.key().find(":rows" + std::to_string(c.rows) + ":"), std::string::npos) << shape;
+        EXPECT_NE(v.wgsl_constants().find("const ROWS: u32 = " + std::to_string(c.rows) + "u;"), std::string::npos) << shape;
+        EXPECT_EQ(v.row_tiles(c.Lq), static_cast<uint64_t>((c.Lq + c.rows - 1) / c.rows)) << shape;
+      }
+    }
+  }
+  // The H100's 1×4096×64: 256 workgroups of 16 rows (64 of 64 rows), with the 64-key tile.
+  FlashVariant v;
+  ASSERT_TRUE(webgpu_flash_variant(make_plan({1, 4096, 64}, {1, 4096, 64}, {1, 4096, 64}), nvidia, &v).ok());
+  EXPECT_TRUE(v.tiled);
+  EXPECT_EQ(v.rows, 16u);
+  EXPECT_EQ(v.block_keys, 64u);
+  EXPECT_EQ(v.row_tiles(4096), 256u);
+  // The decode kernels (built from the flash variant) read row tile 0 only: neither the rows nor
+  // the order is part of their key or text.
+  FlashVariant merge = v;
+  merge.tiled = false;
+  merge.decode = 2;
+  merge.heaviest_first = true;
+  EXPECT_EQ(merge.key().find(":rows"), std::string::npos);
+  EXPECT_EQ(merge.key().find("heaviest"), std::string::npos);
+  EXPECT_NE(merge.wgsl_constants().find("const ROWS: u32 = 64u;"), std::string::npos);
+  EXPECT_NE(merge.wgsl_constants().find("const HEAVIEST_FIRST: bool = false;"), std::string::npos);
+}
+
+// Causal calls and windows with a right side (the last visible key grows with the row) map
+// workgroup x to the last row tile first; the others keep the order. Part of key and constants.
+TEST(WebGpuPlan, HeaviestRowTilesFirstWhereTheLastKeyGrowsWithTheRow) {
+  auto variant = [](CausalAlignment causal, bool window_left, bool window_right, bool many_dims) {
+    AttentionRequest r;
+    r.query_shape = {2, 100, many_dims ? 160 : 16};
+    r.key_shape = {2, 100, many_dims ? 160 : 16};
+    r.value_shape = {2, 100, 8};
+    r.causal = causal;
+    r.has_window_left = window_left;
+    r.window_left = 10;
+    r.has_window_right = window_right;
+    r.window_right = 3;
+    AttentionPlan p;
+    EXPECT_TRUE(plan_attention(r, &p).ok());
+    FlashVariant v;
+    EXPECT_TRUE(webgpu_flash_variant(p, WebGpuLimits{}, &v).ok());
+    return v;
+  };
+  for (bool many_dims : {false, true}) {  // the tiled kernel and the per-row kernel
+    for (CausalAlignment causal : {CausalAlignment::kTopLeft, CausalAlignment::kBottomRight, CausalAlignment::kOffset}) {
+      for (bool left : {false, true}) {
+        const FlashVariant v = variant(causal, left, false, many_dims);
+        EXPECT_EQ(v.tiled, !many_dims);
+        EXPECT_TRUE(v.heaviest_first);
+        EXPECT_NE(v.key().find(":heaviest-first"), std::string::npos);
+        EXPECT_NE(v.wgsl_constants().find("const HEAVIEST_FIRST: bool = true;"), std::string::npos);
+      }
+    }
+    EXPECT_TRUE(variant(CausalAlignment::kNone, false, true, many_dims).heaviest_first);
+    EXPECT_TRUE(variant(CausalAlignment::kNone, true, true, many_dims).heaviest_first);
+    for (bool left : {false, true}) {  // every row sees up to the last key: the first tile is heaviest
+      const FlashVariant v = variant(CausalAlignment::kNone, left, false, many_dims);
+      EXPECT_FALSE(v.heaviest_first);
+      EXPECT_EQ(v.key().find("heaviest"), std::string::npos);
+      EXPECT_NE(v.wgsl_constants().find("const HEAVIEST_FIRST: bool = false;"), std::string::npos);
+    }
+  }
 }
 
 // Every (head, row) is covered exactly once, every chunk fits, and each chunk's kv/mask ranges hold
@@ -362,8 +471,8 @@ TEST(WebGpuPlan, ChunksOfAStridedCacheReachItsLastHeadsRows) {
 TEST(WebGpuPlan, Float16TypesChooseTheLoadersAndTheKeys) {
   AttentionRequest r;
   r.query_shape = {2, 3, 5};
-  r.key_shape = {2, 40, 5};
-  r.value_shape = {2, 40, 3};
+  r.key_shape = {2, 64, 5};
+  r.value_shape = {2, 64, 3};
   r.key_type = ElementType::kFloat16;
   r.value_type = ElementType::kFloat16;
   AttentionPlan p;
@@ -371,7 +480,7 @@ TEST(WebGpuPlan, Float16TypesChooseTheLoadersAndTheKeys) {
   WebGpuLimits limits;
   FlashVariant v;
   ASSERT_TRUE(webgpu_flash_variant(p, limits, &v).ok());
-  EXPECT_EQ(v.key(), "flash-tiled:e16:ev16:bk32:mask=none:causal=0:stats=0:ranges=0:alibi=0:sinks=0:docs=0"
+  EXPECT_EQ(v.key(), "flash-tiled:e16:ev16:bk64:rows16:mask=none:causal=0:stats=0:ranges=0:alibi=0:sinks=0:docs=0"
                      ":q=f32:k=f16:v=f16:f16=unpack2x16float");
   const std::string unpack = v.wgsl_constants();
   EXPECT_EQ(unpack.find("enable f16;"), std::string::npos);
@@ -397,13 +506,13 @@ TEST(WebGpuPlan, Float16TypesChooseTheLoadersAndTheKeys) {
   whole.nkv = 2;
   const WebGpuChunkBytes b = webgpu_chunk_bytes(p, whole);
   EXPECT_EQ(b.query, 4u * 2 * 3 * 5);
-  EXPECT_EQ(b.key, 2u * 2 * 40 * 5 + kWebGpuFloat16BindingSlack);
-  EXPECT_EQ(b.value, 2u * 2 * 40 * 3 + kWebGpuFloat16BindingSlack);
+  EXPECT_EQ(b.key, 2u * 2 * 64 * 5 + kWebGpuFloat16BindingSlack);
+  EXPECT_EQ(b.value, 2u * 2 * 64 * 3 + kWebGpuFloat16BindingSlack);
 
   AttentionPlan f32 = p;
   f32.key_type = f32.value_type = ElementType::kFloat32;
   ASSERT_TRUE(webgpu_flash_variant(f32, limits, &v).ok());
-  EXPECT_EQ(v.key(), "flash-tiled:e16:ev16:bk32:mask=none:causal=0:stats=0:ranges=0:alibi=0:sinks=0:docs=0");
+  EXPECT_EQ(v.key(), "flash-tiled:e16:ev16:bk64:rows16:mask=none:causal=0:stats=0:ranges=0:alibi=0:sinks=0:docs=0");
   EXPECT_EQ(v.wgsl_constants().find("enable f16;"), std::string::npos);
 }
 

@@ -106,7 +106,11 @@ describe('float16 kernels on webgpu (unpack2x16float on SwiftShader, f16 storage
   });
 
   it('the per-row kernel everywhere (gpuLimits), and the unpack path forced with shaderF16: false', async () => {
-    const perRow = await createAttention({ backend: 'webgpu', gpuDevice: device, gpuLimits: { maxComputeInvocationsPerWorkgroup: 64, shaderF16: false } });
+    // 64 invocations still hold the tiled kernel's 16-row workgroups of these few-head calls; 2 KiB
+    // of workgroup memory holds no 16-key tile of them (2.6 KiB at head dims padded to 16).
+    const perRow = await createAttention({
+      backend: 'webgpu', gpuDevice: device, gpuLimits: { maxComputeInvocationsPerWorkgroup: 64, maxComputeWorkgroupStorageSize: 2048, shaderF16: false },
+    });
     expect(perRow.webgpuInfo()!.float16).toBe('unpack2x16float');
     expect(perRow.webgpuInfo()!.limits.shaderF16).toBe(false);
     await checkCases(perRow, 'per-row, forced unpack', CASES.slice(0, 3));

@@ -325,7 +325,7 @@ export interface OnlineSoftmaxTrace {
 export interface WebGpuSoftmaxTrace {
   /** Keys per tile (the kernel's BLOCK_KEYS on this device). */
   tileKeys: number;
-  /** The kernel's pipeline key (which kernel, padded head dims, key tile). */
+  /** The kernel's pipeline key (which kernel, padded head dims, key tile, query rows per workgroup). */
   kernel: string;
   steps: { firstKey: number; max: number; sum: number; accumulator: Float32Array }[];
   /** The call's whole output `[..., Lq, Ev]`, from the same run. */

@@ -23,7 +23,8 @@
 // a tile of 16 keys fits the workgroup memory; otherwise attention_flash.wgsl runs.
 //
 // Prepended by the C++ glue, as for attention_flash.wgsl, plus LANES:
-//   const ROWS: u32; const LANES: u32; const E_PAD: u32; const EV_PAD: u32; const BLOCK_KEYS: u32 (16, 32 or 64);
+//   const ROWS: u32 (64, 32 or 16: cpp/webgpu/plan.h, webgpu_flash_rows); const HEAVIEST_FIRST: bool;
+//   const LANES: u32; const E_PAD: u32; const EV_PAD: u32; const BLOCK_KEYS: u32 (16, 32 or 64);
 //   const MASK_KIND: u32; const CAUSAL: bool; const WRITE_STATS: bool; const WRITE_LSE: bool;
 //   const RANGES, ALIBI, SINKS, DOCUMENTS: bool (the variants, as in attention_flash.wgsl);
 //   const TRACE_ROW: u32; const TRACE_LANES: u32 (= LANES) (the trace, attention_flash_common.wgsl.inc).
@@ -58,7 +59,7 @@ fn share_row(r: u32, lane: u32, word: u32) -> array<u32, LANES> {
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let r = t / LANES;
   let lane = t % LANES;
-  let tile = wg.x + p.x_base;
+  let tile = row_tile(wg.x);
   let head = wg.y + p.y_base;
   let row = query_row(tile, head, r);
   let tile_first = tile_first_key(tile, head);

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttention, WebGPUError, type Attention, type AttentionOptions, type BackendName, type Tensor } from 'sdpa-web';
 import { elements, randomMasks, randomTensor, rng, tensor } from './tensors.js';
-import { expectMatchesReference } from './tolerance.js';
+import { expectMatchesReference, expectResultMatchesReference } from './tolerance.js';
 
 export interface SuiteOptions {
   /** f of the tolerance rule (support/tolerance.ts). */
@@ -113,6 +113,32 @@ export function defineAttentionSuite(backend: BackendName, { factor, create }: S
         const a = await attn.scaledDotProductAttention(q, k, v, { isCausal });
         const b = await attn.scaledDotProductAttention(q, k, v, { attnMask: { data: mask, shape: [lq, lk] } });
         expect(a.output.data).toEqual(b.output.data);
+      }
+    });
+
+    it('few heads and many (WebGPU: 16, 32 and 64 query rows a workgroup; causal row tiles last first), bit for bit with the mask', async () => {
+      // B·H·⌈Lq/64⌉ workgroups of 64 rows: 5 (16 rows on WebGPU), 256 (32 rows: 512), 512 (64
+      // rows). Each Lq leaves a partial last row tile. SwiftShader's time grows with the workgroups.
+      for (const [B, H, Lq, Lk, rows] of [[1, 1, 257, 70, 16], [4, 64, 33, 64, 32], [4, 64, 65, 64, 64]] as const) {
+        const q = randomTensor([B, H, Lq, 16], Lq, -2, 2), k = randomTensor([B, H, Lk, 16], Lq + 1, -2, 2), v = randomTensor([B, H, Lk, 8], Lq + 2);
+        const label = `B=${B} H=${H} Lq=${Lq} Lk=${Lk}`;
+        // Causal: on WebGPU through the trace, whose kernel key names the rows and whose output is the call's.
+        let causal: Tensor;
+        if (attn.backend === 'webgpu') {
+          const trace = await attn.traceWebGpuOnlineSoftmax(q, k, v, { isCausal: true, row: Lq - 1 });
+          expect(trace.kernel, label).toMatch(new RegExp(`^flash-tiled:.*:rows${rows}:.*:heaviest-first`));
+          causal = trace.output;
+        } else {
+          causal = (await attn.scaledDotProductAttention(q, k, v, { isCausal: true })).output;
+        }
+        expectResultMatchesReference({ output: causal }, oracle, q, k, v, { isCausal: true }, factor, `${label} causal`);
+        // The explicit lower-triangular mask runs its tiles in order: the same bits.
+        const mask = new Uint8Array(Lq * Lk).map((_, x) => (x % Lk <= Math.floor(x / Lk) ? 1 : 0));
+        const masked = await attn.scaledDotProductAttention(q, k, v, { attnMask: { data: mask, shape: [Lq, Lk] } });
+        expect(causal.data, label).toEqual(masked.output.data);
+        for (const options of [{}, { window: { left: 20, right: 0 } }] as AttentionOptions[]) {
+          await check(q, k, v, options, `${label} ${JSON.stringify(options)}`);
+        }
       }
     });
 
