@@ -138,7 +138,9 @@ describe('the WebGPU backward', () => {
     small.dispose();
   });
 
-  it('each pass takes tiles of 64, 32 or 16 by its grid, the heaviest causal tiles first, and gives a lone head its bits', async () => {
+  // Not bit for bit against the lone head: its pipelines (other tiles) are other programs, and a
+  // GPU compiler may contract their sums differently (NVIDIA's dQ did); both meet the rule.
+  it('each pass takes tiles of 64, 32 or 16 by its grid, the heaviest causal tiles first; a lone head (tiles of 16) also meets the rule', async () => {
     /** Heads [h0, h0 + n) of batch b of a [B, H, L, D] tensor, as a [1, n, L, D] tensor. */
     const heads = (t: Tensor, b: number, h0: number, n: number): Tensor => {
       const [, H, L, D] = t.shape as [number, number, number, number];
@@ -159,10 +161,8 @@ describe('the WebGPU backward', () => {
       expect(attn.webgpuInfo()!.pipelines.some((key) => key.startsWith('backward-dkdv:') && key.includes(tiles)), tiles).toBe(true);
       // Batch 1's query heads 6 and 7 and the key head they read, alone: tiles of 16.
       const kvHead = hkv === 128 ? 6 : 3, kvHeads = hkv === 128 ? 2 : 1;
-      const lone = await attn.scaledDotProductAttentionBackward(heads(qq, 1, 6, 2), heads(kk, 1, kvHead, kvHeads), heads(vv, 1, kvHead, kvHeads), heads(dd, 1, 6, 2), o);
-      expect(lone.dQuery.data, `${tiles} dQuery`).toEqual(heads(all.dQuery, 1, 6, 2).data);
-      expect(lone.dKey.data, `${tiles} dKey`).toEqual(heads(all.dKey, 1, kvHead, kvHeads).data);
-      expect(lone.dValue.data, `${tiles} dValue`).toEqual(heads(all.dValue, 1, kvHead, kvHeads).data);
+      const [q1, k1, v1, d1] = [heads(qq, 1, 6, 2), heads(kk, 1, kvHead, kvHeads), heads(vv, 1, kvHead, kvHeads), heads(dd, 1, 6, 2)];
+      expectWithinRule(await attn.scaledDotProductAttentionBackward(q1, k1, v1, d1, o), q1, k1, v1, d1, o, `${tiles} a lone head`);
     }
     expect(attn.webgpuInfo()!.pipelines.some((key) => key.startsWith('backward-dq:') && key.includes(':tk16:tq16:'))).toBe(true);
   });
