@@ -234,8 +234,7 @@ class SplitTask {
     const float* q[4];
     float* s[4];
     const KV* keys = keys_ + j0 * d_.E;
-    idx r = 0;
-    auto rows = [&](auto count) {
+    for_row_blocks(d_.R, [&](auto count, idx r) {
       constexpr int kRows = decltype(count)::value;
       for (int x = 0; x < kRows; ++x) {
         const GroupRow g = group_row(d_, kv_, r + x);
@@ -246,11 +245,7 @@ class SplitTask {
       const TouchedRows<KV> values{values_ + j0 * d_.Ev, d_.Ev, r == 0 ? n : 0};
       const TouchedRows<KV> next_keys{keys + n * d_.E, d_.E, kTouchNextKeys && r == 0 ? next_n : 0};
       score_rows<kRows>(q, keys, n, d_.E, p.scale, s, values, next_keys);
-      r += kRows;
-    };
-    while (d_.R - r >= 4) rows(std::integral_constant<int, 4>{});
-    if (d_.R - r >= 2) rows(std::integral_constant<int, 2>{});
-    if (d_.R - r >= 1) rows(std::integral_constant<int, 1>{});
+    });
 
     const bool capped = p.softcap > 0.0f;
     const TanhConstants tanh_k = capped ? TanhConstants::load() : TanhConstants{};

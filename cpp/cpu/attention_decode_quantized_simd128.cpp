@@ -174,8 +174,7 @@ class QuantizedSplitTask {
     const int16_t* q[4];
     const float* qs[4];
     float* s[4];
-    idx r = 0;
-    auto rows = [&](auto count) {
+    for_row_blocks(d_.R, [&](auto count, idx r) {
       constexpr int kRows = decltype(count)::value;
       for (int x = 0; x < kRows; ++x) {
         const GroupRow g = group_row(d_, kv_, r + x);
@@ -185,11 +184,7 @@ class QuantizedSplitTask {
         s[x] = scores_ + (r + x) * kChunk;
       }
       score_tiles<kRows, kKind>(q, qs, levels, scales, n / kQuantTileKeys, k.blocks, p.scale, s);
-      r += kRows;
-    };
-    while (d_.R - r >= 4) rows(std::integral_constant<int, 4>{});
-    if (d_.R - r >= 2) rows(std::integral_constant<int, 2>{});
-    if (d_.R - r >= 1) rows(std::integral_constant<int, 1>{});
+    });
 
     const bool capped = p.softcap > 0.0f;
     const TanhConstants tanh_k = capped ? TanhConstants::load() : TanhConstants{};

@@ -4,24 +4,17 @@
 // memory (forced with gpuLimits.subgroups = false). Each case is checked against the float64
 // reference: GQA groups of 1 to 20 rows (one workgroup or several), Lq > 1, odd head dims, every
 // variant, masks, NaN scores, Inf values behind hidden keys, key tiles of 4 to 32 keys.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createAttention, type Attention, type AttentionOptions } from 'sdpa-web';
 import { randomMasks, randomTensor } from './support/tensors.js';
 import { expectResultMatchesReference } from './support/tolerance.js';
-import { testDevice } from './support/webgpu.js';
+import { withDeviceAndOracle } from './support/webgpu.js';
 
 const FACTOR = 4;
 
 let device: GPUDevice;
 let oracle: Attention;
-beforeAll(async () => {
-  device = await testDevice({ maxComputeWorkgroupStorageSize: 32768 });
-  oracle = await createAttention({ backend: 'scalar' });
-});
-afterAll(() => {
-  oracle.dispose();
-  device.destroy();
-});
+withDeviceAndOracle({ maxComputeWorkgroupStorageSize: 32768 }, (d, o) => ([device, oracle] = [d, o]));
 
 type Case = [label: string, q: number[], k: number[], v: number[], options: AttentionOptions];
 const masks = randomMasks([1, 2, 2, 300], 5);

@@ -22,21 +22,14 @@ import {
 import { expectFloat16ResultOf, randomHalf } from './support/float16-suite.js';
 import { concatLengths, randomMasks } from './support/tensors.js';
 import { expectResultMatchesReference } from './support/tolerance.js';
-import { testDevice } from './support/webgpu.js';
+import { withDeviceAndOracle } from './support/webgpu.js';
 
 const STORAGE = 0x80, COPY_SRC = 0x4, COPY_DST = 0x8, MAP_READ = 0x1;
 const FACTOR = 4;
 
 let device: GPUDevice;
 let oracle: Attention;
-beforeAll(async () => {
-  device = await testDevice({ maxComputeWorkgroupStorageSize: 32768 });
-  oracle = await createAttention({ backend: 'scalar' });
-});
-afterAll(() => {
-  oracle.dispose();
-  device.destroy();
-});
+withDeviceAndOracle({ maxComputeWorkgroupStorageSize: 32768 }, (d, o) => ([device, oracle] = [d, o]));
 
 const FILL = 0xabcd; // what the bytes around a tensor in a test buffer hold
 

@@ -3,7 +3,8 @@
 // names (the test step webgpu_f16: Mesa's lavapipe, which has float16 shaders). Correctness
 // only: neither is a GPU.
 import { create, globals } from 'webgpu';
-import type { GpuLike } from 'sdpa-web';
+import { afterAll, beforeAll } from 'vitest';
+import { createAttention, type Attention, type GpuLike } from 'sdpa-web';
 
 export const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
 // Read by the Vulkan loader when dawn.node creates its instance (vitest.config.ts sets it too).
@@ -55,4 +56,22 @@ export function asHardware(source: GPU = gpu): GpuLike {
 /** `gpu` presenting its adapter (a real GPU on a GPU machine) as SwiftShader, a software fallback. */
 export function asSoftware(source: GPU = gpu): GpuLike {
   return presentedAs({ description: 'SwiftShader Device (Subzero)', isFallbackAdapter: true }, source);
+}
+
+/**
+ * A test file's device (testDevice(`requiredLimits`)) and scalar oracle: made before its tests and
+ * handed to `use`, released after them.
+ */
+export function withDeviceAndOracle(requiredLimits: Record<string, number>, use: (device: GPUDevice, oracle: Attention) => void): void {
+  let device: GPUDevice | undefined;
+  let oracle: Attention | undefined;
+  beforeAll(async () => {
+    device = await testDevice(requiredLimits);
+    oracle = await createAttention({ backend: 'scalar' });
+    use(device, oracle);
+  });
+  afterAll(() => {
+    oracle?.dispose();
+    device?.destroy();
+  });
 }
