@@ -26,11 +26,20 @@ const FLASH_ROWS = 64;
 const MAX_BLOCK_KEYS = 64;
 const TILED_MIN_BLOCK_KEYS = 16;
 const TILED_MAX_HEAD_DIM = 128;
-const TILED_INVOCATIONS = 256;
+const TILED_LANES = 4;
+const TILED_MIN_ROWS = 16;
+const TARGET_WORKGROUPS = 512;
 
 export const padHeadDim = (d: number): number => [16, 32, 64, 128, 256].find((p) => d <= p) ?? Math.ceil(d / 64) * 64;
 
-const tiledWorkgroupBytes = (ePad: number, blockKeys: number) => 16 * blockKeys * (ePad / 4 + 1) + 4 * FLASH_ROWS * (blockKeys + 1) + 4 * TILED_INVOCATIONS + 4;
+const tiledWorkgroupBytes = (ePad: number, blockKeys: number, rows: number) => 16 * blockKeys * (ePad / 4 + 1) + 4 * rows * (blockKeys + 1) + 4 * rows * TILED_LANES + 4;
+
+/** The tiled kernel's rows per workgroup (webgpu_flash_rows): 64, halved down to 16 while the grid holds fewer than 512 workgroups. */
+export function tiledRows(heads: number, length: number): number {
+  let rows = FLASH_ROWS;
+  while (rows > TILED_MIN_ROWS && heads * Math.ceil(length / rows) < TARGET_WORKGROUPS) rows /= 2;
+  return rows;
+}
 
 export interface Plan {
   /** Bytes of Q (and of K, V and O: E = Ev, Lq = Lk). */
@@ -48,9 +57,9 @@ export interface Plan {
   error?: string;
   headsPerChunk: number;
   chunks: number;
-  /** Dispatches of the flash kernel (the grid L/64 × heads, cut to maxComputeWorkgroupsPerDimension). */
+  /** Dispatches of the flash kernel (the grid L/rows × heads, cut to maxComputeWorkgroupsPerDimension). */
   dispatches: number;
-  kernel: { tiled: boolean; ePad: number; blockKeys: number; workgroupBytes: number };
+  kernel: { tiled: boolean; ePad: number; blockKeys: number; rows: number; workgroupBytes: number };
   /** The key the library gives the flash pipeline (webgpuInfo().pipelines). */
   pipelineKey: string;
 }
@@ -60,12 +69,13 @@ export function planCall(limits: DeviceLimits, call: { batch: number; heads: num
   const cap = Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize);
   const perHead = 4 * L * E;
   const ePad = padHeadDim(E);
-  let kernel = { tiled: false, ePad, blockKeys: 0, workgroupBytes: 0 };
+  let kernel = { tiled: false, ePad, blockKeys: 0, rows: FLASH_ROWS, workgroupBytes: 0 };
   let error: string | undefined;
-  if (ePad <= TILED_MAX_HEAD_DIM && limits.maxComputeInvocationsPerWorkgroup >= TILED_INVOCATIONS) {
+  const rows = tiledRows(B * H, L);
+  if (ePad <= TILED_MAX_HEAD_DIM && limits.maxComputeInvocationsPerWorkgroup >= rows * TILED_LANES) {
     for (let keys = MAX_BLOCK_KEYS; keys >= TILED_MIN_BLOCK_KEYS; keys /= 2) {
-      if (tiledWorkgroupBytes(ePad, keys) <= limits.maxComputeWorkgroupStorageSize) {
-        if (L >= keys) kernel = { tiled: true, ePad, blockKeys: keys, workgroupBytes: tiledWorkgroupBytes(ePad, keys) };
+      if (tiledWorkgroupBytes(ePad, keys, rows) <= limits.maxComputeWorkgroupStorageSize) {
+        if (L >= keys) kernel = { tiled: true, ePad, blockKeys: keys, rows, workgroupBytes: tiledWorkgroupBytes(ePad, keys, rows) };
         break;
       }
     }
@@ -74,14 +84,14 @@ export function planCall(limits: DeviceLimits, call: { batch: number; heads: num
     const fit = Math.floor(limits.maxComputeWorkgroupStorageSize / (8 * ePad));
     if (fit < 1) error = `E = ${E} needs ${8 * ePad} bytes of workgroup memory per key, more than maxComputeWorkgroupStorageSize (${limits.maxComputeWorkgroupStorageSize})`;
     const blockKeys = Math.min(fit, MAX_BLOCK_KEYS);
-    kernel = { tiled: false, ePad, blockKeys, workgroupBytes: 8 * ePad * blockKeys };
+    kernel = { tiled: false, ePad, blockKeys, rows: FLASH_ROWS, workgroupBytes: 8 * ePad * blockKeys };
   }
   if (perHead > cap) error ??= `one head's key/value (Lk = ${L}, E = ${E}) needs ${perHead} bytes in one buffer, more than ${cap}`;
   const heads = B * H;
   const headsPerChunk = error ? 0 : Math.min(heads, Math.floor(cap / perHead));
   const chunks = error ? 0 : Math.ceil(heads / headsPerChunk);
   const perDim = limits.maxComputeWorkgroupsPerDimension;
-  const gridParts = (y: number) => Math.ceil(Math.ceil(L / FLASH_ROWS) / perDim) * Math.ceil(y / perDim);
+  const gridParts = (y: number) => Math.ceil(Math.ceil(L / kernel.rows) / perDim) * Math.ceil(y / perDim);
   const dispatches = error ? 0 : (chunks - 1) * gridParts(headsPerChunk) + gridParts(heads - (chunks - 1) * headsPerChunk);
   return {
     tensorBytes: 4 * B * H * L * E,
@@ -95,6 +105,6 @@ export function planCall(limits: DeviceLimits, call: { batch: number; heads: num
     chunks,
     dispatches,
     kernel,
-    pipelineKey: `${kernel.tiled ? 'flash-tiled' : 'flash'}:e${ePad}:ev${ePad}:bk${kernel.blockKeys}:mask=none:causal=0:stats=0:ranges=0:alibi=0:sinks=0:docs=0`,
+    pipelineKey: `${kernel.tiled ? 'flash-tiled' : 'flash'}:e${ePad}:ev${ePad}:bk${kernel.blockKeys}:rows${kernel.rows}:mask=none:causal=0:stats=0:ranges=0:alibi=0:sinks=0:docs=0`,
   };
 }

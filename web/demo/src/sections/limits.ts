@@ -87,7 +87,7 @@ export function mountLimits(app: App): void {
       row('longest L on this device (one head’s K/V in one buffer)', p.maxLength.toLocaleString('en'), 'lim-max-length'),
       row('longest L if one head’s weights matrix had to fit one buffer', p.maxLengthWeights.toLocaleString('en')),
       row('this call', p.error ? `does not fit: ${p.error}` : `${p.chunks} piece${p.chunks > 1 ? 's' : ''} of up to ${p.headsPerChunk} head${p.headsPerChunk > 1 ? 's' : ''}, ${p.dispatches} dispatch${p.dispatches > 1 ? 'es' : ''} of the flash kernel`, 'lim-split'),
-      row('kernel', `${p.kernel.tiled ? 'tiled flash kernel (4 lanes a row)' : 'per-row flash kernel'}, ${p.kernel.blockKeys} keys per tile, ${fmtBytes(p.kernel.workgroupBytes)} of ${fmtBytes(l.maxComputeWorkgroupStorageSize)} workgroup memory`, 'lim-kernel'),
+      row('kernel', `${p.kernel.tiled ? `tiled flash kernel (${p.kernel.rows} rows a workgroup, 4 lanes a row)` : 'per-row flash kernel'}, ${p.kernel.blockKeys} keys per tile, ${fmtBytes(p.kernel.workgroupBytes)} of ${fmtBytes(l.maxComputeWorkgroupStorageSize)} workgroup memory`, 'lim-kernel'),
     )));
     const ns = Array.from({ length: 15 }, (_, i) => 2 ** (i + 6));
     const pts = ns.flatMap((n) => [{ n, bytes: 4 * n * call.headDim, what: 'one head’s K (flash path)' }, { n, bytes: 4 * n * n, what: 'one head’s weights matrix' }]);
