@@ -134,9 +134,9 @@ class WebGpuAttention {
   // Encodes kv_quantize.wgsl into `pass` (segments: held/added per batch for a cache, else unused).
   void encode_quantize(emscripten::val job, emscripten::val pass, const QuantizePass& q, const emscripten::val& segments,
                        const emscripten::val& source, const emscripten::val& destination);
-  // encode_write_float16 in a command buffer of its own, submitted at once.
   // Submits `encoder`'s commands, then destroys `job`'s buffers (the submitted work still runs on them).
   void submit_and_destroy_buffers(const emscripten::val& encoder, const emscripten::val& job);
+  // encode_write_float16 in a command buffer of its own, submitted at once.
   void submit_write_float16(const emscripten::val& destination, const emscripten::val& source,
                             const std::vector<std::array<uint64_t, 3>>& runs);
 

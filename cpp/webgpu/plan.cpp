@@ -350,11 +350,15 @@ uint32_t webgpu_pad_head_dim(int64_t d) {
   return static_cast<uint32_t>((d + 63) / 64 * 64);
 }
 
+uint32_t webgpu_tile_for_grid(int64_t length, int64_t heads, uint32_t largest, uint32_t smallest) {
+  const auto workgroups = [&](uint32_t tile) { return static_cast<uint64_t>(heads) * ((static_cast<uint64_t>(length) + tile - 1) / tile); };
+  uint32_t tile = largest;
+  while (tile > smallest && workgroups(tile) < kWebGpuTargetWorkgroups) tile /= 2;
+  return tile;
+}
+
 uint32_t webgpu_flash_rows(const AttentionPlan& plan) {
-  const uint64_t heads = static_cast<uint64_t>(plan.B * plan.Hq), Lq = static_cast<uint64_t>(plan.Lq);
-  uint32_t rows = kWebGpuFlashRows;
-  while (rows > kWebGpuTiledMinRows && heads * ((Lq + rows - 1) / rows) < kWebGpuTargetWorkgroups) rows /= 2;
-  return rows;
+  return webgpu_tile_for_grid(plan.Lq, plan.B * plan.Hq, kWebGpuFlashRows, kWebGpuTiledMinRows);
 }
 
 Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limits,
@@ -643,17 +647,13 @@ std::string BackwardVariant::wgsl_constants(uint32_t stage) const {
 
 namespace {
 
-// The tile pass over `heads` heads of `length` keys or rows: the largest tile from
-// kWebGpuBackwardMaxTile down to kWebGpuBackwardMinTile (halving) that launches at least
-// kWebGpuBackwardTargetWorkgroups workgroups, else the smallest.
+// The tile pass over `heads` heads of `length` keys or rows (webgpu_tile_for_grid's tile).
 BackwardTileGrid backward_tile_grid(int64_t length, int64_t heads, bool last_tile_first) {
   BackwardTileGrid g;
   g.heads = static_cast<uint64_t>(heads);
   g.last_tile_first = last_tile_first;
-  const auto tiles_of = [&](uint32_t tile) { return (static_cast<uint64_t>(length) + tile - 1) / tile; };
-  g.tile = kWebGpuBackwardMaxTile;
-  while (g.tile > kWebGpuBackwardMinTile && g.heads * tiles_of(g.tile) < kWebGpuBackwardTargetWorkgroups) g.tile /= 2;
-  g.tiles = tiles_of(g.tile);
+  g.tile = webgpu_tile_for_grid(length, heads, kWebGpuBackwardMaxTile, kWebGpuBackwardMinTile);
+  g.tiles = (static_cast<uint64_t>(length) + g.tile - 1) / g.tile;
   return g;
 }
 

@@ -89,17 +89,21 @@ constexpr uint32_t kWebGpuTiledMaxHeadDim = 128;
 constexpr uint32_t kWebGpuTiledMinBlockKeys = 16;
 constexpr uint32_t kWebGpuTiledLanes = 4;
 
-// The tiled kernel's rows per workgroup: kWebGpuFlashRows, halved (down to
-// kWebGpuTiledMinRows) while the call's grid, B·Hq·⌈Lq / rows⌉ workgroups, would hold fewer than
-// kWebGpuTargetWorkgroups. A large grid keeps 64 rows: each workgroup loads every K/V tile its
-// rows see, so fewer rows read K and V more often. A small grid (few heads: one head of 4096
-// rows is 64 workgroups) would leave most of a GPU idle; smaller tiles multiply the workgroups.
-// WebGPU does not expose the number of cores: the target is a constant sized for a large GPU,
-// an H100's 132 SMs times about 4 resident workgroups of 256 invocations each (an estimate: an
-// SM holds at most 2048 invocations, fewer at the kernel's register use); a smaller GPU is full
-// sooner and then pays only the extra K/V reads.
-constexpr uint32_t kWebGpuTiledMinRows = 16;
+// The workgroups a pass over rows or keys in tiles should launch (the tiled flash kernel's row
+// tiles, the backward's key and row tiles): a tile is halved while `heads` heads of `length`
+// rows or keys in tiles of it would launch fewer than kWebGpuTargetWorkgroups, from `largest`
+// down to `smallest`. A small grid (few heads: one head of 4096 rows is 64 workgroups of 64)
+// leaves most of a GPU idle; smaller tiles multiply the workgroups, at the price of reading
+// the K/V (or Q/dO) blocks more often. WebGPU does not expose the number of cores: the target
+// is a constant sized for a large GPU, an H100's 132 SMs times about 4 resident workgroups (an
+// estimate: an SM holds at most 2048 invocations, fewer at a kernel's register use); a smaller
+// GPU is full sooner and then pays only the extra reads.
 constexpr uint64_t kWebGpuTargetWorkgroups = 512;
+uint32_t webgpu_tile_for_grid(int64_t length, int64_t heads, uint32_t largest, uint32_t smallest);
+
+// The tiled kernel's rows per workgroup: webgpu_tile_for_grid over the B·Hq heads of Lq rows,
+// from kWebGpuFlashRows down to kWebGpuTiledMinRows.
+constexpr uint32_t kWebGpuTiledMinRows = 16;
 uint32_t webgpu_flash_rows(const AttentionPlan& plan);
 
 // Flash-decoding (attention_decode_partial.wgsl, or attention_decode_quantized.wgsl on an
@@ -301,15 +305,12 @@ WebGpuUniforms webgpu_uniforms(const AttentionPlan& plan, const WebGpuChunk& chu
 constexpr uint32_t kWebGpuBackwardInvocations = 64;
 // The most query rows (dK/dV) or keys (dQ) a backward workgroup holds in workgroup memory.
 constexpr uint32_t kWebGpuBackwardMaxBlock = 64;
-// Keys per dK/dV workgroup and query rows per dQ workgroup (one invocation each): the largest
-// of 64, 32, 16 whose pass launches at least kWebGpuBackwardTargetWorkgroups workgroups, else 16.
-// Each invocation loops over every row (dK/dV) or key (dQ) its key or row sees, so one head at
-// 4096 makes 64 workgroups of 64 and leaves most of a large GPU idle (under a causal mask the
-// busiest of them do 64 times the work of the idlest). WebGPU does not expose the number of
-// compute units: 512 is 4 workgroups for each of an NVIDIA H100's 132 SMs.
+// Keys per dK/dV workgroup and query rows per dQ workgroup (one invocation each):
+// webgpu_tile_for_grid from 64 down to 16. Each invocation loops over every row (dK/dV) or key
+// (dQ) its key or row sees, so one head at 4096 would make 64 workgroups of 64 (under a causal
+// mask the busiest of them do 64 times the work of the idlest).
 constexpr uint32_t kWebGpuBackwardMaxTile = 64;
 constexpr uint32_t kWebGpuBackwardMinTile = 16;
-constexpr uint32_t kWebGpuBackwardTargetWorkgroups = 512;
 
 // The grid of a tile pass (dK/dV over key tiles, dQ over query-row tiles): x runs over the heads
 // (B·Hkv or B·Hq), y over each head's tiles in launch order (GPUs start workgroups in
