@@ -73,7 +73,7 @@ function sdpa(options, { baseline = false, recompute = false, float16 = false, f
           [q, k, v] = [q, k, v].map((t) => ({ data: toFloat16(t.data), shape: t.shape, dtype: 'float16' }));
           forward.outputDtype = 'float32';
         }
-        if (resident) return residentRun(attn, device, ctx, forward, { q, k, v, dOut }, forwardBeside || !ctx.backward);
+        if (resident) return residentRun(attn, device, forward, { q, k, v, dOut }, forwardBeside || !ctx.backward);
         if (forwardBeside) {
           const withLse = { ...forward, returnLogSumExp: true };
           return { run: async () => [(await attn.scaledDotProductAttention(q, k, v, withLse)).output.data], dispose() {} };
@@ -103,7 +103,7 @@ function sdpa(options, { baseline = false, recompute = false, float16 = false, f
 }
 
 /** An sdpa engine's calls on GPU-resident tensors (see `resident`): { run, result, dispose }. */
-async function residentRun(attn, device, ctx, forward, { q, k, v, dOut }, asForward) {
+async function residentRun(attn, device, forward, { q, k, v, dOut }, asForward) {
   const tensors = (asForward ? [q, k, v] : [q, k, v, dOut]).map((t) => ({ buffer: upload(device, t.data), shape: t.shape }));
   const [gq, gk, gv, gd] = tensors;
   const size = (shape) => shape.reduce((a, b) => a * b, 1);
