@@ -46,15 +46,17 @@ uint32_t tiled_workgroup_bytes(uint32_t e_pad, uint32_t ev_pad, uint32_t block_k
 }
 
 // Bytes of one key in a flash-decoding partial kernel's K and V tiles (mirrors their
-// var<workgroup>s): float32 elements (attention_decode_partial.wgsl), or the levels' words and
-// block scales of each padded dimension's blocks of 32 (attention_decode_quantized.wgsl).
+// var<workgroup>s, whose key rows are padded against bank conflicts): float32 elements and a
+// vec4 more per key (attention_decode_partial.wgsl), or the levels' words and block scales of
+// each padded dimension's blocks of 32 and a word more per 4 keys' key block
+// (attention_decode_quantized.wgsl; block_keys is a multiple of 4, so this is exact).
 uint32_t decode_tile_bytes_per_key(const FlashVariant& v) {
-  if (v.decode != 3) return 4 * (v.e_pad + v.ev_pad);
+  if (v.decode != 3) return 4 * (v.e_pad + 4 + v.ev_pad);
   auto dim_bytes = [](uint32_t pad, ElementType type) {
     const uint32_t block_words = type == ElementType::kInt4 ? 4 : 8;
     return 4 * ((pad + 31) / 32) * (block_words + 1);
   };
-  return dim_bytes(v.e_pad, v.types.key_type) + dim_bytes(v.ev_pad, v.types.value_type);
+  return dim_bytes(v.e_pad, v.types.key_type) + ((v.e_pad + 31) / 32) + dim_bytes(v.ev_pad, v.types.value_type);
 }
 
 // Workgroup memory of the partial kernels (attention_decode_split.wgsl.inc and the tiles): the
@@ -315,10 +317,15 @@ std::string FlashVariant::wgsl_constants() const {
          u32_const("TRACE_LANES", tiled ? kWebGpuTiledLanes : 1) + decode_constants;
 }
 
+uint32_t webgpu_decode_split_keys(const AttentionPlan& p) {
+  return webgpu_tile_for_grid(p.Lk, p.B * p.Hkv, kWebGpuDecodeMaxSplitKeys, kWebGpuDecodeSplitKeys, kWebGpuDecodeTargetWorkgroups);
+}
+
 uint32_t webgpu_decode_splits(const AttentionPlan& p) {
   if (p.Lq > kWebGpuDecodeMaxRows || p.Lk < 2 * static_cast<int64_t>(kWebGpuDecodeSplitKeys)) return 0;
   if (p.return_weights || p.return_scores != ScoreStage::kNone) return 0;
-  return static_cast<uint32_t>((p.Lk + kWebGpuDecodeSplitKeys - 1) / kWebGpuDecodeSplitKeys);
+  const int64_t keys = webgpu_decode_split_keys(p);
+  return static_cast<uint32_t>((p.Lk + keys - 1) / keys);
 }
 
 // The STAGE constant of attention_weights.wgsl: 0 weights, 1 scaled, 2 softcapped, 3 masked scores.
@@ -350,10 +357,10 @@ uint32_t webgpu_pad_head_dim(int64_t d) {
   return static_cast<uint32_t>((d + 63) / 64 * 64);
 }
 
-uint32_t webgpu_tile_for_grid(int64_t length, int64_t heads, uint32_t largest, uint32_t smallest) {
+uint32_t webgpu_tile_for_grid(int64_t length, int64_t heads, uint32_t largest, uint32_t smallest, uint64_t target) {
   const auto workgroups = [&](uint32_t tile) { return static_cast<uint64_t>(heads) * ((static_cast<uint64_t>(length) + tile - 1) / tile); };
   uint32_t tile = largest;
-  while (tile > smallest && workgroups(tile) < kWebGpuTargetWorkgroups) tile /= 2;
+  while (tile > smallest && workgroups(tile) < target) tile /= 2;
   return tile;
 }
 
@@ -626,7 +633,7 @@ WebGpuUniforms webgpu_uniforms(const AttentionPlan& p, const WebGpuChunk& c, int
   u[kUfKeyStride] = u32(p.key_head_stride);
   u[kUfValueStride] = u32(p.value_head_stride);
   u[kUfSplits] = webgpu_decode_splits(p);
-  u[kUfSplitKeys] = kWebGpuDecodeSplitKeys;
+  u[kUfSplitKeys] = webgpu_decode_split_keys(p);
   return u;
 }
 

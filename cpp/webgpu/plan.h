@@ -99,7 +99,8 @@ constexpr uint32_t kWebGpuTiledLanes = 4;
 // estimate: an SM holds at most 2048 invocations, fewer at a kernel's register use); a smaller
 // GPU is full sooner and then pays only the extra reads.
 constexpr uint64_t kWebGpuTargetWorkgroups = 512;
-uint32_t webgpu_tile_for_grid(int64_t length, int64_t heads, uint32_t largest, uint32_t smallest);
+uint32_t webgpu_tile_for_grid(int64_t length, int64_t heads, uint32_t largest, uint32_t smallest,
+                              uint64_t target = kWebGpuTargetWorkgroups);
 
 // The tiled kernel's rows per workgroup: webgpu_tile_for_grid over the B·Hq heads of Lq rows,
 // from kWebGpuFlashRows down to kWebGpuTiledMinRows.
@@ -107,11 +108,16 @@ constexpr uint32_t kWebGpuTiledMinRows = 16;
 uint32_t webgpu_flash_rows(const AttentionPlan& plan);
 
 // Flash-decoding (attention_decode_partial.wgsl, or attention_decode_quantized.wgsl on an
-// int8/int4 cache, then attention_decode_merge.wgsl): the keys
-// are cut into splits of kWebGpuDecodeSplitKeys; one workgroup per (KV head, block of the query
-// rows that read it, split) computes the split's softmax state of those rows, and one workgroup
-// of kWebGpuDecodeInvocations per row merges them by log-sum-exp.
+// int8/int4 cache, then attention_decode_merge.wgsl): the keys are cut into splits of
+// webgpu_decode_split_keys keys; one workgroup per (KV head, block of the query rows that read
+// it, split) computes the split's softmax state of those rows, and one workgroup of
+// kWebGpuDecodeInvocations per row merges them by log-sum-exp.
 constexpr uint32_t kWebGpuDecodeSplitKeys = 128;
+constexpr uint32_t kWebGpuDecodeMaxSplitKeys = 1024;
+// A decode step streams its cache: the partial pass should launch enough workgroups to keep
+// many loads in flight on every core (an H100's 132 SMs × about 16), and each should still read
+// a long run of keys, so that its query load, its record and the merge's share stay small.
+constexpr uint64_t kWebGpuDecodeTargetWorkgroups = 2048;
 constexpr uint32_t kWebGpuDecodeMaxRows = 8;
 constexpr uint32_t kWebGpuDecodeInvocations = 64;
 // The partial kernel's most rows per workgroup (a GQA group of up to 16 query heads, or its
@@ -124,11 +130,14 @@ constexpr uint32_t kWebGpuDecodeRecordHeader = 5;
 
 // The one place flash-decoding is chosen: the number of key splits for `plan`, or 0 when the
 // flash kernels run. Chosen when each head has few query rows (Lq ≤ kWebGpuDecodeMaxRows: a
-// decode step, or a few speculative tokens) and its keys fill at least two splits
-// (Lk ≥ 2·kWebGpuDecodeSplitKeys), and the call returns no weights or scores (those passes read
-// the flash kernel's per-row statistics). The flash kernels then run one workgroup per head;
-// the splits give the GPU Lk / kWebGpuDecodeSplitKeys times more parallel work.
+// decode step, or a few speculative tokens) and its keys fill at least two splits of
+// kWebGpuDecodeSplitKeys, and the call returns no weights or scores (those passes read the
+// flash kernel's per-row statistics). The flash kernels then run one workgroup per head; the
+// splits give the GPU Lk / split keys times more parallel work.
 uint32_t webgpu_decode_splits(const AttentionPlan& plan);
+// Keys per split: webgpu_tile_for_grid over the B·Hkv KV heads' Lk keys with the target
+// kWebGpuDecodeTargetWorkgroups, from kWebGpuDecodeMaxSplitKeys down to kWebGpuDecodeSplitKeys.
+uint32_t webgpu_decode_split_keys(const AttentionPlan& plan);
 
 // Which of the attention variants a pipeline computes (each a WGSL constant; their data is in
 // the variants buffer, webgpu_variant_data): per-batch visible ranges (a window or key lengths),

@@ -335,6 +335,18 @@ TEST(WebGpuPlan, FlashDecodingForFewQueryRowsOverManyKeys) {
   EXPECT_EQ(webgpu_decode_splits(make_plan({1, 32, 1, 128}, {1, 8, 2 * split, 128}, {1, 8, 2 * split, 128}, MaskKind::kNone, {}, false, true)), 2u);
   EXPECT_EQ(webgpu_decode_splits(make_plan({1, 32, 1, 128}, {1, 8, 2 * split + 1, 128}, {1, 8, 2 * split + 1, 128}, MaskKind::kNone, {}, false, true)), 3u);
   EXPECT_EQ(webgpu_decode_splits(make_plan({2, kWebGpuDecodeMaxRows, 64}, {2, 8192, 64}, {2, 8192, 64})), 64u);
+  // Longer splits while the partial pass keeps kWebGpuDecodeTargetWorkgroups workgroups: B·Hkv
+  // = 8 KV heads of 32768 keys keep 128 keys (2048 workgroups); 32 heads take 512 keys (2048);
+  // 16 heads of 65536 keys take 512, and 256 heads of 32768 keys the longest split.
+  const auto split_keys = [](int64_t b, int64_t hkv, int64_t lk) {
+    return webgpu_decode_split_keys(make_plan({b, 4 * hkv, 1, 128}, {b, hkv, lk, 128}, {b, hkv, lk, 128}, MaskKind::kNone, {}, false, true));
+  };
+  EXPECT_EQ(split_keys(1, 8, 32768), 128u);
+  EXPECT_EQ(split_keys(4, 8, 32768), 512u);
+  EXPECT_EQ(split_keys(2, 8, 65536), 512u);
+  EXPECT_EQ(split_keys(32, 8, 32768), kWebGpuDecodeMaxSplitKeys);
+  EXPECT_EQ(split_keys(1, 8, 300), kWebGpuDecodeSplitKeys);
+  EXPECT_EQ(webgpu_decode_splits(make_plan({4, 32, 1, 128}, {4, 8, 32768, 128}, {4, 8, 32768, 128}, MaskKind::kNone, {}, false, true)), 64u);
   // More query rows, or weights: the flash kernels.
   EXPECT_EQ(webgpu_decode_splits(make_plan({2, kWebGpuDecodeMaxRows + 1, 64}, {2, 8192, 64}, {2, 8192, 64})), 0u);
   EXPECT_EQ(webgpu_decode_splits(make_plan({1, 64}, {8192, 64}, {8192, 64}, MaskKind::kNone, {}, true)), 0u);
@@ -423,7 +435,9 @@ TEST(WebGpuPlan, QuantizedDecodeWorkgroupSharesTheFloatKernelsShapeWithSmallerTi
   EXPECT_EQ(partial.decode_rows, 4u);
   EXPECT_EQ(partial.decode_lanes, 16u);
   EXPECT_EQ(partial.block_keys, kWebGpuDecodeMaxBlockKeys);
-  EXPECT_EQ(partial.workgroup_bytes(), 64u * 2 * 4 * 4 * 9 + 4 * 4 * 64 + 16);
+  // 64 keys × (K and V: 4 blocks of 8 level words and a scale) + a padding word per 4 keys'
+  // key block + 4 rows' weights + one lane part.
+  EXPECT_EQ(partial.workgroup_bytes(), 64u * 2 * 4 * 4 * 9 + 64 / 4 * 4 * 4 + 4 * 4 * 64 + 16);
   EXPECT_EQ(partial.key().rfind("decode-partial-quantized:", 0), 0u);
   EXPECT_NE(partial.key().find(":q=i8:k=i8:v=i8:"), std::string::npos);
   EXPECT_NE(partial.key().find(":rows4:lanes16:subgroups"), std::string::npos);
@@ -439,7 +453,7 @@ TEST(WebGpuPlan, QuantizedDecodeWorkgroupSharesTheFloatKernelsShapeWithSmallerTi
   EXPECT_FALSE(partial.subgroups);
   EXPECT_NE(partial.key().find(":wgmem"), std::string::npos);
   EXPECT_EQ(partial.block_keys, kWebGpuDecodeMaxBlockKeys);
-  EXPECT_EQ(partial.workgroup_bytes(), 64u * 2 * 4 * 4 * 5 + 4 * 4 * 64 + 16 * 4 * 16);
+  EXPECT_EQ(partial.workgroup_bytes(), 64u * 2 * 4 * 4 * 5 + 64 / 4 * 4 * 4 + 4 * 4 * 64 + 16 * 4 * 16);
   EXPECT_LE(partial.workgroup_bytes(), small.max_workgroup_storage_bytes);
 }
 

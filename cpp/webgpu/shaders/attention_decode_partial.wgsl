@@ -37,7 +37,10 @@
 alias DecodeQuery = array<vec4<f32>, E4>;
 const TILE_KEY_ALIGN: u32 = 1u;
 
-var<workgroup> k_tile: array<vec4<f32>, BLOCK_KEYS * E4>;
+// A key's row in k_tile is E4 + 1 vec4s long: a row's lanes score keys lane, lane + LANES, …
+// at the same e4, and rows of E4 vec4s (a multiple of 128 bytes) would all fall in one bank.
+const K_ROW: u32 = E4 + 1u;
+var<workgroup> k_tile: array<vec4<f32>, BLOCK_KEYS * K_ROW>;
 var<workgroup> v_tile: array<vec4<f32>, BLOCK_KEYS * EV4>;
 
 fn decode_query(row: QueryRow) -> DecodeQuery { return query_vec4s(row); }
@@ -48,7 +51,7 @@ fn load_tiles(kv_local: u32, j0: i32, last: i32, t: u32) {
   let v_base = kv_local * p.value_stride;
   for (var x = t; x < BLOCK_KEYS * E4; x += DECODE_INVOCATIONS) {
     let j = j0 + i32(x / E4);
-    k_tile[x] = select(vec4<f32>(0.0), key4(k_base + u32(j) * p.E, 4u * (x % E4), p.E), j <= last);
+    k_tile[x / E4 * K_ROW + x % E4] = select(vec4<f32>(0.0), key4(k_base + u32(j) * p.E, 4u * (x % E4), p.E), j <= last);
   }
   for (var x = t; x < BLOCK_KEYS * EV4; x += DECODE_INVOCATIONS) {
     let j = j0 + i32(x / EV4);
@@ -58,7 +61,7 @@ fn load_tiles(kv_local: u32, j0: i32, last: i32, t: u32) {
 
 fn tile_dot(q: DecodeQuery, jj: u32) -> TileDot {
   var qk = 0.0;
-  for (var e4 = 0u; e4 < E4; e4++) { qk += dot(q[e4], k_tile[jj * E4 + e4]); }
+  for (var e4 = 0u; e4 < E4; e4++) { qk += dot(q[e4], k_tile[jj * K_ROW + e4]); }
   return TileDot(qk, false);
 }
 

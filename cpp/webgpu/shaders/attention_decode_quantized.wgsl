@@ -38,8 +38,11 @@ const VALUE_BLOCK_WORDS: u32 = select(8u, 4u, VALUE_INT4);
 const TILE_KEY_ALIGN: u32 = 4u;
 
 // The tile's levels and block scales in the cache's order (the tile block of keys jj … jj + 3
-// and block c is (jj / 4)·blocks + c).
-var<workgroup> k_words: array<u32, BLOCK_KEYS * QBLOCKS * KEY_BLOCK_WORDS>;
+// and block c is (jj / 4)·blocks + c). A tile block of key levels takes K_TILE_BLOCK words, one
+// more than it holds: a row's lanes read keys jj, jj + 4, … of one block, one tile block apart,
+// which would otherwise fall in the same banks.
+const K_TILE_BLOCK: u32 = 4u * KEY_BLOCK_WORDS + 1u;
+var<workgroup> k_words: array<u32, BLOCK_KEYS / 4u * QBLOCKS * K_TILE_BLOCK>;
 var<workgroup> k_scales: array<f32, BLOCK_KEYS * QBLOCKS>;
 var<workgroup> v_words: array<u32, BLOCK_KEYS * VALUE_BLOCKS * VALUE_BLOCK_WORDS>;
 var<workgroup> v_scales: array<f32, BLOCK_KEYS * VALUE_BLOCKS>;
@@ -81,7 +84,7 @@ fn load_tiles(kv_local: u32, j0: i32, last: i32, t: u32) {
   let k_blocks = quant_blocks(p.E);
   let k_first = quant_tile_block(head, u32(j0), 0u, k_rows, k_blocks);
   for (var x = t; x < groups * k_blocks * 4u * KEY_BLOCK_WORDS; x += DECODE_INVOCATIONS) {
-    k_words[x] = key[k_first * 4u * KEY_BLOCK_WORDS + x];
+    k_words[x / (4u * KEY_BLOCK_WORDS) * K_TILE_BLOCK + x % (4u * KEY_BLOCK_WORDS)] = key[k_first * 4u * KEY_BLOCK_WORDS + x];
   }
   let k_scale_first = quant_scale_start(k_rows, k_blocks, 4u * KEY_BLOCK_WORDS) + 4u * k_first;
   for (var x = t; x < groups * k_blocks * 4u; x += DECODE_INVOCATIONS) { k_scales[x] = bitcast<f32>(key[k_scale_first + x]); }
@@ -133,7 +136,7 @@ fn tile_dot(q: DecodeQuery, jj: u32) -> TileDot {
   for (var c = 0u; c < blocks; c++) {
     let tb = (jj / 4u) * blocks + c;
     var d = 0;
-    for (var w = 0u; w < KEY_BLOCK_WORDS; w++) { d += key_word_dot(q, c, w, k_words[4u * (tb * KEY_BLOCK_WORDS + w) + jj % 4u]); }
+    for (var w = 0u; w < KEY_BLOCK_WORDS; w++) { d += key_word_dot(q, c, w, k_words[tb * K_TILE_BLOCK + 4u * w + jj % 4u]); }
     let key_scale = k_scales[4u * tb + jj % 4u];
     nan = nan || is_nan(key_scale);
     qk += block_qk(q, c, d, key_scale);
