@@ -16,13 +16,29 @@ import { log } from './run.mjs';
 import { interleave, median, now, warmUp } from './timing.mjs';
 
 const message = (e) => String(e?.message ?? e).split('\n')[0].slice(0, 200);
-/** onnxruntime-web's error, with its cause where it is known (docs/webgpu.md, "Why onnxruntime-web's WebGPU EP does not run on dawn.node"). */
-const ortMessage = (e) => message(e) + (message(e) === 'Invalid argument' ? ' (on dawn.node: its GPUQueue.writeBuffer rejects views of onnxruntime-web\'s shared wasm memory)' : '');
+
+/**
+ * dawn.node's GPUQueue.writeBuffer rejects views of a SharedArrayBuffer ("Invalid argument"),
+ * which onnxruntime-web's wasm memory is; a browser accepts them. Such views are copied into an
+ * ArrayBuffer first (TypedArray.slice), for every queue of dawn.node's GPUQueue class.
+ */
+async function acceptSharedViews(gpu) {
+  const device = await (await gpu.requestAdapter()).requestDevice();
+  const queue = Object.getPrototypeOf(device.queue);
+  device.destroy();
+  const write = queue.writeBuffer;
+  queue.writeBuffer = function (buffer, offset, data, ...rest) {
+    const shared = ArrayBuffer.isView(data) ? data.buffer instanceof SharedArrayBuffer : data instanceof SharedArrayBuffer;
+    const copy = !shared ? data : ArrayBuffer.isView(data) ? data.slice() : new Uint8Array(data).slice().buffer;
+    return write.call(this, buffer, offset, copy, ...rest);
+  };
+}
 
 /** onnxruntime-web with its WebGPU EP on dawn.node's navigator.gpu; its device is shared with sdpa-web. */
 async function ortWebGpu(gpu) {
   globalThis.navigator ?? Object.defineProperty(globalThis, 'navigator', { value: {}, configurable: true });
   if (!globalThis.navigator.gpu) Object.defineProperty(globalThis.navigator, 'gpu', { value: gpu, configurable: true });
+  await acceptSharedViews(gpu);
   const ort = await import('onnxruntime-web/webgpu');
   ort.env.logLevel = 'error';
   // A first session makes ort's device (ort.env.webgpu.device); it is kept open for the whole
@@ -70,7 +86,7 @@ async function prefillEngines(c, inputs, attn, device, ortEnv, isCausal) {
       engines.push({ name: 'ort-webgpu graph (gpu-buffer)', run: async () => (await run()).dispose(), result: async () => { const o = await run(); const data = await o.getData(true); return data; }, dispose: () => (session.release(), destroyInputs()) });
     } catch (e) {
       destroyInputs();
-      engines.push({ name: 'ort-webgpu graph (gpu-buffer)', error: ortMessage(e) });
+      engines.push({ name: 'ort-webgpu graph (gpu-buffer)', error: message(e) });
     }
   }
   return engines;
@@ -147,7 +163,7 @@ async function decodeEngines(c, inputs, attn, device, ortEnv) {
         dispose: () => session.release(),
       });
     } catch (e) {
-      engines.push({ name: 'ort-webgpu GQA (gpu-buffer)', error: ortMessage(e) });
+      engines.push({ name: 'ort-webgpu GQA (gpu-buffer)', error: message(e) });
     }
   }
   return engines;
@@ -194,7 +210,7 @@ export async function benchWebGpuResident(opts, gpu) {
         await warmUp(e.run);
         ok.push({ e, row });
       } catch (err) {
-        row.failure = e.name.startsWith('ort') ? ortMessage(err) : message(err);
+        row.failure = message(err);
         e.dispose();
       }
     }
