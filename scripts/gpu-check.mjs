@@ -124,11 +124,11 @@ function markdown(report) {
     lines.push('');
   }
   if (report.bench.resident.length) {
-    lines.push('GPU-resident (GPU tensors / GPU KV cache): one call timed to onSubmittedWorkDone, and pipelined (20 calls submitted back to back, waited for once, per call):', '', '| part | case | engine | ms | GFLOP/s or GB/s | pipelined ms | GFLOP/s or GB/s | result |', '|---|---|---|---:|---:|---:|---:|---|');
+    lines.push('GPU-resident (GPU tensors / GPU KV cache): one call timed to onSubmittedWorkDone, and pipelined (20 calls submitted back to back, waited for once, per call; submit ms: the CPU time of submitting one):', '', '| part | case | engine | ms | GFLOP/s or GB/s | pipelined ms | GFLOP/s or GB/s | submit ms | result |', '|---|---|---|---:|---:|---:|---:|---:|---|');
     for (const r of report.bench.resident) {
       const rate = (x) => (x?.gflops !== undefined ? `${x.gflops.toFixed(1)} GFLOP/s` : x?.gbPerS !== undefined ? `${x.gbPerS.toFixed(2)} GB/s` : '');
       const result = r.unsupported ? `not in this build (${r.unsupported})` : r.failure ? `error: ${r.failure}` : `checked (max error ${r.maxError.toExponential(1)})`;
-      lines.push(`| ${r.part} | ${r.case} | ${r.engine} | ${r.ms?.toFixed(3) ?? ''} | ${rate(r)} | ${r.pipelined?.ms.toFixed(3) ?? ''} | ${rate(r.pipelined)} | ${result} |`);
+      lines.push(`| ${r.part} | ${r.case} | ${r.engine} | ${r.ms?.toFixed(3) ?? ''} | ${rate(r)} | ${r.pipelined?.ms.toFixed(3) ?? ''} | ${rate(r.pipelined)} | ${r.pipelined?.submitMs.toFixed(3) ?? ''} | ${result} |`);
     }
     lines.push('');
   }
