@@ -287,6 +287,13 @@ std::string FlashVariant::key() const {
                       : "");
 }
 
+FlashGrid FlashVariant::grid(int64_t query_rows, int64_t heads) const {
+  const uint64_t tiles = row_tiles(query_rows);
+  const uint64_t head_count = static_cast<uint64_t>(heads);
+  if (heaviest_first) return FlashGrid{head_count, tiles};
+  return FlashGrid{tiles, head_count};
+}
+
 uint32_t FlashVariant::trace_stride() const { return 2 + (tiled ? kWebGpuTiledLanes : 1) + ev_pad; }
 
 uint64_t FlashVariant::trace_floats(int64_t Lk) const {

@@ -59,8 +59,9 @@ fn share_row(r: u32, lane: u32, word: u32) -> array<u32, LANES> {
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let r = t / LANES;
   let lane = t % LANES;
-  let tile = row_tile(wg.x);
-  let head = wg.y + p.y_base;
+  let at = flash_workgroup(wg);
+  let tile = at.tile;
+  let head = at.head;  // head within the chunk
   let row = query_row(tile, head, r);
   let tile_first = tile_first_key(tile, head);
   let tile_last = tile_last_key(tile, head);
