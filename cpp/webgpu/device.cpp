@@ -652,7 +652,8 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
         dispatch(merge_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(partials), whole(variants), whole(lse_buffer)});
       }
     } else {
-      for (const GridPart& part : split_grid(flash.row_tiles(c.rows), c.nbh, limits_.max_workgroups_per_dim)) {
+      const FlashGrid flash_grid = flash.grid(c.rows, c.nbh);
+      for (const GridPart& part : split_grid(flash_grid.x, flash_grid.y, limits_.max_workgroups_per_dim)) {
         dispatch(flash_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(stats), whole(variants), whole(lse_buffer)});
       }
     }
@@ -816,7 +817,8 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
     lse_resource.set("buffer", rowstats);
     lse_resource.set("offset", 0);
     lse_resource.set("size", static_cast<double>(4 * rows));
-    for (const GridPart& part : grid(flash.row_tiles(plan.Lq), plan.B * plan.Hq)) {
+    const FlashGrid flash_grid = flash.grid(plan.Lq, plan.B * plan.Hq);
+    for (const GridPart& part : grid(flash_grid.x, flash_grid.y)) {
       dispatch(flash_pipeline, flash_bgl_, part,
                {q, k, v, mask, whole(forward_output), whole(buffer(job, 16, kStorage)), whole(variants), lse_resource});
     }

@@ -40,7 +40,7 @@ std::string bool_const(const char* name, bool value) {
 
 uint32_t tiled_workgroup_bytes(uint32_t e_pad, uint32_t ev_pad, uint32_t block_keys, uint32_t rows) {
   const uint32_t kv_tile = 16 * block_keys * (std::max(e_pad, ev_pad) / 4 + 1);
-  const uint32_t p_tile = 4 * rows * (block_keys + 1);
+  const uint32_t p_tile = 4 * rows * (block_keys + kWebGpuTiledLanes);
   const uint32_t lane_share = 4 * rows * kWebGpuTiledLanes;  // a word per invocation
   return kv_tile + p_tile + lane_share + 4;
 }
@@ -287,6 +287,13 @@ std::string FlashVariant::key() const {
          (decode_partial(decode) ? ":rows" + std::to_string(decode_rows) + ":lanes" + std::to_string(decode_lanes) +
                             (subgroups ? ":subgroups" : ":wgmem")
                       : "");
+}
+
+FlashGrid FlashVariant::grid(int64_t query_rows, int64_t heads) const {
+  const uint64_t tiles = row_tiles(query_rows);
+  const uint64_t head_count = static_cast<uint64_t>(heads);
+  if (heaviest_first) return FlashGrid{head_count, tiles};
+  return FlashGrid{tiles, head_count};
 }
 
 uint32_t FlashVariant::trace_stride() const { return 2 + (tiled ? kWebGpuTiledLanes : 1) + ev_pad; }

@@ -161,15 +161,20 @@ WebGpuVariantFlags webgpu_variant_flags(const AttentionPlan& plan);
 std::vector<uint32_t> webgpu_variant_data(const AttentionPlan& plan, const AttentionInputs& in,
                                           uint32_t block_keys);
 
+// A dispatch's workgroups, x × y (before split_grid cuts them to the per-dimension limit).
+struct FlashGrid {
+  uint64_t x = 0, y = 0;
+};
+
 // One pipeline variant of the flash kernel. Head dims are padded to a few sizes so that the
 // private arrays (query row, accumulator) have compile-time lengths and few variants exist.
 struct FlashVariant {
   bool tiled = false;              // attention_flash_tiled.wgsl (4 lanes a row), else attention_flash.wgsl
   uint32_t rows = kWebGpuFlashRows;  // query rows per flash workgroup (the kernels' ROWS)
-  // The flash kernels map workgroup x to row tile (row tiles − 1 − x): the tiles whose rows see
-  // the most keys start first (GPUs start workgroups roughly in id order), so the call does not
-  // end waiting on its heaviest tile. Set when the last visible key grows with the row (causal,
-  // or a window's right side); either order gives each tile the same bits.
+  // The flash grid runs tile-major, heaviest first (grid()): the row tiles whose rows see the
+  // most keys start first, in every head, so the call does not end waiting on a heavy tile.
+  // Set when the last visible key grows with the row (causal, or a window's right side); either
+  // order gives each tile the same bits.
   bool heaviest_first = false;
   uint32_t e_pad = 0, ev_pad = 0;  // padded E and Ev
   uint32_t block_keys = 0;         // keys per K/V tile in workgroup memory
@@ -205,8 +210,14 @@ struct FlashVariant {
   std::string wgsl_constants() const;
   // Workgroup memory the kernel declares (the formulas mirror its `var<workgroup>`s).
   uint32_t workgroup_bytes() const;
-  // Workgroups along x of a flash dispatch over `query_rows` rows of each head.
+  // Row tiles of a flash dispatch over `query_rows` rows of each head.
   uint64_t row_tiles(int64_t query_rows) const { return (static_cast<uint64_t>(query_rows) + rows - 1) / rows; }
+  // The grid of a flash dispatch over `heads` heads of `query_rows` rows: row tiles on x and heads
+  // on y; with heaviest_first, heads on x and the row tiles on y, last tile first (flash_workgroup
+  // in attention_flash_common.wgsl.inc maps a workgroup back). GPUs start workgroups in x-fastest
+  // order, so then every head's heaviest tile starts before any head's next one: the order holds
+  // across heads, not only within each.
+  FlashGrid grid(int64_t query_rows, int64_t heads) const;
 };
 
 // attention_weights.wgsl: the weights (stage kNone) or, for returnScores, a stage of the scores.

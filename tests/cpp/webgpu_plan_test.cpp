@@ -53,7 +53,7 @@ TEST(WebGpuPlan, FlashVariantFitsWorkgroupStorageAndKeysDiffer) {
   ASSERT_TRUE(webgpu_flash_variant(make_plan({512, 4, 8}, {512, 32, 8}, {512, 32, 3}), limits, &v).ok());
   EXPECT_TRUE(v.tiled);
   EXPECT_EQ(v.rows, 64u);
-  EXPECT_EQ(v.block_keys, 32u);  // 64 keys need 21.8 KiB
+  EXPECT_EQ(v.block_keys, 32u);  // 64 keys need 23 KiB
   EXPECT_LE(v.workgroup_bytes(), 16384u);
   EXPECT_EQ(v.key(), "flash-tiled:e16:ev16:bk32:rows64:mask=none:causal=0:stats=0:ranges=0:alibi=0:sinks=0:docs=0");
 
@@ -169,6 +169,8 @@ TEST(WebGpuPlan, TiledRowsGrowTheGridOfFewHeadsAndFitTheLimits) {
   EXPECT_EQ(v.rows, 16u);
   EXPECT_EQ(v.block_keys, 64u);
   EXPECT_EQ(v.row_tiles(4096), 256u);
+  EXPECT_EQ(v.grid(4096, 1).x, 256u);
+  EXPECT_EQ(v.grid(4096, 1).y, 1u);
   // The decode kernels (built from the flash variant) read row tile 0 only: neither the rows nor
   // the order is part of their key or text.
   FlashVariant merge = v;
@@ -181,8 +183,9 @@ TEST(WebGpuPlan, TiledRowsGrowTheGridOfFewHeadsAndFitTheLimits) {
   EXPECT_NE(merge.wgsl_constants().find("const HEAVIEST_FIRST: bool = false;"), std::string::npos);
 }
 
-// Causal calls and windows with a right side (the last visible key grows with the row) map
-// workgroup x to the last row tile first; the others keep the order. Part of key and constants.
+// Causal calls and windows with a right side (the last visible key grows with the row) run the
+// grid tile-major (heads on x, row tiles on y, last tile first); the others keep row tiles on x
+// and heads on y. Part of key and constants.
 TEST(WebGpuPlan, HeaviestRowTilesFirstWhereTheLastKeyGrowsWithTheRow) {
   auto variant = [](CausalAlignment causal, bool window_left, bool window_right, bool many_dims) {
     AttentionRequest r;
@@ -208,6 +211,8 @@ TEST(WebGpuPlan, HeaviestRowTilesFirstWhereTheLastKeyGrowsWithTheRow) {
         EXPECT_TRUE(v.heaviest_first);
         EXPECT_NE(v.key().find(":heaviest-first"), std::string::npos);
         EXPECT_NE(v.wgsl_constants().find("const HEAVIEST_FIRST: bool = true;"), std::string::npos);
+        EXPECT_EQ(v.grid(100, 6).x, 6u);
+        EXPECT_EQ(v.grid(100, 6).y, v.row_tiles(100));
       }
     }
     EXPECT_TRUE(variant(CausalAlignment::kNone, false, true, many_dims).heaviest_first);
@@ -217,6 +222,8 @@ TEST(WebGpuPlan, HeaviestRowTilesFirstWhereTheLastKeyGrowsWithTheRow) {
       EXPECT_FALSE(v.heaviest_first);
       EXPECT_EQ(v.key().find("heaviest"), std::string::npos);
       EXPECT_NE(v.wgsl_constants().find("const HEAVIEST_FIRST: bool = false;"), std::string::npos);
+      EXPECT_EQ(v.grid(100, 6).x, v.row_tiles(100));
+      EXPECT_EQ(v.grid(100, 6).y, 6u);
     }
   }
 }

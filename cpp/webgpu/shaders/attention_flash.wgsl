@@ -33,7 +33,7 @@
 // Prepended by the C++ glue (cpp/webgpu/plan.cpp, FlashVariant::wgsl_constants): the element
 // types' declarations (QueryElement, KeyElement, ValueElement, query_at/key_at/value_at;
 // attention_common.wgsl.inc), then
-//   const ROWS: u32 (64); const HEAVIEST_FIRST: bool (row_tile, attention_flash_common.wgsl.inc);
+//   const ROWS: u32 (64); const HEAVIEST_FIRST: bool (flash_workgroup, attention_flash_common.wgsl.inc);
 //   const E_PAD: u32; const EV_PAD: u32; const BLOCK_KEYS: u32;
 //   const MASK_KIND: u32 (0 none, 1 bool bytes packed in u32 words, 2 additive f32);
 //   const CAUSAL: bool; const WRITE_STATS: bool; const WRITE_LSE: bool; const RANGES, ALIBI, SINKS, DOCUMENTS: bool;
@@ -54,8 +54,9 @@ var<workgroup> v_tile: array<vec4<f32>, BLOCK_KEYS * EV4>;
 
 @compute @workgroup_size(ROWS)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  let tile = row_tile(wg.x);
-  let head = wg.y + p.y_base;              // head within the chunk
+  let at = flash_workgroup(wg);
+  let tile = at.tile;
+  let head = at.head;  // head within the chunk
   let row = query_row(tile, head, t);  // invocation t owns query row t of the tile
   let tile_first = tile_first_key(tile, head);
   let tile_last = tile_last_key(tile, head);

@@ -36,7 +36,11 @@
 const THREADS: u32 = ROWS * LANES;
 const KEYS_PER_LANE: u32 = BLOCK_KEYS / LANES;
 const KV_STRIDE: u32 = max(E4, EV4) + 1u;
-const P_STRIDE: u32 = BLOCK_KEYS + 1u;
+// A P tile row holds BLOCK_KEYS weights, padded by LANES words: the 8 rows of a 32-invocation
+// subgroup then start on 8 different multiples of 4 banks (of 32), so its lanes' writes of keys
+// lane + 4k in step 3 hit 32 different banks (a pad of 1 put rows r and lanes x with equal r + x
+// on one bank, up to 4 ways), and step 4's reads of one key by its 8 rows stay apart too.
+const P_STRIDE: u32 = BLOCK_KEYS + LANES;
 const HIDDEN_BITS: u32 = 0x80000000u;  // −0.0: a hidden key's weight in the P tile
 const NO_KEY: u32 = 0x7fc00001u;       // a NaN: "no visible key" (a visible score is never NaN)
 
@@ -59,8 +63,9 @@ fn share_row(r: u32, lane: u32, word: u32) -> array<u32, LANES> {
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let r = t / LANES;
   let lane = t % LANES;
-  let tile = row_tile(wg.x);
-  let head = wg.y + p.y_base;
+  let at = flash_workgroup(wg);
+  let tile = at.tile;
+  let head = at.head;  // head within the chunk
   let row = query_row(tile, head, r);
   let tile_first = tile_first_key(tile, head);
   let tile_last = tile_last_key(tile, head);

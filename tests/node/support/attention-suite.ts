@@ -116,7 +116,7 @@ export function defineAttentionSuite(backend: BackendName, { factor, create }: S
       }
     });
 
-    it('few heads and many (WebGPU: 16, 32 and 64 query rows a workgroup; causal row tiles last first), bit for bit with the mask', async () => {
+    it('few heads and many (WebGPU: 16, 32 and 64 query rows a workgroup; causal tiles heaviest first over all heads), bit for bit with the mask', async () => {
       // B·H·⌈Lq/64⌉ workgroups of 64 rows: 5 (16 rows on WebGPU), 256 (32 rows: 512), 512 (64
       // rows). Each Lq leaves a partial last row tile. SwiftShader's time grows with the workgroups.
       for (const [B, H, Lq, Lk, rows] of [[1, 1, 257, 70, 16], [4, 64, 33, 64, 32], [4, 64, 65, 64, 64]] as const) {

@@ -32,7 +32,7 @@ const TARGET_WORKGROUPS = 512;
 
 export const padHeadDim = (d: number): number => [16, 32, 64, 128, 256].find((p) => d <= p) ?? Math.ceil(d / 64) * 64;
 
-const tiledWorkgroupBytes = (ePad: number, blockKeys: number, rows: number) => 16 * blockKeys * (ePad / 4 + 1) + 4 * rows * (blockKeys + 1) + 4 * rows * TILED_LANES + 4;
+const tiledWorkgroupBytes = (ePad: number, blockKeys: number, rows: number) => 16 * blockKeys * (ePad / 4 + 1) + 4 * rows * (blockKeys + TILED_LANES) + 4 * rows * TILED_LANES + 4;
 
 /** The tiled kernel's rows per workgroup (webgpu_flash_rows): 64, halved down to 16 while the grid holds fewer than 512 workgroups. */
 export function tiledRows(heads: number, length: number): number {
