@@ -678,9 +678,11 @@ Status webgpu_backward_variant(const AttentionPlan& plan, const WebGpuLimits& li
   v.variants = webgpu_variant_flags(plan);
   v.types = webgpu_element_types(plan, limits);
   // Lanes per key or row where a workgroup of the smallest tile can hold them (WebGPU's least
-  // maxComputeInvocationsPerWorkgroup, 256, always can); the lanes sum their parts by
+  // maxComputeInvocationsPerWorkgroup, 256, always can), at most a vec4 column each (a power of
+  // two up to E_PAD / 4 and EV_PAD / 4 divides both); the lanes sum their parts by
   // subgroupShuffleXor where a subgroup always holds a key's (row's) lanes.
-  v.lanes = limits.max_invocations_per_workgroup >= kWebGpuBackwardMinTile * kWebGpuBackwardLanes ? kWebGpuBackwardLanes : 1;
+  const uint32_t lanes = std::min({kWebGpuBackwardLanes, v.e_pad / 4, v.ev_pad / 4});
+  v.lanes = limits.max_invocations_per_workgroup >= kWebGpuBackwardMinTile * lanes ? lanes : 1;
   v.subgroups = v.lanes > 1 && limits.subgroups && limits.subgroup_min_size >= v.lanes;
   uint32_t largest = kWebGpuBackwardMaxTile;
   while (largest > 1 && largest * v.lanes > limits.max_invocations_per_workgroup) largest /= 2;

@@ -311,9 +311,9 @@ constexpr uint32_t kWebGpuBackwardMaxBlock = 64;
 // (under a causal mask the busiest of them do 64 times the work of the idlest).
 constexpr uint32_t kWebGpuBackwardMaxTile = 64;
 constexpr uint32_t kWebGpuBackwardMinTile = 16;
-// Lanes per key (dK/dV) and per query row (dQ): each lane owns every LANES-th vec4 of the key's
-// dK/dV (the row's dQ) columns, and the lanes' parts of q·k and dO·v are summed in one fixed
-// order. 4 divides E_PAD / 4 and EV_PAD / 4 (at least 16 each).
+// Lanes per key (dK/dV) and per query row (dQ), a power of two: each lane owns every LANES-th
+// vec4 of the key's dK/dV (the row's dQ) columns, and the lanes' parts of q·k and dO·v are
+// summed in one fixed order. The plan takes fewer where a head dim has fewer vec4 columns.
 constexpr uint32_t kWebGpuBackwardLanes = 4;
 
 // The grid of a tile pass (dK/dV over key tiles, dQ over query-row tiles): x runs over the heads
