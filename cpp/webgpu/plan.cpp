@@ -698,8 +698,8 @@ Status webgpu_backward_variant(const AttentionPlan& plan, const WebGpuLimits& li
   if (fit < 1) {
     return Status::RangeError("the WebGPU backward with E = " + std::to_string(plan.E) + " and Ev = " +
                               std::to_string(plan.Ev) + " needs " + std::to_string(per_row) +
-                              " bytes of workgroup memory per row, more than this device's "
-                              "maxComputeWorkgroupStorageSize (" +
+                              " bytes of workgroup memory per row (and " + std::to_string(lane_parts) +
+                              " for its lanes' sums), more than this device's maxComputeWorkgroupStorageSize (" +
                               std::to_string(limits.max_workgroup_storage_bytes) + ")");
   }
   v.query_block = v.key_block = static_cast<uint32_t>(std::min<uint64_t>(fit, kWebGpuBackwardMaxBlock));
