@@ -648,12 +648,19 @@ std::string BackwardVariant::key(const char* kernel) const {
   return std::string("backward-") + kernel + ":e" + std::to_string(e_pad) + ":ev" + std::to_string(ev_pad) + ":bq" +
          std::to_string(query_block) + ":bk" + std::to_string(key_block) + ":tk" + std::to_string(dkdv.tile) + ":tq" +
          std::to_string(dq.tile) + ":mask=" + mask_name(mask) +
-         ":causal=" + (causal ? "1" : "0") + ":ds=" + (write_d_scores ? "1" : "0") + variants.key() + types.key();
+         ":causal=" + (causal ? "1" : "0") + ":ds=" + (write_d_scores ? "1" : "0") + variants.key() + types.key() +
+         ":lanes" + std::to_string(lanes) + (subgroups ? ":subgroups" : ":wgmem");
 }
 
 std::string BackwardVariant::wgsl_constants(uint32_t stage) const {
-  return types.wgsl_declarations() + u32_const("E_PAD", e_pad) + u32_const("EV_PAD", ev_pad) +
-         u32_const("KEYS", dkdv.tile) + u32_const("ROWS", dq.tile) + bool_const("LAST_TILE_FIRST", dq.last_tile_first) +
+  // lane_shuffle_xor: subgroupShuffleXor, or (without subgroups) a stand-in the kernels never call.
+  const std::string shuffle =
+      subgroups ? "fn lane_shuffle_xor(v: vec2<f32>, mask: u32) -> vec2<f32> { return subgroupShuffleXor(v, mask); }\n"
+                : "fn lane_shuffle_xor(v: vec2<f32>, mask: u32) -> vec2<f32> { return v; }\n";
+  return (subgroups ? "enable subgroups;\n" : "") + types.wgsl_declarations() + u32_const("E_PAD", e_pad) +
+         u32_const("EV_PAD", ev_pad) + u32_const("KEYS", dkdv.tile) + u32_const("ROWS", dq.tile) +
+         u32_const("LANES", lanes) + bool_const("SUBGROUPS", subgroups) + shuffle +
+         bool_const("LAST_TILE_FIRST", dq.last_tile_first) +
          u32_const("INVOCATIONS", kWebGpuBackwardInvocations) + u32_const("QUERY_BLOCK", query_block) +
          u32_const("KEY_BLOCK", key_block) + u32_const("MASK_KIND", mask_code(mask)) + bool_const("CAUSAL", causal) +
          bool_const("WRITE_DS", write_d_scores) + u32_const("STAGE", stage) + variants.wgsl_constants();
@@ -661,12 +668,13 @@ std::string BackwardVariant::wgsl_constants(uint32_t stage) const {
 
 namespace {
 
-// The tile pass over `heads` heads of `length` keys or rows (webgpu_tile_for_grid's tile).
-BackwardTileGrid backward_tile_grid(int64_t length, int64_t heads, bool last_tile_first) {
+// The tile pass over `heads` heads of `length` keys or rows (webgpu_tile_for_grid's tile, at
+// most `largest`).
+BackwardTileGrid backward_tile_grid(int64_t length, int64_t heads, uint32_t largest, bool last_tile_first) {
   BackwardTileGrid g;
   g.heads = static_cast<uint64_t>(heads);
   g.last_tile_first = last_tile_first;
-  g.tile = webgpu_tile_for_grid(length, heads, kWebGpuBackwardMaxTile, kWebGpuBackwardMinTile);
+  g.tile = webgpu_tile_for_grid(length, heads, largest, std::min(largest, kWebGpuBackwardMinTile));
   g.tiles = (static_cast<uint64_t>(length) + g.tile - 1) / g.tile;
   return g;
 }
@@ -683,21 +691,32 @@ Status webgpu_backward_variant(const AttentionPlan& plan, const WebGpuLimits& li
   v.write_d_scores = d_mask && plan.mask_kind == MaskKind::kAdditive;
   v.variants = webgpu_variant_flags(plan);
   v.types = webgpu_element_types(plan, limits);
-  // Both kernels hold rows of E + Ev floats: Q and dO rows (dK/dV), K and V rows (dQ).
+  // Lanes per key or row where a workgroup of the smallest tile can hold them (WebGPU's least
+  // maxComputeInvocationsPerWorkgroup, 256, always can), at most a vec4 column each (a power of
+  // two up to E_PAD / 4 and EV_PAD / 4 divides both); the lanes sum their parts by
+  // subgroupShuffleXor where a subgroup always holds a key's (row's) lanes.
+  const uint32_t lanes = std::min({kWebGpuBackwardLanes, v.e_pad / 4, v.ev_pad / 4});
+  v.lanes = limits.max_invocations_per_workgroup >= kWebGpuBackwardMinTile * lanes ? lanes : 1;
+  v.subgroups = v.lanes > 1 && limits.subgroups && limits.subgroup_min_size >= v.lanes;
+  uint32_t largest = kWebGpuBackwardMaxTile;
+  while (largest > 1 && largest * v.lanes > limits.max_invocations_per_workgroup) largest /= 2;
+  // Under a causal mask a row tile sees more keys the later it is; dK/dV's first key tiles,
+  // seen by the most rows, start first in their natural order.
+  v.dkdv = backward_tile_grid(plan.Lk, plan.B * plan.Hkv, largest, false);
+  v.dq = backward_tile_grid(plan.Lq, plan.B * plan.Hq, largest, plan.causal);
+  // Both kernels hold rows of E + Ev floats: Q and dO rows (dK/dV), K and V rows (dQ), beside the
+  // lanes' parts (a vec2 per invocation without subgroups).
+  const uint64_t lane_parts = 8ull * (v.subgroups ? 1 : std::max(v.dkdv.tile, v.dq.tile) * v.lanes);
   const uint64_t per_row = 4ull * (v.e_pad + v.ev_pad);
-  const uint64_t fit = limits.max_workgroup_storage_bytes / per_row;
+  const uint64_t fit = limits.max_workgroup_storage_bytes > lane_parts ? (limits.max_workgroup_storage_bytes - lane_parts) / per_row : 0;
   if (fit < 1) {
     return Status::RangeError("the WebGPU backward with E = " + std::to_string(plan.E) + " and Ev = " +
                               std::to_string(plan.Ev) + " needs " + std::to_string(per_row) +
-                              " bytes of workgroup memory per row, more than this device's "
-                              "maxComputeWorkgroupStorageSize (" +
+                              " bytes of workgroup memory per row (and " + std::to_string(lane_parts) +
+                              " for its lanes' sums), more than this device's maxComputeWorkgroupStorageSize (" +
                               std::to_string(limits.max_workgroup_storage_bytes) + ")");
   }
   v.query_block = v.key_block = static_cast<uint32_t>(std::min<uint64_t>(fit, kWebGpuBackwardMaxBlock));
-  // Under a causal mask a row tile sees more keys the later it is; dK/dV's first key tiles,
-  // seen by the most rows, start first in their natural order.
-  v.dkdv = backward_tile_grid(plan.Lk, plan.B * plan.Hkv, false);
-  v.dq = backward_tile_grid(plan.Lq, plan.B * plan.Hq, plan.causal);
   *variant = v;
   return Status::Ok();
 }

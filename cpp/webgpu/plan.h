@@ -325,12 +325,16 @@ WebGpuUniforms webgpu_uniforms(const AttentionPlan& plan, const WebGpuChunk& chu
 constexpr uint32_t kWebGpuBackwardInvocations = 64;
 // The most query rows (dK/dV) or keys (dQ) a backward workgroup holds in workgroup memory.
 constexpr uint32_t kWebGpuBackwardMaxBlock = 64;
-// Keys per dK/dV workgroup and query rows per dQ workgroup (one invocation each):
-// webgpu_tile_for_grid from 64 down to 16. Each invocation loops over every row (dK/dV) or key
-// (dQ) its key or row sees, so one head at 4096 would make 64 workgroups of 64 (under a causal
-// mask the busiest of them do 64 times the work of the idlest).
+// Keys per dK/dV workgroup and query rows per dQ workgroup: webgpu_tile_for_grid from 64 down
+// to 16 (and to what maxComputeInvocationsPerWorkgroup allows with the lanes). Each key (row)
+// loops over every row (key) it sees, so one head at 4096 would make 64 workgroups of 64 keys
+// (under a causal mask the busiest of them do 64 times the work of the idlest).
 constexpr uint32_t kWebGpuBackwardMaxTile = 64;
 constexpr uint32_t kWebGpuBackwardMinTile = 16;
+// Lanes per key (dK/dV) and per query row (dQ), a power of two: each lane owns every LANES-th
+// vec4 of the key's dK/dV (the row's dQ) columns, and the lanes' parts of q·k and dO·v are
+// summed in one fixed order. The plan takes fewer where a head dim has fewer vec4 columns.
+constexpr uint32_t kWebGpuBackwardLanes = 4;
 
 // The grid of a tile pass (dK/dV over key tiles, dQ over query-row tiles): x runs over the heads
 // (B·Hkv or B·Hq), y over each head's tiles in launch order (GPUs start workgroups in
@@ -348,27 +352,31 @@ struct BackwardTileGrid {
 
 // The kernels of one backward call: padded head dims, the query block of the dK/dV kernel (Q and
 // dO rows) and the key block of the dQ kernel (K and V rows) that fit the workgroup memory, the
-// grids of the dK/dV and dQ passes, the forward's variant flags, and whether dS is kept for the
-// additive mask's gradient.
+// grids of the dK/dV and dQ passes, the lanes per key or row and how they sum their parts
+// (subgroupShuffleXor, or workgroup memory), the forward's variant flags, and whether dS is kept
+// for the additive mask's gradient.
 struct BackwardVariant {
   uint32_t e_pad = 0, ev_pad = 0;
   uint32_t query_block = 0, key_block = 0;
   BackwardTileGrid dkdv, dq;
+  uint32_t lanes = 1;
+  bool subgroups = false;
   MaskKind mask = MaskKind::kNone;
   bool causal = false;
   bool write_d_scores = false;
   WebGpuVariantFlags variants;
   WebGpuElementTypes types;
   // The pipeline-cache key of `kernel` ("prep", "dkdv", "dq", "reduce-mask", "reduce-sinks"), e.g.
-  // "backward-dq:e64:ev64:bq32:bk32:tk16:tq64:mask=additive:causal=0:ds=1:ranges=0:alibi=0:sinks=0:docs=0"
-  // (tk: keys per dK/dV workgroup, tq: rows per dQ workgroup).
+  // "backward-dq:e64:ev64:bq32:bk32:tk16:tq64:mask=additive:causal=0:ds=1:ranges=0:alibi=0:sinks=0:docs=0…:lanes4:subgroups"
+  // (tk: keys per dK/dV workgroup, tq: rows per dQ workgroup; the lanes sum by subgroups or wgmem).
   std::string key(const char* kernel) const;
   // Declarations and constants the glue puts before every backward kernel (STAGE for the reduce
   // pass: 0 the mask's gradient, 1 the sinks').
   std::string wgsl_constants(uint32_t stage = 0) const;
 };
 // A RangeError when one key of E + Ev floats does not fit the workgroup memory. The tiles follow
-// kWebGpuBackwardTargetWorkgroups' rule; the workgroup memory holds the blocks, whatever the tile.
+// kWebGpuTargetWorkgroups' rule; the workgroup memory holds the blocks (and, without subgroups,
+// a word pair per invocation for the lanes' sums), whatever the tile.
 Status webgpu_backward_variant(const AttentionPlan& plan, const WebGpuLimits& limits, bool d_mask,
                                BackwardVariant* variant);
 

@@ -713,11 +713,20 @@ TEST(WebGpuPlan, BackwardBlocksFitWorkgroupStorage) {
   ASSERT_TRUE(webgpu_backward_variant(make_plan({4, 16}, {9, 16}, {9, 16}), limits, false, &v).ok());
   EXPECT_EQ(v.query_block, kWebGpuBackwardMaxBlock);
   EXPECT_EQ(v.key_block, kWebGpuBackwardMaxBlock);
-  // E = 24 -> 32, Ev = 40 -> 64 in 4 KiB: 384 bytes a row, 10 rows.
+  // E = 24 -> 32, Ev = 40 -> 64 in 4 KiB: 384 bytes a row. With subgroups the lanes' parts take
+  // one vec2: 10 rows.
   limits.max_workgroup_storage_bytes = 4096;
+  limits.subgroups = true;
   ASSERT_TRUE(webgpu_backward_variant(make_plan({4, 24}, {9, 24}, {9, 40}), limits, false, &v).ok());
+  EXPECT_TRUE(v.subgroups);
   EXPECT_EQ(v.query_block, 10u);
   EXPECT_EQ(v.key("dkdv").rfind("backward-dkdv:e32:ev64:bq10:bk10:", 0), 0u) << v.key("dkdv");
+  // Without: a vec2 for each of the 16 keys' 4 lanes (512 bytes) leaves 9 rows.
+  limits.subgroups = false;
+  ASSERT_TRUE(webgpu_backward_variant(make_plan({4, 24}, {9, 24}, {9, 40}), limits, false, &v).ok());
+  EXPECT_FALSE(v.subgroups);
+  EXPECT_EQ(v.query_block, 9u);
+  EXPECT_EQ(v.key("dkdv").rfind("backward-dkdv:e32:ev64:bq9:bk9:tk16:tq16:", 0), 0u) << v.key("dkdv");
   // One row of E + Ev floats larger than the workgroup memory: a RangeError.
   limits.max_workgroup_storage_bytes = 1024;
   EXPECT_EQ(webgpu_backward_variant(make_plan({4, 256}, {9, 256}, {9, 256}), limits, false, &v).kind, ErrorKind::kRange);
@@ -739,11 +748,13 @@ TEST(WebGpuPlan, BackwardTilesShrinkUntilThePassLaunchesTheTargetWorkgroups) {
   ASSERT_TRUE(webgpu_backward_variant(one_head, limits, false, &v).ok());
   expect_grid(v.dkdv, 16, 1, 256, false);
   expect_grid(v.dq, 16, 1, 256, true);
-  EXPECT_EQ(v.key("dq").rfind("backward-dq:e64:ev64:bq32:bk32:tk16:tq16:mask=none:causal=1:", 0), 0u) << v.key("dq");
+  // Blocks of 31 rows of 512 bytes: 16 KiB less the lanes' parts (64 invocations' vec2).
+  EXPECT_EQ(v.key("dq").rfind("backward-dq:e64:ev64:bq31:bk31:tk16:tq16:mask=none:causal=1:", 0), 0u) << v.key("dq");
   const std::string constants = v.wgsl_constants();
   EXPECT_NE(constants.find("const KEYS: u32 = 16u;"), std::string::npos) << constants;
   EXPECT_NE(constants.find("const ROWS: u32 = 16u;"), std::string::npos) << constants;
   EXPECT_NE(constants.find("const LAST_TILE_FIRST: bool = true;"), std::string::npos) << constants;
+  EXPECT_NE(constants.find("const LANES: u32 = 4u;"), std::string::npos) << constants;
   // 8 heads of 1024: 16 tiles of 64 per head make 128 workgroups, 32 make 256, 16 make 512.
   ASSERT_TRUE(webgpu_backward_variant(make_plan({8, 1024, 64}, {8, 1024, 64}, {8, 1024, 64}), limits, false, &v).ok());
   expect_grid(v.dkdv, 16, 8, 64, false);
@@ -764,6 +775,42 @@ TEST(WebGpuPlan, BackwardTilesShrinkUntilThePassLaunchesTheTargetWorkgroups) {
   ASSERT_TRUE(webgpu_backward_variant(make_plan({2, 128, 40, 8}, {2, 128, 100, 8}, {2, 128, 100, 8}), limits, false, &v).ok());
   expect_grid(v.dq, 32, 256, 2, false);
   expect_grid(v.dkdv, 64, 256, 2, false);
+}
+
+TEST(WebGpuPlan, BackwardLanesSumBySubgroupsWhereASubgroupHoldsThemAndFitTheInvocations) {
+  WebGpuLimits limits;
+  BackwardVariant v;
+  const AttentionPlan plan = make_plan({32, 2048, 64}, {32, 2048, 64}, {32, 2048, 64});
+  // Default limits: 4 lanes, tiles of 64 (256 invocations), summed through workgroup memory.
+  ASSERT_TRUE(webgpu_backward_variant(plan, limits, false, &v).ok());
+  EXPECT_EQ(v.lanes, kWebGpuBackwardLanes);
+  EXPECT_FALSE(v.subgroups);
+  EXPECT_EQ(v.dkdv.tile, 64u);
+  EXPECT_NE(v.key("dkdv").find(":lanes4:wgmem"), std::string::npos) << v.key("dkdv");
+  EXPECT_NE(v.wgsl_constants().find("const SUBGROUPS: bool = false;"), std::string::npos);
+  EXPECT_EQ(v.wgsl_constants().find("enable subgroups;"), std::string::npos);
+  // Subgroups of at least 4: by subgroupShuffleXor.
+  limits.subgroups = true;
+  ASSERT_TRUE(webgpu_backward_variant(plan, limits, false, &v).ok());
+  EXPECT_TRUE(v.subgroups);
+  EXPECT_NE(v.key("dq").find(":lanes4:subgroups"), std::string::npos) << v.key("dq");
+  EXPECT_EQ(v.wgsl_constants().rfind("enable subgroups;", 0), 0u);
+  EXPECT_NE(v.wgsl_constants().find("subgroupShuffleXor"), std::string::npos);
+  // A subgroup that may hold fewer lanes than a key's: workgroup memory.
+  limits.subgroup_min_size = 2;
+  ASSERT_TRUE(webgpu_backward_variant(plan, limits, false, &v).ok());
+  EXPECT_FALSE(v.subgroups);
+  // 128 invocations a workgroup: tiles of at most 32 keys or rows of 4 lanes.
+  limits.max_invocations_per_workgroup = 128;
+  ASSERT_TRUE(webgpu_backward_variant(plan, limits, false, &v).ok());
+  EXPECT_EQ(v.lanes, kWebGpuBackwardLanes);
+  EXPECT_EQ(v.dkdv.tile, 32u);
+  EXPECT_EQ(v.dq.tile, 32u);
+  // Fewer than a tile of 16 with 4 lanes: one lane a key or row.
+  limits.max_invocations_per_workgroup = 32;
+  ASSERT_TRUE(webgpu_backward_variant(plan, limits, false, &v).ok());
+  EXPECT_EQ(v.lanes, 1u);
+  EXPECT_EQ(v.dkdv.tile, 32u);
 }
 
 TEST(WebGpuPlan, BackwardKeepsDScoresOnlyForTheAdditiveMasksGradient) {

@@ -1,8 +1,9 @@
 // The backward on the 'webgpu' backend (dawn.node on SwiftShader): the shared backward body
 // (support/backward-suite.ts) with the WebGPU tolerance factor 4; GPU-resident inputs and
-// outputs; determinism; NaN propagation; head dims above 128 and small workgroup memory; the
-// one-piece limit; calls in flight and a lost device; and a float64 finite-difference gradcheck
-// (on one instance, so the kernels of equal padded head dims and variants compile once).
+// outputs; determinism; the lanes' two ways of summing; NaN propagation; head dims above 128 and
+// small workgroup memory; the one-piece limit; calls in flight and a lost device; and a float64
+// finite-difference gradcheck (on one instance, so the kernels of equal padded head dims and
+// variants compile once).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttention, fromFloat16, toFloat16, WebGPUError, type Attention, type AttentionGradients, type BackwardOptions, type GpuTensor, type Tensor } from 'sdpa-web';
 import { defineBackwardSuite, GRADCHECK_CASES, gradcheckInputs, GRADS, maxAbs } from './support/backward-suite.js';
@@ -109,6 +110,21 @@ describe('the WebGPU backward', () => {
       const again = await attn.scaledDotProductAttentionBackward(q, k, v, dOut, options);
       for (const name of [...GRADS, 'dAttnMask', 'dSinks'] as const) expect(again[name]!.data, name).toEqual(first[name]!.data);
     }
+  });
+
+  it("each key's and row's 4 lanes sum their parts by subgroups or through workgroup memory: both within the rule, each the same bits on every run", async () => {
+    expect(device.features.has('subgroups'), 'the test adapter has subgroups').toBe(true);
+    const wgmem = await createAttention({ backend: 'webgpu', gpuDevice: device, gpuLimits: { subgroups: false } });
+    for (const [instance, path] of [[attn, ':lanes4:subgroups'], [wgmem, ':lanes4:wgmem']] as const) {
+      const first = await instance.scaledDotProductAttentionBackward(q, k, v, dOut, options);
+      expectWithinRule(first, q, k, v, dOut, options, path);
+      const again = await instance.scaledDotProductAttentionBackward(q, k, v, dOut, options);
+      for (const name of [...GRADS, 'dAttnMask', 'dSinks'] as const) expect(again[name]!.data, `${path} ${name}`).toEqual(first[name]!.data);
+      for (const kernel of ['dkdv', 'dq']) {
+        expect(instance.webgpuInfo()!.pipelines.some((key) => key.startsWith(`backward-${kernel}:`) && key.endsWith(path)), `${kernel} ${path}`).toBe(true);
+      }
+    }
+    wgmem.dispose();
   });
 
   it('NaN in a visible input reaches exactly the gradients it touches in the float64 reference; NaN in a hidden key none', async () => {
