@@ -325,7 +325,7 @@ std::string FlashVariant::wgsl_constants() const {
 }
 
 uint32_t webgpu_decode_split_keys(const AttentionPlan& p) {
-  return webgpu_tile_for_grid(p.Lk, p.B * p.Hkv, kWebGpuDecodeMaxSplitKeys, kWebGpuDecodeSplitKeys, kWebGpuDecodeTargetWorkgroups);
+  return webgpu_tile_for_grid(p.Lk, p.B * p.Hkv, kWebGpuDecodeMaxSplitKeys, kWebGpuDecodeSplitKeys);
 }
 
 uint32_t webgpu_decode_splits(const AttentionPlan& p) {
@@ -364,10 +364,10 @@ uint32_t webgpu_pad_head_dim(int64_t d) {
   return static_cast<uint32_t>((d + 63) / 64 * 64);
 }
 
-uint32_t webgpu_tile_for_grid(int64_t length, int64_t heads, uint32_t largest, uint32_t smallest, uint64_t target) {
+uint32_t webgpu_tile_for_grid(int64_t length, int64_t heads, uint32_t largest, uint32_t smallest) {
   const auto workgroups = [&](uint32_t tile) { return static_cast<uint64_t>(heads) * ((static_cast<uint64_t>(length) + tile - 1) / tile); };
   uint32_t tile = largest;
-  while (tile > smallest && workgroups(tile) < target) tile /= 2;
+  while (tile > smallest && workgroups(tile) < kWebGpuTargetWorkgroups) tile /= 2;
   return tile;
 }
 

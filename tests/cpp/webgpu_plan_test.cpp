@@ -342,18 +342,17 @@ TEST(WebGpuPlan, FlashDecodingForFewQueryRowsOverManyKeys) {
   EXPECT_EQ(webgpu_decode_splits(make_plan({1, 32, 1, 128}, {1, 8, 2 * split, 128}, {1, 8, 2 * split, 128}, MaskKind::kNone, {}, false, true)), 2u);
   EXPECT_EQ(webgpu_decode_splits(make_plan({1, 32, 1, 128}, {1, 8, 2 * split + 1, 128}, {1, 8, 2 * split + 1, 128}, MaskKind::kNone, {}, false, true)), 3u);
   EXPECT_EQ(webgpu_decode_splits(make_plan({2, kWebGpuDecodeMaxRows, 64}, {2, 8192, 64}, {2, 8192, 64})), 64u);
-  // Longer splits while the partial pass keeps kWebGpuDecodeTargetWorkgroups workgroups: B·Hkv
-  // = 8 KV heads of 32768 keys keep 128 keys (2048 workgroups); 32 heads take 512 keys (2048);
-  // 16 heads of 65536 keys take 512, and 256 heads of 32768 keys the longest split.
+  // Longer splits while the partial pass keeps kWebGpuTargetWorkgroups workgroups: B·Hkv = 8
+  // KV heads of 32768 keys take 512 keys (512 workgroups), 32 heads the longest split (1024).
   const auto split_keys = [](int64_t b, int64_t hkv, int64_t lk) {
     return webgpu_decode_split_keys(make_plan({b, 4 * hkv, 1, 128}, {b, hkv, lk, 128}, {b, hkv, lk, 128}, MaskKind::kNone, {}, false, true));
   };
-  EXPECT_EQ(split_keys(1, 8, 32768), 128u);
-  EXPECT_EQ(split_keys(4, 8, 32768), 512u);
-  EXPECT_EQ(split_keys(2, 8, 65536), 512u);
-  EXPECT_EQ(split_keys(32, 8, 32768), kWebGpuDecodeMaxSplitKeys);
+  EXPECT_EQ(split_keys(1, 8, 32768), 512u);
+  EXPECT_EQ(split_keys(1, 8, 16384), 256u);
+  EXPECT_EQ(split_keys(4, 8, 32768), kWebGpuDecodeMaxSplitKeys);
+  EXPECT_EQ(split_keys(1, 8, 8192), kWebGpuDecodeSplitKeys);
   EXPECT_EQ(split_keys(1, 8, 300), kWebGpuDecodeSplitKeys);
-  EXPECT_EQ(webgpu_decode_splits(make_plan({4, 32, 1, 128}, {4, 8, 32768, 128}, {4, 8, 32768, 128}, MaskKind::kNone, {}, false, true)), 64u);
+  EXPECT_EQ(webgpu_decode_splits(make_plan({4, 32, 1, 128}, {4, 8, 32768, 128}, {4, 8, 32768, 128}, MaskKind::kNone, {}, false, true)), 32u);
   // More query rows, or weights: the flash kernels.
   EXPECT_EQ(webgpu_decode_splits(make_plan({2, kWebGpuDecodeMaxRows + 1, 64}, {2, 8192, 64}, {2, 8192, 64})), 0u);
   EXPECT_EQ(webgpu_decode_splits(make_plan({1, 64}, {8192, 64}, {8192, 64}, MaskKind::kNone, {}, true)), 0u);

@@ -86,7 +86,7 @@ describe.each([
     expect(tiles.size).toBeGreaterThanOrEqual(3);
   });
 
-  it('splits of 512 keys (16 KV heads of 65536 keys: webgpu_decode_split_keys), ragged and windowed', async () => {
+  it('splits of 1024 keys (16 KV heads of 65536 keys: webgpu_decode_split_keys), ragged and windowed', async () => {
     const attn = await instance(subgroups);
     const q = randomTensor([2, 8, 1, 4], 10), k = randomTensor([2, 8, 65536, 4], 11), v = randomTensor([2, 8, 65536, 4], 12);
     const options: AttentionOptions = { keyLengths: new Int32Array([65536, 40001]), window: { left: 50000 }, isCausal: 'bottom-right', returnLogSumExp: true };
