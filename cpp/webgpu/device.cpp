@@ -437,10 +437,10 @@ void WebGpuAttention::write_float16(val destination, val source, val runs) {
   submit_write_float16(destination, source, parsed);
 }
 
-val WebGpuAttention::trace_layout(const AttentionPlan& plan) const {
+val WebGpuAttention::trace_layout(const AttentionPlan& plan, const val& sources) const {
   val out = val::object();
   FlashVariant flash;
-  const Status s = webgpu_flash_variant(plan, limits_, &flash);
+  const Status s = webgpu_flash_variant(plan, limits_, &flash, input_offsets(sources));
   if (!s.ok()) {
     out.set("error", error_object("RangeError", s.message));
     return out;
