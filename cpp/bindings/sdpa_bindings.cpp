@@ -1032,7 +1032,7 @@ val webgpu_call(WebGpuAttention& gpu, const val& options, val sources, const val
   if (plan.return_lse) results.add(&record.logSumExp_result, kFloat * plan.B * plan.Hq * plan.Lq);
   val layout = val::undefined();
   if (trace) {
-    layout = gpu.trace_layout(plan);
+    layout = gpu.trace_layout(plan, sources);
     if (!layout[js("error")].isNull()) return layout;
     record.steps = layout[js("floats")].as<double>();
     results.add(&record.trace_result, kFloat * static_cast<uint64_t>(record.steps));

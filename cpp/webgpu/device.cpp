@@ -55,6 +55,22 @@ val whole(const val& buffer) {
   return resource;
 }
 
+// Byte offsets of the call's GPU-resident query, key and value in their buffers (`sources` as
+// run() and run_backward() take them; 0 for arrays).
+WebGpuInputOffsets input_offsets(const val& sources) {
+  const auto offset = [&](const char* name) -> uint64_t {
+    if (sources.isUndefined()) return 0;
+    const val source = sources[name];
+    if (source.isUndefined() || source["buffer"].isUndefined()) return 0;
+    return static_cast<uint64_t>(source["offset"].as<double>());
+  };
+  WebGpuInputOffsets o;
+  o.query = offset("query");
+  o.key = offset("key");
+  o.value = offset("value");
+  return o;
+}
+
 val bind_entry(int binding, const val& resource) {
   val e = val::object();
   e.set("binding", binding);
@@ -421,10 +437,10 @@ void WebGpuAttention::write_float16(val destination, val source, val runs) {
   submit_write_float16(destination, source, parsed);
 }
 
-val WebGpuAttention::trace_layout(const AttentionPlan& plan) const {
+val WebGpuAttention::trace_layout(const AttentionPlan& plan, const val& sources) const {
   val out = val::object();
   FlashVariant flash;
-  const Status s = webgpu_flash_variant(plan, limits_, &flash);
+  const Status s = webgpu_flash_variant(plan, limits_, &flash, input_offsets(sources));
   if (!s.ok()) {
     out.set("error", error_object("RangeError", s.message));
     return out;
@@ -443,8 +459,9 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
   const auto source = [&](const char* name) { return sources.isUndefined() ? val::undefined() : sources[name]; };
   const val output_source = source("output");
   val result = val::object();
+  const WebGpuInputOffsets offsets = input_offsets(sources);
   FlashVariant flash;
-  Status s = webgpu_flash_variant(plan, limits_, &flash);
+  Status s = webgpu_flash_variant(plan, limits_, &flash, offsets);
   std::vector<WebGpuChunk> chunks;
   if (s.ok()) s = plan_webgpu_chunks(plan, limits_, &chunks);
   if (s.ok() && trace && chunks.size() != 1) {
@@ -519,12 +536,12 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
   }
   val weights_pipeline = val::undefined();
   if (plan.return_weights) {
-    const WeightsVariant wv = webgpu_weights_variant(plan, limits_);
+    const WeightsVariant wv = webgpu_weights_variant(plan, limits_, ScoreStage::kNone, offsets);
     weights_pipeline = pipeline(wv.key(), wv.wgsl_constants() + kAttentionWeightsWgsl, Layout::kWeights, job);
   }
   val scores_pipeline = val::undefined();
   if (plan.return_scores != ScoreStage::kNone) {
-    const WeightsVariant sv = webgpu_weights_variant(plan, limits_, plan.return_scores);
+    const WeightsVariant sv = webgpu_weights_variant(plan, limits_, plan.return_scores, offsets);
     scores_pipeline = pipeline(sv.key(), sv.wgsl_constants() + kAttentionWeightsWgsl, Layout::kWeights, job);
   }
   // Stand-ins for bindings a variant does not use (no mask, no stats, no log-sum-exp); writable
@@ -710,7 +727,8 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
   const val gradients = source("gradients");
   val result = val::object();
   BackwardVariant backward;
-  Status s = webgpu_backward_variant(plan, limits_, d_mask, &backward);
+  const WebGpuInputOffsets offsets = input_offsets(sources);
+  Status s = webgpu_backward_variant(plan, limits_, d_mask, &backward, offsets);
   // The forward's flash kernel (writing the output and log-sum-exp) when they are not given; its
   // key tile also lays out the variants' document tiles.
   AttentionPlan forward_plan = plan;
@@ -718,7 +736,7 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
   forward_plan.return_weights = false;
   forward_plan.return_scores = ScoreStage::kNone;
   FlashVariant flash;
-  if (s.ok()) s = webgpu_flash_variant(forward_plan, limits_, &flash);
+  if (s.ok()) s = webgpu_flash_variant(forward_plan, limits_, &flash, offsets);
   if (s.ok()) s = check_webgpu_backward_fits(plan, limits_, d_mask);
   if (!s.ok()) {
     result.set("error", error_object("RangeError", s.message));

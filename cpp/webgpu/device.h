@@ -62,8 +62,9 @@ class WebGpuAttention {
   emscripten::val run_backward(const AttentionPlan& plan, const AttentionInputs& in, const float* d_output,
                                const float* output, const float* lse, const BackwardOutputs<float>& out,
                                bool d_mask, emscripten::val sources);
-  // { floats, tileKeys, lanes, stride } of a trace of `plan` on this device, or { error }.
-  emscripten::val trace_layout(const AttentionPlan& plan) const;
+  // { floats, tileKeys, lanes, stride, kernel } of a trace of `plan` on this device (`sources` as
+  // run() takes them: the kernel's vector bindings follow the GPU tensors' offsets), or { error }.
+  emscripten::val trace_layout(const AttentionPlan& plan, const emscripten::val& sources) const;
   // results: what the call's promise resolved to. Copies the readbacks into the wasm heap and
   // returns null, or returns { kind: 'validation'|'out-of-memory'|'internal', message }.
   emscripten::val finish(int job, emscripten::val results);

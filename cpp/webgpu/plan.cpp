@@ -96,7 +96,12 @@ bool WebGpuElementTypes::any_float16() const {
 }
 
 std::string WebGpuElementTypes::key() const {
-  if (!any_float16() && !any_quantized()) return "";
+  const bool query_vector_reads = query_vectors && !query_levels;
+  std::string vectors;
+  if (query_vector_reads || key_vectors || value_vectors) {
+    vectors = std::string(":vec4=") + (query_vector_reads ? "q" : "") + (key_vectors ? "k" : "") + (value_vectors ? "v" : "");
+  }
+  if (!any_float16() && !any_quantized()) return vectors;
   auto name = [](ElementType t) {
     switch (t) {
       case ElementType::kFloat16: return "f16";
@@ -108,7 +113,7 @@ std::string WebGpuElementTypes::key() const {
   std::string text = std::string(":q=") + (query_levels ? "i8" : name(query_type)) + ":k=" + name(key_type) +
                      ":v=" + name(value_type) + ":f16=" + webgpu_float16_path_name(path);
   if (any_quantized()) text += packed_dot ? ":dot4=packed" : ":dot4=unpack";
-  return text;
+  return text + vectors;
 }
 
 namespace {
@@ -163,20 +168,55 @@ std::string quantized_loader(const std::string& tensor, ElementType type, const 
 std::string WebGpuElementTypes::wgsl_declarations(bool value_binding) const {
   const bool shader_f16 = path == WebGpuFloat16Path::kShaderF16;
   std::string text = shader_f16 && any_float16() ? "enable f16;\n" : "";
-  // tensor: the binding's name; alias: its element type's; base: its Params field.
-  auto declare = [&](ElementType type, const char* tensor, const char* alias, const char* base) {
-    const std::string t(tensor);
-    if (type == ElementType::kFloat32) {
-      text += "alias " + std::string(alias) + " = f32;\n";
-      text += "fn " + t + "_at(i: u32) -> f32 { return " + t + "[i]; }\n";
-    } else if (shader_f16) {
-      text += "alias " + std::string(alias) + " = f16;\n";
-      text += "fn " + t + "_at(i: u32) -> f32 { return f32(" + t + "[p." + base + " + i]); }\n";
-    } else {
-      text += "alias " + std::string(alias) + " = u32;\n";
-      text += "fn " + t + "_at(i: u32) -> f32 { let e = p." + base + " + i; return unpack2x16float(" + t +
-              "[e >> 1u])[e & 1u]; }\n";
+  // The vec4 loader of `tensor` from its scalar loader: 4 loads, bounds-checked one by one.
+  auto scalar_loads4 = [&](const std::string& t) {
+    text += "fn " + t + "4(base: u32, c: u32, n: u32) -> vec4<f32> {\n"
+            "  var r = vec4<f32>(0.0);\n"
+            "  for (var d = 0u; d < 4u; d++) { if (c + d < n) { r[d] = " + t + "_at(base + c + d); } }\n"
+            "  return r;\n"
+            "}\n";
+  };
+  // tensor: the binding's name; alias: its element type's; base: its Params field; vectors: the
+  // binding holds vectors of 4 elements (n, base and c then multiples of 4: a whole vector or none).
+  auto declare = [&](ElementType type, const char* tensor, const char* alias, const char* base, bool vectors) {
+    const std::string t(tensor), a(alias), b(base);
+    if (!vectors) {
+      if (type == ElementType::kFloat32) {
+        text += "alias " + a + " = f32;\n";
+        text += "fn " + t + "_at(i: u32) -> f32 { return " + t + "[i]; }\n";
+      } else if (shader_f16) {
+        text += "alias " + a + " = f16;\n";
+        text += "fn " + t + "_at(i: u32) -> f32 { return f32(" + t + "[p." + b + " + i]); }\n";
+      } else {
+        text += "alias " + a + " = u32;\n";
+        text += "fn " + t + "_at(i: u32) -> f32 { let e = p." + b + " + i; return unpack2x16float(" + t +
+                "[e >> 1u])[e & 1u]; }\n";
+      }
+      scalar_loads4(t);
+      return;
     }
+    std::string load;  // the vector holding elements e … e + 3, as vec4<f32>
+    if (type == ElementType::kFloat32) {
+      text += "alias " + a + " = vec4<f32>;\n";
+      text += "fn " + t + "_at(i: u32) -> f32 { return " + t + "[i >> 2u][i & 3u]; }\n";
+      load = t + "[e >> 2u]";
+    } else if (shader_f16) {
+      text += "alias " + a + " = vec4<f16>;\n";
+      text += "fn " + t + "_at(i: u32) -> f32 { let e = p." + b + " + i; return f32(" + t + "[e >> 2u][e & 3u]); }\n";
+      load = "vec4<f32>(" + t + "[e >> 2u])";
+    } else {
+      // Two words of two halves each.
+      text += "alias " + a + " = vec2<u32>;\n";
+      text += "fn " + t + "_at(i: u32) -> f32 { let e = p." + b + " + i; return unpack2x16float(" + t +
+              "[e >> 2u][(e >> 1u) & 1u])[e & 1u]; }\n";
+      load = "vec4<f32>(unpack2x16float(" + t + "[e >> 2u].x), unpack2x16float(" + t + "[e >> 2u].y))";
+    }
+    const std::string first = type == ElementType::kFloat32 ? "base + c" : "p." + b + " + base + c";
+    text += "fn " + t + "4(base: u32, c: u32, n: u32) -> vec4<f32> {\n"
+            "  if (c >= n) { return vec4<f32>(0.0); }\n"
+            "  let e = " + first + ";\n"
+            "  return " + load + ";\n"
+            "}\n";
   };
   if (query_levels) {
     // Row r's block c: levels in words (r·blocks + c)·8 …, scales after the chunk's rows' levels.
@@ -187,18 +227,21 @@ std::string WebGpuElementTypes::wgsl_declarations(bool value_binding) const {
             "  let scale = bitcast<f32>(query[p.nbh * p.rows * blocks * 8u + block]);\n"
             "  return quant_value(quant_level_int8(query[block * 8u + (i % 32u) / 4u], i % 4u), scale);\n"
             "}\n";
+    scalar_loads4("query");
   } else {
-    declare(query_type, "query", "QueryElement", "query_base");
+    declare(query_type, "query", "QueryElement", "query_base", query_vectors);
   }
   if (webgpu_quantized(key_type)) {
     text += "alias KeyElement = u32;\n" + quantized_loader("key", key_type, "E", "key_stride");
+    scalar_loads4("key");
   } else {
-    declare(key_type, "key", "KeyElement", "key_base");
+    declare(key_type, "key", "KeyElement", "key_base", key_vectors);
   }
   if (value_binding && webgpu_quantized(value_type)) {
     text += "alias ValueElement = u32;\n" + quantized_loader("value", value_type, "Ev", "value_stride");
+    scalar_loads4("value");
   } else if (value_binding) {
-    declare(value_type, "value", "ValueElement", "value_base");
+    declare(value_type, "value", "ValueElement", "value_base", value_vectors);
   }
   if (any_quantized() || query_levels) {
     auto bits = [](ElementType t) { return t == ElementType::kInt4 ? 4 : t == ElementType::kInt8 ? 8 : 0; };
@@ -208,7 +251,14 @@ std::string WebGpuElementTypes::wgsl_declarations(bool value_binding) const {
   return text;
 }
 
-WebGpuElementTypes webgpu_element_types(const AttentionPlan& plan, const WebGpuLimits& limits) {
+bool webgpu_vector_reads(ElementType type, int64_t row_length, int64_t head_stride, uint64_t offset_bytes) {
+  if (type != ElementType::kFloat32 && type != ElementType::kFloat16) return false;
+  if (row_length <= 0 || row_length % kWebGpuVectorWidth != 0 || head_stride % kWebGpuVectorWidth != 0) return false;
+  return type == ElementType::kFloat32 || offset_bytes % (2 * kWebGpuVectorWidth) == 0;
+}
+
+WebGpuElementTypes webgpu_element_types(const AttentionPlan& plan, const WebGpuLimits& limits,
+                                        const WebGpuInputOffsets& offsets) {
   WebGpuElementTypes t;
   t.query_type = plan.query_type;
   t.key_type = plan.key_type;
@@ -218,6 +268,10 @@ WebGpuElementTypes webgpu_element_types(const AttentionPlan& plan, const WebGpuL
   // kv_quantize.wgsl): the scores are those of the quantized query, as on every backend.
   if (t.any_quantized()) t.query_type = ElementType::kFloat32;
   t.packed_dot = limits.packed_dot && t.any_quantized();
+  // On a quantized cache the query binding is a workspace of the glue's (offset 0).
+  t.query_vectors = webgpu_vector_reads(t.query_type, plan.E, plan.Lq * plan.E, t.any_quantized() ? 0 : offsets.query);
+  t.key_vectors = webgpu_vector_reads(t.key_type, plan.E, plan.key_head_stride, offsets.key);
+  t.value_vectors = webgpu_vector_reads(t.value_type, plan.Ev, plan.value_head_stride, offsets.value);
   return t;
 }
 
@@ -376,7 +430,7 @@ uint32_t webgpu_flash_rows(const AttentionPlan& plan) {
 }
 
 Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limits,
-                            FlashVariant* variant) {
+                            FlashVariant* variant, const WebGpuInputOffsets& offsets) {
   FlashVariant v;
   v.heaviest_first = plan.causal || plan.window_right != AttentionPlan::kUnbounded;
   v.e_pad = webgpu_pad_head_dim(plan.E);
@@ -386,7 +440,7 @@ Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limit
   v.write_stats = plan.return_weights;
   v.write_lse = plan.return_lse;
   v.variants = webgpu_variant_flags(plan);
-  v.types = webgpu_element_types(plan, limits);
+  v.types = webgpu_element_types(plan, limits, offsets);
   const uint32_t tiled_rows = webgpu_flash_rows(plan);
   if (v.e_pad <= kWebGpuTiledMaxHeadDim && v.ev_pad <= kWebGpuTiledMaxHeadDim &&
       limits.max_invocations_per_workgroup >= tiled_rows * kWebGpuTiledLanes) {
@@ -444,13 +498,15 @@ bool webgpu_decode_variant(const AttentionPlan& plan, const WebGpuLimits& limits
   return false;
 }
 
-WeightsVariant webgpu_weights_variant(const AttentionPlan& plan, const WebGpuLimits& limits, ScoreStage stage) {
+WeightsVariant webgpu_weights_variant(const AttentionPlan& plan, const WebGpuLimits& limits, ScoreStage stage,
+                                      const WebGpuInputOffsets& offsets) {
   WeightsVariant v;
   v.mask = plan.mask_kind;
   v.causal = plan.causal;
   v.variants = webgpu_variant_flags(plan);
-  v.types = webgpu_element_types(plan, limits);
+  v.types = webgpu_element_types(plan, limits, offsets);
   v.types.value_type = ElementType::kFloat32;  // it reads no value
+  v.types.value_vectors = false;
   v.stage = stage;
   return v;
 }
@@ -649,7 +705,7 @@ std::string BackwardVariant::key(const char* kernel) const {
          std::to_string(query_block) + ":bk" + std::to_string(key_block) + ":tk" + std::to_string(dkdv.tile) + ":tq" +
          std::to_string(dq.tile) + ":mask=" + mask_name(mask) +
          ":causal=" + (causal ? "1" : "0") + ":ds=" + (write_d_scores ? "1" : "0") + variants.key() + types.key() +
-         ":lanes" + std::to_string(lanes) + (subgroups ? ":subgroups" : ":wgmem");
+         (d_output_vectors ? ":dout-vec4" : "") + ":lanes" + std::to_string(lanes) + (subgroups ? ":subgroups" : ":wgmem");
 }
 
 std::string BackwardVariant::wgsl_constants(uint32_t stage) const {
@@ -657,7 +713,21 @@ std::string BackwardVariant::wgsl_constants(uint32_t stage) const {
   const std::string shuffle =
       subgroups ? "fn lane_shuffle_xor(v: vec2<f32>, mask: u32) -> vec2<f32> { return subgroupShuffleXor(v, mask); }\n"
                 : "fn lane_shuffle_xor(v: vec2<f32>, mask: u32) -> vec2<f32> { return v; }\n";
-  return (subgroups ? "enable subgroups;\n" : "") + types.wgsl_declarations() + u32_const("E_PAD", e_pad) +
+  const std::string d_output =
+      d_output_vectors ? "alias DOutputElement = vec4<f32>;\n"
+                         "fn d_output_at(i: u32) -> f32 { return d_output[i >> 2u][i & 3u]; }\n"
+                         "fn d_output4(base: u32, c: u32) -> vec4<f32> {\n"
+                         "  if (c >= p.Ev) { return vec4<f32>(0.0); }\n"
+                         "  return d_output[(base + c) >> 2u];\n"
+                         "}\n"
+                       : "alias DOutputElement = f32;\n"
+                         "fn d_output_at(i: u32) -> f32 { return d_output[i]; }\n"
+                         "fn d_output4(base: u32, c: u32) -> vec4<f32> {\n"
+                         "  var v = vec4<f32>(0.0);\n"
+                         "  for (var d = 0u; d < 4u; d++) { if (c + d < p.Ev) { v[d] = d_output[base + c + d]; } }\n"
+                         "  return v;\n"
+                         "}\n";
+  return (subgroups ? "enable subgroups;\n" : "") + types.wgsl_declarations() + d_output + u32_const("E_PAD", e_pad) +
          u32_const("EV_PAD", ev_pad) + u32_const("KEYS", dkdv.tile) + u32_const("ROWS", dq.tile) +
          u32_const("LANES", lanes) + bool_const("SUBGROUPS", subgroups) + shuffle +
          bool_const("LAST_TILE_FIRST", dq.last_tile_first) +
@@ -682,7 +752,7 @@ BackwardTileGrid backward_tile_grid(int64_t length, int64_t heads, uint32_t larg
 }  // namespace
 
 Status webgpu_backward_variant(const AttentionPlan& plan, const WebGpuLimits& limits, bool d_mask,
-                               BackwardVariant* variant) {
+                               BackwardVariant* variant, const WebGpuInputOffsets& offsets) {
   BackwardVariant v;
   v.e_pad = webgpu_pad_head_dim(plan.E);
   v.ev_pad = webgpu_pad_head_dim(plan.Ev);
@@ -690,7 +760,8 @@ Status webgpu_backward_variant(const AttentionPlan& plan, const WebGpuLimits& li
   v.causal = plan.causal;
   v.write_d_scores = d_mask && plan.mask_kind == MaskKind::kAdditive;
   v.variants = webgpu_variant_flags(plan);
-  v.types = webgpu_element_types(plan, limits);
+  v.types = webgpu_element_types(plan, limits, offsets);
+  v.d_output_vectors = webgpu_vector_reads(ElementType::kFloat32, plan.Ev, plan.Lq * plan.Ev, 0);
   // Lanes per key or row where a workgroup of the smallest tile can hold them (WebGPU's least
   // maxComputeInvocationsPerWorkgroup, 256, always can), at most a vec4 column each (a power of
   // two up to E_PAD / 4 and EV_PAD / 4 divides both); the lanes sum their parts by

@@ -57,15 +57,23 @@ struct WebGpuElementTypes {
   bool query_levels = false;
   // Integer dot products of 4 int8 pairs by dot4I8Packed, else by unpacking (extractBits).
   bool packed_dot = false;
+  // The bindings read as vectors of kWebGpuVectorWidth elements (webgpu_vector_reads): one load
+  // per 4 elements of a row in query4/key4/value4, instead of one per element. The query's is
+  // ignored with query_levels.
+  bool query_vectors = false, key_vectors = false, value_vectors = false;
   bool any_float16() const;
   bool any_quantized() const { return webgpu_quantized(key_type) || webgpu_quantized(value_type); }
-  // "" when all are float32 (the keys of float32 calls are unchanged), else e.g.
-  // ":q=f16:k=f16:v=f32:f16=unpack2x16float" or ":q=f32:k=i8:v=i8:f16=unpack2x16float:dot4=packed".
+  // The element types when any is not float32, e.g. ":q=f16:k=f16:v=f32:f16=unpack2x16float" or
+  // ":q=f32:k=i8:v=i8:f16=unpack2x16float:dot4=packed", then the vector bindings when any, e.g.
+  // ":vec4=qkv" (all three) or ":vec4=kv"; "" for float32 tensors read one element at a time.
   std::string key() const;
   // What the kernels' text needs first: `enable f16;` (shader-f16 path with a float16 tensor),
-  // the storage element aliases QueryElement/KeyElement/ValueElement, and the loaders
+  // the storage element aliases QueryElement/KeyElement/ValueElement, the loaders
   // query_at/key_at/value_at(i) -> f32 (element i of the chunk's tensor; a float16 tensor's
-  // binding may start before its data: Params.query_base/key_base/value_base elements).
+  // binding may start before its data: Params.query_base/key_base/value_base elements), and
+  // query4/key4/value4(base, c, n) -> vec4<f32> (elements base + c … base + c + 3 of a row of n,
+  // zeros past n: for c a multiple of 4). A vector binding's element is a vec4<f32>, vec4<f16>
+  // or vec2<u32> (4 halves), and its *4 loader one load; otherwise *4 reads 4 elements by *_at.
   // Without `value_binding` (a kernel with no value binding) nothing of the value.
   // A quantized key/value binding is the cache's whole tensor (levels, then scales): its loader
   // finds element i = head·stride + j·dim + e (head counted from the chunk's kv0) in the tile
@@ -75,9 +83,27 @@ struct WebGpuElementTypes {
   // Without `value_binding` (a kernel with no value binding) nothing of the value.
   std::string wgsl_declarations(bool value_binding = true) const;
 };
-// The one place the float16 read path is chosen: shader-f16 where the device has it (and
-// limits.shader_f16), else unpack2x16float.
-WebGpuElementTypes webgpu_element_types(const AttentionPlan& plan, const WebGpuLimits& limits);
+// Byte offsets at which the call's query, key and value start in the caller's GPU buffers
+// (0 for arrays, which the glue uploads into buffers of their own).
+struct WebGpuInputOffsets {
+  uint64_t query = 0, key = 0, value = 0;
+};
+// Elements of one vector load (16 bytes of float32, 8 of float16).
+constexpr uint32_t kWebGpuVectorWidth = 4;
+// Whether the kernels read a float tensor of `type` whose rows hold `row_length` elements (E for
+// query and key, Ev for value), its heads `head_stride` elements apart, as vectors: when every
+// row starts on a vector (row_length and head_stride multiples of kWebGpuVectorWidth, row_length
+// > 0: a chunk starts at a head or a row) and so does the binding's data. A float32 binding
+// always starts at its data (the glue binds a GPU tensor in place only at a binding-aligned
+// offset, else copies it); a float16 GPU tensor is bound from the aligned offset before it
+// (Params' *_base elements skipped), a whole number of vectors before it when `offset_bytes`
+// (its byte offset) is a multiple of 8. The bindings then hold whole vectors (a 16-byte
+// multiple for float32, 8 for float16), none left unreachable. No quantized type.
+bool webgpu_vector_reads(ElementType type, int64_t row_length, int64_t head_stride, uint64_t offset_bytes);
+// The one place the float16 read path is chosen (shader-f16 where the device has it and
+// limits.shader_f16, else unpack2x16float), and the vector bindings (webgpu_vector_reads).
+WebGpuElementTypes webgpu_element_types(const AttentionPlan& plan, const WebGpuLimits& limits,
+                                        const WebGpuInputOffsets& offsets = {});
 // Bytes of one element of `type` in a GPU buffer (float types).
 inline uint64_t webgpu_element_bytes(ElementType type) { return type == ElementType::kFloat16 ? 2 : 4; }
 
@@ -235,7 +261,7 @@ uint32_t webgpu_pad_head_dim(int64_t d);
 // The flash variant for `plan` under `limits`; a RangeError when even one key of E + Ev floats
 // does not fit the workgroup storage.
 Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limits,
-                            FlashVariant* variant);
+                            FlashVariant* variant, const WebGpuInputOffsets& offsets = {});
 // The partial kernel of flash-decoding for `plan` (whose flash variant is `flash`) under
 // `limits` (decode 3, reading the query as int8 levels, on a quantized cache), or false when its smallest key tile does not fit the workgroup storage (the flash
 // kernels run then). Rows per workgroup: the rows that read one KV head (heads per KV head ×
@@ -248,7 +274,7 @@ bool webgpu_decode_variant(const AttentionPlan& plan, const WebGpuLimits& limits
                            FlashVariant* partial);
 // The weights pass (stage kNone), or the score pass of `stage`.
 WeightsVariant webgpu_weights_variant(const AttentionPlan& plan, const WebGpuLimits& limits,
-                                      ScoreStage stage = ScoreStage::kNone);
+                                      ScoreStage stage = ScoreStage::kNone, const WebGpuInputOffsets& offsets = {});
 
 // A piece of the work whose tensors all fit one storage binding: query heads
 // [bh0, bh0 + nbh) (flattened b·Hq + h), query rows [row0, row0 + rows) of each of them
@@ -364,19 +390,23 @@ struct BackwardVariant {
   bool write_d_scores = false;
   WebGpuVariantFlags variants;
   WebGpuElementTypes types;
+  // dOutput (float32, bound from its first element) read as vectors (webgpu_vector_reads).
+  bool d_output_vectors = false;
   // The pipeline-cache key of `kernel` ("prep", "dkdv", "dq", "reduce-mask", "reduce-sinks"), e.g.
-  // "backward-dq:e64:ev64:bq32:bk32:tk16:tq64:mask=additive:causal=0:ds=1:ranges=0:alibi=0:sinks=0:docs=0…:lanes4:subgroups"
+  // "backward-dq:e64:ev64:bq32:bk32:tk16:tq64:mask=additive:causal=0:ds=1:ranges=0:alibi=0:sinks=0:docs=0:vec4=qkv:dout-vec4:lanes4:subgroups"
   // (tk: keys per dK/dV workgroup, tq: rows per dQ workgroup; the lanes sum by subgroups or wgmem).
   std::string key(const char* kernel) const;
   // Declarations and constants the glue puts before every backward kernel (STAGE for the reduce
-  // pass: 0 the mask's gradient, 1 the sinks').
+  // pass: 0 the mask's gradient, 1 the sinks'): the element types', then dOutput's element type
+  // DOutputElement and loaders d_output_at(i) -> f32 and d_output4(base, c) -> vec4<f32> (columns
+  // c … c + 3 of the row at `base`, zeros past Ev).
   std::string wgsl_constants(uint32_t stage = 0) const;
 };
 // A RangeError when one key of E + Ev floats does not fit the workgroup memory. The tiles follow
 // kWebGpuTargetWorkgroups' rule; the workgroup memory holds the blocks (and, without subgroups,
 // a word pair per invocation for the lanes' sums), whatever the tile.
 Status webgpu_backward_variant(const AttentionPlan& plan, const WebGpuLimits& limits, bool d_mask,
-                               BackwardVariant* variant);
+                               BackwardVariant* variant, const WebGpuInputOffsets& offsets = {});
 
 // Bytes of the backward's own buffers (a float each): the per-row buffer (log-sum-exp, D, sink
 // terms, then the mask's and the sinks' gradients), dQ (then dS, with the mask's gradient), and

@@ -55,7 +55,7 @@ TEST(WebGpuPlan, FlashVariantFitsWorkgroupStorageAndKeysDiffer) {
   EXPECT_EQ(v.rows, 64u);
   EXPECT_EQ(v.block_keys, 32u);  // 64 keys need 23 KiB
   EXPECT_LE(v.workgroup_bytes(), 16384u);
-  EXPECT_EQ(v.key(), "flash-tiled:e16:ev16:bk32:rows64:mask=none:causal=0:stats=0:ranges=0:alibi=0:sinks=0:docs=0");
+  EXPECT_EQ(v.key(), "flash-tiled:e16:ev16:bk32:rows64:mask=none:causal=0:stats=0:ranges=0:alibi=0:sinks=0:docs=0:vec4=qk");
 
   std::set<std::string> keys;
   for (MaskKind m : {MaskKind::kNone, MaskKind::kBool, MaskKind::kAdditive}) {
@@ -109,7 +109,7 @@ TEST(WebGpuPlan, TiledKernelWhereItsTileFits) {
   limits.max_workgroup_storage_bytes = 4096;
   ASSERT_TRUE(webgpu_flash_variant(make_plan({512, 4, 8}, {512, 64, 8}, {512, 64, 8}), limits, &v).ok());
   EXPECT_FALSE(v.tiled);
-  EXPECT_EQ(v.key(), "flash:e16:ev16:bk32:rows64:mask=none:causal=0:stats=0:ranges=0:alibi=0:sinks=0:docs=0");
+  EXPECT_EQ(v.key(), "flash:e16:ev16:bk32:rows64:mask=none:causal=0:stats=0:ranges=0:alibi=0:sinks=0:docs=0:vec4=qkv");
   ASSERT_TRUE(webgpu_flash_variant(make_plan({4, 8}, {64, 8}, {64, 8}), limits, &v).ok());
   EXPECT_TRUE(v.tiled);
   EXPECT_EQ(v.rows, 16u);
@@ -536,6 +536,76 @@ TEST(WebGpuPlan, Float16TypesChooseTheLoadersAndTheKeys) {
   EXPECT_EQ(v.wgsl_constants().find("enable f16;"), std::string::npos);
 }
 
+// Query, key and value bindings are read as vectors of 4 where each row starts on one: a row
+// length and head stride that are multiples of 4, and for a float16 GPU tensor a byte offset that
+// is a multiple of 8. Elsewhere (and for a quantized cache) one element at a time.
+TEST(WebGpuPlan, VectorReadsWhereEveryRowStartsOnAVector) {
+  EXPECT_TRUE(webgpu_vector_reads(ElementType::kFloat32, 8, 64 * 8, 0));
+  EXPECT_TRUE(webgpu_vector_reads(ElementType::kFloat32, 8, 64 * 8, 4));  // copied to a binding of its own
+  EXPECT_FALSE(webgpu_vector_reads(ElementType::kFloat32, 5, 64 * 5, 0));
+  EXPECT_FALSE(webgpu_vector_reads(ElementType::kFloat32, 0, 0, 0));
+  EXPECT_FALSE(webgpu_vector_reads(ElementType::kFloat32, 4, 66, 0));  // a head stride of 66 elements
+  EXPECT_TRUE(webgpu_vector_reads(ElementType::kFloat16, 4, 64 * 4, 264));
+  EXPECT_FALSE(webgpu_vector_reads(ElementType::kFloat16, 4, 64 * 4, 6));
+  EXPECT_FALSE(webgpu_vector_reads(ElementType::kFloat16, 4, 64 * 4, 260));
+  EXPECT_FALSE(webgpu_vector_reads(ElementType::kInt8, 32, 64 * 32, 0));
+
+  AttentionRequest r;
+  r.query_shape = {2, 3, 8};
+  r.key_shape = {2, 64, 8};
+  r.value_shape = {2, 64, 12};
+  AttentionPlan p;
+  ASSERT_TRUE(plan_attention(r, &p).ok());
+  WebGpuLimits limits;
+  FlashVariant v;
+  ASSERT_TRUE(webgpu_flash_variant(p, limits, &v).ok());
+  EXPECT_EQ(v.key(), "flash-tiled:e16:ev16:bk64:rows16:mask=none:causal=0:stats=0:ranges=0:alibi=0:sinks=0:docs=0:vec4=qkv");
+  const std::string f32 = v.wgsl_constants();
+  EXPECT_NE(f32.find("alias KeyElement = vec4<f32>;"), std::string::npos);
+  EXPECT_NE(f32.find("fn key_at(i: u32) -> f32 { return key[i >> 2u][i & 3u]; }"), std::string::npos);
+  EXPECT_NE(f32.find("  if (c >= n) { return vec4<f32>(0.0); }\n  let e = base + c;\n  return value[e >> 2u];"),
+            std::string::npos);
+  const WeightsVariant w = webgpu_weights_variant(p, limits);
+  EXPECT_NE(w.key().find(":vec4=qk"), std::string::npos);  // no value binding
+  EXPECT_EQ(w.wgsl_constants().find("value"), std::string::npos);
+  BackwardVariant b;
+  ASSERT_TRUE(webgpu_backward_variant(p, limits, false, &b).ok());
+  EXPECT_NE(b.key("dq").find(":vec4=qkv:dout-vec4"), std::string::npos);
+  EXPECT_NE(b.wgsl_constants().find("alias QueryElement = vec4<f32>;"), std::string::npos);
+  EXPECT_NE(b.wgsl_constants().find("alias DOutputElement = vec4<f32>;"), std::string::npos);
+
+  // Float16 GPU tensors at byte offsets 0, 6 and 8 (a float32 query: any offset).
+  AttentionPlan half = p;
+  half.query_type = half.key_type = half.value_type = ElementType::kFloat16;
+  WebGpuInputOffsets offsets;
+  offsets.key = 6;
+  offsets.value = 8;
+  ASSERT_TRUE(webgpu_flash_variant(half, limits, &v, offsets).ok());
+  EXPECT_NE(v.key().find(":f16=unpack2x16float:vec4=qv"), std::string::npos);
+  const std::string unpack = v.wgsl_constants();
+  EXPECT_NE(unpack.find("alias QueryElement = vec2<u32>;"), std::string::npos);
+  EXPECT_NE(unpack.find("alias KeyElement = u32;"), std::string::npos);
+  EXPECT_NE(unpack.find("let e = p.value_base + base + c;\n"
+                        "  return vec4<f32>(unpack2x16float(value[e >> 2u].x), unpack2x16float(value[e >> 2u].y));"),
+            std::string::npos);
+  EXPECT_NE(unpack.find("return unpack2x16float(query[e >> 2u][(e >> 1u) & 1u])[e & 1u];"), std::string::npos);
+  limits.shader_f16 = true;
+  ASSERT_TRUE(webgpu_flash_variant(half, limits, &v, offsets).ok());
+  EXPECT_NE(v.key().find(":f16=shader-f16:vec4=qv"), std::string::npos);
+  EXPECT_NE(v.wgsl_constants().find("alias ValueElement = vec4<f16>;"), std::string::npos);
+  EXPECT_NE(v.wgsl_constants().find("return f32(query[e >> 2u][e & 3u]);"), std::string::npos);
+
+  // Odd head dims: one element at a time, and the float32 key as before.
+  AttentionPlan odd = make_plan({2, 3, 5}, {2, 64, 5}, {2, 64, 7});
+  ASSERT_TRUE(webgpu_flash_variant(odd, WebGpuLimits{}, &v).ok());
+  EXPECT_EQ(v.key().find(":vec4"), std::string::npos);
+  EXPECT_NE(v.wgsl_constants().find("alias KeyElement = f32;"), std::string::npos);
+  EXPECT_NE(v.wgsl_constants().find("r[d] = value_at(base + c + d);"), std::string::npos);
+  ASSERT_TRUE(webgpu_backward_variant(odd, WebGpuLimits{}, false, &b).ok());
+  EXPECT_EQ(b.key("dq").find("vec4"), std::string::npos);
+  EXPECT_NE(b.wgsl_constants().find("alias DOutputElement = f32;"), std::string::npos);
+}
+
 // An int8/int4 KV cache: the flash and weights kernels read a dequantized float32 query and the
 // cache through its tile layout, the dot product path is part of the key, and every chunk binds
 // the cache's whole tensors (levels and scales of all B·Hkv heads).
@@ -562,8 +632,10 @@ TEST(WebGpuPlan, QuantizedCachesBindWholeTensorsAndChooseTheDotPath) {
   EXPECT_NE(packed.find("const KEY_QUANT_BITS: u32 = 4u;"), std::string::npos);
   EXPECT_NE(packed.find("fn key_at(i: u32) -> f32"), std::string::npos);
   EXPECT_NE(packed.find("quant_level_int4(value[tb * 16u"), std::string::npos);
+  EXPECT_NE(v.key().find(":dot4=packed:vec4=q"), std::string::npos);  // the dequantized query's workspace
   v.types.query_levels = true;
   EXPECT_NE(v.key().find(":q=i8:"), std::string::npos);
+  EXPECT_EQ(v.key().find(":vec4"), std::string::npos);
 
   limits.packed_dot = false;
   ASSERT_TRUE(webgpu_flash_variant(p, limits, &v).ok());

@@ -118,6 +118,7 @@ describe('float16 kernels on webgpu (unpack2x16float on SwiftShader, f16 storage
     const small = await createAttention({ backend: 'webgpu', gpuDevice: device, gpuLimits: { maxStorageBufferBindingSize: 4096 } });
     const cases: Case[] = [
       ['heads per chunk', [3, 5, 9, 13], [3, 5, 21, 13], [3, 5, 21, 7], {}],
+      ['heads per chunk, rows of whole vectors', [3, 5, 9, 12], [3, 5, 21, 12], [3, 5, 21, 8], {}],
       ['rows of one head', [1, 1, 300, 13], [1, 1, 40, 13], [1, 1, 40, 7], { isCausal: true }],
     ];
     await checkCases(small, 'chunked', cases);
@@ -162,6 +163,30 @@ describe('GPU-resident float16 tensors and outputs on webgpu', () => {
       for (const t of [gq, gk, gv]) t.buffer.destroy();
     }
     expectResultMatchesReference(onCpu as AttentionResult, oracle, q.float, k.float, v.float, options, FACTOR, 'GPU float16 inputs');
+  });
+
+  it('rows of whole vectors: read as vectors from byte offsets 0 and 264, a half at a time from offsets 2 and 6, the same bits', async () => {
+    const cases: Case[] = [
+      ['tiled prefill', [1, 3, 17, 16], [1, 3, 70, 16], [1, 3, 70, 8], { isCausal: 'bottom-right' }],
+      ['split-K decode, GQA', [1, 4, 2, 16], [1, 2, 300, 16], [1, 2, 300, 8], { enableGqa: true, isCausal: 'bottom-right' }],
+    ];
+    for (const [what, qs, ks, vs, options] of cases) {
+      const q = randomHalf(qs, 11, -2, 2), k = randomHalf(ks, 12, -2, 2), v = randomHalf(vs, 13);
+      const onCpu = await attn.scaledDotProductAttention(q.half, k.half, v.half, { ...options, outputDtype: 'float32' });
+      expectResultMatchesReference(onCpu as AttentionResult, oracle, q.float, k.float, v.float, options, FACTOR, `${what}, CPU halves`);
+      for (const offset of [0, 2, 6, 264]) {
+        const [gq, gk, gv] = [toGpu(q.half.data as Uint16Array, q.half.shape, offset), toGpu(k.half.data as Uint16Array, k.half.shape, offset), toGpu(v.half.data as Uint16Array, v.half.shape, offset)];
+        const fromGpu = await attn.scaledDotProductAttention(gq, gk, gv, { ...options, outputDtype: 'float32' });
+        expect(fromGpu.output.data, `${what}, offset ${offset}`).toEqual(onCpu.output.data);
+        for (const t of [gq, gk, gv]) t.buffer.destroy();
+      }
+    }
+    // The kernels of both cases compiled with vector bindings and without (the earlier tests' odd
+    // head dims add scalar pipelines of their own).
+    const float16 = attn.webgpuInfo()!.pipelines.filter((key) => key.includes(':q=f16:k=f16:v=f16:') && key.includes(':e16:ev16:'));
+    const kernels = (vectors: boolean) => [...new Set(float16.filter((key) => key.includes(':vec4=qkv') === vectors).map((key) => key.split(':')[0]))];
+    expect(kernels(true).sort()).toEqual(['decode-merge', 'decode-partial', 'flash-tiled']);
+    expect(kernels(false)).toEqual(expect.arrayContaining(['decode-merge', 'decode-partial', 'flash-tiled']));
   });
 
   it("a float16 output into an out GPUBuffer: odd element counts, chunk boundaries mid-word, the halves after it kept", async () => {

@@ -11,6 +11,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   let rows = total_rows();
   if (r >= rows) { return; }
   var d = 0.0;
-  for (var c = 0u; c < p.Ev; c++) { d += d_output[r * p.Ev + c] * grads[r * p.Ev + c]; }
+  for (var c = 0u; c < p.Ev; c++) { d += d_output_at(r * p.Ev + c) * grads[r * p.Ev + c]; }
   rowstats[rows + r] = d;
 }

@@ -31,8 +31,8 @@
 // run: E or Ev padded past 128, or a workgroup memory too small for its smallest tile.
 //
 // Prepended by the C++ glue (cpp/webgpu/plan.cpp, FlashVariant::wgsl_constants): the element
-// types' declarations (QueryElement, KeyElement, ValueElement, query_at/key_at/value_at;
-// attention_common.wgsl.inc), then
+// types' declarations (QueryElement, KeyElement, ValueElement, query_at/key_at/value_at,
+// query4/key4/value4; attention_common.wgsl.inc), then
 //   const ROWS: u32 (64); const HEAVIEST_FIRST: bool (flash_workgroup, attention_flash_common.wgsl.inc);
 //   const E_PAD: u32; const EV_PAD: u32; const BLOCK_KEYS: u32;
 //   const MASK_KIND: u32 (0 none, 1 bool bytes packed in u32 words, 2 additive f32);

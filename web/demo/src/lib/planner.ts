@@ -105,6 +105,7 @@ export function planCall(limits: DeviceLimits, call: { batch: number; heads: num
     chunks,
     dispatches,
     kernel,
-    pipelineKey: `${kernel.tiled ? 'flash-tiled' : 'flash'}:e${ePad}:ev${ePad}:bk${kernel.blockKeys}:rows${kernel.rows}:mask=none:causal=0:stats=0:ranges=0:alibi=0:sinks=0:docs=0`,
+    // Float32 rows of a multiple of 4 elements are read as vec4s (webgpu_vector_reads).
+    pipelineKey: `${kernel.tiled ? 'flash-tiled' : 'flash'}:e${ePad}:ev${ePad}:bk${kernel.blockKeys}:rows${kernel.rows}:mask=none:causal=0:stats=0:ranges=0:alibi=0:sinks=0:docs=0${E % 4 === 0 ? ':vec4=qkv' : ''}`,
   };
 }
