@@ -66,7 +66,13 @@ uint32_t decode_workgroup_bytes(const FlashVariant& v, uint32_t block_keys) {
          16 * (v.subgroups ? 1 : v.decode_rows * v.decode_lanes);
 }
 
-bool decode_partial(uint32_t decode) { return decode == 1 || decode == 3; }
+bool decode_partial(uint32_t decode) { return decode == 1 || decode == 3 || decode == 4; }
+
+// Workgroup memory of attention_decode_stream.wgsl: each group's row states (a vec4), NaN flags
+// and output columns.
+uint32_t decode_stream_workgroup_bytes(uint32_t groups, uint32_t rows, uint32_t ev_pad) {
+  return groups * rows * (16 + 4 + 4 * ev_pad);
+}
 
 uint32_t pow2_at_least(uint64_t n) {
   uint32_t p = 1;
@@ -327,19 +333,21 @@ std::vector<uint32_t> webgpu_variant_data(const AttentionPlan& p, const Attentio
 }
 
 uint32_t FlashVariant::workgroup_bytes() const {
+  if (decode == 4) return decode_stream_workgroup_bytes(decode_groups, decode_rows, ev_pad);
   if (decode_partial(decode)) return decode_workgroup_bytes(*this, block_keys);
   if (decode == 2) return 0;
   return tiled ? tiled_workgroup_bytes(e_pad, ev_pad, block_keys, rows) : 4 * block_keys * (e_pad + ev_pad);
 }
 
 std::string FlashVariant::key() const {
-  static const char* const kNames[] = {"flash", "decode-partial", "decode-merge", "decode-partial-quantized"};
+  static const char* const kNames[] = {"flash", "decode-partial", "decode-merge", "decode-partial-quantized", "decode-stream"};
   return std::string(tiled ? "flash-tiled" : kNames[decode]) + ":e" + std::to_string(e_pad) + ":ev" + std::to_string(ev_pad) + ":bk" +
          std::to_string(block_keys) + (decode == 0 ? ":rows" + std::to_string(rows) : "") + ":mask=" + mask_name(mask) + ":causal=" + (causal ? "1" : "0") +
          ":stats=" + (write_stats ? "1" : "0") + variants.key() + types.key() + (write_lse ? ":lse=1" : "") +
          (decode == 0 && heaviest_first ? ":heaviest-first" : "") + (trace_row == kNoTrace ? "" : ":trace=" + std::to_string(trace_row)) +
          (decode_partial(decode) ? ":rows" + std::to_string(decode_rows) + ":lanes" + std::to_string(decode_lanes) +
-                            (subgroups ? ":subgroups" : ":wgmem")
+                                       (decode == 4 ? ":groups" + std::to_string(decode_groups) : "") +
+                                       (subgroups ? ":subgroups" : ":wgmem")
                       : "");
 }
 
@@ -360,8 +368,10 @@ std::string FlashVariant::wgsl_constants() const {
   std::string decode_constants;
   if (decode_partial(decode)) {
     // shuffle_xor: subgroupShuffleXor, or (without subgroups) a stand-in the kernel never calls.
-    decode_constants = u32_const("DECODE_INVOCATIONS", decode_rows * decode_lanes) + u32_const("DECODE_ROWS", decode_rows) +
-                       u32_const("DECODE_LANES", decode_lanes) + bool_const("SUBGROUPS", subgroups) +
+    const bool stream = decode == 4;
+    decode_constants = u32_const("DECODE_INVOCATIONS", (stream ? decode_groups : decode_rows) * decode_lanes) +
+                       u32_const("DECODE_ROWS", decode_rows) + u32_const(stream ? "KEY_LANES" : "DECODE_LANES", decode_lanes) +
+                       (stream ? u32_const("GROUPS", decode_groups) : "") + bool_const("SUBGROUPS", subgroups) +
                        (subgroups ? "fn shuffle_xor(v: vec4<f32>, mask: u32) -> vec4<f32> { return subgroupShuffleXor(v, mask); }\n"
                                   : "fn shuffle_xor(v: vec4<f32>, mask: u32) -> vec4<f32> { return v; }\n");
   } else if (decode == 2) {
@@ -487,6 +497,26 @@ bool webgpu_decode_variant(const AttentionPlan& plan, const WebGpuLimits& limits
   v.subgroups = limits.subgroups && limits.subgroup_min_size >= 4;
   if (v.subgroups) v.decode_lanes = std::min(v.decode_lanes, pow2_at_least(limits.subgroup_min_size + 1) / 2);
   if (v.decode_rows * v.decode_lanes > limits.max_invocations_per_workgroup) return false;
+  if (v.decode == 1 && v.subgroups) {
+    // The streaming kernel: KEY_LANES lanes a key (within one subgroup, at most a vec4 column of
+    // each row a lane), where every row's query and output columns fit a lane's registers.
+    FlashVariant stream = v;
+    stream.decode = 4;
+    stream.decode_lanes = std::min({kWebGpuDecodeStreamLanes, pow2_at_least(limits.subgroup_min_size + 1) / 2, v.e_pad / 4, v.ev_pad / 4});
+    if (stream.decode_rows * (v.e_pad + v.ev_pad) / 4 / stream.decode_lanes <= kWebGpuDecodeStreamLaneVec4s) {
+      const auto fits = [&](uint32_t groups) {
+        return groups * stream.decode_lanes <= limits.max_invocations_per_workgroup &&
+               decode_stream_workgroup_bytes(groups, stream.decode_rows, v.ev_pad) <= limits.max_workgroup_storage_bytes;
+      };
+      stream.decode_groups = std::max<uint32_t>(1, kWebGpuDecodeStreamInvocations / stream.decode_lanes);
+      while (stream.decode_groups > 1 && !fits(stream.decode_groups)) stream.decode_groups /= 2;
+      if (fits(stream.decode_groups)) {
+        stream.block_keys = kWebGpuDecodeSplitKeys;  // no key tiles: the split's first keys, in the key only
+        *partial = stream;
+        return true;
+      }
+    }
+  }
   for (uint32_t keys = kWebGpuDecodeMaxBlockKeys; keys >= kWebGpuDecodeMinBlockKeys; keys /= 2) {
     if (keys > kWebGpuDecodeSplitKeys) continue;
     if (decode_workgroup_bytes(v, keys) <= limits.max_workgroup_storage_bytes) {

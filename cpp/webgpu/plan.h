@@ -149,6 +149,12 @@ constexpr uint32_t kWebGpuDecodeInvocations = 64;
 constexpr uint32_t kWebGpuDecodeMaxWorkgroupRows = 16;
 constexpr uint32_t kWebGpuDecodeMaxBlockKeys = 64;
 constexpr uint32_t kWebGpuDecodeMinBlockKeys = 4;
+// The streaming kernel (attention_decode_stream.wgsl): lanes per key (at most a subgroup), its
+// workgroup's invocations (groups of those lanes, fewer where the groups' combine does not fit
+// the workgroup memory), and the most vec4 columns of query and output rows a lane may hold.
+constexpr uint32_t kWebGpuDecodeStreamLanes = 32;
+constexpr uint32_t kWebGpuDecodeStreamInvocations = 128;
+constexpr uint32_t kWebGpuDecodeStreamLaneVec4s = 64;
 // Floats of one split's record in the partials buffer: m, l, count, last key, NaN flag, o [ev_pad].
 constexpr uint32_t kWebGpuDecodeRecordHeader = 5;
 
@@ -208,12 +214,13 @@ struct FlashVariant {
   bool write_lse = false;    // also write each row's log-sum-exp (returnLogSumExp) to the lse binding
   // 0: a flash kernel; 1: attention_decode_partial.wgsl; 2: attention_decode_merge.wgsl (with
   // the flash kernel's constants, tiled = false); 3: attention_decode_quantized.wgsl (the
-  // partial kernel of a quantized cache).
+  // partial kernel of a quantized cache); 4: attention_decode_stream.wgsl.
   uint32_t decode = 0;
-  // The partial kernels (decode 1 and 3): query rows per workgroup, lanes per row (a power of
-  // two; its workgroup has decode_rows·decode_lanes invocations), and whether the lanes combine
-  // their softmax statistics with subgroupShuffleXor (else through workgroup memory).
-  uint32_t decode_rows = 0, decode_lanes = 0;
+  // The partial kernels (decode 1, 3, 4): query rows per workgroup, lanes per row (decode 4:
+  // per key; a power of two; the workgroup has decode_rows·decode_lanes invocations, decode 4
+  // decode_groups·decode_lanes), and whether the lanes combine their softmax statistics with
+  // subgroupShuffleXor (else through workgroup memory; decode 4 always does).
+  uint32_t decode_rows = 0, decode_lanes = 0, decode_groups = 0;
   bool subgroups = false;
   WebGpuVariantFlags variants;
   WebGpuElementTypes types;
@@ -269,7 +276,9 @@ Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limit
 // many as fill kWebGpuDecodeInvocations, at most one per output vec4, and with subgroups at most
 // subgroup_min_size (a row's lanes then always share a subgroup). Key tile: the largest power of
 // two from kWebGpuDecodeMaxBlockKeys down to kWebGpuDecodeMinBlockKeys whose K and V tiles (of
-// a quantized cache: its levels and block scales) fit.
+// a quantized cache: its levels and block scales) fit. On a float cache with subgroups, the
+// streaming kernel instead (decode 4) where a lane can hold each row's query and output columns
+// (kWebGpuDecodeStreamLaneVec4s) and one group's combine fits the workgroup memory.
 bool webgpu_decode_variant(const AttentionPlan& plan, const WebGpuLimits& limits, const FlashVariant& flash,
                            FlashVariant* partial);
 // The weights pass (stage kNone), or the score pass of `stage`.

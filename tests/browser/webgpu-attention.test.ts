@@ -127,7 +127,7 @@ describe('WebGPU backend in Chromium', () => {
     for (const got of [await read(onCache.output.buffer as GPUBuffer, ref.length), await read(onTensors.output.buffer as GPUBuffer, ref.length)]) {
       expect(maxAbsDiff(got, ref)).toBeLessThanOrEqual(bound);
     }
-    expect(gpuAttn.webgpuInfo()!.pipelines.join(' ')).toMatch(/decode-partial/);
+    expect(gpuAttn.webgpuInfo()!.pipelines.join(' ')).toMatch(/decode-(partial|stream)/);
     cache.dispose();
     gpuAttn.dispose();
     device.destroy();
@@ -160,7 +160,7 @@ describe('WebGPU backend in Chromium', () => {
     await staging.mapAsync(GPUMapMode.READ);
     // Rounded on the GPU exactly as toFloat16 rounds on the CPU.
     expect(new Uint16Array(staging.getMappedRange().slice(0)).subarray(0, n)).toEqual(toFloat16(wide.output.data as Float32Array));
-    expect(gpuAttn.webgpuInfo()!.pipelines.join(' ')).toMatch(/decode-partial:.*:k=f16:v=f16/);
+    expect(gpuAttn.webgpuInfo()!.pipelines.join(' ')).toMatch(/decode-(partial|stream):.*:k=f16:v=f16/);
     staging.destroy();
     onGpu.output.buffer.destroy();
     cache.dispose();

@@ -361,12 +361,12 @@ TEST(WebGpuPlan, FlashDecodingForFewQueryRowsOverManyKeys) {
   ASSERT_TRUE(webgpu_flash_variant(make_plan({1, 64}, {512, 64}, {512, 64}), WebGpuLimits{}, &v).ok());
   v.tiled = false;
   std::set<std::string> keys;
-  for (uint32_t d = 0; d < 3; ++d) {
+  for (uint32_t d = 0; d < 5; ++d) {
     v.decode = d;
     keys.insert(v.key());
     EXPECT_EQ(v.wgsl_constants().find("DECODE_INVOCATIONS") != std::string::npos, d != 0);
   }
-  EXPECT_EQ(keys.size(), 3u);
+  EXPECT_EQ(keys.size(), 5u);
 }
 
 TEST(WebGpuPlan, DecodeWorkgroupServesTheGqaGroupWithTheLargestKeyTileThatFits) {
@@ -379,35 +379,49 @@ TEST(WebGpuPlan, DecodeWorkgroupServesTheGqaGroupWithTheLargestKeyTileThatFits) 
   nvidia.subgroup_min_size = 32;
   ASSERT_TRUE(webgpu_flash_variant(gqa, nvidia, &flash).ok());
   ASSERT_TRUE(webgpu_decode_variant(gqa, nvidia, flash, &partial));
-  EXPECT_EQ(partial.decode, 1u);
-  EXPECT_EQ(partial.decode_rows, 4u);   // the whole group in one workgroup
-  EXPECT_EQ(partial.decode_lanes, 16u); // 64 invocations
+  // With subgroups the streaming kernel: a subgroup of 32 lanes per key, 4 groups of them.
+  EXPECT_EQ(partial.decode, 4u);
+  EXPECT_EQ(partial.decode_rows, 4u);  // the whole group in one workgroup
+  EXPECT_EQ(partial.decode_lanes, 32u);
+  EXPECT_EQ(partial.decode_groups, 4u);
   EXPECT_TRUE(partial.subgroups);
-  EXPECT_EQ(partial.block_keys, 32u);   // 2·32·128·4 = 32 KiB of K/V tiles
-  EXPECT_LE(partial.workgroup_bytes(), nvidia.max_workgroup_storage_bytes);
+  EXPECT_EQ(partial.workgroup_bytes(), 4u * 4 * (16 + 4 + 4 * 128));  // groups × rows × (state, NaN, columns)
   EXPECT_NE(partial.wgsl_constants().find("enable subgroups;"), std::string::npos);
-  EXPECT_NE(partial.key().find(":rows4:lanes16:subgroups"), std::string::npos);
+  EXPECT_NE(partial.wgsl_constants().find("const KEY_LANES: u32 = 32u;"), std::string::npos);
+  EXPECT_NE(partial.wgsl_constants().find("const DECODE_INVOCATIONS: u32 = 128u;"), std::string::npos);
+  EXPECT_EQ(partial.key().rfind("decode-stream:", 0), 0u);
+  EXPECT_NE(partial.key().find(":rows4:lanes32:groups4:subgroups"), std::string::npos);
 
-  // Subgroups of 4 (SwiftShader): 4 lanes a row; without subgroups, workgroup memory and 16 lanes.
+  // Subgroups of 4 (SwiftShader), 16 KiB: 4 lanes a key, and the 32 groups halved until their
+  // combine fits (4: 8.5 KiB). Without subgroups, the tile kernel: workgroup memory, 16 lanes a
+  // row, 8 keys a tile (16 would take 16 KiB of K/V tiles).
   WebGpuLimits small;  // 16 KiB
   small.subgroups = true;
   small.subgroup_min_size = 4;
   ASSERT_TRUE(webgpu_decode_variant(gqa, small, flash, &partial));
+  EXPECT_EQ(partial.decode, 4u);
   EXPECT_EQ(partial.decode_lanes, 4u);
-  EXPECT_EQ(partial.block_keys, 8u);  // 16 keys: 16 KiB of K/V tiles, plus the weights
+  EXPECT_EQ(partial.decode_groups, 4u);
+  EXPECT_LE(partial.workgroup_bytes(), small.max_workgroup_storage_bytes);
   small.subgroups = false;
   ASSERT_TRUE(webgpu_decode_variant(gqa, small, flash, &partial));
+  EXPECT_EQ(partial.decode, 1u);
   EXPECT_FALSE(partial.subgroups);
   EXPECT_EQ(partial.decode_lanes, 16u);
+  EXPECT_EQ(partial.block_keys, 8u);
   EXPECT_EQ(partial.wgsl_constants().find("enable subgroups;"), std::string::npos);
   EXPECT_NE(partial.key().find(":wgmem"), std::string::npos);
   EXPECT_LE(partial.workgroup_bytes(), small.max_workgroup_storage_bytes);
+  small.subgroups = true;
 
   // Rows beyond 16 (32 query heads on one KV head) take several workgroups of 16 rows.
   const AttentionPlan mqa = make_plan({1, 32, 1, 64}, {1, 1, 4096, 64}, {1, 1, 4096, 64}, MaskKind::kNone, {}, false, true);
   ASSERT_TRUE(webgpu_flash_variant(mqa, small, &flash).ok());
   ASSERT_TRUE(webgpu_decode_variant(mqa, small, flash, &partial));
   EXPECT_EQ(partial.decode_rows, kWebGpuDecodeMaxWorkgroupRows);
+  // 16 rows of 16 + 16 vec4 columns over 4 lanes exceed a streaming lane: the tile kernel.
+  EXPECT_EQ(partial.decode, 1u);
+  EXPECT_TRUE(partial.subgroups);
   EXPECT_EQ(partial.decode_lanes, 4u);
 
   // A head too wide for even the smallest key tile: no decode kernel (the flash kernels run).

@@ -1,7 +1,9 @@
-// The flash-decoding kernel (attention_decode_partial.wgsl: a workgroup per KV head, block of the
-// rows that read it and key split; lanes combining their softmax statistics) on both of its
-// reduction paths: subgroupShuffleXor (SwiftShader and lavapipe have 'subgroups') and workgroup
-// memory (forced with gpuLimits.subgroups = false). Each case is checked against the float64
+// The flash-decoding kernels (a workgroup per KV head, block of the rows that read it and key
+// split): with subgroups (SwiftShader and lavapipe have 'subgroups') the streaming kernel
+// (attention_decode_stream.wgsl: groups of lanes per key, q·k summed by subgroupShuffleXor) or,
+// where its lanes cannot hold the rows, the tile kernel with its lanes combined by subgroups;
+// without (forced with gpuLimits.subgroups = false) the tile kernel (attention_decode_partial.wgsl)
+// combining lanes through workgroup memory. Each case is checked against the float64
 // reference: GQA groups of 1 to 20 rows (one workgroup or several), Lq > 1, odd head dims, every
 // variant, masks, NaN scores, Inf values behind hidden keys, key tiles of 4 to 32 keys.
 import { describe, expect, it } from 'vitest';
@@ -39,7 +41,7 @@ async function instance(subgroups: boolean, caps: Record<string, number> = {}): 
 }
 
 function decodeKernels(attn: Attention): string[] {
-  return attn.webgpuInfo()!.pipelines.filter((key) => key.startsWith('decode-partial'));
+  return attn.webgpuInfo()!.pipelines.filter((key) => key.startsWith('decode-') && !key.startsWith('decode-merge'));
 }
 
 describe.each([
@@ -56,6 +58,8 @@ describe.each([
     const kernels = decodeKernels(attn);
     expect(kernels.length).toBeGreaterThan(0);
     for (const key of kernels) expect(key).toContain(subgroups ? ':subgroups' : ':wgmem');
+    // With subgroups every case fits the streaming kernel's lanes; without, the tile kernel runs.
+    for (const key of kernels) expect(key.startsWith(subgroups ? 'decode-stream:' : 'decode-partial:')).toBe(true);
     expect(attn.webgpuInfo()!.limits.subgroups).toBe(subgroups);
     attn.dispose();
   });
@@ -73,17 +77,35 @@ describe.each([
     attn.dispose();
   });
 
-  it('key tiles of every size the plan picks (workgroup memory caps of 4, 8, 16 and 32 KiB)', async () => {
-    const q = randomTensor([1, 4, 1, 64], 7), k = randomTensor([1, 2, 300, 64], 8), v = randomTensor([1, 2, 300, 64], 9);
+  it('key tiles of every size the plan picks (workgroup memory caps of 4 or 8 to 32 KiB)', async () => {
+    // With subgroups, 16 rows of E = 128 hold more columns than a streaming lane of a subgroup
+    // of 8 (SwiftShader, lavapipe) may: the tile kernel. Where subgroups hold 32 lanes (an
+    // NVIDIA GPU) the rows fit a lane and the plan streams them instead.
+    const [heads, dim, caps] = subgroups ? [32, 128, [8192, 16384, 32768]] : [4, 64, [4096, 8192, 16384, 32768]];
+    const q = randomTensor([1, heads, 1, dim], 7), k = randomTensor([1, 2, 300, dim], 8), v = randomTensor([1, 2, 300, dim], 9);
     const options: AttentionOptions = { enableGqa: true, isCausal: 'bottom-right' };
     const tiles = new Set<string>();
-    for (const bytes of [4096, 8192, 16384, 32768]) {
+    let streamed = 0;
+    for (const bytes of caps) {
       const attn = await instance(subgroups, { maxComputeWorkgroupStorageSize: bytes });
       expectResultMatchesReference(await attn.scaledDotProductAttention(q, k, v, options), oracle, q, k, v, options, FACTOR, `${bytes} bytes`);
-      for (const key of decodeKernels(attn)) tiles.add(/:bk(\d+):/.exec(key)![1]!);
+      for (const key of decodeKernels(attn)) {
+        if (key.startsWith('decode-stream:')) streamed++;
+        else tiles.add(/:bk(\d+):/.exec(key)![1]!);
+      }
       attn.dispose();
     }
-    expect(tiles.size).toBeGreaterThanOrEqual(3);
+    if (streamed === 0) expect(tiles.size).toBeGreaterThanOrEqual(3);
+    else expect([streamed, subgroups, (device.adapterInfo as unknown as { subgroupMinSize: number }).subgroupMinSize >= 16]).toEqual([caps.length, true, true]);
+  });
+
+  it('the streaming kernel with one group of lanes (the groups\' combine does not fit twice) or the tile kernel', async () => {
+    const attn = await instance(subgroups, { maxComputeWorkgroupStorageSize: 4096 });
+    const q = randomTensor([1, 4, 1, 128], 13), k = randomTensor([1, 1, 300, 128], 14), v = randomTensor([1, 1, 300, 128], 15);
+    const options: AttentionOptions = { enableGqa: true, isCausal: 'bottom-right', softcap: 2 };
+    expectResultMatchesReference(await attn.scaledDotProductAttention(q, k, v, options), oracle, q, k, v, options, FACTOR, 'one group');
+    if (subgroups) expect(decodeKernels(attn).some((key) => key.includes(':groups1:'))).toBe(true);
+    attn.dispose();
   });
 
   it('splits of 1024 keys (16 KV heads of 65536 keys: webgpu_decode_split_keys), ragged and windowed', async () => {

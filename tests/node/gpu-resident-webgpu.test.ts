@@ -243,7 +243,7 @@ describe('flash-decoding on webgpu (split-K partials merged by log-sum-exp)', ()
         }
       }
       const kernels = attn.webgpuInfo()!.pipelines.join(' ');
-      expect(kernels).toMatch(Lk >= 256 ? /decode-partial:.*decode-merge:|decode-merge:.*decode-partial:/ : /flash/);
+      expect(kernels).toMatch(Lk >= 256 ? /decode-(partial|stream):.*decode-merge:|decode-merge:.*decode-(partial|stream):/ : /flash/);
     });
   }
 });

@@ -1,0 +1,196 @@
+// attention_decode_stream.wgsl: flash-decoding, step 1 of 2, on a float32 or float16 KV cache
+// where the device has subgroups: the query rows that read one key/value head over one split of
+// its keys, streaming K and V straight from the cache into registers.
+//
+// Computes what attention_decode_partial.wgsl computes, into the same record (the split's m_s,
+// l_s, normalized partial output o_s, visible count, last visible key, NaN flag), for which
+// attention_decode_merge.wgsl combines the splits.
+//
+// Algorithm: one workgroup per (KV head of the chunk, block of DECODE_ROWS of the rows that read
+// it, split), of GROUPS groups of KEY_LANES consecutive lanes (a group lies in one subgroup: the
+// plan takes KEY_LANES ≤ subgroupMinSize). Group g takes the split's keys g, g + GROUPS, …: its
+// lane ℓ loads the vec4 columns ℓ, ℓ + KEY_LANES, … of the key's K row (the group's loads of a
+// row are one coalesced run) and holds the same columns of every row's query, so each row's q·k
+// is the lanes' parts summed by subgroupShuffleXor (a butterfly: every lane gets the same bits;
+// four rows share one vec4 shuffle). Each lane keeps every row's online-softmax state (max,
+// denominator, count, last key, NaN) and the same vec4 columns of the row's output, rescaled per
+// key, reading the V row as it read K, and only for a key some row uses: no workgroup memory and
+// no barrier in the key loop, so each lane keeps its loads in flight. After the loop the groups
+// combine their states through workgroup memory in group order (deterministic), and the record
+// is written as the tile kernel writes it (with its recomputation where l·o overflowed).
+// Variants (masks, ranges, softcap, ALiBi, documents) use the flash kernels' helpers; the sink
+// joins in the merge.
+//
+// Chosen by cpp/webgpu/plan.cpp (webgpu_decode_variant) on float caches when the adapter has
+// subgroups and every row's columns fit a lane's registers; else attention_decode_partial.wgsl.
+// The glue defines shuffle_xor (subgroupShuffleXor on a vec4) and `enable subgroups;`.
+
+//! include attention_common.wgsl.inc
+//! include attention_flash_common.wgsl.inc
+
+const DECODE_STRIDE: u32 = 5u + EV_PAD;
+const LANE_Q: u32 = E4 / KEY_LANES;   // query/key vec4 columns a lane holds
+const LANE_V: u32 = EV4 / KEY_LANES;  // value/output vec4 columns a lane holds
+const ROW_VEC4S: u32 = (DECODE_ROWS + 3u) / 4u;
+
+// Each group's per-row state (max, denominator, visible count, last key), NaN flag and output
+// columns, for the combine after the key loop.
+var<workgroup> group_state: array<vec4<f32>, GROUPS * DECODE_ROWS>;
+var<workgroup> group_nan: array<u32, GROUPS * DECODE_ROWS>;
+var<workgroup> group_acc: array<vec4<f32>, GROUPS * DECODE_ROWS * EV4>;
+
+// The group's lanes' parts summed; every lane gets the same bits (a + b = b + a exactly).
+fn group_sum(part: vec4<f32>) -> vec4<f32> {
+  var r = part;
+  for (var mask = 1u; mask < KEY_LANES; mask <<= 1u) { r += shuffle_xor(r, mask); }
+  return r;
+}
+
+@compute @workgroup_size(DECODE_INVOCATIONS)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let split = wg.x + p.x_base;
+  let row_blocks = (p.group * p.rows + DECODE_ROWS - 1u) / DECODE_ROWS;
+  let kv_local = (wg.y + p.y_base) / row_blocks;
+  let block = (wg.y + p.y_base) % row_blocks;
+  // The chunk's query heads that read KV head kv0 + kv_local: [lo, hi) (flattened b·Hq + h).
+  let kv = p.kv0 + kv_local;
+  let group_first = (kv / p.Hkv) * p.Hq + (kv % p.Hkv) * p.group;
+  let lo = max(group_first, p.bh0);
+  let hi = min(group_first + p.group, p.bh0 + p.nbh);
+  let rows_here = select(0u, (hi - lo) * p.rows, hi > lo);
+  let lane = t % KEY_LANES;
+  let g = t / KEY_LANES;
+  let split_first = split * p.split_keys;
+  let split_end = min(split_first + p.split_keys, p.Lk);
+
+  var rows: array<QueryRow, DECODE_ROWS>;
+  var q: array<array<vec4<f32>, LANE_Q>, DECODE_ROWS>;
+  for (var r = 0u; r < DECODE_ROWS; r++) {
+    let r_local = block * DECODE_ROWS + r;
+    let valid = r_local < rows_here;
+    var row = query_row(0u, select(0u, lo - p.bh0 + r_local / p.rows, valid), select(0u, r_local % p.rows, valid));
+    if (!valid) {
+      row.in_range = false;
+      row.last = -1;
+    }
+    row.first = max(row.first, i32(split_first));
+    row.last = min(row.last, i32(split_end) - 1);
+    rows[r] = row;
+    for (var c = 0u; c < LANE_Q; c++) {
+      q[r][c] = select(vec4<f32>(0.0), query4(row.out_row * p.E, 4u * (lane + c * KEY_LANES), p.E), row.in_range);
+    }
+  }
+  // The keys any row here may see: workgroup-uniform bounds of the key loop.
+  let b = kv / p.Hkv;
+  let wg_first = max(i32(split_first), visible_first(b, p.row0));
+  let wg_last = min(i32(split_end) - 1, visible_last(b, p.row0 + p.rows - 1u));
+  let k_base = kv_local * p.key_stride;
+  let v_base = kv_local * p.value_stride;
+
+  var m: array<f32, DECODE_ROWS>;
+  var l: array<f32, DECODE_ROWS>;
+  var count: array<u32, DECODE_ROWS>;
+  var last_key: array<u32, DECODE_ROWS>;
+  var nan_row: array<bool, DECODE_ROWS>;
+  var acc: array<array<vec4<f32>, LANE_V>, DECODE_ROWS>;
+  for (var j0 = wg_first; j0 <= wg_last; j0 += i32(GROUPS)) {
+    // Past the range, a group scores its last key again (the shuffles stay in uniform control
+    // flow) and uses nothing.
+    let j = j0 + i32(g);
+    let in_split = j <= wg_last;
+    let key_j = u32(min(j, wg_last));
+    var k: array<vec4<f32>, LANE_Q>;
+    for (var c = 0u; c < LANE_Q; c++) { k[c] = key4(k_base + key_j * p.E, 4u * (lane + c * KEY_LANES), p.E); }
+    var dots: array<vec4<f32>, ROW_VEC4S>;
+    for (var r = 0u; r < DECODE_ROWS; r++) {
+      var d = 0.0;
+      for (var c = 0u; c < LANE_Q; c++) { d += dot(q[r][c], k[c]); }
+      dots[r / 4u][r % 4u] = d;
+    }
+    for (var v = 0u; v < ROW_VEC4S; v++) { dots[v] = group_sum(dots[v]); }
+
+    var weight: array<f32, DECODE_ROWS>;
+    var alpha: array<f32, DECODE_ROWS>;
+    var used: array<bool, DECODE_ROWS>;
+    var any_used = false;
+    for (var r = 0u; r < DECODE_ROWS; r++) {
+      used[r] = false;  // set again: SwiftShader kept the last key's flags in this loop-scoped var
+      let row = rows[r];
+      if (!in_split || i32(key_j) < row.first || i32(key_j) > row.last || !key_visible(row, key_j)) { continue; }
+      let scored = scaled_masked_score(dots[r / 4u][r % 4u], row.mask_row + key_j * p.mask_sk, alibi_bias(row.b, row.h, row.i, key_j));
+      if (scored.hidden) { continue; }
+      if (is_nan(scored.s)) {
+        nan_row[r] = true;
+        continue;
+      }
+      let m_new = select(scored.s, max(m[r], scored.s), count[r] > 0u);
+      alpha[r] = select(1.0, exp(m[r] - m_new), count[r] > 0u);  // l and acc are 0 before the first key
+      weight[r] = exp(scored.s - m_new);
+      m[r] = m_new;
+      l[r] = l[r] * alpha[r] + weight[r];
+      count[r] += 1u;
+      last_key[r] = key_j;
+      used[r] = true;
+      any_used = true;
+    }
+    if (any_used) {
+      var v: array<vec4<f32>, LANE_V>;
+      for (var c = 0u; c < LANE_V; c++) { v[c] = value4(v_base + key_j * p.Ev, 4u * (lane + c * KEY_LANES), p.Ev); }
+      for (var r = 0u; r < DECODE_ROWS; r++) {
+        if (!used[r]) { continue; }
+        for (var c = 0u; c < LANE_V; c++) { acc[r][c] = acc[r][c] * alpha[r] + weight[r] * v[c]; }
+      }
+    }
+  }
+
+  // The groups' states, then each (row, output vec4) combined over the groups in group order.
+  for (var r = 0u; r < DECODE_ROWS; r++) {
+    if (lane == 0u) {
+      group_state[g * DECODE_ROWS + r] = vec4<f32>(m[r], l[r], f32(count[r]), f32(last_key[r]));
+      group_nan[g * DECODE_ROWS + r] = u32(nan_row[r]);
+    }
+    for (var c = 0u; c < LANE_V; c++) { group_acc[(g * DECODE_ROWS + r) * EV4 + lane + c * KEY_LANES] = acc[r][c]; }
+  }
+  workgroupBarrier();
+  for (var x = t; x < DECODE_ROWS * EV4; x += DECODE_INVOCATIONS) {
+    let r = x / EV4;
+    let c4 = x % EV4;
+    let row = rows[r];
+    if (block * DECODE_ROWS + r >= rows_here) { continue; }
+    var row_m = 0.0;
+    var row_count = 0.0;
+    var row_last = 0.0;
+    var row_nan = false;
+    for (var gg = 0u; gg < GROUPS; gg++) {
+      let s = group_state[gg * DECODE_ROWS + r];
+      row_nan = row_nan || group_nan[gg * DECODE_ROWS + r] != 0u;
+      if (s.z > 0.0) {
+        row_m = select(s.x, max(row_m, s.x), row_count > 0.0);
+        row_count += s.z;
+        row_last = max(row_last, s.w);
+      }
+    }
+    var row_l = 0.0;
+    var row_acc = vec4<f32>(0.0);
+    for (var gg = 0u; gg < GROUPS; gg++) {
+      let s = group_state[gg * DECODE_ROWS + r];
+      if (s.z > 0.0) {
+        let scale = exp(s.x - row_m);
+        row_l += s.y * scale;
+        row_acc += group_acc[(gg * DECODE_ROWS + r) * EV4 + c4] * scale;
+      }
+    }
+    // row_acc holds l·o_s; where it overflowed, o_s is recomputed with normalized weights.
+    var o = row_acc * select(0.0, 1.0 / row_l, row_count > 0.0);
+    if (!all_finite4(row_acc) && row_count > 1.0 && !row_nan) { o = normalized_output4(row, query_vec4s(row), row_m, row_l, c4); }
+    let base = (row.out_row * p.splits + split) * DECODE_STRIDE;
+    for (var d = 0u; d < 4u; d++) { stats[base + 5u + 4u * c4 + d] = o[d]; }
+    if (c4 == 0u) {
+      stats[base] = row_m;
+      stats[base + 1u] = row_l;
+      stats[base + 2u] = row_count;
+      stats[base + 3u] = row_last;
+      stats[base + 4u] = select(0.0, 1.0, row_nan);
+    }
+  }
+}
