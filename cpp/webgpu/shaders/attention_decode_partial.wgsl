@@ -32,6 +32,7 @@
 
 //! include attention_common.wgsl.inc
 //! include attention_flash_common.wgsl.inc
+//! include attention_decode_workgroup.wgsl.inc
 //! include attention_decode_split.wgsl.inc
 
 alias DecodeQuery = array<vec4<f32>, E4>;

@@ -25,6 +25,7 @@
 
 //! include attention_common.wgsl.inc
 //! include attention_flash_common.wgsl.inc
+//! include attention_decode_workgroup.wgsl.inc
 //! include attention_decode_split.wgsl.inc
 
 const QBLOCKS: u32 = (E_PAD + 31u) / 32u;

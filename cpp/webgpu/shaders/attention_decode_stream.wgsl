@@ -27,6 +27,7 @@
 
 //! include attention_common.wgsl.inc
 //! include attention_flash_common.wgsl.inc
+//! include attention_decode_workgroup.wgsl.inc
 
 const DECODE_STRIDE: u32 = 5u + EV_PAD;
 const LANE_Q: u32 = E4 / KEY_LANES;   // query/key vec4 columns a lane holds
@@ -48,44 +49,21 @@ fn group_sum(part: vec4<f32>) -> vec4<f32> {
 
 @compute @workgroup_size(DECODE_INVOCATIONS)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  let split = wg.x + p.x_base;
-  let row_blocks = (p.group * p.rows + DECODE_ROWS - 1u) / DECODE_ROWS;
-  let kv_local = (wg.y + p.y_base) / row_blocks;
-  let block = (wg.y + p.y_base) % row_blocks;
-  // The chunk's query heads that read KV head kv0 + kv_local: [lo, hi) (flattened b·Hq + h).
-  let kv = p.kv0 + kv_local;
-  let group_first = (kv / p.Hkv) * p.Hq + (kv % p.Hkv) * p.group;
-  let lo = max(group_first, p.bh0);
-  let hi = min(group_first + p.group, p.bh0 + p.nbh);
-  let rows_here = select(0u, (hi - lo) * p.rows, hi > lo);
+  let work = decode_workgroup(wg);
   let lane = t % KEY_LANES;
   let g = t / KEY_LANES;
-  let split_first = split * p.split_keys;
-  let split_end = min(split_first + p.split_keys, p.Lk);
-
   var rows: array<QueryRow, DECODE_ROWS>;
   var q: array<array<vec4<f32>, LANE_Q>, DECODE_ROWS>;
   for (var r = 0u; r < DECODE_ROWS; r++) {
-    let r_local = block * DECODE_ROWS + r;
-    let valid = r_local < rows_here;
-    var row = query_row(0u, select(0u, lo - p.bh0 + r_local / p.rows, valid), select(0u, r_local % p.rows, valid));
-    if (!valid) {
-      row.in_range = false;
-      row.last = -1;
-    }
-    row.first = max(row.first, i32(split_first));
-    row.last = min(row.last, i32(split_end) - 1);
-    rows[r] = row;
+    rows[r] = decode_row(work, r);
     for (var c = 0u; c < LANE_Q; c++) {
-      q[r][c] = select(vec4<f32>(0.0), query4(row.out_row * p.E, 4u * (lane + c * KEY_LANES), p.E), row.in_range);
+      q[r][c] = select(vec4<f32>(0.0), query4(rows[r].out_row * p.E, 4u * (lane + c * KEY_LANES), p.E), rows[r].in_range);
     }
   }
-  // The keys any row here may see: workgroup-uniform bounds of the key loop.
-  let b = kv / p.Hkv;
-  let wg_first = max(i32(split_first), visible_first(b, p.row0));
-  let wg_last = min(i32(split_end) - 1, visible_last(b, p.row0 + p.rows - 1u));
-  let k_base = kv_local * p.key_stride;
-  let v_base = kv_local * p.value_stride;
+  let wg_first = work.keys_first;
+  let wg_last = work.keys_last;
+  let k_base = work.kv_local * p.key_stride;
+  let v_base = work.kv_local * p.value_stride;
 
   var m: array<f32, DECODE_ROWS>;
   var l: array<f32, DECODE_ROWS>;
@@ -156,7 +134,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     let r = x / EV4;
     let c4 = x % EV4;
     let row = rows[r];
-    if (block * DECODE_ROWS + r >= rows_here) { continue; }
+    if (!row.in_range) { continue; }
     var row_m = 0.0;
     var row_count = 0.0;
     var row_last = 0.0;
@@ -183,7 +161,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     // row_acc holds l·o_s; where it overflowed, o_s is recomputed with normalized weights.
     var o = row_acc * select(0.0, 1.0 / row_l, row_count > 0.0);
     if (!all_finite4(row_acc) && row_count > 1.0 && !row_nan) { o = normalized_output4(row, query_vec4s(row), row_m, row_l, c4); }
-    let base = (row.out_row * p.splits + split) * DECODE_STRIDE;
+    let base = (row.out_row * p.splits + work.split) * DECODE_STRIDE;
     for (var d = 0u; d < 4u; d++) { stats[base + 5u + 4u * c4 + d] = o[d]; }
     if (c4 == 0u) {
       stats[base] = row_m;
