@@ -169,61 +169,66 @@ std::string quantized_loader(const std::string& tensor, ElementType type, const 
          "}\n";
 }
 
+// The vec4 loader of `tensor` from its scalar loader: 4 loads, bounds-checked one by one.
+std::string scalar_loads4(const std::string& t) {
+  return "fn " + t + "4(base: u32, c: u32, n: u32) -> vec4<f32> {\n"
+         "  var r = vec4<f32>(0.0);\n"
+         "  for (var d = 0u; d < 4u; d++) { if (c + d < n) { r[d] = " + t + "_at(base + c + d); } }\n"
+         "  return r;\n"
+         "}\n";
+}
+
+// The element type alias and the loaders t_at(i) -> f32 and t4(base, c, n) -> vec4<f32> of the
+// binding `t` of `type`: a: the alias's name; b: the Params field of its base (float16 only);
+// vectors: the binding holds vectors of 4 elements (n, base and c then multiples of 4: a whole
+// vector or none).
+std::string element_loaders(ElementType type, bool shader_f16, const std::string& t, const std::string& a,
+                            const std::string& b, bool vectors) {
+  std::string text;
+  if (!vectors) {
+    if (type == ElementType::kFloat32) {
+      text += "alias " + a + " = f32;\n";
+      text += "fn " + t + "_at(i: u32) -> f32 { return " + t + "[i]; }\n";
+    } else if (shader_f16) {
+      text += "alias " + a + " = f16;\n";
+      text += "fn " + t + "_at(i: u32) -> f32 { return f32(" + t + "[p." + b + " + i]); }\n";
+    } else {
+      text += "alias " + a + " = u32;\n";
+      text += "fn " + t + "_at(i: u32) -> f32 { let e = p." + b + " + i; return unpack2x16float(" + t +
+              "[e >> 1u])[e & 1u]; }\n";
+    }
+    return text + scalar_loads4(t);
+  }
+  std::string load;  // the vector holding elements e … e + 3, as vec4<f32>
+  if (type == ElementType::kFloat32) {
+    text += "alias " + a + " = vec4<f32>;\n";
+    text += "fn " + t + "_at(i: u32) -> f32 { return " + t + "[i >> 2u][i & 3u]; }\n";
+    load = t + "[e >> 2u]";
+  } else if (shader_f16) {
+    text += "alias " + a + " = vec4<f16>;\n";
+    text += "fn " + t + "_at(i: u32) -> f32 { let e = p." + b + " + i; return f32(" + t + "[e >> 2u][e & 3u]); }\n";
+    load = "vec4<f32>(" + t + "[e >> 2u])";
+  } else {
+    // Two words of two halves each.
+    text += "alias " + a + " = vec2<u32>;\n";
+    text += "fn " + t + "_at(i: u32) -> f32 { let e = p." + b + " + i; return unpack2x16float(" + t +
+            "[e >> 2u][(e >> 1u) & 1u])[e & 1u]; }\n";
+    load = "vec4<f32>(unpack2x16float(" + t + "[e >> 2u].x), unpack2x16float(" + t + "[e >> 2u].y))";
+  }
+  const std::string first = type == ElementType::kFloat32 ? "base + c" : "p." + b + " + base + c";
+  text += "fn " + t + "4(base: u32, c: u32, n: u32) -> vec4<f32> {\n"
+          "  if (c >= n) { return vec4<f32>(0.0); }\n"
+          "  let e = " + first + ";\n"
+          "  return " + load + ";\n"
+          "}\n";
+  return text;
+}
+
 }  // namespace
 
 std::string WebGpuElementTypes::wgsl_declarations(bool value_binding) const {
   const bool shader_f16 = path == WebGpuFloat16Path::kShaderF16;
   std::string text = shader_f16 && any_float16() ? "enable f16;\n" : "";
-  // The vec4 loader of `tensor` from its scalar loader: 4 loads, bounds-checked one by one.
-  auto scalar_loads4 = [&](const std::string& t) {
-    text += "fn " + t + "4(base: u32, c: u32, n: u32) -> vec4<f32> {\n"
-            "  var r = vec4<f32>(0.0);\n"
-            "  for (var d = 0u; d < 4u; d++) { if (c + d < n) { r[d] = " + t + "_at(base + c + d); } }\n"
-            "  return r;\n"
-            "}\n";
-  };
-  // tensor: the binding's name; alias: its element type's; base: its Params field; vectors: the
-  // binding holds vectors of 4 elements (n, base and c then multiples of 4: a whole vector or none).
-  auto declare = [&](ElementType type, const char* tensor, const char* alias, const char* base, bool vectors) {
-    const std::string t(tensor), a(alias), b(base);
-    if (!vectors) {
-      if (type == ElementType::kFloat32) {
-        text += "alias " + a + " = f32;\n";
-        text += "fn " + t + "_at(i: u32) -> f32 { return " + t + "[i]; }\n";
-      } else if (shader_f16) {
-        text += "alias " + a + " = f16;\n";
-        text += "fn " + t + "_at(i: u32) -> f32 { return f32(" + t + "[p." + b + " + i]); }\n";
-      } else {
-        text += "alias " + a + " = u32;\n";
-        text += "fn " + t + "_at(i: u32) -> f32 { let e = p." + b + " + i; return unpack2x16float(" + t +
-                "[e >> 1u])[e & 1u]; }\n";
-      }
-      scalar_loads4(t);
-      return;
-    }
-    std::string load;  // the vector holding elements e … e + 3, as vec4<f32>
-    if (type == ElementType::kFloat32) {
-      text += "alias " + a + " = vec4<f32>;\n";
-      text += "fn " + t + "_at(i: u32) -> f32 { return " + t + "[i >> 2u][i & 3u]; }\n";
-      load = t + "[e >> 2u]";
-    } else if (shader_f16) {
-      text += "alias " + a + " = vec4<f16>;\n";
-      text += "fn " + t + "_at(i: u32) -> f32 { let e = p." + b + " + i; return f32(" + t + "[e >> 2u][e & 3u]); }\n";
-      load = "vec4<f32>(" + t + "[e >> 2u])";
-    } else {
-      // Two words of two halves each.
-      text += "alias " + a + " = vec2<u32>;\n";
-      text += "fn " + t + "_at(i: u32) -> f32 { let e = p." + b + " + i; return unpack2x16float(" + t +
-              "[e >> 2u][(e >> 1u) & 1u])[e & 1u]; }\n";
-      load = "vec4<f32>(unpack2x16float(" + t + "[e >> 2u].x), unpack2x16float(" + t + "[e >> 2u].y))";
-    }
-    const std::string first = type == ElementType::kFloat32 ? "base + c" : "p." + b + " + base + c";
-    text += "fn " + t + "4(base: u32, c: u32, n: u32) -> vec4<f32> {\n"
-            "  if (c >= n) { return vec4<f32>(0.0); }\n"
-            "  let e = " + first + ";\n"
-            "  return " + load + ";\n"
-            "}\n";
-  };
   if (query_levels) {
     // Row r's block c: levels in words (r·blocks + c)·8 …, scales after the chunk's rows' levels.
     text += "alias QueryElement = u32;\n"
@@ -233,21 +238,21 @@ std::string WebGpuElementTypes::wgsl_declarations(bool value_binding) const {
             "  let scale = bitcast<f32>(query[p.nbh * p.rows * blocks * 8u + block]);\n"
             "  return quant_value(quant_level_int8(query[block * 8u + (i % 32u) / 4u], i % 4u), scale);\n"
             "}\n";
-    scalar_loads4("query");
+    text += scalar_loads4("query");
   } else {
-    declare(query_type, "query", "QueryElement", "query_base", query_vectors);
+    text += element_loaders(query_type, shader_f16, "query", "QueryElement", "query_base", query_vectors);
   }
   if (webgpu_quantized(key_type)) {
     text += "alias KeyElement = u32;\n" + quantized_loader("key", key_type, "E", "key_stride");
-    scalar_loads4("key");
+    text += scalar_loads4("key");
   } else {
-    declare(key_type, "key", "KeyElement", "key_base", key_vectors);
+    text += element_loaders(key_type, shader_f16, "key", "KeyElement", "key_base", key_vectors);
   }
   if (value_binding && webgpu_quantized(value_type)) {
     text += "alias ValueElement = u32;\n" + quantized_loader("value", value_type, "Ev", "value_stride");
-    scalar_loads4("value");
+    text += scalar_loads4("value");
   } else if (value_binding) {
-    declare(value_type, "value", "ValueElement", "value_base", value_vectors);
+    text += element_loaders(value_type, shader_f16, "value", "ValueElement", "value_base", value_vectors);
   }
   if (any_quantized() || query_levels) {
     auto bits = [](ElementType t) { return t == ElementType::kInt4 ? 4 : t == ElementType::kInt8 ? 8 : 0; };
@@ -743,20 +748,8 @@ std::string BackwardVariant::wgsl_constants(uint32_t stage) const {
   const std::string shuffle =
       subgroups ? "fn lane_shuffle_xor(v: vec2<f32>, mask: u32) -> vec2<f32> { return subgroupShuffleXor(v, mask); }\n"
                 : "fn lane_shuffle_xor(v: vec2<f32>, mask: u32) -> vec2<f32> { return v; }\n";
-  const std::string d_output =
-      d_output_vectors ? "alias DOutputElement = vec4<f32>;\n"
-                         "fn d_output_at(i: u32) -> f32 { return d_output[i >> 2u][i & 3u]; }\n"
-                         "fn d_output4(base: u32, c: u32) -> vec4<f32> {\n"
-                         "  if (c >= p.Ev) { return vec4<f32>(0.0); }\n"
-                         "  return d_output[(base + c) >> 2u];\n"
-                         "}\n"
-                       : "alias DOutputElement = f32;\n"
-                         "fn d_output_at(i: u32) -> f32 { return d_output[i]; }\n"
-                         "fn d_output4(base: u32, c: u32) -> vec4<f32> {\n"
-                         "  var v = vec4<f32>(0.0);\n"
-                         "  for (var d = 0u; d < 4u; d++) { if (c + d < p.Ev) { v[d] = d_output[base + c + d]; } }\n"
-                         "  return v;\n"
-                         "}\n";
+  // dOutput: float32, bound from its first element.
+  const std::string d_output = element_loaders(ElementType::kFloat32, false, "d_output", "DOutputElement", "", d_output_vectors);
   return (subgroups ? "enable subgroups;\n" : "") + types.wgsl_declarations() + d_output + u32_const("E_PAD", e_pad) +
          u32_const("EV_PAD", ev_pad) + u32_const("KEYS", dkdv.tile) + u32_const("ROWS", dq.tile) +
          u32_const("LANES", lanes) + bool_const("SUBGROUPS", subgroups) + shuffle +

@@ -407,8 +407,8 @@ struct BackwardVariant {
   std::string key(const char* kernel) const;
   // Declarations and constants the glue puts before every backward kernel (STAGE for the reduce
   // pass: 0 the mask's gradient, 1 the sinks'): the element types', then dOutput's element type
-  // DOutputElement and loaders d_output_at(i) -> f32 and d_output4(base, c) -> vec4<f32> (columns
-  // c … c + 3 of the row at `base`, zeros past Ev).
+  // DOutputElement and loaders d_output_at(i) -> f32 and d_output4(base, c, n) -> vec4<f32>
+  // (columns c … c + 3 of the row at `base`, zeros past n), as the element types' loaders.
   std::string wgsl_constants(uint32_t stage = 0) const;
 };
 // A RangeError when one key of E + Ev floats does not fit the workgroup memory. The tiles follow

@@ -63,7 +63,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
       for (var x = t; x < QUERY_BLOCK * EV4; x += TILE_INVOCATIONS) {
         let r = x / EV4;
         var o4 = vec4<f32>(0.0);
-        if (r < rows) { o4 = d_output4((row0 + r) * p.Ev, 4u * (x % EV4)); }
+        if (r < rows) { o4 = d_output4((row0 + r) * p.Ev, 4u * (x % EV4), p.Ev); }
         do_tile[x] = o4;
       }
       workgroupBarrier();

@@ -48,7 +48,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   var dq: array<vec4<f32>, LANE_E4>;
   if (row_active) {
     for (var x = 0u; x < LANE_E4; x++) { q_part[x] = query4(row.row * p.E, 4u * (lane + LANES * x), p.E); }
-    for (var x = 0u; x < LANE_EV4; x++) { do_part[x] = d_output4(row.row * p.Ev, 4u * (lane + LANES * x)); }
+    for (var x = 0u; x < LANE_EV4; x++) { do_part[x] = d_output4(row.row * p.Ev, 4u * (lane + LANES * x), p.Ev); }
   }
   let ds_base = total_rows() * p.E + row.row * p.Lk;
   var saw_key = false;
