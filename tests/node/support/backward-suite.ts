@@ -6,7 +6,7 @@
 // output and log-sum-exp; hidden keys, rows that see nothing, values near FLT_MAX, errors, zero
 // sizes and the forward's log-sum-exp.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAttention, type Attention, type BackwardOptions, type Tensor } from 'sdpa-web';
+import { createAttention, type Attention, type AttentionGradients, type AttentionGradients64, type BackwardOptions, type Tensor } from 'sdpa-web';
 import { randomMasks, randomTensor } from './tensors.js';
 import { maxAbsDiff } from './tolerance.js';
 
@@ -16,6 +16,24 @@ export function maxAbs(x: ArrayLike<number>): number {
   let m = 0;
   for (let i = 0; i < x.length; i++) if (Number.isFinite(x[i]!)) m = Math.max(m, Math.abs(x[i]!));
   return m;
+}
+
+/**
+ * Each gradient of `got` (and dAttnMask, dSinks where `options` asks for them) against the
+ * float64 gradient `ref`: max|g − g64| ≤ factor·e_ref + 1e-5·max(1, max|g64|), e_ref the error of
+ * the float32 scalar backward `plain`.
+ */
+export function expectGradientsMatch(got: AttentionGradients, ref: AttentionGradients64, plain: AttentionGradients,
+                                     options: BackwardOptions, factor: number, label: string): void {
+  const names = [...GRADS, ...(options.returnAttnMaskGrad ? ['dAttnMask' as const] : []), ...(options.sinks ? ['dSinks' as const] : [])];
+  for (const name of names) {
+    expect(got[name]!.shape, `${label} ${name} shape`).toEqual(ref[name]!.shape);
+    const eRef = maxAbsDiff(plain[name]!.data, ref[name]!.data);
+    expect(eRef, `${label} ${name}: the float32 scalar backward's error`).toBeLessThan(Infinity);
+    const bound = factor * eRef + 1e-5 * Math.max(1, maxAbs(ref[name]!.data));
+    const err = maxAbsDiff(got[name]!.data, ref[name]!.data);
+    expect(err, `${label} ${name} error ${err} > ${bound} (e_ref ${eRef})`).toBeLessThanOrEqual(bound);
+  }
 }
 
 export interface BackwardSuiteConfig {
@@ -58,15 +76,7 @@ export function defineBackwardSuite({ label, create, factor, tinyUpstream = 1e-3
       const fwd = await attn.scaledDotProductAttention(q, k, v, { ...forwardOptions, returnLogSumExp: true });
       for (const passForward of [false, true]) {
         const got = await attn.scaledDotProductAttentionBackward(q, k, v, dOut, passForward ? { ...options, output: fwd.output, logSumExp: fwd.logSumExp } : options);
-        const names = [...GRADS, ...(options.returnAttnMaskGrad ? ['dAttnMask' as const] : []), ...(options.sinks ? ['dSinks' as const] : [])];
-        for (const name of names) {
-          expect(got[name]!.shape, `${label} ${name} shape`).toEqual(ref[name]!.shape);
-          const eRef = maxAbsDiff(plain[name]!.data, ref[name]!.data);
-          expect(eRef, `${label} ${name}: the float32 scalar backward's error`).toBeLessThan(Infinity);
-          const bound = factor * eRef + 1e-5 * Math.max(1, maxAbs(ref[name]!.data));
-          const err = maxAbsDiff(got[name]!.data, ref[name]!.data);
-          expect(err, `${label} ${name} error ${err} > ${bound} (e_ref ${eRef})${passForward ? ' with lse' : ''}`).toBeLessThanOrEqual(bound);
-        }
+        expectGradientsMatch(got, ref, plain, options, factor, `${label}${passForward ? ' with lse' : ''}`);
       }
     };
 
