@@ -516,7 +516,8 @@ bool webgpu_decode_variant(const AttentionPlan& plan, const WebGpuLimits& limits
       stream.decode_groups = std::max<uint32_t>(1, kWebGpuDecodeStreamInvocations / stream.decode_lanes);
       while (stream.decode_groups > 1 && !fits(stream.decode_groups)) stream.decode_groups /= 2;
       if (fits(stream.decode_groups)) {
-        stream.block_keys = kWebGpuDecodeSplitKeys;  // no key tiles: the split's first keys, in the key only
+        // No key tiles; BLOCK_KEYS stays nonzero for the flash helpers the kernel includes.
+        stream.block_keys = kWebGpuDecodeSplitKeys;
         *partial = stream;
         return true;
       }
