@@ -84,22 +84,6 @@ struct GroupRow {
 };
 inline GroupRow group_row(const Decode& d, idx kv_head, idx r) { return {kv_head * d.group + r / d.Lq, r % d.Lq}; }
 
-// One load per 64-byte line of p[0, elements): pulls memory the next step reads into the cache
-// while this step computes (wasm has no prefetch instruction; demand misses of the V rows after
-// the scores left a core at 6-7 GB/s where it streams 10-11).
-template <typename KV>
-inline uint32_t touch_lines(const KV* p, idx elements) {
-  constexpr idx step = 64 / sizeof(KV);
-  uint32_t bits = 0;
-  for (idx i = 0; i < elements; i += step) {
-    KV x = p[i];
-    uint32_t u = 0;
-    std::memcpy(&u, &x, sizeof x);
-    bits ^= u;
-  }
-  return bits;
-}
-
 // Rows that a pass over a chunk's keys loads line by line along the way (see touch_lines), two
 // per pair of keys: `count` rows of `row_elements` elements from `rows`.
 template <typename KV>

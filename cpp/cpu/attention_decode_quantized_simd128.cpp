@@ -14,11 +14,12 @@
 //    (two f64x2 per 4 keys: a product of two float32 scales neither overflows nor underflows
 //    there, and the sum over blocks is that of the dequantized products up to their float32
 //    rounding), rounded to float32 once; every tile load serves up to 4 rows.
-//  - Values: each chunk's value tiles are dequantized once, a block of 32 columns at a time, into
-//    a float scratch of 64 × 32 (level · scale, the float32 value the scalar path reads; 8 KiB,
-//    beside the chunk's tiles in L1), and O += P·V runs on each block with the shared pv_columns
-//    (cpu/microkernels.h) for all rows. The dequantization is most of an int8 step's time
-//    (docs/results/decode-quantized.md): about as many instructions per value as a float32 P·V.
+//  - Values: per block of 32 value columns, each row's weights are multiplied by the keys' block
+//    scales once (w = p·scale; 0 for a hidden key), then each 16-byte quad of levels (4 keys × 4
+//    columns) is widened and converted to float32 in registers once and multiplied into every
+//    row's accumulators (add_weighted_levels): no dequantized copy of V is written. A value reads
+//    as level·scale, so the sum is Σ (p·scale)·level where the scalar path forms p·(level·scale):
+//    the same up to float32 rounding (the tests' tolerance rule, against float64).
 //  - Chunks start at whole tiles: keys of a tile outside the split's range get the score −inf
 //    (hidden), so each key is counted by exactly one split; the bytes of such neighbours (at most
 //    3 per split end, inside the cache's rows) are loaded but never reach a result.
@@ -28,6 +29,7 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <type_traits>
 
 #include "core/kv_cache_format.h"
 #include "core/masks.h"
@@ -56,7 +58,7 @@ struct QuantizedDecode {
   DecodePartialShape shape;
   idx keys_per_split, splits;
   float* partials;             // [B·Hkv·splits][R][partial_row]
-  float* scratch;              // per thread: scores [R][kChunk], then values [kChunk][32] (or a row of Ev)
+  float* scratch;              // per thread: scores [R][kChunk], then weights [R][kChunk] (or a row of Ev)
   idx scratch_floats;          // per thread
   const float* query_scales;   // [B·Hq·Lq][key blocks]
   const int16_t* query_levels;  // [B·Hq·Lq][key blocks·32]
@@ -65,7 +67,7 @@ struct QuantizedDecode {
 idx query_rows(const AttentionPlan& p) { return static_cast<idx>(p.B * p.Hq * p.Lq); }
 idx scratch_floats_per_thread(const AttentionPlan& p) {
   const idx R = static_cast<idx>(p.heads_per_kv() * p.Lq);
-  return R * kChunk + std::max<idx>(kChunk * kQuantBlock, round_up(static_cast<idx>(p.Ev), 4));
+  return R * kChunk + std::max<idx>(R * kChunk, round_up(static_cast<idx>(p.Ev), 4));
 }
 
 // Calls quad(levels, g) for the 8 quads g of one tile-block (a tile's 4 keys × one block of 32
@@ -83,14 +85,35 @@ inline void for_each_quad(const uint8_t* tile, const Quad& quad) {
   }
 }
 
+// Tiles of a chunk that the scores load line by line along the way (touch_lines), so that P·V
+// finds them in the cache: per tile, `level_bytes` bytes of levels and `scale_floats` scales.
+struct TouchedTiles {
+  const uint8_t* levels;
+  const float* scales;
+  idx level_bytes, scale_floats, count;
+  uint32_t touch(idx t) const {
+    return t < count ? touch_lines(levels + t * level_bytes, level_bytes) ^ touch_lines(scales + t * scale_floats, scale_floats) : 0;
+  }
+};
+
+// `tiles` tiles of a quantized tensor's head from key j0 (a whole tile).
+inline TouchedTiles chunk_tiles(const QuantizedLayout& layout, const uint8_t* tensor, idx head, idx j0, idx tiles) {
+  return {tensor + layout.level_offset(head, j0, 0),
+          reinterpret_cast<const float*>(tensor + layout.scale_offset) + layout.tile_block(head, j0, 0) * kQuantTileKeys,
+          static_cast<idx>(layout.blocks * layout.tile_block_bytes()), static_cast<idx>(layout.blocks * kQuantTileKeys), tiles};
+}
+
 // Scores of kRows rows (levels q[r], block scales qs[r]) against `tiles` tiles of keys whose first
-// tile-block is at `levels` (its scales at `scales`), times the attention scale, into s[r][4t + k].
+// tile-block is at `levels` (its scales at `scales`), times the attention scale, into s[r][4t + k];
+// the tiles of `touch` are loaded line by line along the way.
 template <int kRows, KvQuant kKind>
 void score_tiles(const int16_t* const* q, const float* const* qs, const uint8_t* levels, const float* scales, idx tiles,
-                 idx blocks, float scale, float* const* s) {
+                 idx blocks, float scale, float* const* s, const TouchedTiles& touch) {
   constexpr idx kTileBlockBytes = kQuantTileKeys * quant_block_bytes(kKind);
   const f64x2 attention_scale = splat_f64(scale);
+  uint32_t touched = 0;
   for (idx t = 0; t < tiles; ++t) {
+    touched ^= touch.touch(t);
     f64x2 acc[kRows][2];
     for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = splat_f64(0.0);
     for (idx c = 0; c < blocks; ++c) {
@@ -120,27 +143,63 @@ void score_tiles(const int16_t* const* q, const float* const* qs, const uint8_t*
       store(s[r] + kQuantTileKeys * t, demote(mul_f64(acc[r][0], attention_scale), mul_f64(acc[r][1], attention_scale)));
     }
   }
+  volatile uint32_t keep = touched;  // the touching loads must not be optimized away
+  (void)keep;
 }
 
-// Columns [0, columns) (a multiple of 4, at most 32) of block c of `tiles` tiles of values (first
-// tile-block at `levels`, scales at `scales`, `blocks` per tile) dequantized into rows of 32
-// floats of `v` (4·tiles rows).
+// Quads 2·pair and 2·pair + 1 of a tile-block (its 4 keys × elements 8·pair…8·pair + 7) as int8
+// levels: two loads (int8), or the low and high nibbles of one (int4).
 template <KvQuant kKind>
-void dequantize_block(const uint8_t* levels, const float* scales, idx tiles, idx blocks, idx c, idx columns, float* v) {
-  constexpr idx kTileBlockBytes = kQuantTileKeys * quant_block_bytes(kKind);
-  for (idx t = 0; t < tiles; ++t) {
-    const uint8_t* tile = levels + (t * blocks + c) * kTileBlockBytes;
-    const f32x4 s = load(scales + (t * blocks + c) * kQuantTileKeys);
-    const f32x4 key_scale[4] = {shuffle<0, 0, 0, 0>(s, s), shuffle<1, 1, 1, 1>(s, s), shuffle<2, 2, 2, 2>(s, s),
-                                shuffle<3, 3, 3, 3>(s, s)};
-    float* rows = v + kQuantTileKeys * t * kQuantBlock;
-    const auto quad = [&](i8x16 k, idx g) {
-      if (4 * g >= columns) return;
-      f32x4 x[4];
-      int8_to_float(k, x);
-      for (int key = 0; key < 4; ++key) store(rows + key * kQuantBlock + 4 * g, mul(x[key], key_scale[key]));
+inline void load_quad_pair(const uint8_t* tile_block, idx pair, i8x16* quads) {
+  if constexpr (kKind == KvQuant::kInt8) {
+    quads[0] = load_i8x16(tile_block + 32 * pair);
+    quads[1] = load_i8x16(tile_block + 32 * pair + 16);
+  } else {
+    const i8x16 packed = load_i8x16(tile_block + 16 * pair);
+    quads[0] = low_nibble_levels(packed);
+    quads[1] = high_nibble_levels(packed);
+  }
+}
+
+// o_r[0, 4·kQuads) += Σ_j w_r[j]·level_j over `tiles` tiles of value levels: columns
+// 8·pair…8·pair + 4·kQuads − 1 of one block (the tiles' blocks `tile_stride` bytes apart from
+// `tile_block`), w_r[j] the weight of key j times its block scale. Each quad of levels is widened
+// and converted once for all kRows rows; each output lane is a chain of multiply-adds in key order.
+template <int kRows, KvQuant kKind, int kQuads>
+void add_weighted_levels(const float* const* w, const uint8_t* tile_block, idx tile_stride, idx tiles, idx pair,
+                         float* const* o) {
+  f32x4 acc[kRows][kQuads];
+  for (int r = 0; r < kRows; ++r) {
+    for (int g = 0; g < kQuads; ++g) acc[r][g] = load(o[r] + 4 * g);
+  }
+  for (idx t = 0; t < tiles; ++t, tile_block += tile_stride) {
+    i8x16 quads[2];
+    load_quad_pair<kKind>(tile_block, pair, quads);
+    i16x8 keys01[kQuads], keys23[kQuads];
+    for (int g = 0; g < kQuads; ++g) {
+      keys01[g] = widen_low(quads[g]);
+      keys23[g] = widen_high(quads[g]);
+    }
+    const auto add_key = [&](auto key_constant) {
+      constexpr int key = decltype(key_constant)::value;
+      f32x4 x[kQuads];
+      for (int g = 0; g < kQuads; ++g) {
+        const i16x8 pair_of_keys = key < 2 ? keys01[g] : keys23[g];
+        x[g] = key % 2 == 0 ? low_to_float(pair_of_keys) : high_to_float(pair_of_keys);
+      }
+      for (int r = 0; r < kRows; ++r) {
+        const f32x4 weight = splat(w[r][kQuantTileKeys * t + key]);
+        for (int g = 0; g < kQuads; ++g) acc[r][g] = madd(weight, x[g], acc[r][g]);
+      }
     };
-    for_each_quad<kKind>(tile, quad);
+    // The 4 keys spelled out: the halves each key converts are fixed at compile time.
+    add_key(std::integral_constant<int, 0>{});
+    add_key(std::integral_constant<int, 1>{});
+    add_key(std::integral_constant<int, 2>{});
+    add_key(std::integral_constant<int, 3>{});
+  }
+  for (int r = 0; r < kRows; ++r) {
+    for (int g = 0; g < kQuads; ++g) store(o[r] + 4 * g, acc[r][g]);
   }
 }
 
@@ -155,7 +214,7 @@ template <KvQuant kKind>
 class QuantizedSplitTask {
  public:
   QuantizedSplitTask(const QuantizedDecode& d, idx b, idx kv_head, float* scratch)
-      : d_(d), b_(b), kv_(kv_head), head_(b * d.Hkv + kv_head), scores_(scratch), values_(scratch + d.R * kChunk) {
+      : d_(d), b_(b), kv_(kv_head), head_(b * d.Hkv + kv_head), scores_(scratch), weights_(scratch + d.R * kChunk) {
     const AttentionPlan& p = d.p;
     first_key_ = std::max<int64_t>(0, p.first_visible_key(b, 0));
     end_key_ = std::max<int64_t>(first_key_, p.last_visible_key(b, d.Lq - 1) + 1);
@@ -171,6 +230,8 @@ class QuantizedSplitTask {
     const QuantizedLayout& k = d_.keys;
     const uint8_t* levels = d_.in.key_quantized + k.level_offset(head_, j0, 0);
     const float* scales = reinterpret_cast<const float*>(d_.in.key_quantized + k.scale_offset) + k.tile_block(head_, j0, 0) * kQuantTileKeys;
+    // This chunk's value tiles, loaded along the first row block's scores.
+    const TouchedTiles values = chunk_tiles(d_.values, d_.in.value_quantized, head_, j0, n / kQuantTileKeys);
     const int16_t* q[4];
     const float* qs[4];
     float* s[4];
@@ -183,7 +244,7 @@ class QuantizedSplitTask {
         qs[x] = d_.query_scales + row * k.blocks;
         s[x] = scores_ + (r + x) * kChunk;
       }
-      score_tiles<kRows, kKind>(q, qs, levels, scales, n / kQuantTileKeys, k.blocks, p.scale, s);
+      score_tiles<kRows, kKind>(q, qs, levels, scales, n / kQuantTileKeys, k.blocks, p.scale, s, r == 0 ? values : TouchedTiles{});
     });
 
     const bool capped = p.softcap > 0.0f;
@@ -205,26 +266,40 @@ class QuantizedSplitTask {
     }
   }
 
-  // O += P·V over the chunk's keys [j0, j0 + n), each block of value columns dequantized once for
-  // every row.
-  void accumulate(idx j0, idx n, bool drop_hidden, float* partial) const {
+  // O += P·V over the chunk's keys [j0, j0 + n), a block of value columns at a time: each row's
+  // weights times the keys' block scales (0 for hidden keys, whose −0.0 weight would otherwise
+  // meet a NaN scale), then the levels converted in registers and added for every row.
+  void accumulate(idx j0, idx n, float* partial) const {
     const QuantizedLayout& v = d_.values;
     const uint8_t* levels = d_.in.value_quantized + v.level_offset(head_, j0, 0);
     const float* scales = reinterpret_cast<const float*>(d_.in.value_quantized + v.scale_offset) + v.tile_block(head_, j0, 0) * kQuantTileKeys;
+    const idx tiles = n / kQuantTileKeys;
+    const idx tile_stride = static_cast<idx>(v.blocks * v.tile_block_bytes());
+    const f32x4 hidden = from_bits(kNegativeZeroBits);
     for (idx c = 0; c < v.blocks; ++c) {
-      const idx columns = std::min<idx>(kQuantBlock, d_.shape.ev4 - c * kQuantBlock);
-      dequantize_block<kKind>(levels, scales, n / kQuantTileKeys, v.blocks, c, columns, values_);
-      const float* p[4];
+      const idx quads = std::min<idx>(kQuantBlock, d_.shape.ev4 - c * kQuantBlock) / 4;
+      for (idx row = 0; row < d_.R; ++row) {
+        const float* p = scores_ + row * kChunk;
+        float* w = weights_ + row * kChunk;
+        for (idx t = 0; t < tiles; ++t) {
+          const f32x4 pt = load(p + kQuantTileKeys * t);
+          const f32x4 block_scales = load(scales + (t * v.blocks + c) * kQuantTileKeys);
+          store(w + kQuantTileKeys * t, keep_where(mul(pt, block_scales), bits_differ(pt, hidden)));
+        }
+      }
+      const uint8_t* tile_block = levels + c * v.tile_block_bytes();
+      const float* w[4];
       float* o[4];
       for_row_blocks(d_.R, [&](auto count, idx r) {
         constexpr int kRows = decltype(count)::value;
-        constexpr int kBlock = kRows >= 4 ? 2 : 4;  // vectors per column block: 8 accumulators at 4 rows
-        for (int x = 0; x < kRows; ++x) {
-          p[x] = scores_ + (r + x) * kChunk;
-          o[x] = partial + (r + x) * d_.shape.partial_row + c * kQuantBlock;
+        for (idx pair = 0; 2 * pair < quads; ++pair) {
+          for (int x = 0; x < kRows; ++x) {
+            w[x] = weights_ + (r + x) * kChunk;
+            o[x] = partial + (r + x) * d_.shape.partial_row + c * kQuantBlock + 8 * pair;
+          }
+          if (2 * pair + 1 < quads) add_weighted_levels<kRows, kKind, 2>(w, tile_block, tile_stride, tiles, pair, o);
+          else add_weighted_levels<kRows, kKind, 1>(w, tile_block, tile_stride, tiles, pair, o);
         }
-        if (drop_hidden) pv_columns<kRows, kBlock, true>(p, values_, kQuantBlock, n, columns, o);
-        else pv_columns<kRows, kBlock, false>(p, values_, kQuantBlock, n, columns, o);
       });
     }
   }
@@ -235,8 +310,8 @@ class QuantizedSplitTask {
     for (int64_t j0 = begin / kQuantTileKeys * kQuantTileKeys; j0 < end; j0 += kChunk) {
       const idx n = static_cast<idx>(round_up<int64_t>(std::min<int64_t>(kChunk, end - j0), kQuantTileKeys));
       compute_scores(static_cast<idx>(j0), n, begin, end);
-      const bool hidden = online_softmax_chunk(d_.shape, d_.R, n, scores_, kChunk, partial);
-      accumulate(static_cast<idx>(j0), n, hidden, partial);
+      online_softmax_chunk(d_.shape, d_.R, n, scores_, kChunk, partial);
+      accumulate(static_cast<idx>(j0), n, partial);
     }
   }
 
@@ -250,8 +325,8 @@ class QuantizedSplitTask {
       for (idx j = 0; j < n; ++j) {
         if (s[j] == kNegInf) continue;  // hidden: its V (even NaN) is left out
         const float w = std::exp(s[j] - M) / L;
-        load_quantized_row(d_.values, d_.in.value_quantized, head_, j0 + j, values_);
-        for (idx c = 0; c < d_.Ev; ++c) out[c] += w * values_[c];
+        load_quantized_row(d_.values, d_.in.value_quantized, head_, j0 + j, weights_);
+        for (idx c = 0; c < d_.Ev; ++c) out[c] += w * weights_[c];
       }
     }
   }
@@ -260,7 +335,7 @@ class QuantizedSplitTask {
   const QuantizedDecode& d_;
   idx b_, kv_, head_;
   float* scores_;
-  float* values_;
+  float* weights_;  // [R][kChunk] weights times value scales; a dequantized value row in recompute_row
   int64_t first_key_, end_key_;
 };
 

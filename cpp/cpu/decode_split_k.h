@@ -1,4 +1,5 @@
-// The split-K pieces of a decode kernel that do not depend on how K and V are stored: the online
+// The split-K pieces of a decode kernel that do not depend on how K and V are stored: loads that
+// pull the next rows into the cache, the online
 // softmax of one chunk of scores per row (partial (m, l, O) updated, scores turned into P), and
 // the merge of a (batch, KV head)'s split partials into its output rows. Semantics as in
 // attention_decode_f32_simd128.cpp: hidden keys get P = −0.0, a NaN score makes its row NaN, a row
@@ -8,6 +9,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -17,6 +20,22 @@
 #include "cpu/thread_pool.h"
 
 namespace sdpa {
+
+// One load per 64-byte line of p[0, elements): pulls memory the next step reads into the cache
+// while this step computes (wasm has no prefetch instruction; demand misses of the V rows after
+// the scores left a core at 6-7 GB/s where it streams 10-11).
+template <typename KV>
+inline uint32_t touch_lines(const KV* p, simd::idx elements) {
+  constexpr simd::idx step = 64 / sizeof(KV);
+  uint32_t bits = 0;
+  for (simd::idx i = 0; i < elements; i += step) {
+    KV x = p[i];
+    uint32_t u = 0;
+    std::memcpy(&u, &x, sizeof x);
+    bits ^= u;
+  }
+  return bits;
+}
 
 // Calls body(std::integral_constant<int, K>{}, r) over rows [0, rows) in blocks of K = 4, then
 // 2, then 1: the block heights the P·V microkernels are instantiated for.

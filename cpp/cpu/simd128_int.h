@@ -1,5 +1,5 @@
 // Integer vectors for the quantized KV-cache kernels: int8 levels widened to int16, int16 dot
-// products into int32 (i32x4.dot_i16x8_s), int8 lanes converted to f32x4, and int32 lanes scaled
+// products into int32 (i32x4.dot_i16x8_s), int16 lanes converted to f32x4, and int32 lanes scaled
 // in float64 pairs (f64x2: products of two block scales neither overflow nor underflow there).
 // wasm SIMD128 under Emscripten, GCC/Clang vector extensions natively (same results lane for lane).
 #pragma once
@@ -51,14 +51,15 @@ inline void promote(f32x4 v, f64x2* out) {
 inline f32x4 demote(f64x2 lo, f64x2 hi) {
   return wasm_i32x4_shuffle(wasm_f32x4_demote_f64x2_zero(lo), wasm_f32x4_demote_f64x2_zero(hi), 0, 1, 4, 5);
 }
-// The 16 int8 lanes as four f32x4 (lanes 0-3, 4-7, 8-11, 12-15).
-inline void int8_to_float(i8x16 v, f32x4* out) {
-  const i16x8 lo = wasm_i16x8_extend_low_i8x16(v), hi = wasm_i16x8_extend_high_i8x16(v);
-  out[0] = wasm_f32x4_convert_i32x4(wasm_i32x4_extend_low_i16x8(lo));
-  out[1] = wasm_f32x4_convert_i32x4(wasm_i32x4_extend_high_i16x8(lo));
-  out[2] = wasm_f32x4_convert_i32x4(wasm_i32x4_extend_low_i16x8(hi));
-  out[3] = wasm_f32x4_convert_i32x4(wasm_i32x4_extend_high_i16x8(hi));
+// Lanes 0-3 (low) or 4-7 (high) of an i16x8 as an f32x4: widened to i32x4, then converted. The
+// empty asm keeps LLVM 14 from folding the two into a conversion of <4 x i16>, which it lowers
+// lane by lane (4 extracts, 4 scalar conversions, 4 inserts) instead of one f32x4.convert_i32x4_s.
+inline f32x4 to_float(i32x4 v) {
+  __asm__("" : "+r"(v));
+  return wasm_f32x4_convert_i32x4(v);
 }
+inline f32x4 low_to_float(i16x8 v) { return to_float(wasm_i32x4_extend_low_i16x8(v)); }
+inline f32x4 high_to_float(i16x8 v) { return to_float(wasm_i32x4_extend_high_i16x8(v)); }
 
 #else
 
@@ -113,12 +114,8 @@ inline f32x4 demote(f64x2 lo, f64x2 hi) {
   const f32x2 a = __builtin_convertvector(lo, f32x2), b = __builtin_convertvector(hi, f32x2);
   return __builtin_shufflevector(a, b, 0, 1, 2, 3);
 }
-inline void int8_to_float(i8x16 v, f32x4* out) {
-  out[0] = __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1, 2, 3), f32x4);
-  out[1] = __builtin_convertvector(__builtin_shufflevector(v, v, 4, 5, 6, 7), f32x4);
-  out[2] = __builtin_convertvector(__builtin_shufflevector(v, v, 8, 9, 10, 11), f32x4);
-  out[3] = __builtin_convertvector(__builtin_shufflevector(v, v, 12, 13, 14, 15), f32x4);
-}
+inline f32x4 low_to_float(i16x8 v) { return __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1, 2, 3), f32x4); }
+inline f32x4 high_to_float(i16x8 v) { return __builtin_convertvector(__builtin_shufflevector(v, v, 4, 5, 6, 7), f32x4); }
 
 #endif
 
