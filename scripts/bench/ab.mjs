@@ -7,20 +7,26 @@
 // the process waited for a core, the steadier measure on a loaded machine.
 //   forward: scaledDotProductAttentionSync(q, k, v) on H×L×E shapes (B = 1, float32, no mask)
 //   decode:  one step (B = 1, Hq = 32, Hkv = 8, E = Ev = 128, isCausal) on a KvCache of L
-//            tokens, float32 and float16
+//            tokens of each cache dtype
 // Options: --cases LIST (forward: HxLxE,...; decode: L,...), --rounds N (default 15),
-// --simd128 (the SIMD128 build instead of relaxed SIMD).
+// --dtypes LIST (decode; default float32,float16,int8,int4), --simd128 (the SIMD128 build instead
+// of relaxed SIMD).
 import { parseArgs } from 'node:util';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
-  options: { cases: { type: 'string' }, rounds: { type: 'string', default: '15' }, simd128: { type: 'boolean', default: false } },
+  options: {
+    cases: { type: 'string' },
+    rounds: { type: 'string', default: '15' },
+    dtypes: { type: 'string', default: 'float32,float16,int8,int4' },
+    simd128: { type: 'boolean', default: false },
+  },
 });
 const [mode, oldDist, newDist] = positionals;
 if (!['forward', 'decode'].includes(mode) || !oldDist || !newDist) {
-  throw new Error('usage: ab.mjs forward|decode OLD_DIST NEW_DIST [--cases LIST] [--rounds N] [--simd128]');
+  throw new Error('usage: ab.mjs forward|decode OLD_DIST NEW_DIST [--cases LIST] [--rounds N] [--dtypes LIST] [--simd128]');
 }
 const rounds = Number(values.rounds);
 const load = (dist) => import(pathToFileURL(resolve(dist, 'index.js')).href);
@@ -56,7 +62,7 @@ function decodeCases(list) {
     const key = { data: uniform(Hkv * L * E, 1), shape: [1, Hkv, L, E] };
     const value = { data: uniform(Hkv * L * E, 2), shape: [1, Hkv, L, E] };
     const query = { data: uniform(Hq * E, 3), shape: [1, Hq, 1, E] };
-    return ['float32', 'float16'].map((dtype) => ({
+    return values.dtypes.split(',').map((dtype) => ({
       name: `L=${L} ${dtype}`,
       flops: 4 * Hq * L * E,
       calls: attns.map((attn) => {

@@ -307,7 +307,7 @@ export async function benchDecode(opts) {
     for (const e of engines) if (e.heapOver32Steps) heap[e.name] = e.heapOver32Steps();
     for (const [i, e] of engines.entries()) {
       const ms = timed[i].medianMs;
-      const row = { case: c.name, engine: e.name, ms, gbPerS: gbPerS(e.bytes ?? 4 * elements, ms), error: errors[e.name] };
+      const row = { case: c.name, engine: e.name, ms, cpuMs: timed[i].cpuMs, gbPerS: gbPerS(e.bytes ?? 4 * elements, ms), error: errors[e.name] };
       if (e.name !== 'probe') row.tokensPerS16Layers = 1000 / (16 * ms);
       if (heap[e.name]) row.heapFlatOver32Steps = new Set(heap[e.name]).size === 1;
       rows.push(row);
@@ -325,11 +325,11 @@ export async function benchDecode(opts) {
 export function printDecode({ rows }) {
   const cases = [...new Set(rows.map((r) => r.case))];
   const summary = [];
-  print('\ncase                       engine                        ms/step    GB/s  tok/s×16L  error      heap flat');
+  print('\ncase                       engine                        ms/step  CPU ms    GB/s  tok/s×16L  error      heap flat');
   for (const name of cases) {
     const of = (engine) => rows.find((r) => r.case === name && (r.engine === engine || r.engine.startsWith(`${engine} (`)));
     for (const r of rows.filter((x) => x.case === name)) {
-      print(`${name.padEnd(26)} ${r.engine.padEnd(29)} ${r.ms.toFixed(3).padStart(8)} ${r.gbPerS.toFixed(2).padStart(7)} ${r.tokensPerS16Layers === undefined ? '         -' : r.tokensPerS16Layers.toFixed(1).padStart(10)}   ${r.error === undefined ? '       -' : r.error.toExponential(1).padStart(8)}   ${r.heapFlatOver32Steps === undefined ? '-' : r.heapFlatOver32Steps ? 'yes' : 'NO'}`);
+      print(`${name.padEnd(26)} ${r.engine.padEnd(29)} ${r.ms.toFixed(3).padStart(8)} ${(r.cpuMs ?? NaN).toFixed(3).padStart(7)} ${r.gbPerS.toFixed(2).padStart(7)} ${r.tokensPerS16Layers === undefined ? '         -' : r.tokensPerS16Layers.toFixed(1).padStart(10)}   ${r.error === undefined ? '       -' : r.error.toExponential(1).padStart(8)}   ${r.heapFlatOver32Steps === undefined ? '-' : r.heapFlatOver32Steps ? 'yes' : 'NO'}`);
     }
     const one = of('sdpa-simd-1t'), many = of('sdpa-simd-mt'), probe = of('probe'), ort1 = of('ort-gqa-1t'), ort2 = of('ort-gqa-2t');
     const one16 = of('sdpa-simd-1t-f16'), many16 = of('sdpa-simd-mt-f16');
@@ -352,6 +352,10 @@ export function printDecode({ rows }) {
     print(`  1 thread ${fmt(ratios.oneThreadOfProbe, '%')} of the probe; threads ${fmt(ratios.threadsOverOne, '×')} 1 thread; 1 thread ${fmt(ratios.overOrt1, '×')} ort-gqa-1t; threads ${fmt(ratios.threadsOverOrt2, '×')} ort-gqa-2t`);
     print(`  float16 cache ${fmt(ratios.float16OverFloat32OneThread, '×')} float32 on 1 thread, ${fmt(ratios.float16OverFloat32Threads, '×')} on threads`);
     print(`  int8 cache ${fmt(ratios.int8OverFloat32OneThread, '×')} float32 on 1 thread (threads ${fmt(ratios.int8ThreadsOverOne, '×')} 1); int4 ${fmt(ratios.int4OverFloat32OneThread, '×')} (threads ${fmt(ratios.int4ThreadsOverOne, '×')} 1)`);
+    // CPU time: what a 1-thread step costs whatever else the machine runs (wall time also counts
+    // the time slices other processes took).
+    const cpuOverFloat32 = [one16, one8, one4].filter(Boolean).map((r) => `${r.engine.slice('sdpa-simd-1t-'.length)} ${fmt(one?.cpuMs / r.cpuMs, '×')}`);
+    if (one && cpuOverFloat32.length) print(`  by CPU time on 1 thread, float32 over: ${cpuOverFloat32.join(', ')}`);
   }
   return { summary };
 }
