@@ -3,14 +3,15 @@
 // (attention_decode_stream.wgsl: groups of lanes per key, q·k summed by subgroupShuffleXor) or,
 // where its lanes cannot hold the rows, the tile kernel with its lanes combined by subgroups;
 // without (forced with gpuLimits.subgroups = false) the tile kernel (attention_decode_partial.wgsl)
-// combining lanes through workgroup memory. Each case is checked against the float64
-// reference: GQA groups of 1 to 20 rows (one workgroup or several), Lq > 1, odd head dims, every
+// combining lanes through workgroup memory. Under SDPA_WEBGPU_SUBGROUPS=0 the device has no
+// subgroups, so gpuLimits.subgroups = true must take the workgroup-memory kernels too. Each case
+// is checked against the float64 reference: GQA groups of 1 to 20 rows (one workgroup or several), Lq > 1, odd head dims, every
 // variant, masks, NaN scores, Inf values behind hidden keys, key tiles of 4 to 32 keys.
 import { describe, expect, it } from 'vitest';
 import { createAttention, type Attention, type AttentionOptions } from 'sdpa-web';
 import { randomMasks, randomTensor } from './support/tensors.js';
 import { expectResultMatchesReference } from './support/tolerance.js';
-import { withDeviceAndOracle } from './support/webgpu.js';
+import { expectSubgroupsAsConfigured, gpu, SUBGROUPS_WITHHELD, withDeviceAndOracle } from './support/webgpu.js';
 
 const FACTOR = 4;
 
@@ -35,9 +36,14 @@ function documents(): AttentionOptions {
   return { queryDocuments: { data: Int32Array.of(1, 2), shape: [1, 2] }, keyDocuments: { data: keys, shape: [1, 300] } };
 }
 
-/** An instance whose decode kernel combines lanes by subgroups (when `subgroups`) or workgroup memory. */
+/** An instance allowed subgroups (`gpuLimits.subgroups`: the device decides) or not. */
 async function instance(subgroups: boolean, caps: Record<string, number> = {}): Promise<Attention> {
   return createAttention({ backend: 'webgpu', gpuDevice: device, gpuLimits: { ...caps, subgroups } });
+}
+
+/** Whether an instance allowed `subgroups` combines its decode lanes by subgroups: where the device has them. */
+function onSubgroups(subgroups: boolean): boolean {
+  return subgroups && expectSubgroupsAsConfigured(device);
 }
 
 function decodeKernels(attn: Attention): string[] {
@@ -45,12 +51,12 @@ function decodeKernels(attn: Attention): string[] {
 }
 
 describe.each([
-  ['subgroupShuffleXor', true],
+  [SUBGROUPS_WITHHELD ? 'workgroup memory (subgroups allowed, none on the device)' : 'subgroupShuffleXor', true],
   ['workgroup memory', false],
-])('flash-decoding, lanes combined by %s', (_, subgroups) => {
+])('flash-decoding, lanes combined by %s', (_, allowed) => {
   it('every case matches the float64 reference; the plan chose this path', async () => {
-    if (subgroups) expect(device.features.has('subgroups'), 'the test adapter has subgroups').toBe(true);
-    const attn = await instance(subgroups);
+    const subgroups = onSubgroups(allowed);
+    const attn = await instance(allowed);
     for (const [label, qs, ks, vs, options] of [...CASES, ['documents', [1, 2, 2, 16], [1, 2, 300, 16], [1, 2, 300, 16], documents()] as Case]) {
       const q = randomTensor(qs, 1), k = randomTensor(ks, 2), v = randomTensor(vs, 3);
       expectResultMatchesReference(await attn.scaledDotProductAttention(q, k, v, options), oracle, q, k, v, options, FACTOR, label);
@@ -65,7 +71,7 @@ describe.each([
   });
 
   it('NaN where a visible score is NaN; Inf values behind hidden keys are never read', async () => {
-    const attn = await instance(subgroups);
+    const attn = await instance(allowed);
     const q = randomTensor([1, 4, 1, 16], 4), k = randomTensor([1, 2, 300, 16], 5), v = randomTensor([1, 2, 300, 16], 6);
     k.data[(300 + 200) * 16] = Number.NaN; // KV head 1, key 200: its two query heads' rows are NaN
     v.data.fill(Number.POSITIVE_INFINITY, 280 * 16, 300 * 16); // KV head 0, keys 280…299: hidden below
@@ -78,6 +84,7 @@ describe.each([
   });
 
   it('key tiles of every size the plan picks (workgroup memory caps of 4 or 8 to 32 KiB)', async () => {
+    const subgroups = onSubgroups(allowed);
     // With subgroups, 16 rows of E = 128 hold more columns than a streaming lane of a subgroup
     // of 8 (SwiftShader, lavapipe) may: the tile kernel. Where subgroups hold 32 lanes (an
     // NVIDIA GPU) the rows fit a lane and the plan streams them instead.
@@ -87,7 +94,7 @@ describe.each([
     const tiles = new Set<string>();
     let streamed = 0;
     for (const bytes of caps) {
-      const attn = await instance(subgroups, { maxComputeWorkgroupStorageSize: bytes });
+      const attn = await instance(allowed, { maxComputeWorkgroupStorageSize: bytes });
       expectResultMatchesReference(await attn.scaledDotProductAttention(q, k, v, options), oracle, q, k, v, options, FACTOR, `${bytes} bytes`);
       for (const key of decodeKernels(attn)) {
         if (key.startsWith('decode-stream:')) streamed++;
@@ -100,7 +107,8 @@ describe.each([
   });
 
   it('the streaming kernel with one group of lanes (the groups\' combine does not fit twice) or the tile kernel', async () => {
-    const attn = await instance(subgroups, { maxComputeWorkgroupStorageSize: 4096 });
+    const subgroups = onSubgroups(allowed);
+    const attn = await instance(allowed, { maxComputeWorkgroupStorageSize: 4096 });
     const q = randomTensor([1, 4, 1, 128], 13), k = randomTensor([1, 1, 300, 128], 14), v = randomTensor([1, 1, 300, 128], 15);
     const options: AttentionOptions = { enableGqa: true, isCausal: 'bottom-right', softcap: 2 };
     expectResultMatchesReference(await attn.scaledDotProductAttention(q, k, v, options), oracle, q, k, v, options, FACTOR, 'one group');
@@ -109,13 +117,24 @@ describe.each([
   });
 
   it('splits of 1024 keys (16 KV heads of 65536 keys: webgpu_decode_split_keys), ragged and windowed', async () => {
-    const attn = await instance(subgroups);
+    const attn = await instance(allowed);
     const q = randomTensor([2, 8, 1, 4], 10), k = randomTensor([2, 8, 65536, 4], 11), v = randomTensor([2, 8, 65536, 4], 12);
     const options: AttentionOptions = { keyLengths: new Int32Array([65536, 40001]), window: { left: 50000 }, isCausal: 'bottom-right', returnLogSumExp: true };
     expectResultMatchesReference(await attn.scaledDotProductAttention(q, k, v, options), oracle, q, k, v, options, FACTOR, 'long splits');
     expect(decodeKernels(attn).length).toBeGreaterThan(0);
     attn.dispose();
   });
+});
+
+it("a device the library requests itself has 'subgroups' as SDPA_WEBGPU_SUBGROUPS says, and its decode kernel follows", async () => {
+  const attn = await createAttention({ backend: 'webgpu', gpu });
+  const q = randomTensor([1, 2, 1, 8], 16), k = randomTensor([1, 1, 256, 8], 17), v = randomTensor([1, 1, 256, 8], 18);
+  expectResultMatchesReference(await attn.scaledDotProductAttention(q, k, v, { enableGqa: true }), oracle, q, k, v, { enableGqa: true }, FACTOR, 'own device');
+  expect(attn.webgpuInfo()!.limits.subgroups).toBe(!SUBGROUPS_WITHHELD);
+  const kernels = decodeKernels(attn);
+  expect(kernels.length).toBeGreaterThan(0);
+  for (const key of kernels) expect(key.endsWith(SUBGROUPS_WITHHELD ? ':wgmem' : ':subgroups'), key).toBe(true);
+  attn.dispose();
 });
 
 it('gpuLimits.subgroups must be a boolean', async () => {

@@ -3,7 +3,7 @@
 // names (the test step webgpu_f16: Mesa's lavapipe, which has float16 shaders). Correctness
 // only: neither is a GPU.
 import { create, globals } from 'webgpu';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { createAttention, type Attention, type GpuLike } from 'sdpa-web';
 
 export const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
@@ -12,16 +12,75 @@ process.env.VK_ICD_FILENAMES ??= SWIFTSHADER_ICD;
 Object.assign(globalThis, globals);
 
 /**
- * The `navigator.gpu` stand-in. Module-level on purpose: it must stay referenced for the whole
+ * dawn.node's `navigator.gpu`. Module-level on purpose: it must stay referenced for the whole
  * run (dropping it gave random SIGSEGVs and hung mapAsync). SDPA_DAWN_FLAGS (comma-separated
  * dawn.node options, e.g. `enable-dawn-features=vulkan_enable_f16_on_nvidia`) reach `create`.
  */
-export const gpu = create(process.env.SDPA_DAWN_FLAGS?.split(',').filter(Boolean) ?? []);
+const dawn = create(process.env.SDPA_DAWN_FLAGS?.split(',').filter(Boolean) ?? []);
+
+/**
+ * SDPA_WEBGPU_SUBGROUPS=0 presents the adapter without the `'subgroups'` feature, so that no
+ * device the tests or the library request has it and the plan takes its workgroup-memory
+ * kernels; unset or 1, the adapter is presented as it is.
+ */
+export const SUBGROUPS_WITHHELD = subgroupsWithheld(process.env.SDPA_WEBGPU_SUBGROUPS);
+
+function subgroupsWithheld(setting: string | undefined): boolean {
+  if (setting === undefined || setting === '' || setting === '1') return false;
+  if (setting === '0') return true;
+  throw new Error(`SDPA_WEBGPU_SUBGROUPS must be 0 or 1 (got ${JSON.stringify(setting)})`);
+}
+
+/**
+ * `source` with every adapter presented without `feature`: not in `adapter.features`, and a
+ * `requestDevice` that asks for it rejects as a real adapter lacking it does.
+ */
+function withoutFeature(source: GPU, feature: GPUFeatureName): GPU {
+  const adapterWithout = (adapter: GPUAdapter): GPUAdapter => {
+    const features = new Set([...adapter.features].filter((name) => name !== feature));
+    const requestDevice = (descriptor?: GPUDeviceDescriptor): Promise<GPUDevice> =>
+      [...(descriptor?.requiredFeatures ?? [])].includes(feature)
+        ? Promise.reject(new TypeError(`requiredFeatures: the adapter does not have '${feature}' (withheld by SDPA_WEBGPU_SUBGROUPS=0)`))
+        : adapter.requestDevice(descriptor);
+    return forwarding(adapter, { features, requestDevice });
+  };
+  const requestAdapter = async (options?: GPURequestAdapterOptions): Promise<GPUAdapter | null> => {
+    const adapter = await source.requestAdapter(options);
+    return adapter && adapterWithout(adapter);
+  };
+  return forwarding(source, { requestAdapter });
+}
+
+/** `target` with `overrides` in place of some of its members; its other members read from it (methods bound to it). */
+function forwarding<T extends object>(target: T, overrides: Record<string, unknown>): T {
+  return new Proxy(target, {
+    get(object, property) {
+      if (typeof property === 'string' && property in overrides) return overrides[property];
+      const value: unknown = Reflect.get(object, property, object);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(object) : value;
+    },
+  });
+}
+
+/** The `navigator.gpu` stand-in: dawn.node's, without `'subgroups'` under SDPA_WEBGPU_SUBGROUPS=0. */
+export const gpu: GPU = SUBGROUPS_WITHHELD ? withoutFeature(dawn, 'subgroups') : dawn;
+
+/**
+ * Whether `device` has `'subgroups'`, failing unless that is what SDPA_WEBGPU_SUBGROUPS asks for:
+ * with the variable unset the test adapter must have them (their kernels are never skipped
+ * unnoticed), with 0 the device must lack them.
+ */
+export function expectSubgroupsAsConfigured(device: GPUDevice): boolean {
+  const has = device.features.has('subgroups');
+  expect(has, SUBGROUPS_WITHHELD ? "the device lacks 'subgroups' (SDPA_WEBGPU_SUBGROUPS=0)" : "the test adapter has 'subgroups'").toBe(!SUBGROUPS_WITHHELD);
+  return has;
+}
 
 /**
  * A fresh device on the test adapter (default limits unless `requiredLimits` is given), with
  * 'shader-f16' and 'subgroups' where the adapter has them (lavapipe has both; SwiftShader has
- * subgroups only), as `createAttention` requests its own devices.
+ * subgroups only; SDPA_WEBGPU_SUBGROUPS=0 withholds subgroups), as `createAttention` requests its
+ * own devices.
  */
 export async function testDevice(requiredLimits: Record<string, number> = {}): Promise<GPUDevice> {
   const adapter = await gpu.requestAdapter();
