@@ -85,9 +85,10 @@ inline void for_each_quad(const uint8_t* tile, const Quad& quad) {
   }
 }
 
-// Tiles of a chunk that the scores load line by line along the way (touch_lines), so that P·V
-// finds them in the cache: per tile, `level_bytes` bytes of levels and `scale_floats` scales.
-struct TouchedTiles {
+// A chunk's tiles of a quantized tensor's head: per tile, `level_bytes` bytes of levels and
+// `scale_floats` scales. touch(t) loads tile t line by line (touch_lines), so that a later pass
+// finds it in the cache.
+struct ChunkTiles {
   const uint8_t* levels;
   const float* scales;
   idx level_bytes, scale_floats, count;
@@ -97,7 +98,7 @@ struct TouchedTiles {
 };
 
 // `tiles` tiles of a quantized tensor's head from key j0 (a whole tile).
-inline TouchedTiles chunk_tiles(const QuantizedLayout& layout, const uint8_t* tensor, idx head, idx j0, idx tiles) {
+inline ChunkTiles chunk_tiles(const QuantizedLayout& layout, const uint8_t* tensor, idx head, idx j0, idx tiles) {
   return {tensor + layout.level_offset(head, j0, 0),
           reinterpret_cast<const float*>(tensor + layout.scale_offset) + layout.tile_block(head, j0, 0) * kQuantTileKeys,
           static_cast<idx>(layout.blocks * layout.tile_block_bytes()), static_cast<idx>(layout.blocks * kQuantTileKeys), tiles};
@@ -108,7 +109,7 @@ inline TouchedTiles chunk_tiles(const QuantizedLayout& layout, const uint8_t* te
 // the tiles of `touch` are loaded line by line along the way.
 template <int kRows, KvQuant kKind>
 void score_tiles(const int16_t* const* q, const float* const* qs, const uint8_t* levels, const float* scales, idx tiles,
-                 idx blocks, float scale, float* const* s, const TouchedTiles& touch) {
+                 idx blocks, float scale, float* const* s, const ChunkTiles& touch) {
   constexpr idx kTileBlockBytes = kQuantTileKeys * quant_block_bytes(kKind);
   const f64x2 attention_scale = splat_f64(scale);
   uint32_t touched = 0;
@@ -228,10 +229,10 @@ class QuantizedSplitTask {
   void compute_scores(idx j0, idx n, int64_t lo, int64_t hi) const {
     const AttentionPlan& p = d_.p;
     const QuantizedLayout& k = d_.keys;
-    const uint8_t* levels = d_.in.key_quantized + k.level_offset(head_, j0, 0);
-    const float* scales = reinterpret_cast<const float*>(d_.in.key_quantized + k.scale_offset) + k.tile_block(head_, j0, 0) * kQuantTileKeys;
+    const idx tiles = n / kQuantTileKeys;
+    const ChunkTiles keys = chunk_tiles(k, d_.in.key_quantized, head_, j0, tiles);
     // This chunk's value tiles, loaded along the first row block's scores.
-    const TouchedTiles values = chunk_tiles(d_.values, d_.in.value_quantized, head_, j0, n / kQuantTileKeys);
+    const ChunkTiles values = chunk_tiles(d_.values, d_.in.value_quantized, head_, j0, tiles);
     const int16_t* q[4];
     const float* qs[4];
     float* s[4];
@@ -244,7 +245,7 @@ class QuantizedSplitTask {
         qs[x] = d_.query_scales + row * k.blocks;
         s[x] = scores_ + (r + x) * kChunk;
       }
-      score_tiles<kRows, kKind>(q, qs, levels, scales, n / kQuantTileKeys, k.blocks, p.scale, s, r == 0 ? values : TouchedTiles{});
+      score_tiles<kRows, kKind>(q, qs, keys.levels, keys.scales, tiles, k.blocks, p.scale, s, r == 0 ? values : ChunkTiles{});
     });
 
     const bool capped = p.softcap > 0.0f;
@@ -271,10 +272,8 @@ class QuantizedSplitTask {
   // meet a NaN scale), then the levels converted in registers and added for every row.
   void accumulate(idx j0, idx n, float* partial) const {
     const QuantizedLayout& v = d_.values;
-    const uint8_t* levels = d_.in.value_quantized + v.level_offset(head_, j0, 0);
-    const float* scales = reinterpret_cast<const float*>(d_.in.value_quantized + v.scale_offset) + v.tile_block(head_, j0, 0) * kQuantTileKeys;
     const idx tiles = n / kQuantTileKeys;
-    const idx tile_stride = static_cast<idx>(v.blocks * v.tile_block_bytes());
+    const ChunkTiles values = chunk_tiles(v, d_.in.value_quantized, head_, j0, tiles);
     const f32x4 hidden = from_bits(kNegativeZeroBits);
     for (idx c = 0; c < v.blocks; ++c) {
       const idx quads = std::min<idx>(kQuantBlock, d_.shape.ev4 - c * kQuantBlock) / 4;
@@ -283,11 +282,11 @@ class QuantizedSplitTask {
         float* w = weights_ + row * kChunk;
         for (idx t = 0; t < tiles; ++t) {
           const f32x4 pt = load(p + kQuantTileKeys * t);
-          const f32x4 block_scales = load(scales + (t * v.blocks + c) * kQuantTileKeys);
+          const f32x4 block_scales = load(values.scales + t * values.scale_floats + c * kQuantTileKeys);
           store(w + kQuantTileKeys * t, keep_where(mul(pt, block_scales), bits_differ(pt, hidden)));
         }
       }
-      const uint8_t* tile_block = levels + c * v.tile_block_bytes();
+      const uint8_t* tile_block = values.levels + c * v.tile_block_bytes();
       const float* w[4];
       float* o[4];
       for_row_blocks(d_.R, [&](auto count, idx r) {
@@ -297,8 +296,8 @@ class QuantizedSplitTask {
             w[x] = weights_ + (r + x) * kChunk;
             o[x] = partial + (r + x) * d_.shape.partial_row + c * kQuantBlock + 8 * pair;
           }
-          if (2 * pair + 1 < quads) add_weighted_levels<kRows, kKind, 2>(w, tile_block, tile_stride, tiles, pair, o);
-          else add_weighted_levels<kRows, kKind, 1>(w, tile_block, tile_stride, tiles, pair, o);
+          if (2 * pair + 1 < quads) add_weighted_levels<kRows, kKind, 2>(w, tile_block, values.level_bytes, tiles, pair, o);
+          else add_weighted_levels<kRows, kKind, 1>(w, tile_block, values.level_bytes, tiles, pair, o);
         }
       });
     }
