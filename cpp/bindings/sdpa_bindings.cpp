@@ -737,7 +737,8 @@ val trace_online_softmax_js(val options) {
 // goes or in which dtype, and on explain (which returns its fixed stages) returnScores and
 // returnLogSumExp, are TypeErrors here, not ignored.
 bool plan_reference_call(const val& options, bool explain, CallOptions* o, AttentionPlan* plan, CallError& e) {
-  if (!plan_call(options, kForward, o, plan, e) || !e.fail(check_float32_inputs(*plan, explain ? "explain" : "referenceAttention"))) {
+  // explain takes float32 tensors; the float64 reference also reads a KV cache of any dtype (dense_inputs).
+  if (!plan_call(options, kForward, o, plan, e) || (explain && !e.fail(check_float32_inputs(*plan, "explain")))) {
     return false;
   }
   if (o->output_on_gpu) {
@@ -801,9 +802,14 @@ val reference_attention64_js(val options) {
   results.add(&record.weights_result, kDouble * plan.weights_elements());
   if (plan.return_scores != ScoreStage::kNone) results.add(&record.scores_result, kDouble * plan.weights_elements());
   if (plan.return_lse) results.add(&record.logSumExp_result, kDouble * plan.B * plan.Hq * plan.Lq);
-  results.add_workspace(reference_workspace_bytes<double>(plan));
+  // A KV cache's float16 or int8/int4 keys and values (and the query as the scores on int8/int4
+  // take it) as dense float32 first, then the reference's own scratch.
+  const uint64_t dense_bytes = dense_inputs_bytes(plan);
+  results.add_workspace(dense_bytes + reference_workspace_bytes<double>(plan));
   if (!results.allocate(e)) return e.to_js();
   record_shapes(plan);
+  AttentionInputs in;
+  const AttentionPlan dense_plan = dense_inputs(plan, record_inputs(plan), results.workspace(), &in);
   ReferenceOutputs<double> out;
   out.output = result<double>(record.output_result);
   out.weights = result<double>(record.weights_result);
@@ -815,7 +821,7 @@ val reference_attention64_js(val options) {
     case ScoreStage::kMasked: out.masked_scores = scores; break;
     case ScoreStage::kNone: break;
   }
-  attention_reference<double>(plan, record_inputs(plan), out, static_cast<double*>(results.workspace()));
+  attention_reference<double>(dense_plan, in, out, reinterpret_cast<double*>(static_cast<char*>(results.workspace()) + dense_bytes));
   return val::null();
 }
 

@@ -150,20 +150,13 @@ uint64_t workspace_bytes(Backend backend, const AttentionPlan& plan, int threads
   return widened_total_bytes(plan, w) + float32_workspace_bytes(backend, widened_plan(plan, w), threads);
 }
 
-void run_attention(Backend backend, const AttentionPlan& plan, const AttentionInputs& in,
-                   float* output, float* weights, void* workspace, int threads, float* lse, float* scores) {
-  // Only the SIMD forward kernel on float32 inputs waits for streamed rows; the others read
-  // theirs once the copy is done.
-  const bool converts = plan.has_float16() || plan.quantized_kv();
-  const bool waits_for_rows = backend == Backend::kSimd128 && !converts && !uses_decode_kernel(plan);
-  if (in.arrival.streamed() && !waits_for_rows) run_overlapped_work();
-  if (!converts) {
-    run_float32(backend, plan, in, output, weights, workspace, threads, lse, scores);
-    return;
-  }
-  const Widened w = widened_inputs(backend, plan);
-  AttentionInputs widened = in;
-  char* next = static_cast<char*>(workspace);
+namespace {
+
+// The inputs that `w` names converted to dense float32 at `next` (widened_total_bytes(plan, w)
+// bytes); the others as they are. Returns the end of what it wrote.
+char* convert_inputs(const AttentionPlan& plan, const Widened& w, const AttentionInputs& in, char* next,
+                     AttentionInputs* widened) {
+  *widened = in;
   // One float16 input, `heads` blocks of head_elements halves head_stride apart (a KV cache's
   // rows), widened to dense floats at `next`.
   const auto widen = [&](const uint16_t*& half, const float*& full, int64_t heads, int64_t head_stride,
@@ -191,17 +184,50 @@ void run_attention(Backend backend, const AttentionPlan& plan, const AttentionIn
     if (w.round_query) {
       for (int64_t r = 0; r < plan.B * plan.Hq * plan.Lq; ++r) round_query_row(rows + r * plan.E, plan.E, rows + r * plan.E);
     }
-    widened.query = rows;
-    widened.query_f16 = nullptr;
+    widened->query = rows;
+    widened->query_f16 = nullptr;
     next += widened_bytes(plan.query_elements());
   }
   if (plan.quantized_kv()) {
-    if (w.key) dequantize(widened.key_quantized, widened.key, plan.key_layout());
-    if (w.value) dequantize(widened.value_quantized, widened.value, plan.value_layout());
+    if (w.key) dequantize(widened->key_quantized, widened->key, plan.key_layout());
+    if (w.value) dequantize(widened->value_quantized, widened->value, plan.value_layout());
   } else {
-    if (w.key) widen(widened.key_f16, widened.key, plan.B * plan.Hkv, plan.key_head_stride, plan.Lk * plan.E);
-    if (w.value) widen(widened.value_f16, widened.value, plan.B * plan.Hkv, plan.value_head_stride, plan.Lk * plan.Ev);
+    if (w.key) widen(widened->key_f16, widened->key, plan.B * plan.Hkv, plan.key_head_stride, plan.Lk * plan.E);
+    if (w.value) widen(widened->value_f16, widened->value, plan.B * plan.Hkv, plan.value_head_stride, plan.Lk * plan.Ev);
   }
+  return next;
+}
+
+// Every input converted, as for a kernel that reads none of them in place.
+Widened all_widened(const AttentionPlan& plan) {
+  return {plan.query_type == ElementType::kFloat16 || plan.quantized_kv(), plan.key_type != ElementType::kFloat32,
+          plan.value_type != ElementType::kFloat32, plan.quantized_kv()};
+}
+
+}  // namespace
+
+uint64_t dense_inputs_bytes(const AttentionPlan& plan) { return widened_total_bytes(plan, all_widened(plan)); }
+
+AttentionPlan dense_inputs(const AttentionPlan& plan, const AttentionInputs& in, void* workspace, AttentionInputs* dense) {
+  const Widened w = all_widened(plan);
+  convert_inputs(plan, w, in, static_cast<char*>(workspace), dense);
+  return widened_plan(plan, w);
+}
+
+void run_attention(Backend backend, const AttentionPlan& plan, const AttentionInputs& in,
+                   float* output, float* weights, void* workspace, int threads, float* lse, float* scores) {
+  // Only the SIMD forward kernel on float32 inputs waits for streamed rows; the others read
+  // theirs once the copy is done.
+  const bool converts = plan.has_float16() || plan.quantized_kv();
+  const bool waits_for_rows = backend == Backend::kSimd128 && !converts && !uses_decode_kernel(plan);
+  if (in.arrival.streamed() && !waits_for_rows) run_overlapped_work();
+  if (!converts) {
+    run_float32(backend, plan, in, output, weights, workspace, threads, lse, scores);
+    return;
+  }
+  const Widened w = widened_inputs(backend, plan);
+  AttentionInputs widened;
+  char* next = convert_inputs(plan, w, in, static_cast<char*>(workspace), &widened);
   run_float32(backend, widened_plan(plan, w), widened, output, weights, next, threads, lse, scores);
 }
 

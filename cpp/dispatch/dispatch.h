@@ -86,6 +86,14 @@ void run_attention(Backend backend, const AttentionPlan& plan, const AttentionIn
                    float* output, float* weights, void* workspace, int threads = 1,
                    float* lse = nullptr, float* scores = nullptr);
 
+// Every input of `plan` as dense float32, as run_attention converts them for a kernel that reads
+// none in place: float16 ones widened, a quantized cache's keys and values dequantized (level ·
+// scale in float32) and the query rounded through int8 blocks. The float64 reference of a call on
+// a KV cache reads these. dense_inputs writes them at `workspace` (dense_inputs_bytes(plan)
+// bytes) into *dense and returns the plan they follow (dense head strides).
+uint64_t dense_inputs_bytes(const AttentionPlan& plan);
+AttentionPlan dense_inputs(const AttentionPlan& plan, const AttentionInputs& in, void* workspace, AttentionInputs* dense);
+
 // The SIMD tile kernel on one thread with its online-softmax trace of one row (the explainer's
 // "traced from the real kernel"), whichever kernel dispatch would pick for a plain call; its
 // workspace is trace_workspace_bytes(plan).

@@ -109,6 +109,23 @@ describe('int8 and int4 KV caches', () => {
     ];
   }
 
+  it('referenceAttention on a cache of each dtype is the float64 reference of what the cache holds', () => {
+    const L = 90, E = 40, Ev = 72;
+    const key = randomTensor([2, Hkv, L, E], 51, -2, 2), value = randomTensor([2, Hkv, L, Ev], 52, -2, 2);
+    const query = randomTensor([2, Hq, 3, E], 53, -2, 2);
+    const held = (t: Tensor, dtype: KvCacheDType): Tensor => (dtype === 'float16' ? { data: fromFloat16(toFloat16(t.data)), shape: t.shape } : asCached(t, dtype));
+    for (const dtype of ['float32', 'float16', ...QUANTIZED] as const) {
+      const cache = oracle.createKvCache({ batch: 2, kvHeads: Hkv, maxLength: 128, headDim: E, valueDim: Ev, dtype });
+      cache.append(key, value);
+      const got = oracle.referenceAttention(query, cache, { isCausal: true, enableGqa: true, returnLogSumExp: true });
+      const want = oracle.referenceAttention(asScoredQuery(query, dtype), held(key, dtype), held(value, dtype), { isCausal: 'bottom-right', enableGqa: true, returnLogSumExp: true });
+      expect(got.output.data, dtype).toEqual(want.output.data);
+      expect(got.weights.data, dtype).toEqual(want.weights.data);
+      expect(got.logSumExp!.data, dtype).toEqual(want.logSumExp!.data);
+      cache.dispose();
+    }
+  });
+
   for (const dtype of QUANTIZED) {
     it(`${dtype}: every engine within the documented bound of the float64 result on the unquantized data, and of the dequantized cache by the tolerance rule`, async () => {
       for (const [L, dim] of [[300, 64], [130, 40]] as const) {

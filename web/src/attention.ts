@@ -177,9 +177,13 @@ export class Attention implements GpuEngine {
   }
 
   /** The float64 reference (the oracle every backend is tested against): the same arguments and semantics, in double precision. Always returns the weights. */
-  referenceAttention(query: CpuTensor, key: CpuTensor, value: CpuTensor, options?: AttentionOptions): AttentionResult64 {
+  referenceAttention(query: CpuTensor, key: CpuTensor, value: CpuTensor, options?: AttentionOptions): AttentionResult64;
+  /** The float64 reference of a call on a CPU {@link KvCache}: the cache's contents as it holds them (int8/int4: levels times block scales, the query rounded through int8 blocks). */
+  referenceAttention(query: CpuTensor, cache: KvCache, options?: AttentionOptions): AttentionResult64;
+  referenceAttention(query: CpuTensor, key: CpuTensor | KvCache, value?: CpuTensor | AttentionOptions, options?: AttentionOptions): AttentionResult64 {
     this.checkUsable();
-    return referenceAttention(this, query, key, value, options);
+    if (key instanceof KvCache) return referenceAttention(this, query, key, undefined, value as AttentionOptions | undefined);
+    return referenceAttention(this, query, key, value as CpuTensor, options);
   }
 
   /** Softmax over the last axis of `x`, numerically stable (subtracts each row's max); `temperature` divides the inputs first; a row of `-Infinity` gives zeros. */

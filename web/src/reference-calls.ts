@@ -5,28 +5,32 @@
 import { checkTensor, optionTensors, product, tensorDtype } from './arguments.js';
 import { readResults, type CallResults } from './core-call.js';
 import type { Engine } from './engine.js';
+import { cacheOptions, KvCache } from './kv-cache.js';
 import { fromFloat16 } from './float16.js';
 import { withHeap } from './heap.js';
 import type { AttentionOptions, AttentionResult64, AttentionStages, CpuTensor, OnlineSoftmaxTrace, Tensor, TraceOptions } from './types.js';
 import type { SdpaModule } from './wasm/sdpa_core.mjs';
 
-/** float32 tensors copied in, one crossing (`call`), `read` on its results. */
+/** float32 tensors copied in (or a KV cache's described), one crossing (`call`), `read` on its results. */
 function referenceCall<T>(
   engine: Engine,
   where: string,
-  tensors: { query: Tensor; key: Tensor; value: Tensor },
+  tensors: { query: Tensor; key: Tensor; value: Tensor } | { query: Tensor; cache: KvCache },
   options: object | undefined,
   call: (module: SdpaModule) => ReturnType<SdpaModule['explainAttention']>,
   read: (results: CallResults) => T,
 ): T {
-  for (const [name, tensor] of Object.entries(tensors)) checkTensor(name, tensor);
+  for (const [name, tensor] of Object.entries(tensors)) if (name !== 'cache') checkTensor(name, tensor as Tensor);
   const masks = optionTensors(options);
   const { module, record } = engine;
   return withHeap(module, (heap) => {
     record.begin();
     record.copyIn(heap, 'query', tensors.query);
-    record.copyIn(heap, 'key', tensors.key);
-    record.copyIn(heap, 'value', tensors.value);
+    if ('cache' in tensors) tensors.cache.describeIn(record);
+    else {
+      record.copyIn(heap, 'key', tensors.key);
+      record.copyIn(heap, 'value', tensors.value);
+    }
     record.copyIn(heap, 'attnMask', masks.attnMask);
     record.copyIn(heap, 'queryDocuments', masks.queryDocuments);
     record.copyIn(heap, 'keyDocuments', masks.keyDocuments);
@@ -77,18 +81,39 @@ export function traceOnlineSoftmax(engine: Engine, query: Tensor, key: Tensor, v
 }
 
 /** Float32 copies of float16 attention inputs (exact), float32 ones as they are. */
-function widened(tensors: Record<'query' | 'key' | 'value', CpuTensor>): { query: Tensor; key: Tensor; value: Tensor } {
-  const out = {} as Record<'query' | 'key' | 'value', Tensor>;
-  for (const [name, tensor] of Object.entries(tensors) as ['query' | 'key' | 'value', CpuTensor][]) {
+function widened<Name extends string>(tensors: Record<Name, CpuTensor>): Record<Name, Tensor> {
+  const out = {} as Record<Name, Tensor>;
+  for (const [name, tensor] of Object.entries(tensors) as [Name, CpuTensor][]) {
     checkTensor(name, tensor, 'input');
     out[name] = tensorDtype(tensor) === 'float16' ? { data: fromFloat16(tensor.data as Uint16Array), shape: tensor.shape } : (tensor as Tensor);
   }
   return out;
 }
 
-/** The float64 reference: the oracle every backend is tested against (float16 inputs widened exactly). */
-export function referenceAttention(engine: Engine, query: CpuTensor, key: CpuTensor, value: CpuTensor, options?: AttentionOptions): AttentionResult64 {
-  return referenceCall(engine, 'referenceAttention', widened({ query, key, value }), options, (m) => m.referenceAttention64(options), (results) => {
+/**
+ * The float64 reference: the oracle every backend is tested against (float16 inputs widened
+ * exactly). On a CPU KV cache: its keys and values as it holds them (float16 widened, int8/int4
+ * levels times their block scales in float32) and, on int8/int4, the query rounded through int8
+ * blocks, as the call on the cache defines them.
+ */
+export function referenceAttention(
+  engine: Engine,
+  query: CpuTensor,
+  key: CpuTensor | KvCache,
+  value: CpuTensor | undefined,
+  options?: AttentionOptions,
+): AttentionResult64 {
+  let inputs: { query: Tensor; key: Tensor; value: Tensor } | { query: Tensor; cache: KvCache };
+  if (key instanceof KvCache) {
+    key.checkUsable();
+    if (key.gpu) throw new TypeError("sdpa-web: referenceAttention reads a KvCache in wasm memory; this one is in GPU memory (backend 'webgpu')");
+    const cache = key.ownedBy(engine.module, engine.cpuBackend);
+    options = cacheOptions(cache, query, options);
+    inputs = { ...widened({ query }), cache };
+  } else {
+    inputs = widened({ query, key, value: value! });
+  }
+  return referenceCall(engine, 'referenceAttention', inputs, options, (m) => m.referenceAttention64(options), (results) => {
     const { outputShape, weightsShape } = results;
     const n = product(weightsShape);
     const result: AttentionResult64 = {

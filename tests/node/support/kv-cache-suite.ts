@@ -188,6 +188,9 @@ export function defineKvCacheSuite(label: string, { factor, create, dtype = 'flo
       expect(() => attn.createKvCache({ batch: 1, kvHeads: 1, maxLength: 0, headDim: 4, dtype })).toThrow(/maxLength must be an integer ≥ 1/);
       expect(() => attn.createKvCache({ batch: 1, kvHeads: 1, maxLength: 2 ** 20, headDim: 2 ** 11, dtype })).toThrow(/more than 2\^30 elements/);
       await expect(attn.scaledDotProductAttentionBackward(draw([1, 2, 1, 8]), cache as never, draw([1, 2, 3, 4]), draw([1, 2, 1, 4]))).rejects.toThrow(/not a KvCache/);
+      // The float64 reference reads a cache in wasm memory; a GPU cache's tokens are on the GPU.
+      if (attn.backend === 'webgpu') expect(() => attn.referenceAttention(draw([1, 2, 1, 8]), cache)).toThrow(/referenceAttention reads a KvCache in wasm memory/);
+      else expect(attn.referenceAttention(draw([1, 2, 1, 8]), cache).output.shape).toEqual([1, 2, 1, 4]);
       expect(cache.length).toBe(3);
       cache.dispose();
     });
@@ -202,6 +205,7 @@ export function defineKvCacheSuite(label: string, { factor, create, dtype = 'flo
       expect(() => cache.reset()).toThrow(disposed);
       expect(() => cache.dispose()).toThrow(disposed);
       await expect(attn.scaledDotProductAttention(draw([1, 1, 1, 4]), cache)).rejects.toThrow(disposed);
+      expect(() => attn.referenceAttention(draw([1, 1, 1, 4]), cache)).toThrow(disposed);
       expect(cache).toBeInstanceOf(KvCache);
     });
 
