@@ -78,12 +78,6 @@ std::pair<const float*, const float*> inputs<float>(const AttentionInputs& in) {
 template <>
 std::pair<const uint16_t*, const uint16_t*> inputs<uint16_t>(const AttentionInputs& in) { return {in.key_f16, in.value_f16}; }
 
-// The query row, head and row index of row r of a KV-head group.
-struct GroupRow {
-  idx h, i;
-};
-inline GroupRow group_row(const Decode& d, idx kv_head, idx r) { return {kv_head * d.group + r / d.Lq, r % d.Lq}; }
-
 // Rows that a pass over a chunk's keys loads line by line along the way (see touch_lines), two
 // per pair of keys: `count` rows of `row_elements` elements from `rows`.
 template <typename KV>
@@ -231,22 +225,10 @@ class SplitTask {
       score_rows<kRows>(q, keys, n, d_.E, p.scale, s, values, next_keys);
     });
 
-    const bool capped = p.softcap > 0.0f;
-    const TanhConstants tanh_k = capped ? TanhConstants::load() : TanhConstants{};
-    const f32x4 cap = splat(p.softcap);
     const idx n4 = round_up(n, 4);
-    for (idx row = 0; row < d_.R; ++row) {
-      float* sr = scores_ + row * kChunk;
-      std::fill(sr + n, sr + n4, 0.0f);
-      if (capped) {
-        for (idx j = 0; j < n4; j += 4) store(sr + j, softcap(load(sr + j), cap, tanh_k));
-      }
-      const GroupRow g = group_row(d_, kv_, row);
-      bias_scores(p, b_, g.h, g.i, j0, n, sr);
-      const bool edge = p.first_visible_key(b_, g.i) > j0 || p.last_visible_key(b_, g.i) < j0 + n - 1;
-      if (edge || p.mask_kind != MaskKind::kNone || p.documents) mask_scores(p, d_.in, b_, g.h, g.i, j0, n, sr);
-      std::fill(sr + n, sr + n4, kNegInf);
-    }
+    for (idx row = 0; row < d_.R; ++row) std::fill(scores_ + row * kChunk + n, scores_ + row * kChunk + n4, 0.0f);
+    shape_chunk_scores(d_, b_, kv_, j0, n, n4, scores_, kChunk);
+    for (idx row = 0; row < d_.R; ++row) std::fill(scores_ + row * kChunk + n, scores_ + row * kChunk + n4, kNegInf);
   }
 
   // O += P·V over the chunk's keys [j0, j0 + n).

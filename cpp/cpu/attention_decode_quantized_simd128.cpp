@@ -204,12 +204,6 @@ void add_weighted_levels(const float* const* w, const uint8_t* tile_block, idx t
   }
 }
 
-// The query row and head of row r of a KV-head group.
-struct GroupRow {
-  idx h, i;
-};
-inline GroupRow group_row(const QuantizedDecode& d, idx kv_head, idx r) { return {kv_head * d.group + r / d.Lq, r % d.Lq}; }
-
 // One split of one (batch, KV head) on one thread.
 template <KvQuant kKind>
 class QuantizedSplitTask {
@@ -248,22 +242,12 @@ class QuantizedSplitTask {
       score_tiles<kRows, kKind>(q, qs, keys.levels, keys.scales, tiles, k.blocks, p.scale, s, r == 0 ? values : ChunkTiles{});
     });
 
-    const bool capped = p.softcap > 0.0f;
-    const TanhConstants tanh_k = capped ? TanhConstants::load() : TanhConstants{};
-    const f32x4 cap = splat(p.softcap);
+    shape_chunk_scores(d_, b_, kv_, j0, n, n, scores_, kChunk);
     const idx before = static_cast<idx>(std::clamp<int64_t>(lo - j0, 0, n));
     const idx after = static_cast<idx>(std::clamp<int64_t>(hi - j0, before, n));
     for (idx row = 0; row < d_.R; ++row) {
-      float* sr = scores_ + row * kChunk;
-      if (capped) {
-        for (idx j = 0; j < n; j += 4) store(sr + j, softcap(load(sr + j), cap, tanh_k));
-      }
-      const GroupRow g = group_row(d_, kv_, row);
-      bias_scores(p, b_, g.h, g.i, j0, n, sr);
-      const bool edge = p.first_visible_key(b_, g.i) > j0 || p.last_visible_key(b_, g.i) < j0 + n - 1;
-      if (edge || p.mask_kind != MaskKind::kNone || p.documents) mask_scores(p, d_.in, b_, g.h, g.i, j0, n, sr);
-      std::fill(sr, sr + before, kNegInf);
-      std::fill(sr + after, sr + n, kNegInf);
+      std::fill(scores_ + row * kChunk, scores_ + row * kChunk + before, kNegInf);
+      std::fill(scores_ + row * kChunk + after, scores_ + row * kChunk + n, kNegInf);
     }
   }
 

@@ -14,6 +14,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "core/masks.h"
 #include "core/problem.h"
 #include "cpu/microkernels.h"
 #include "cpu/simd128.h"
@@ -151,6 +152,38 @@ void merge_split_partials(const DecodePartialShape& shape, const float* parts, s
   for (simd::idx c = 0; c < Ev; ++c) out[c] *= inv * out_scale;
   if (lse) *lse = M + std::log(L);
   if (!simd::all_finite(out, Ev) || !std::isfinite(L)) recompute(M, L, out);
+}
+
+// The query head and row of row r of a KV-head group of `d` (its rows: the group's heads' Lq rows).
+struct GroupRow {
+  simd::idx h, i;
+};
+template <typename Decode>
+inline GroupRow group_row(const Decode& d, simd::idx kv_head, simd::idx r) {
+  return {kv_head * d.group + r / d.Lq, r % d.Lq};
+}
+
+// The group's rows' scores of keys [j0, j0 + n) (row r at scores + r·row_stride), Q·Kᵀ·scale,
+// shaped as the reference shapes them: softcap over [0, n4) (n4 ≥ n, a multiple of 4), ALiBi,
+// then masks, documents and the row's visible range where the chunk is not inside it.
+template <typename Decode>
+void shape_chunk_scores(const Decode& d, simd::idx b, simd::idx kv_head, simd::idx j0, simd::idx n, simd::idx n4,
+                        float* scores, simd::idx row_stride) {
+  using namespace simd;
+  const AttentionPlan& p = d.p;
+  const bool capped = p.softcap > 0.0f;
+  const TanhConstants tanh_k = capped ? TanhConstants::load() : TanhConstants{};
+  const f32x4 cap = splat(p.softcap);
+  for (idx row = 0; row < d.R; ++row) {
+    float* sr = scores + row * row_stride;
+    if (capped) {
+      for (idx j = 0; j < n4; j += 4) store(sr + j, softcap(load(sr + j), cap, tanh_k));
+    }
+    const GroupRow g = group_row(d, kv_head, row);
+    bias_scores(p, b, g.h, g.i, j0, n, sr);
+    const bool edge = p.first_visible_key(b, g.i) > j0 || p.last_visible_key(b, g.i) < j0 + n - 1;
+    if (edge || p.mask_kind != MaskKind::kNone || p.documents) mask_scores(p, d.in, b, g.h, g.i, j0, n, sr);
+  }
 }
 
 // Runs a decode call: every (batch·KV head, split) task of `d` on `threads` (each worker's `Task`
