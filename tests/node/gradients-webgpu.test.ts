@@ -231,7 +231,6 @@ describe('the WebGPU backward', () => {
     for (const kernel of ['reduce-dkdv', 'reduce-dq']) {
       expect(split.webgpuInfo()!.pipelines.some((key) => key.startsWith(`backward-${kernel}:`)), kernel).toBe(true);
     }
-    expect(attn.webgpuInfo()!.pipelines.some((key) => key.startsWith('backward-reduce-dkdv:') || key.startsWith('backward-reduce-dq:'))).toBe(false);
     split.dispose();
   });
 
