@@ -739,7 +739,7 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
   forward_plan.return_scores = ScoreStage::kNone;
   FlashVariant flash;
   if (s.ok()) s = webgpu_flash_variant(forward_plan, limits_, &flash, offsets);
-  if (s.ok()) s = check_webgpu_backward_fits(plan, limits_, d_mask);
+  if (s.ok()) s = check_webgpu_backward_fits(plan, limits_, backward);
   if (!s.ok()) {
     result.set("error", error_object("RangeError", s.message));
     return result;
@@ -786,10 +786,13 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
   const val dq = backward_pipeline("dq", kAttentionBackwardDqWgsl);
   const val reduce_mask = mask_gradient ? backward_pipeline("reduce-mask", kAttentionBackwardReduceWgsl, 0) : val::undefined();
   const val reduce_sinks = sinks ? backward_pipeline("reduce-sinks", kAttentionBackwardReduceWgsl, 1) : val::undefined();
+  const bool combine_dkdv = backward.dkdv.splits > 1, combine_dq = backward.dq.splits > 1;
+  const val reduce_dkdv = combine_dkdv ? backward_pipeline("reduce-dkdv", kAttentionBackwardReduceWgsl, 2) : val::undefined();
+  const val reduce_dq = combine_dq ? backward_pipeline("reduce-dq", kAttentionBackwardReduceWgsl, 3) : val::undefined();
 
   const WebGpuChunk chunk = webgpu_whole_chunk(plan);
   const WebGpuChunkElements elements = webgpu_chunk_elements(plan, chunk);
-  const WebGpuBackwardBytes own = webgpu_backward_bytes(plan, d_mask);
+  const WebGpuBackwardBytes own = webgpu_backward_bytes(plan, backward);
   const std::vector<uint32_t> variant_words = webgpu_variant_data(plan, in, flash.block_keys);
   const val variants = upload(job, variant_words.data(), 4 * variant_words.size(), kStorage);
   val encoder = device_.call<val>("createCommandEncoder");
@@ -823,11 +826,17 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
   const val grad_key_value = buffer(job, own.grad_key_value, kStorage | kCopySrc);
 
   val pass = encoder.call<val>("beginComputePass");
-  const auto dispatch = [&](const val& pipe, const val& bgl, const GridPart& part, std::initializer_list<val> resources) {
+  // `pass_grid`: the tile pass whose segments the kernel reads (splits, rows or keys per segment).
+  const auto dispatch = [&](const val& pipe, const val& bgl, const GridPart& part, std::initializer_list<val> resources,
+                            const BackwardTileGrid* pass_grid = nullptr) {
     WebGpuUniforms u = webgpu_uniforms(plan, chunk, 0, part);
     u[kUfQueryBase] = q_base;
     u[kUfKeyBase] = k_base;
     u[kUfValueBase] = v_base;
+    if (pass_grid != nullptr) {
+      u[kUfSplits] = pass_grid->splits;
+      u[kUfSplitKeys] = pass_grid->segment;
+    }
     encode_dispatch(device_, pass, pipe, bgl, upload(job, u.data(), sizeof(u), kUniform), resources, part);
   };
   const auto grid = [&](uint64_t x, uint64_t y) { return split_grid(x, y, limits_.max_workgroups_per_dim); };
@@ -846,11 +855,27 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
   for (const GridPart& part : grid(tiles(rows, kWebGpuBackwardInvocations), 1)) {
     dispatch(prep, backward_bgl_, part, {q, k, v, mask, whole(variants), d_out, whole(rowstats), whole(forward_output)});
   }
-  for (const GridPart& part : grid(backward.dkdv.heads, backward.dkdv.tiles)) {
-    dispatch(dkdv, backward_bgl_, part, {q, k, v, mask, whole(variants), d_out, whole(rowstats), whole(grad_key_value)});
+  for (const GridPart& part : grid(backward.dkdv.heads, backward.dkdv.y())) {
+    dispatch(dkdv, backward_bgl_, part, {q, k, v, mask, whole(variants), d_out, whole(rowstats), whole(grad_key_value)},
+             &backward.dkdv);
   }
-  for (const GridPart& part : grid(backward.dq.heads, backward.dq.tiles)) {
-    dispatch(dq, backward_bgl_, part, {q, k, v, mask, whole(variants), d_out, whole(rowstats), whole(grad_query)});
+  if (combine_dkdv) {
+    for (const GridPart& part : grid(tiles(kv_rows * (plan.E + plan.Ev), kWebGpuBackwardInvocations), 1)) {
+      dispatch(reduce_dkdv, backward_bgl_, part, {q, k, v, mask, whole(variants), d_out, whole(rowstats), whole(grad_key_value)},
+               &backward.dkdv);
+    }
+  }
+  for (const GridPart& part : grid(backward.dq.heads, backward.dq.y())) {
+    dispatch(dq, backward_bgl_, part, {q, k, v, mask, whole(variants), d_out, whole(rowstats), whole(grad_query)},
+             &backward.dq);
+  }
+  if (combine_dq) {
+    // dQ's elements, then (with sinks) one invocation per row for its sink term.
+    const uint64_t results = rows * plan.E + (backward.variants.sinks ? rows : 0);
+    for (const GridPart& part : grid(tiles(results, kWebGpuBackwardInvocations), 1)) {
+      dispatch(reduce_dq, backward_bgl_, part, {q, k, v, mask, whole(variants), d_out, whole(rowstats), whole(grad_query)},
+               &backward.dq);
+    }
   }
   if (mask_gradient) {
     for (const GridPart& part : grid(tiles(plan.mask_elements, kWebGpuBackwardInvocations), 1)) {

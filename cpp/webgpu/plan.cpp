@@ -773,6 +773,35 @@ BackwardTileGrid backward_tile_grid(int64_t length, int64_t heads, uint32_t larg
   return g;
 }
 
+// Floats of a pass's outputs and of one segment's scratch slot (see WebGpuBackwardBytes).
+struct BackwardPassFloats {
+  uint64_t outputs = 0, slot = 0;
+};
+BackwardPassFloats dkdv_floats(const AttentionPlan& p) {
+  const uint64_t f = static_cast<uint64_t>(p.B * p.Hkv * p.Lk) * static_cast<uint64_t>(p.E + p.Ev);
+  return {f, f};
+}
+BackwardPassFloats dq_floats(const AttentionPlan& p, bool d_scores, bool sinks) {
+  const uint64_t rows = static_cast<uint64_t>(p.B * p.Hq * p.Lq);
+  return {rows * (static_cast<uint64_t>(p.E) + (d_scores ? static_cast<uint64_t>(p.Lk) : 0)),
+          rows * (static_cast<uint64_t>(p.E) + (sinks ? 1 : 0))};
+}
+uint64_t backward_pass_bytes(const BackwardPassFloats& f, uint32_t splits) {
+  return 4 * (f.outputs + (splits > 1 ? splits * f.slot : 0));
+}
+
+// Cuts the loop of `grid` (over `items` keys or rows of all its heads) over `length` rows or keys
+// in blocks of `block` into the rule's segments, halved while the pass's buffer with its scratch
+// would exceed `cap` bytes; each segment holds whole blocks.
+void split_backward_pass(BackwardTileGrid* grid, int64_t items, int64_t length, uint32_t block,
+                         const BackwardPassFloats& floats, uint64_t cap) {
+  uint32_t splits = webgpu_backward_splits(items, length, block);
+  while (splits > 1 && backward_pass_bytes(floats, splits) > cap) splits /= 2;
+  const uint64_t blocks = (static_cast<uint64_t>(length) + block - 1) / block;
+  grid->splits = splits;
+  grid->segment = static_cast<uint32_t>((blocks + splits - 1) / splits * block);
+}
+
 }  // namespace
 
 Status webgpu_backward_variant(const AttentionPlan& plan, const WebGpuLimits& limits, bool d_mask,
@@ -812,17 +841,30 @@ Status webgpu_backward_variant(const AttentionPlan& plan, const WebGpuLimits& li
                               std::to_string(limits.max_workgroup_storage_bytes) + ")");
   }
   v.query_block = v.key_block = static_cast<uint32_t>(std::min<uint64_t>(fit, kWebGpuBackwardMaxBlock));
+  const uint64_t cap = std::min(limits.max_storage_binding_bytes, limits.max_buffer_bytes);
+  split_backward_pass(&v.dkdv, plan.B * plan.Hkv * plan.Lk, plan.Lq, v.query_block, dkdv_floats(plan), cap);
+  split_backward_pass(&v.dq, plan.B * plan.Hq * plan.Lq, plan.Lk, v.key_block,
+                      dq_floats(plan, v.write_d_scores, v.variants.sinks), cap);
   *variant = v;
   return Status::Ok();
 }
 
-WebGpuBackwardBytes webgpu_backward_bytes(const AttentionPlan& p, bool d_mask) {
+uint32_t webgpu_backward_splits(int64_t items, int64_t length, uint32_t block) {
+  const uint64_t blocks = (static_cast<uint64_t>(std::max<int64_t>(length, 0)) + block - 1) / block;
+  const uint64_t work = static_cast<uint64_t>(std::max<int64_t>(items, 1));
+  uint32_t splits = 1;
+  while (work * splits < kWebGpuBackwardTargetItems && 2ull * splits * kWebGpuBackwardMinSegmentBlocks <= blocks) {
+    splits *= 2;
+  }
+  return splits;
+}
+
+WebGpuBackwardBytes webgpu_backward_bytes(const AttentionPlan& p, const BackwardVariant& v) {
   WebGpuBackwardBytes b;
   const uint64_t rows = static_cast<uint64_t>(p.B * p.Hq * p.Lq);
-  const bool d_scores = d_mask && p.mask_kind == MaskKind::kAdditive;
-  b.rowstats = 4 * (3 * rows + (d_scores ? static_cast<uint64_t>(p.mask_elements) : 0) + static_cast<uint64_t>(p.Hq));
-  b.grad_query = 4 * rows * (static_cast<uint64_t>(p.E) + (d_scores ? static_cast<uint64_t>(p.Lk) : 0));
-  b.grad_key_value = 4 * static_cast<uint64_t>(p.B * p.Hkv * p.Lk) * static_cast<uint64_t>(p.E + p.Ev);
+  b.rowstats = 4 * (3 * rows + (v.write_d_scores ? static_cast<uint64_t>(p.mask_elements) : 0) + static_cast<uint64_t>(p.Hq));
+  b.grad_query = backward_pass_bytes(dq_floats(p, v.write_d_scores, v.variants.sinks), v.dq.splits);
+  b.grad_key_value = backward_pass_bytes(dkdv_floats(p), v.dkdv.splits);
   return b;
 }
 
@@ -839,10 +881,10 @@ WebGpuChunk webgpu_whole_chunk(const AttentionPlan& p) {
   return c;
 }
 
-Status check_webgpu_backward_fits(const AttentionPlan& p, const WebGpuLimits& limits, bool d_mask) {
+Status check_webgpu_backward_fits(const AttentionPlan& p, const WebGpuLimits& limits, const BackwardVariant& variant) {
   const uint64_t cap = std::min(limits.max_storage_binding_bytes, limits.max_buffer_bytes);
   const WebGpuChunkBytes inputs = webgpu_chunk_bytes(p, webgpu_whole_chunk(p));
-  const WebGpuBackwardBytes own = webgpu_backward_bytes(p, d_mask);
+  const WebGpuBackwardBytes own = webgpu_backward_bytes(p, variant);
   const std::pair<const char*, uint64_t> buffers[] = {
       {"query", inputs.query},        {"key", inputs.key},   {"value", inputs.value},
       {"attnMask", inputs.mask},      {"dOutput", inputs.output}, {"the per-row statistics", own.rowstats},

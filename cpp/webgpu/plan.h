@@ -369,18 +369,43 @@ constexpr uint32_t kWebGpuBackwardMinTile = 16;
 // summed in one fixed order. The plan takes fewer where a head dim has fewer vec4 columns.
 constexpr uint32_t kWebGpuBackwardLanes = 4;
 
+// Splits of a tile pass's loop (dK/dV: each key tile's loop over query rows; dQ: each row tile's
+// loop over keys) into `splits` segments of consecutive blocks, one workgroup each, whose partial
+// sums a combine pass (attention_backward_reduce.wgsl, stages 2 and 3) adds in segment order.
+// Each key (row) runs its loop serially within its workgroup, so at one head of 4096, causal,
+// key 0's loop is 4096 rows long however small the tiles: the longest chain bounds the pass.
+// The rule (webgpu_backward_splits): the smallest power of two with which the pass's work items
+// (keys of dK/dV, rows of dQ, over all heads) times its segments reach kWebGpuBackwardTargetItems,
+// the work of kWebGpuTargetWorkgroups workgroups of the largest tile (512 · 64: what a grid the
+// tile rule leaves at tiles of 64 already launches; 32 heads of 2048 keep 1 segment, one head
+// of 4096 gets 8, 8 heads of 1024 get 4), and at most as many as leave each segment
+// kWebGpuBackwardMinSegmentBlocks blocks (each segment's partial costs a write of the tile's
+// gradients and the combine's read of it; a few blocks of loop amortise that). The partials
+// live in scratch after the pass's outputs, in the same buffer (the layout's 8 storage bindings
+// are taken); webgpu_backward_variant halves the splits while that buffer would not fit one
+// binding. One segment: no scratch, no combine.
+constexpr uint64_t kWebGpuBackwardTargetItems = kWebGpuTargetWorkgroups * kWebGpuBackwardMaxTile;
+constexpr uint32_t kWebGpuBackwardMinSegmentBlocks = 4;
+// Segments for a pass of `items` keys or rows over all heads whose loop runs over `length` rows
+// or keys in blocks of `block`.
+uint32_t webgpu_backward_splits(int64_t items, int64_t length, uint32_t block);
+
 // The grid of a tile pass (dK/dV over key tiles, dQ over query-row tiles): x runs over the heads
-// (B·Hkv or B·Hq), y over each head's tiles in launch order (GPUs start workgroups in
-// x-fastest order, so every head's tile of one rank starts before any tile of the next rank).
-// Under a causal mask the first key tiles are seen by the most rows and the last row tiles see
-// the most keys, so rank r is key tile r of dK/dV and, with `last_tile_first`, row tile
-// tiles − 1 − r of dQ: the heaviest tiles start first and the light ones fill in behind them.
+// (B·Hkv or B·Hq), y over each head's tiles in launch order, each tile's segments consecutive
+// (y = rank · splits + segment; GPUs start workgroups in x-fastest order, so every head's tile
+// of one rank starts before any tile of the next rank). Under a causal mask the first key tiles
+// are seen by the most rows and the last row tiles see the most keys, so rank r is key tile r
+// of dK/dV and, with `last_tile_first`, row tile tiles − 1 − r of dQ: the heaviest tiles start
+// first and the light ones fill in behind them.
 struct BackwardTileGrid {
   uint32_t tile = 0;   // keys or query rows per workgroup
   uint64_t heads = 0;  // x
-  uint64_t tiles = 0;  // y: ⌈length / tile⌉
+  uint64_t tiles = 0;  // ⌈length / tile⌉
   bool last_tile_first = false;
-  uint64_t workgroups() const { return heads * tiles; }
+  uint32_t splits = 1;   // segments of each tile's loop
+  uint32_t segment = 0;  // query rows (dK/dV) or keys (dQ) per segment: whole blocks
+  uint64_t y() const { return tiles * splits; }
+  uint64_t workgroups() const { return heads * y(); }
 };
 
 // The kernels of one backward call: padded head dims, the query block of the dK/dV kernel (Q and
@@ -401,32 +426,41 @@ struct BackwardVariant {
   WebGpuElementTypes types;
   // dOutput (float32, bound from its first element) read as vectors (webgpu_vector_reads).
   bool d_output_vectors = false;
-  // The pipeline-cache key of `kernel` ("prep", "dkdv", "dq", "reduce-mask", "reduce-sinks"), e.g.
+  // The pipeline-cache key of `kernel` ("prep", "dkdv", "dq", "reduce-mask", "reduce-sinks",
+  // "reduce-dkdv", "reduce-dq"), e.g.
   // "backward-dq:e64:ev64:bq32:bk32:tk16:tq64:mask=additive:causal=0:ds=1:ranges=0:alibi=0:sinks=0:docs=0:vec4=qkv:dout-vec4:lanes4:subgroups"
   // (tk: keys per dK/dV workgroup, tq: rows per dQ workgroup; the lanes sum by subgroups or wgmem).
   std::string key(const char* kernel) const;
   // Declarations and constants the glue puts before every backward kernel (STAGE for the reduce
-  // pass: 0 the mask's gradient, 1 the sinks'): the element types', then dOutput's element type
+  // pass: 0 the mask's gradient, 1 the sinks', 2 and 3 the combine of dK/dV's and dQ's segments):
+  // the element types', then dOutput's element type
   // DOutputElement and loaders d_output_at(i) -> f32 and d_output4(base, c, n) -> vec4<f32>
   // (columns c … c + 3 of the row at `base`, zeros past n), as the element types' loaders.
   std::string wgsl_constants(uint32_t stage = 0) const;
 };
 // A RangeError when one key of E + Ev floats does not fit the workgroup memory. The tiles follow
 // kWebGpuTargetWorkgroups' rule; the workgroup memory holds the blocks (and, without subgroups,
-// a word pair per invocation for the lanes' sums), whatever the tile.
+// a word pair per invocation for the lanes' sums), whatever the tile. The segments follow
+// webgpu_backward_splits, fewer where a gradient buffer with its scratch would exceed
+// min(maxStorageBufferBindingSize, maxBufferSize).
 Status webgpu_backward_variant(const AttentionPlan& plan, const WebGpuLimits& limits, bool d_mask,
                                BackwardVariant* variant, const WebGpuInputOffsets& offsets = {});
 
 // Bytes of the backward's own buffers (a float each): the per-row buffer (log-sum-exp, D, sink
 // terms, then the mask's and the sinks' gradients), dQ (then dS, with the mask's gradient), and
-// dK then dV. The call runs in one piece: each of these, and each input, must fit one binding.
+// dK then dV, each gradient buffer followed by its pass's scratch when it has segments:
+// - dK/dV (F = B·Hkv·Lk·(E + Ev) floats), then dkdv.splits slots of F: segment s's partial dK
+//   (not yet scaled) and dV at the outputs' offsets;
+// - dQ [R·E] (and dS [R·Lk]), then dq.splits slots of R·E (segment s's partial dQ, not yet
+//   scaled), then with sinks dq.splits slots of R: 1 where the row saw a key in segment s.
+// The call runs in one piece: each of these, and each input, must fit one binding.
 struct WebGpuBackwardBytes {
   uint64_t rowstats = 0, grad_query = 0, grad_key_value = 0;
 };
-WebGpuBackwardBytes webgpu_backward_bytes(const AttentionPlan& plan, bool d_mask);
+WebGpuBackwardBytes webgpu_backward_bytes(const AttentionPlan& plan, const BackwardVariant& variant);
 // The whole call as one chunk (every head and row, the whole mask).
 WebGpuChunk webgpu_whole_chunk(const AttentionPlan& plan);
 // A RangeError naming the largest buffer when the call does not fit one binding per tensor.
-Status check_webgpu_backward_fits(const AttentionPlan& plan, const WebGpuLimits& limits, bool d_mask);
+Status check_webgpu_backward_fits(const AttentionPlan& plan, const WebGpuLimits& limits, const BackwardVariant& variant);
 
 }  // namespace sdpa

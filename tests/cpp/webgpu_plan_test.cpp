@@ -862,6 +862,106 @@ TEST(WebGpuPlan, BackwardTilesShrinkUntilThePassLaunchesTheTargetWorkgroups) {
   expect_grid(v.dkdv, 64, 256, 2, false);
 }
 
+TEST(WebGpuPlan, BackwardSplitsTheLoopsOfSmallGridsIntoSegmentsOfWholeBlocks) {
+  // An H100 as dawn.node on Vulkan reports it: 48 KiB of workgroup memory (blocks of 64 rows of
+  // E = Ev = 64), subgroups of 32, large bindings.
+  WebGpuLimits h100;
+  h100.max_workgroup_storage_bytes = 49152;
+  h100.max_invocations_per_workgroup = 1024;
+  h100.subgroups = true;
+  h100.subgroup_min_size = 32;
+  h100.max_storage_binding_bytes = h100.max_buffer_bytes = 1ull << 31;
+  BackwardVariant v;
+  const auto expect_splits = [](const BackwardTileGrid& g, uint32_t splits, uint32_t segment) {
+    EXPECT_EQ(g.splits, splits);
+    EXPECT_EQ(g.segment, segment);
+    EXPECT_EQ(g.y(), g.tiles * splits);
+  };
+  // One head of 4096, causal: 4096 keys (rows) a pass, 8 segments reach 32768; 512 rows (keys),
+  // 8 blocks, each. 256 tiles of 16 become 2048 workgroups.
+  const AttentionPlan one_head = make_plan({1, 1, 4096, 64}, {1, 1, 4096, 64}, {1, 1, 4096, 64}, MaskKind::kNone, {},
+                                           false, false, CausalAlignment::kTopLeft);
+  ASSERT_TRUE(webgpu_backward_variant(one_head, h100, false, &v).ok());
+  EXPECT_EQ(v.query_block, 64u);
+  expect_splits(v.dkdv, 8, 512);
+  expect_splits(v.dq, 8, 512);
+  EXPECT_EQ(v.dkdv.workgroups(), 2048u);
+  // Scratch after the outputs: 8 slots of dK/dV (4096 keys of 64 + 64 floats) and of dQ.
+  WebGpuBackwardBytes bytes = webgpu_backward_bytes(one_head, v);
+  EXPECT_EQ(bytes.grad_key_value, 4u * 9 * 4096 * 128);
+  EXPECT_EQ(bytes.grad_query, 4u * 9 * 4096 * 64);
+  // 8 heads of 1024: 4 segments of 256 (4 blocks, the fewest a segment holds).
+  ASSERT_TRUE(webgpu_backward_variant(make_plan({8, 1024, 64}, {8, 1024, 64}, {8, 1024, 64}), h100, false, &v).ok());
+  expect_splits(v.dkdv, 4, 256);
+  expect_splits(v.dq, 4, 256);
+  // 32 heads of 2048 already hold 65536 keys (rows): one segment, no scratch.
+  const AttentionPlan big = make_plan({32, 2048, 64}, {32, 2048, 64}, {32, 2048, 64});
+  ASSERT_TRUE(webgpu_backward_variant(big, h100, false, &v).ok());
+  expect_splits(v.dkdv, 1, 2048);
+  expect_splits(v.dq, 1, 2048);
+  bytes = webgpu_backward_bytes(big, v);
+  EXPECT_EQ(bytes.grad_key_value, 4u * 32 * 2048 * 128);
+  EXPECT_EQ(bytes.grad_query, 4u * 32 * 2048 * 64);
+  // By the default limits (16 KiB, no subgroups): blocks of 31 rows, 34 blocks of 1024; 4
+  // segments of 9 blocks.
+  ASSERT_TRUE(webgpu_backward_variant(make_plan({8, 1024, 64}, {8, 1024, 64}, {8, 1024, 64}), WebGpuLimits{}, false, &v).ok());
+  EXPECT_EQ(v.query_block, 31u);
+  expect_splits(v.dkdv, 4, 279);
+  // Each pass by its own loop: 2 query heads of 4096 rows over 1 key head (GQA) of 512 keys.
+  // dK/dV: 512 keys, loop over 4096 rows: 64 segments reach 32768 (64 rows of 1 block each are
+  // too short): 16 segments of 4 blocks. dQ: 8192 rows, loop over 512 keys (8 blocks): 2.
+  ASSERT_TRUE(webgpu_backward_variant(make_plan({1, 2, 4096, 64}, {1, 1, 512, 64}, {1, 1, 512, 64}, MaskKind::kNone, {},
+                                                false, true),
+                                      h100, false, &v)
+                  .ok());
+  expect_splits(v.dkdv, 16, 256);
+  expect_splits(v.dq, 2, 256);
+  // Rows or keys of fewer than 8 blocks keep one segment, however small the grid.
+  ASSERT_TRUE(webgpu_backward_variant(make_plan({1, 448, 64}, {1, 448, 64}, {1, 448, 64}), h100, false, &v).ok());
+  expect_splits(v.dkdv, 1, 448);
+  expect_splits(v.dq, 1, 448);
+  // Sinks add a flag per row and segment to dQ's scratch.
+  AttentionPlan sinks = one_head;
+  sinks.sinks.assign(1, 0.5f);
+  ASSERT_TRUE(webgpu_backward_variant(sinks, h100, false, &v).ok());
+  ASSERT_TRUE(v.variants.sinks);
+  EXPECT_EQ(webgpu_backward_bytes(sinks, v).grad_query, 4u * (4096 * 64 + 8 * 4096 * 65));
+  // Scratch that would not fit one binding halves the segments: at 8 MiB dK/dV (2 MiB a slot)
+  // keep 2, dQ (1 MiB a slot) 4; at 2 MiB each pass keeps one.
+  WebGpuLimits capped = h100;
+  capped.max_storage_binding_bytes = 8u << 20;
+  ASSERT_TRUE(webgpu_backward_variant(one_head, capped, false, &v).ok());
+  expect_splits(v.dkdv, 2, 2048);
+  expect_splits(v.dq, 4, 1024);
+  bytes = webgpu_backward_bytes(one_head, v);
+  EXPECT_LE(bytes.grad_key_value, capped.max_storage_binding_bytes);
+  EXPECT_LE(bytes.grad_query, capped.max_storage_binding_bytes);
+  EXPECT_TRUE(check_webgpu_backward_fits(one_head, capped, v).ok());
+  capped.max_storage_binding_bytes = 2u << 20;
+  ASSERT_TRUE(webgpu_backward_variant(one_head, capped, false, &v).ok());
+  expect_splits(v.dkdv, 1, 4096);
+  expect_splits(v.dq, 1, 4096);
+  EXPECT_TRUE(check_webgpu_backward_fits(one_head, capped, v).ok());
+  // Less workgroup memory means shorter blocks, so small shapes get segments: E = 16, Ev = 8 in
+  // 1 KiB with subgroups hold 7 rows a block; 53 keys are 8 blocks, 2 segments of 4.
+  WebGpuLimits small = h100;
+  small.max_workgroup_storage_bytes = 1024;
+  ASSERT_TRUE(webgpu_backward_variant(make_plan({2, 4, 37, 16}, {2, 4, 53, 16}, {2, 4, 53, 8}), small, false, &v).ok());
+  EXPECT_EQ(v.key_block, 7u);
+  expect_splits(v.dq, 2, 28);
+  expect_splits(v.dkdv, 1, 42);
+}
+
+TEST(WebGpuPlan, BackwardSplitsAreTheSmallestPowerOfTwoReachingTheTarget) {
+  EXPECT_EQ(webgpu_backward_splits(32768, 4096, 64), 1u);
+  EXPECT_EQ(webgpu_backward_splits(32767, 4096, 64), 2u);
+  EXPECT_EQ(webgpu_backward_splits(4096, 4096, 64), 8u);
+  EXPECT_EQ(webgpu_backward_splits(1, 4096, 64), 16u);   // 64 blocks: segments of at least 4
+  EXPECT_EQ(webgpu_backward_splits(1, 448, 64), 1u);     // 7 blocks
+  EXPECT_EQ(webgpu_backward_splits(1, 449, 64), 2u);     // 8 blocks: 4 and 4 (the last of 1 row)
+  EXPECT_EQ(webgpu_backward_splits(1, 0, 64), 1u);
+}
+
 TEST(WebGpuPlan, BackwardLanesSumBySubgroupsWhereASubgroupHoldsThemAndFitTheInvocations) {
   WebGpuLimits limits;
   BackwardVariant v;
@@ -911,12 +1011,16 @@ TEST(WebGpuPlan, BackwardKeepsDScoresOnlyForTheAdditiveMasksGradient) {
   ASSERT_TRUE(webgpu_backward_variant(boolean, limits, true, &v).ok());
   EXPECT_FALSE(v.write_d_scores);
   // Bytes: rowstats 3 floats a row, the mask's gradient, a float per head; dQ then dS [R, Lk];
-  // dK then dV.
-  const WebGpuBackwardBytes with_ds = webgpu_backward_bytes(additive, true);
+  // dK then dV (one segment each: no scratch).
+  ASSERT_TRUE(webgpu_backward_variant(additive, limits, true, &v).ok());
+  EXPECT_EQ(v.dkdv.splits, 1u);
+  EXPECT_EQ(v.dq.splits, 1u);
+  const WebGpuBackwardBytes with_ds = webgpu_backward_bytes(additive, v);
   EXPECT_EQ(with_ds.rowstats, 4u * (3 * 10 + 35 + 1));
   EXPECT_EQ(with_ds.grad_query, 4u * 10 * (8 + 7));
   EXPECT_EQ(with_ds.grad_key_value, 4u * 14 * (8 + 4));
-  const WebGpuBackwardBytes without = webgpu_backward_bytes(additive, false);
+  ASSERT_TRUE(webgpu_backward_variant(additive, limits, false, &v).ok());
+  const WebGpuBackwardBytes without = webgpu_backward_bytes(additive, v);
   EXPECT_EQ(without.rowstats, 4u * (3 * 10 + 1));
   EXPECT_EQ(without.grad_query, 4u * 10 * 8);
 }
@@ -924,9 +1028,12 @@ TEST(WebGpuPlan, BackwardKeepsDScoresOnlyForTheAdditiveMasksGradient) {
 TEST(WebGpuPlan, BackwardRunsInOnePieceOrNamesTheBufferThatDoesNotFit) {
   WebGpuLimits limits;
   const AttentionPlan p = make_plan({1, 1, 300, 16}, {1, 1, 40, 16}, {1, 1, 40, 16});
-  EXPECT_TRUE(check_webgpu_backward_fits(p, limits, false).ok());
+  BackwardVariant v;
+  ASSERT_TRUE(webgpu_backward_variant(p, limits, false, &v).ok());
+  EXPECT_TRUE(check_webgpu_backward_fits(p, limits, v).ok());
   limits.max_storage_binding_bytes = 4096;
-  const Status s = check_webgpu_backward_fits(p, limits, false);
+  ASSERT_TRUE(webgpu_backward_variant(p, limits, false, &v).ok());
+  const Status s = check_webgpu_backward_fits(p, limits, v);
   EXPECT_EQ(s.kind, ErrorKind::kRange);
   EXPECT_NE(s.message.find("query needs 19200 bytes"), std::string::npos) << s.message;
   const WebGpuChunk whole = webgpu_whole_chunk(p);

@@ -3,7 +3,8 @@
 // (causal alignments, bool/additive masks with broadcasts, windows, key lengths, softcap, ALiBi,
 // sinks, documents, scale, log-sum-exp) and value magnitudes, each call against the float64
 // reference with the WebGPU tolerance rule (f = 4); the backward on the shorter cases, per
-// gradient, with the backward tests' rule. An option set the scalar backend rejects must be
+// gradient, with the backward tests' rule, every other one on an instance with 1 KiB of workgroup
+// memory (blocks of a few rows: the backward's loops cut into segments). An option set the scalar backend rejects must be
 // rejected with the same error class. The C++ fuzz target (tests/fuzz) cannot reach WebGPU;
 // this is its counterpart. SDPA_FUZZ_SEED and SDPA_FUZZ_CASES run other or more cases
 // (docs/testing.md, Fuzzing).
@@ -66,13 +67,17 @@ function makeCase(index: number): FuzzCase {
 }
 
 let attn: Attention;
+let segmented: Attention;
 let oracle: Attention;
 beforeAll(async () => {
-  attn = await createAttention({ backend: 'webgpu', gpuDevice: await testDevice(), gpu });
+  const device = await testDevice();
+  attn = await createAttention({ backend: 'webgpu', gpuDevice: device, gpu });
+  segmented = await createAttention({ backend: 'webgpu', gpuDevice: device, gpuLimits: { maxComputeWorkgroupStorageSize: 1024 } });
   oracle = await createAttention({ backend: 'scalar' });
 });
 afterAll(() => {
   attn.dispose();
+  segmented.dispose();
   oracle.dispose();
 });
 
@@ -104,12 +109,14 @@ it(`${CASES} random calls, forward and backward, match the float64 reference (se
     const dOut = randomTensor([q.shape[0]!, q.shape[1]!, q.shape[2]!, v.shape[3]!], SEED + 13 * i + 5);
     const ref = oracle.referenceAttentionBackward(q, k, v, dOut, bwd);
     const plain = oracle.scaledDotProductAttentionBackwardSync(q, k, v, dOut, bwd);
-    const got = await attn.scaledDotProductAttentionBackward(q, k, v, dOut, bwd);
-    expectGradientsMatch(got, ref, plain, bwd, FACTOR, label);
+    const instance = backward % 2 === 0 ? attn : segmented;
+    const got = await instance.scaledDotProductAttentionBackward(q, k, v, dOut, bwd);
+    expectGradientsMatch(got, ref, plain, bwd, FACTOR, `${label}${instance === segmented ? ' (1 KiB of workgroup memory)' : ''}`);
     backward++;
   }
   // The seed's cases reach every path: calls checked forward and backward (and any rejected).
   expect(forward + rejected).toBe(CASES);
   expect(forward).toBeGreaterThan(CASES / 2);
   expect(backward).toBeGreaterThan(0);
+  expect(segmented.webgpuInfo()!.pipelines.some((key) => key.startsWith('backward-reduce-dkdv:') || key.startsWith('backward-reduce-dq:')), 'a backward in segments').toBe(true);
 });

@@ -187,6 +187,53 @@ describe('the WebGPU backward', () => {
     expect(attn.webgpuInfo()!.pipelines.some((key) => key.startsWith('backward-dq:') && key.includes(':tk16:tq16:'))).toBe(true);
   });
 
+  it("each pass's loop cut into segments (1 KiB of workgroup memory: blocks of a few rows) meets the rule in every variant, with NaN, and gives the same bits on every run", async () => {
+    // Blocks of 7 rows (4 without subgroups): 70 query rows and 90 keys are 10 and 13 blocks
+    // (18 and 23), 2 segments each (4); a segment holds at least 4 blocks.
+    const split = await createAttention({ backend: 'webgpu', gpuDevice: device, gpuLimits: { maxComputeWorkgroupStorageSize: 1024 } });
+    const [lq, lk] = [70, 90];
+    const qq = randomTensor([2, 4, lq, 16], 100, -2, 2), kk = randomTensor([2, 2, lk, 16], 101, -2, 2), vv = randomTensor([2, 2, lk, 8], 102), dd = randomTensor([2, 4, lq, 8], 103);
+    const { bool, additive } = randomMasks([4, lq, lk], 104);
+    const sinks = new Float32Array([0.5, -1, 0, 2]);
+    const ids = (L: number, n: number) => ({ data: new Int32Array(2 * L).map((_, x) => Math.floor((x % L) / n)), shape: [2, L] });
+    const withNaN = (t: Tensor, at: number): Tensor => {
+      const data = new Float32Array(t.data);
+      data[at] = NaN;
+      return { data, shape: t.shape };
+    };
+    const gqa = { enableGqa: true };
+    const cases: [string, BackwardOptions, Tensor, Tensor, Tensor, Tensor][] = [
+      ['causal', { ...gqa, isCausal: true }, qq, kk, vv, dd],
+      ['bottom-right causal, ALiBi, softcap', { ...gqa, isCausal: 'bottom-right', alibi: true, softcap: 5 }, qq, kk, vv, dd],
+      ['window', { ...gqa, window: { left: 25, right: 3 } }, qq, kk, vv, dd],
+      ['bool mask', { ...gqa, attnMask: bool }, qq, kk, vv, dd],
+      ['additive mask and its gradient, sinks', { ...gqa, attnMask: additive, returnAttnMaskGrad: true, sinks, isCausal: 'bottom-right' }, qq, kk, vv, dd],
+      // Rows 0…29 see nothing; NaN in the dOutput of row 3 (it sees nothing: its sink term is 0).
+      ['sinks, rows that see nothing', { ...gqa, sinks, isCausal: { offset: -30 } }, qq, kk, vv, withNaN(dd, 3 * 8 + 1)],
+      // Batch 1 sees 7 keys (its rows' later key segments are empty); NaN in a key it never sees.
+      ['key lengths, NaN in a hidden key', { ...gqa, keyLengths: new Int32Array([50, 7]), isCausal: 'bottom-right', sinks }, qq, withNaN(kk, (2 * lk + 60) * 16), vv, dd],
+      ['documents', { ...gqa, queryDocuments: ids(lq, 20), keyDocuments: ids(lk, 25), isCausal: 'bottom-right' }, qq, kk, vv, dd],
+      // A NaN query row (batch 0, head 1, row 40) and a NaN dOutput row (batch 1, head 3, row 60).
+      ['NaN rows', { ...gqa, isCausal: true, sinks }, withNaN(qq, (lq + 40) * 16 + 2), kk, vv, withNaN(dd, ((4 + 3) * lq + 60) * 8 + 5)],
+    ];
+    for (const [label, o, q1, k1, v1, d1] of cases) {
+      const first = await split.scaledDotProductAttentionBackward(q1, k1, v1, d1, o);
+      expectWithinRule(first, q1, k1, v1, d1, o, label);
+      const again = await split.scaledDotProductAttentionBackward(q1, k1, v1, d1, o);
+      for (const name of [...GRADS, ...(o.returnAttnMaskGrad ? ['dAttnMask' as const] : []), ...(o.sinks ? ['dSinks' as const] : [])]) {
+        expect(again[name]!.data, `${label} ${name}: the same bits again`).toEqual(first[name]!.data);
+      }
+      if (label === 'NaN rows') {
+        for (const name of GRADS) expect(first[name].data.some((y) => Number.isNaN(y)), `${label} ${name}`).toBe(true);
+      }
+    }
+    // Both passes ran their segments and the combine.
+    for (const kernel of ['reduce-dkdv', 'reduce-dq']) {
+      expect(split.webgpuInfo()!.pipelines.some((key) => key.startsWith(`backward-${kernel}:`)), kernel).toBe(true);
+    }
+    split.dispose();
+  });
+
   it('a call too large for one binding is a RangeError naming the buffer; the instance stays usable and leaks nothing', async () => {
     const capped = await createAttention({ backend: 'webgpu', gpuDevice: device, gpuLimits: { maxStorageBufferBindingSize: 4096 } });
     const big = randomTensor([1, 1, 300, 16], 30);

@@ -1,16 +1,19 @@
-// attention_backward_dkdv.wgsl: dK and dV, one workgroup per (key/value head, tile of KEYS keys),
-// LANES lanes per key j (attention_backward_lanes.wgsl.inc), each holding its share of the key's
-// K and V columns and of its dK/dV accumulators in registers. The grid (BackwardTileGrid in
-// cpp/webgpu/plan.h) runs over the heads in x and the key tiles in y.
+// attention_backward_dkdv.wgsl: dK and dV, one workgroup per (key/value head, tile of KEYS keys,
+// segment of query rows), LANES lanes per key j (attention_backward_lanes.wgsl.inc), each holding
+// its share of the key's K and V columns and of its dK/dV accumulators in registers. The grid
+// (BackwardTileGrid in cpp/webgpu/plan.h) runs over the heads in x and, in y, the key tiles, each
+// tile's p.splits segments of p.split_keys query rows consecutive.
 // FlashAttention-2's outer loop over key tiles: the query heads of the GQA group, then their
-// query rows in blocks of QUERY_BLOCK (Q and dO rows in workgroup memory, loaded by the whole
-// workgroup) that can see the tile, and per visible (row i, key j), with P = e^(s − lse_i)
+// query rows of the segment in blocks of QUERY_BLOCK (Q and dO rows in workgroup memory, loaded by
+// the whole workgroup) that can see the tile, and per visible (row i, key j), with P = e^(s − lse_i)
 // recomputed from q·k (the lanes' parts summed by lanes_sum):
 //   dV_j += P·dO_i,   dP = dO_i·V_j,   dS = P·(dP − D_i)·(softcap slope),   dK_j += dS·Q_i;
-// dK is scaled once at the end. Each dK/dV element is written by one lane: no atomics, the same
-// sums in the same order every run. Keys hidden from a row (mask, causal, window, key length,
-// document, −inf score) add nothing, and a row that saw nothing (lse −inf) is skipped, so their
-// K/V values are never multiplied in.
+// With one segment dK is scaled once at the end and dK/dV go to their outputs; with more, each
+// segment's sums (an empty segment's zeros) go unscaled to its scratch slot, which
+// attention_backward_reduce.wgsl (STAGE 2) adds in segment order. Each element is written by one
+// lane: no atomics, the same sums in the same order every run. Keys hidden from a row (mask,
+// causal, window, key length, document, −inf score) add nothing, and a row that saw nothing (lse
+// −inf) is skipped, so their K/V values are never multiplied in.
 // Constants: those of attention_backward_common.wgsl.inc and attention_backward_lanes.wgsl.inc,
 // KEYS, QUERY_BLOCK.
 
@@ -25,8 +28,12 @@ var<workgroup> do_tile: array<vec4<f32>, QUERY_BLOCK * EV4>;
 
 @compute @workgroup_size(TILE_INVOCATIONS)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  let kv = wg.x + p.x_base;        // b·Hkv + kv head
-  let key_tile = wg.y + p.y_base;  // the first tiles, seen by the most rows, start first
+  let kv = wg.x + p.x_base;  // b·Hkv + kv head
+  let y = wg.y + p.y_base;
+  let key_tile = y / p.splits;  // the first tiles, seen by the most rows, start first
+  let segment = y % p.splits;
+  let i_begin = segment * p.split_keys;  // the segment's query rows [i_begin, i_end): whole blocks
+  let i_end = min(i_begin + p.split_keys, p.Lq);
   let b = kv / p.Hkv;
   let j_first = key_tile * KEYS;
   let j_last = min(j_first + KEYS, p.Lk) - 1u;
@@ -46,7 +53,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
 
   for (var g = 0u; g < p.group; g++) {
     let h = (kv % p.Hkv) * p.group + g;
-    for (var i0 = 0u; i0 < p.Lq; i0 += QUERY_BLOCK) {
+    for (var i0 = i_begin; i0 < i_end; i0 += QUERY_BLOCK) {
       let i1 = min(i0 + QUERY_BLOCK, p.Lq) - 1u;
       // Rows' ranges move right with the row: the block's last row sees the latest keys, its
       // first row the earliest (workgroup-uniform: read-only buffers and uniforms).
@@ -90,12 +97,18 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   }
 
   if (!in_range) { return; }
-  let dk_at = (kv * p.Lk + j) * p.E;
-  let dv_at = p.B * p.Hkv * p.Lk * p.E + (kv * p.Lk + j) * p.Ev;
+  var slot = 0u;  // the outputs, or this segment's scratch slot
+  var dk_scale = p.scale;
+  if (p.splits > 1u) {
+    slot = (1u + segment) * dkdv_floats();
+    dk_scale = 1.0;
+  }
+  let dk_at = slot + (kv * p.Lk + j) * p.E;
+  let dv_at = slot + p.B * p.Hkv * p.Lk * p.E + (kv * p.Lk + j) * p.Ev;
   for (var x = 0u; x < LANE_E4; x++) {
     for (var d = 0u; d < 4u; d++) {
       let e = 4u * (lane + LANES * x) + d;
-      if (e < p.E) { grads[dk_at + e] = dk[x][d] * p.scale; }
+      if (e < p.E) { grads[dk_at + e] = dk[x][d] * dk_scale; }
     }
   }
   for (var x = 0u; x < LANE_EV4; x++) {

@@ -1,19 +1,22 @@
 // attention_backward_dq.wgsl: dQ (and, for the additive mask's gradient, dS), one workgroup per
-// (query head, tile of ROWS query rows), LANES lanes per row i (attention_backward_lanes.wgsl.inc),
-// each holding its share of the row's query, dO and dQ columns in registers. The grid
-// (BackwardTileGrid in cpp/webgpu/plan.h) runs over the heads in x and the row tiles in y, the
-// last tile first with LAST_TILE_FIRST. FlashAttention-2's loop over key tiles of KEY_BLOCK keys
-// (K and V in workgroup memory, loaded by the whole workgroup) from the first key the tile's
-// first row sees to the last its last row sees; per visible key j, with P = e^(s − lse_i)
-// recomputed from q·k (the lanes' parts summed by lanes_sum):
+// (query head, tile of ROWS query rows, segment of keys), LANES lanes per row i
+// (attention_backward_lanes.wgsl.inc), each holding its share of the row's query, dO and dQ
+// columns in registers. The grid (BackwardTileGrid in cpp/webgpu/plan.h) runs over the heads in x
+// and, in y, the row tiles (the last tile first with LAST_TILE_FIRST), each tile's p.splits
+// segments of p.split_keys keys consecutive. FlashAttention-2's loop over key tiles of KEY_BLOCK
+// keys (K and V in workgroup memory, loaded by the whole workgroup) within the segment, from the
+// first key the tile's first row sees to the last its last row sees; per visible key j, with
+// P = e^(s − lse_i) recomputed from q·k (the lanes' parts summed by lanes_sum):
 //   dS = P·(dO_i·V_j − D_i),   dQ_i += dS·(softcap slope)·K_j
-// and dQ is scaled once at the end. With sinks, the row's share of ∂L/∂sink, −e^(sink − lse_i)·D_i,
-// goes to rowstats [2R, 3R) for attention_backward_reduce.wgsl: 0 for a row that saw no visible
-// key (its D = Σ_j P_j·dP_j is 0, whatever dO·O holds) or a head without a sink, NaN for a NaN row.
-// With WRITE_DS, dS (before the softcap's slope: the mask is
-// added after the softcap) goes to the [R, Lk] dS region, which attention_backward_reduce.wgsl
-// sums into the mask's shape; entries of hidden keys stay 0 (a fresh buffer). Each element is
-// written by one lane (dS and the sink term by lane 0): no atomics.
+// With one segment dQ is scaled once at the end, and with sinks the row's share of ∂L/∂sink
+// (sink_term) goes to rowstats [2R, 3R) for attention_backward_reduce.wgsl. With more, each
+// segment's dQ sums (an empty segment's zeros) go unscaled to its scratch slot, and with sinks
+// whether the row saw a key in the segment; attention_backward_reduce.wgsl (STAGE 3) adds the
+// slots in segment order and writes the sink terms. With WRITE_DS, dS (before the softcap's
+// slope: the mask is added after the softcap) goes to the [R, Lk] dS region, which
+// attention_backward_reduce.wgsl sums into the mask's shape; entries of hidden keys stay 0 (a
+// fresh buffer). Each element is written by one lane of one workgroup (dS, the sink term and the
+// flag by lane 0): no atomics.
 // Constants: those of attention_backward_common.wgsl.inc and attention_backward_lanes.wgsl.inc,
 // ROWS, KEY_BLOCK, WRITE_DS, LAST_TILE_FIRST.
 
@@ -29,8 +32,12 @@ var<workgroup> v_tile: array<vec4<f32>, KEY_BLOCK * EV4>;
 @compute @workgroup_size(TILE_INVOCATIONS)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let bh = wg.x + p.x_base;  // b·Hq + h
-  let rank = wg.y + p.y_base;
+  let y = wg.y + p.y_base;
+  let rank = y / p.splits;
+  let segment = y % p.splits;
   let tile = select(rank, (p.Lq + ROWS - 1u) / ROWS - 1u - rank, LAST_TILE_FIRST);
+  let j_begin = segment * p.split_keys;  // the segment's keys [j_begin, j_end): whole blocks
+  let j_end = min(j_begin + p.split_keys, p.Lk);
   let b = bh / p.Hq;
   let h = bh % p.Hq;
   let i_first = tile * ROWS;
@@ -53,8 +60,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   let ds_base = total_rows() * p.E + row.row * p.Lk;
   var saw_key = false;
 
-  let last = visible_last(b, i_last);
-  for (var j0 = u32(visible_first(b, i_first)) / KEY_BLOCK * KEY_BLOCK; i32(j0) <= last; j0 += KEY_BLOCK) {
+  let last = min(visible_last(b, i_last), i32(j_end) - 1);
+  for (var j0 = max(j_begin, u32(visible_first(b, i_first)) / KEY_BLOCK * KEY_BLOCK); i32(j0) <= last; j0 += KEY_BLOCK) {
     let nk = min(KEY_BLOCK, p.Lk - j0);
     for (var x = t; x < KEY_BLOCK * E4; x += TILE_INVOCATIONS) {
       let jj = x / E4;
@@ -94,17 +101,20 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   }
 
   if (!in_range) { return; }
+  let split = p.splits > 1u;
+  let dq_at = select(0u, dq_slot(segment), split) + row.row * p.E;
+  let dq_scale = select(p.scale, 1.0, split);
   for (var x = 0u; x < LANE_E4; x++) {
     for (var d = 0u; d < 4u; d++) {
       let e = 4u * (lane + LANES * x) + d;
-      if (e < p.E) { grads[row.row * p.E + e] = dq[x][d] * p.scale; }
+      if (e < p.E) { grads[dq_at + e] = dq[x][d] * dq_scale; }
     }
   }
   if (SINKS && lane == 0u) {
-    let sink = sink_logit(h);
-    var term = 0.0;
-    if (saw_key && !is_neg_inf(sink)) { term = -exp(sink - row.lse) * row.delta; }
-    if (row.nan_row) { term = bitcast<f32>(p.nan_bits); }
-    rowstats[2u * total_rows() + row.row] = term;
+    if (split) {
+      grads[saw_key_slot(segment) + row.row] = select(0.0, 1.0, saw_key);
+    } else {
+      rowstats[2u * total_rows() + row.row] = sink_term(row, saw_key);
+    }
   }
 }
