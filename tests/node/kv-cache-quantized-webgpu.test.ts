@@ -349,3 +349,19 @@ describe('the decode kernel on a GQA group larger than a workgroup', () => {
     }
   });
 });
+
+describe('the streaming decode kernel on odd head dims and Lq = 8', () => {
+  it('E = 13, Ev = 7 (partial blocks of 32), GQA 2, Lq = 1 and 8 (16 rows a workgroup), on both dot paths', async () => {
+    const B = 1, Hq = 2, Hkv = 1, L = 300, E = 13, Ev = 7;
+    const key = randomTensor([B, Hkv, L, E], 51, -2, 2), value = randomTensor([B, Hkv, L, Ev], 52, -2, 2);
+    for (const [attn, kind, dot4] of [[packed, 'int8', 'packed'], [streamUnpacked, 'int4', 'unpack']] as const) {
+      const filled = filledCache(attn, kind, key, value);
+      for (const Lq of [1, 8]) {
+        const query = randomTensor([B, Hq, Lq, E], 53 + Lq, -2, 2);
+        await expectCacheMatches(attn, filled.cache, query, filled.key, filled.value, { enableGqa: true, isCausal: true, window: { left: 150 } }, `${kind} E 13 Ev 7 Lq ${Lq}`);
+      }
+      filled.cache.dispose();
+      expect(decodedWith(attn, kind, hasSubgroups, dot4, 16)).toBe(true);
+    }
+  });
+});
