@@ -521,11 +521,11 @@ bool webgpu_decode_variant(const AttentionPlan& plan, const WebGpuLimits& limits
     // per key load, and one output column (int4: two) per value load.
     FlashVariant stream = v;
     const uint32_t subgroup_lanes = pow2_at_least(limits.subgroup_min_size + 1) / 2;
-    uint32_t lane_vec4s = 0;  // per row
+    uint32_t lane_vec4s = 0;  // of all its rows
     if (v.decode == 1) {
       stream.decode = 4;
       stream.decode_lanes = std::min({kWebGpuDecodeStreamLanes, subgroup_lanes, v.e_pad / 4, v.ev_pad / 4});
-      lane_vec4s = (v.e_pad + v.ev_pad) / 4 / stream.decode_lanes;
+      lane_vec4s = stream.decode_rows * (v.e_pad + v.ev_pad) / 4 / stream.decode_lanes;
     } else {
       stream.decode = 5;
       stream.types.key_vectors = stream.types.value_vectors = true;
@@ -535,9 +535,9 @@ bool webgpu_decode_variant(const AttentionPlan& plan, const WebGpuLimits& limits
       stream.decode_lanes = std::min({kWebGpuDecodeStreamLanes, subgroup_lanes, pow2_at_most(key_tile), pow2_at_most(value_tile)});
       const uint32_t lanes = stream.decode_lanes;
       const uint32_t value_columns = v.types.value_type == ElementType::kInt4 ? 2 : 1;
-      lane_vec4s = (key_tile + lanes - 1) / lanes + (value_tile + lanes - 1) / lanes * value_columns;
+      lane_vec4s = stream.decode_rows * ((key_tile + lanes - 1) / lanes + (value_tile + lanes - 1) / lanes * value_columns);
     }
-    if (stream.decode_rows * lane_vec4s <= kWebGpuDecodeStreamLaneVec4s) {
+    if (lane_vec4s <= kWebGpuDecodeStreamLaneVec4s) {
       const auto fits = [&](uint32_t groups) {
         return groups * stream.decode_lanes <= limits.max_invocations_per_workgroup &&
                decode_stream_workgroup_bytes(groups, stream.decode_rows, v.ev_pad) <= limits.max_workgroup_storage_bytes;
