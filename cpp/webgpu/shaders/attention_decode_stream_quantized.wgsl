@@ -50,8 +50,8 @@ const LANE_V: u32 = (VALUE_TILE_VEC4S + KEY_LANES - 1u) / KEY_LANES;
 const QUERY_WORDS: u32 = select(1u, 2u, KEY_INT4);      // query words a key word meets
 const VALUE_COLUMNS: u32 = select(1u, 2u, VALUE_INT4);  // output vec4 columns a value word holds
 
-// The row's query as a lane holds it: the words its key loads meet, and per slot the block's
-// scale and (int4 keys) 8·Σ of the query levels the load meets, which its levels + 8 overcount.
+// The row's query as a lane holds it: the words its key loads meet and (int4 keys) 8·Σ of those
+// query levels, which the keys' levels + 8 overcount; per slot, the block's query scale.
 struct LaneQuery {
   words: array<u32, LANE_K * QUERY_WORDS>,
   bias: array<i32, LANE_K>,
@@ -70,13 +70,11 @@ fn lane_query(row: QueryRow, lane: u32) -> LaneQuery {
     if (x >= blocks * KEY_BLOCK_WORDS) { continue; }  // past E's blocks: zeros
     // The query words of the tile vec4 x: block x / KEY_BLOCK_WORDS, word x % KEY_BLOCK_WORDS
     // of it, which meets query words QUERY_WORDS·x … (8 query words a block).
-    var sum = 0;
     for (var i = 0u; i < QUERY_WORDS; i++) {
       let word = query[row.out_row * blocks * 8u + QUERY_WORDS * x + i];
       q.words[n * QUERY_WORDS + i] = word;
-      sum += dot4_i8(word, 0x01010101u);
+      if (KEY_INT4) { q.bias[n] += 8 * dot4_i8(word, 0x01010101u); }
     }
-    q.bias[n] = select(0, 8 * sum, KEY_INT4);
     q.scales[n / SLOT_LOADS] = bitcast<f32>(query[p.nbh * p.rows * blocks * 8u + row.out_row * blocks + x / KEY_BLOCK_WORDS]);
   }
   return q;
