@@ -524,10 +524,11 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
   if (splits && !webgpu_decode_variant(plan, limits_, flash, &partial)) splits = 0;
   val flash_pipeline = val::undefined(), partial_pipeline = val::undefined(), merge_pipeline = val::undefined();
   if (splits) {
-    partial_pipeline = pipeline(partial.key(), partial.wgsl_constants() + (quantized             ? kAttentionDecodeQuantizedWgsl
-                                                                          : partial.decode == 4 ? kAttentionDecodeStreamWgsl
-                                                                                                : kAttentionDecodePartialWgsl),
-                                Layout::kFlash, job);
+    const char* partial_text = partial.decode == 5   ? kAttentionDecodeStreamQuantizedWgsl
+                               : partial.decode == 4 ? kAttentionDecodeStreamWgsl
+                               : quantized           ? kAttentionDecodeQuantizedWgsl
+                                                     : kAttentionDecodePartialWgsl;
+    partial_pipeline = pipeline(partial.key(), partial.wgsl_constants() + partial_text, Layout::kFlash, job);
     FlashVariant merge = flash;
     merge.tiled = false;
     merge.decode = 2;

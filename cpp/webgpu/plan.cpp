@@ -66,10 +66,15 @@ uint32_t decode_workgroup_bytes(const FlashVariant& v, uint32_t block_keys) {
          16 * (v.subgroups ? 1 : v.decode_rows * v.decode_lanes);
 }
 
-bool decode_partial(uint32_t decode) { return decode == 1 || decode == 3 || decode == 4; }
+bool decode_partial(uint32_t decode) { return decode == 1 || decode == 3 || decode == 4 || decode == 5; }
+bool decode_stream(uint32_t decode) { return decode == 4 || decode == 5; }
 
-// Workgroup memory of attention_decode_stream.wgsl: each group's row states (a vec4), NaN flags
-// and output columns.
+// vec4<u32> loads of a tile of 4 quantized keys (or values) of `pad` padded dimensions: its
+// blocks of 32 times the 4 keys' words of a block (int8 8, int4 4).
+uint32_t quantized_tile_vec4s(uint32_t pad, ElementType type) { return (pad + 31) / 32 * (type == ElementType::kInt4 ? 4 : 8); }
+
+// Workgroup memory of the streaming kernels (attention_decode_stream_common.wgsl.inc): each
+// group's row states (a vec4), NaN flags and output columns.
 uint32_t decode_stream_workgroup_bytes(uint32_t groups, uint32_t rows, uint32_t ev_pad) {
   return groups * rows * (16 + 4 + 4 * ev_pad);
 }
@@ -149,22 +154,27 @@ std::string quantized_helpers(bool packed) {
   return text;
 }
 
-// The loader of a quantized key or value binding `tensor` (the cache's whole tensor): element
-// i = head·stride + j·dim + e of the chunk (head from the chunk's kv0).
+// The element alias, the word reader tensor_word(i) and the loader of a quantized key or value
+// binding `tensor` (the cache's whole tensor, as u32 words or, with `vectors`, vec4<u32>):
+// element i = head·stride + j·dim + e of the chunk (head from the chunk's kv0).
 std::string quantized_loader(const std::string& tensor, ElementType type, const std::string& dim,
-                             const std::string& stride) {
+                             const std::string& stride, bool vectors) {
   const bool int4 = type == ElementType::kInt4;
   const std::string tile_words = int4 ? "16u" : "32u";
-  const std::string level = int4 ? "quant_level_int4(" + tensor + "[tb * 16u + 4u * ((e % 32u) / 8u) + j % 4u], e % 32u)"
-                                 : "quant_level_int8(" + tensor + "[tb * 32u + 4u * ((e % 32u) / 4u) + j % 4u], e % 4u)";
-  return "fn " + tensor + "_at(i: u32) -> f32 {\n"
+  const std::string word = tensor + "_word";
+  const std::string level = int4 ? "quant_level_int4(" + word + "(tb * 16u + 4u * ((e % 32u) / 8u) + j % 4u), e % 32u)"
+                                 : "quant_level_int8(" + word + "(tb * 32u + 4u * ((e % 32u) / 4u) + j % 4u), e % 4u)";
+  const std::string element = vectors ? "vec4<u32>" : "u32";
+  return "alias " + std::string(tensor == "key" ? "KeyElement" : "ValueElement") + " = " + element + ";\n" +
+         "fn " + word + "(i: u32) -> u32 { return " + tensor + (vectors ? "[i >> 2u][i & 3u]" : "[i]") + "; }\n" +
+         "fn " + tensor + "_at(i: u32) -> f32 {\n"
          "  let rows = quant_rows(p." + stride + ", p." + dim + ");\n"
          "  let blocks = quant_blocks(p." + dim + ");\n"
          "  let head = i / p." + stride + " + p.kv0;\n"
          "  let j = (i % p." + stride + ") / p." + dim + ";\n"
          "  let e = (i % p." + stride + ") % p." + dim + ";\n"
          "  let tb = quant_tile_block(head, j, e / 32u, rows, blocks);\n"
-         "  let scale = bitcast<f32>(" + tensor + "[quant_scale_start(rows, blocks, " + tile_words + ") + tb * 4u + j % 4u]);\n"
+         "  let scale = bitcast<f32>(" + word + "(quant_scale_start(rows, blocks, " + tile_words + ") + tb * 4u + j % 4u));\n"
          "  return quant_value(" + level + ", scale);\n"
          "}\n";
 }
@@ -243,13 +253,13 @@ std::string WebGpuElementTypes::wgsl_declarations(bool value_binding) const {
     text += element_loaders(query_type, shader_f16, "query", "QueryElement", "query_base", query_vectors);
   }
   if (webgpu_quantized(key_type)) {
-    text += "alias KeyElement = u32;\n" + quantized_loader("key", key_type, "E", "key_stride");
+    text += quantized_loader("key", key_type, "E", "key_stride", key_vectors);
     text += scalar_loads4("key");
   } else {
     text += element_loaders(key_type, shader_f16, "key", "KeyElement", "key_base", key_vectors);
   }
   if (value_binding && webgpu_quantized(value_type)) {
-    text += "alias ValueElement = u32;\n" + quantized_loader("value", value_type, "Ev", "value_stride");
+    text += quantized_loader("value", value_type, "Ev", "value_stride", value_vectors);
     text += scalar_loads4("value");
   } else if (value_binding) {
     text += element_loaders(value_type, shader_f16, "value", "ValueElement", "value_base", value_vectors);
@@ -338,20 +348,21 @@ std::vector<uint32_t> webgpu_variant_data(const AttentionPlan& p, const Attentio
 }
 
 uint32_t FlashVariant::workgroup_bytes() const {
-  if (decode == 4) return decode_stream_workgroup_bytes(decode_groups, decode_rows, ev_pad);
+  if (decode_stream(decode)) return decode_stream_workgroup_bytes(decode_groups, decode_rows, ev_pad);
   if (decode_partial(decode)) return decode_workgroup_bytes(*this, block_keys);
   if (decode == 2) return 0;
   return tiled ? tiled_workgroup_bytes(e_pad, ev_pad, block_keys, rows) : 4 * block_keys * (e_pad + ev_pad);
 }
 
 std::string FlashVariant::key() const {
-  static const char* const kNames[] = {"flash", "decode-partial", "decode-merge", "decode-partial-quantized", "decode-stream"};
+  static const char* const kNames[] = {"flash", "decode-partial", "decode-merge", "decode-partial-quantized", "decode-stream",
+                                             "decode-stream-quantized"};
   return std::string(tiled ? "flash-tiled" : kNames[decode]) + ":e" + std::to_string(e_pad) + ":ev" + std::to_string(ev_pad) + ":bk" +
          std::to_string(block_keys) + (decode == 0 ? ":rows" + std::to_string(rows) : "") + ":mask=" + mask_name(mask) + ":causal=" + (causal ? "1" : "0") +
          ":stats=" + (write_stats ? "1" : "0") + variants.key() + types.key() + (write_lse ? ":lse=1" : "") +
          (decode == 0 && heaviest_first ? ":heaviest-first" : "") + (trace_row == kNoTrace ? "" : ":trace=" + std::to_string(trace_row)) +
          (decode_partial(decode) ? ":rows" + std::to_string(decode_rows) + ":lanes" + std::to_string(decode_lanes) +
-                                       (decode == 4 ? ":groups" + std::to_string(decode_groups) : "") +
+                                       (decode_stream(decode) ? ":groups" + std::to_string(decode_groups) : "") +
                                        (subgroups ? ":subgroups" : ":wgmem")
                       : "");
 }
@@ -373,7 +384,7 @@ std::string FlashVariant::wgsl_constants() const {
   std::string decode_constants;
   if (decode_partial(decode)) {
     // shuffle_xor: subgroupShuffleXor, or (without subgroups) a stand-in the kernel never calls.
-    const bool stream = decode == 4;
+    const bool stream = decode_stream(decode);
     decode_constants = u32_const("DECODE_INVOCATIONS", (stream ? decode_groups : decode_rows) * decode_lanes) +
                        u32_const("DECODE_ROWS", decode_rows) + u32_const(stream ? "KEY_LANES" : "DECODE_LANES", decode_lanes) +
                        (stream ? u32_const("GROUPS", decode_groups) : "") + bool_const("SUBGROUPS", subgroups) +
@@ -502,13 +513,31 @@ bool webgpu_decode_variant(const AttentionPlan& plan, const WebGpuLimits& limits
   v.subgroups = limits.subgroups && limits.subgroup_min_size >= 4;
   if (v.subgroups) v.decode_lanes = std::min(v.decode_lanes, pow2_at_least(limits.subgroup_min_size + 1) / 2);
   if (v.decode_rows * v.decode_lanes > limits.max_invocations_per_workgroup) return false;
-  if (v.decode == 1 && v.subgroups) {
-    // The streaming kernel: KEY_LANES lanes a key (within one subgroup, at most a vec4 column of
-    // each row a lane), where every row's query and output columns fit a lane's registers.
+  if (v.subgroups) {
+    // The streaming kernels: KEY_LANES lanes a key (within one subgroup), each holding the same
+    // vec4 columns of every row's query and output, where those fit a lane's registers. On a
+    // float cache a lane holds at least a vec4 column of each row; on a quantized one the lanes
+    // take the vec4<u32> loads of a tile of 4 keys, a query word (int4: two) and a block scale
+    // per key load, and one output column (int4: two) per value load.
     FlashVariant stream = v;
-    stream.decode = 4;
-    stream.decode_lanes = std::min({kWebGpuDecodeStreamLanes, pow2_at_least(limits.subgroup_min_size + 1) / 2, v.e_pad / 4, v.ev_pad / 4});
-    if (stream.decode_rows * (v.e_pad + v.ev_pad) / 4 / stream.decode_lanes <= kWebGpuDecodeStreamLaneVec4s) {
+    const uint32_t subgroup_lanes = pow2_at_least(limits.subgroup_min_size + 1) / 2;
+    uint32_t lane_vec4s = 0;  // of all its rows
+    if (v.decode == 1) {
+      stream.decode = 4;
+      stream.decode_lanes = std::min({kWebGpuDecodeStreamLanes, subgroup_lanes, v.e_pad / 4, v.ev_pad / 4});
+      lane_vec4s = stream.decode_rows * (v.e_pad + v.ev_pad) / 4 / stream.decode_lanes;
+    } else {
+      stream.decode = 5;
+      stream.types.key_vectors = stream.types.value_vectors = true;
+      const uint32_t key_tile = quantized_tile_vec4s(v.e_pad, v.types.key_type);
+      const uint32_t value_tile = quantized_tile_vec4s(v.ev_pad, v.types.value_type);
+      const auto pow2_at_most = [](uint32_t n) { return pow2_at_least(uint64_t{n} + 1) / 2; };
+      stream.decode_lanes = std::min({kWebGpuDecodeStreamLanes, subgroup_lanes, pow2_at_most(key_tile), pow2_at_most(value_tile)});
+      const uint32_t lanes = stream.decode_lanes;
+      const uint32_t value_columns = v.types.value_type == ElementType::kInt4 ? 2 : 1;
+      lane_vec4s = stream.decode_rows * ((key_tile + lanes - 1) / lanes + (value_tile + lanes - 1) / lanes * value_columns);
+    }
+    if (lane_vec4s <= kWebGpuDecodeStreamLaneVec4s) {
       const auto fits = [&](uint32_t groups) {
         return groups * stream.decode_lanes <= limits.max_invocations_per_workgroup &&
                decode_stream_workgroup_bytes(groups, stream.decode_rows, v.ev_pad) <= limits.max_workgroup_storage_bytes;

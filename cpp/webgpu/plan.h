@@ -59,7 +59,8 @@ struct WebGpuElementTypes {
   bool packed_dot = false;
   // The bindings read as vectors of kWebGpuVectorWidth elements (webgpu_vector_reads): one load
   // per 4 elements of a row in query4/key4/value4, instead of one per element. The query's is
-  // ignored with query_levels.
+  // ignored with query_levels. A quantized key or value binding read as vectors holds vec4<u32>
+  // (4 words of the tile layout a load: the streaming quantized decode kernel's).
   bool query_vectors = false, key_vectors = false, value_vectors = false;
   bool any_float16() const;
   bool any_quantized() const { return webgpu_quantized(key_type) || webgpu_quantized(value_type); }
@@ -75,11 +76,12 @@ struct WebGpuElementTypes {
   // zeros past n: for c a multiple of 4). A vector binding's element is a vec4<f32>, vec4<f16>
   // or vec2<u32> (4 halves), and its *4 loader one load; otherwise *4 reads 4 elements by *_at.
   // Without `value_binding` (a kernel with no value binding) nothing of the value.
-  // A quantized key/value binding is the cache's whole tensor (levels, then scales): its loader
-  // finds element i = head·stride + j·dim + e (head counted from the chunk's kv0) in the tile
-  // layout and returns level · scale (NaN for a NaN scale); with query_levels the query loader
-  // dequantizes the level workspace. Quantized types also get dot4_i8(a, b) -> i32, the dot
-  // product of two words of 4 signed bytes.
+  // A quantized key/value binding is the cache's whole tensor (levels, then scales), of u32 words
+  // or, with key_vectors/value_vectors, of vec4<u32> (4 words a load); key_word/value_word(i)
+  // give its word i either way. Its loader finds element i = head·stride + j·dim + e (head
+  // counted from the chunk's kv0) in the tile layout and returns level · scale (NaN for a NaN
+  // scale); with query_levels the query loader dequantizes the level workspace. Quantized types
+  // also get dot4_i8(a, b) -> i32, the dot product of two words of 4 signed bytes.
   // Without `value_binding` (a kernel with no value binding) nothing of the value.
   std::string wgsl_declarations(bool value_binding = true) const;
 };
@@ -149,9 +151,11 @@ constexpr uint32_t kWebGpuDecodeInvocations = 64;
 constexpr uint32_t kWebGpuDecodeMaxWorkgroupRows = 16;
 constexpr uint32_t kWebGpuDecodeMaxBlockKeys = 64;
 constexpr uint32_t kWebGpuDecodeMinBlockKeys = 4;
-// The streaming kernel (attention_decode_stream.wgsl): lanes per key (at most a subgroup), its
-// workgroup's invocations (groups of those lanes, fewer where the groups' combine does not fit
-// the workgroup memory), and the most vec4 columns of query and output rows a lane may hold.
+// The streaming kernels (attention_decode_stream.wgsl on float caches, its quantized twin
+// attention_decode_stream_quantized.wgsl on int8/int4 caches): lanes per key or per tile of 4
+// quantized keys (at most a subgroup), the workgroup's invocations (groups of those lanes, fewer
+// where the groups' combine does not fit the workgroup memory), and the most vec4s of query and
+// output columns (quantized: query words and block scales, output columns) a lane may hold.
 constexpr uint32_t kWebGpuDecodeStreamLanes = 32;
 constexpr uint32_t kWebGpuDecodeStreamInvocations = 128;
 constexpr uint32_t kWebGpuDecodeStreamLaneVec4s = 64;
@@ -214,12 +218,15 @@ struct FlashVariant {
   bool write_lse = false;    // also write each row's log-sum-exp (returnLogSumExp) to the lse binding
   // 0: a flash kernel; 1: attention_decode_partial.wgsl; 2: attention_decode_merge.wgsl (with
   // the flash kernel's constants, tiled = false); 3: attention_decode_quantized.wgsl (the
-  // partial kernel of a quantized cache); 4: attention_decode_stream.wgsl.
+  // partial kernel of a quantized cache); 4: attention_decode_stream.wgsl;
+  // 5: attention_decode_stream_quantized.wgsl (its key and value bindings read as vec4<u32>:
+  // types.key_vectors and value_vectors set).
   uint32_t decode = 0;
-  // The partial kernels (decode 1, 3, 4): query rows per workgroup, lanes per row (decode 4:
-  // per key; a power of two; the workgroup has decode_rows·decode_lanes invocations, decode 4
-  // decode_groups·decode_lanes), and whether the lanes combine their softmax statistics with
-  // subgroupShuffleXor (else through workgroup memory; decode 4 always does).
+  // The partial kernels (decode 1, 3, 4, 5): query rows per workgroup, lanes per row (decode 4
+  // and 5: per key or tile of keys; a power of two; the workgroup has decode_rows·decode_lanes
+  // invocations, decode 4 and 5 decode_groups·decode_lanes), and whether the lanes combine their
+  // softmax statistics with subgroupShuffleXor (else through workgroup memory; decode 4 and 5
+  // always do).
   uint32_t decode_rows = 0, decode_lanes = 0, decode_groups = 0;
   bool subgroups = false;
   WebGpuVariantFlags variants;
@@ -276,9 +283,10 @@ Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limit
 // many as fill kWebGpuDecodeInvocations, at most one per output vec4, and with subgroups at most
 // subgroup_min_size (a row's lanes then always share a subgroup). Key tile: the largest power of
 // two from kWebGpuDecodeMaxBlockKeys down to kWebGpuDecodeMinBlockKeys whose K and V tiles (of
-// a quantized cache: its levels and block scales) fit. On a float cache with subgroups, the
-// streaming kernel instead (decode 4) where a lane can hold each row's query and output columns
-// (kWebGpuDecodeStreamLaneVec4s) and one group's combine fits the workgroup memory.
+// a quantized cache: its levels and block scales) fit. With subgroups, the streaming kernel
+// instead (decode 4 on a float cache, 5 on a quantized one) where a lane can hold each row's
+// query and output columns (kWebGpuDecodeStreamLaneVec4s) and one group's combine fits the
+// workgroup memory.
 bool webgpu_decode_variant(const AttentionPlan& plan, const WebGpuLimits& limits, const FlashVariant& flash,
                            FlashVariant* partial);
 // The weights pass (stage kNone), or the score pass of `stage`.

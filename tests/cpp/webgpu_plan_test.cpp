@@ -432,9 +432,11 @@ TEST(WebGpuPlan, DecodeWorkgroupServesTheGqaGroupWithTheLargestKeyTileThatFits) 
   EXPECT_FALSE(webgpu_decode_variant(wide, wide_limits, flash, &partial));
 }
 
-// An int8/int4 cache's decode kernel has the float kernel's rows, lanes and reductions; its
-// tiles hold levels and block scales (int8: 9 words per 32 elements, int4: 5), so more keys fit.
-TEST(WebGpuPlan, QuantizedDecodeWorkgroupSharesTheFloatKernelsShapeWithSmallerTiles) {
+// An int8/int4 cache's decode kernels: with subgroups the streaming kernel, a group of lanes per
+// tile of 4 keys (the tile's vec4<u32> loads: int8 8 per block of 32, int4 4); without, the tile
+// kernel with the float kernel's rows, lanes and reductions, whose tiles hold levels and block
+// scales (int8: 9 words per 32 elements, int4: 5), so more keys fit.
+TEST(WebGpuPlan, QuantizedDecodeStreamsWithSubgroupsElseSharesTheFloatTileKernelsShape) {
   AttentionRequest r;
   r.query_shape = {1, 32, 1, 128};
   r.key_shape = r.value_shape = {1, 8, 4096, 128};
@@ -447,29 +449,75 @@ TEST(WebGpuPlan, QuantizedDecodeWorkgroupSharesTheFloatKernelsShapeWithSmallerTi
   nvidia.max_workgroup_storage_bytes = 48 << 10;
   nvidia.subgroups = true;
   nvidia.subgroup_min_size = 32;
+  nvidia.packed_dot = true;
   FlashVariant flash, partial;
   ASSERT_TRUE(webgpu_flash_variant(int8, nvidia, &flash).ok());
   ASSERT_TRUE(webgpu_decode_variant(int8, nvidia, flash, &partial));
+  // A tile of 4 int8 keys of 128 is 32 vec4 loads: 32 lanes a tile, 4 groups of them.
+  EXPECT_EQ(partial.decode, 5u);
+  EXPECT_TRUE(partial.types.query_levels);
+  EXPECT_TRUE(partial.subgroups);
+  EXPECT_EQ(partial.decode_rows, 4u);
+  EXPECT_EQ(partial.decode_lanes, 32u);
+  EXPECT_EQ(partial.decode_groups, 4u);
+  EXPECT_EQ(partial.workgroup_bytes(), 4u * 4 * (16 + 4 + 4 * 128));  // groups × rows × (state, NaN, columns)
+  EXPECT_EQ(partial.key().rfind("decode-stream-quantized:", 0), 0u);
+  EXPECT_NE(partial.key().find(":q=i8:k=i8:v=i8:f16=unpack2x16float:dot4=packed:vec4=kv"), std::string::npos);
+  EXPECT_NE(partial.key().find(":rows4:lanes32:groups4:subgroups"), std::string::npos);
+  const std::string text = partial.wgsl_constants();
+  EXPECT_NE(text.find("enable subgroups;"), std::string::npos);
+  EXPECT_NE(text.find("alias KeyElement = vec4<u32>;"), std::string::npos);
+  EXPECT_NE(text.find("alias ValueElement = vec4<u32>;"), std::string::npos);
+  EXPECT_NE(text.find("fn key_word(i: u32) -> u32 { return key[i >> 2u][i & 3u]; }"), std::string::npos);
+  EXPECT_NE(text.find("dot4I8Packed"), std::string::npos);
+  EXPECT_NE(text.find("const KEY_LANES: u32 = 32u;"), std::string::npos);
+
+  // Without subgroups the tile kernel (u32 bindings), its lanes combined in workgroup memory: 64
+  // keys × (K and V: 4 blocks of 8 level words and a scale) + a padding word per 4 keys' key
+  // block + 4 rows' weights + the lanes' parts.
+  nvidia.subgroups = false;
+  ASSERT_TRUE(webgpu_decode_variant(int8, nvidia, flash, &partial));
   EXPECT_EQ(partial.decode, 3u);
   EXPECT_TRUE(partial.types.query_levels);
+  EXPECT_FALSE(partial.types.key_vectors);
   EXPECT_EQ(partial.decode_rows, 4u);
   EXPECT_EQ(partial.decode_lanes, 16u);
   EXPECT_EQ(partial.block_keys, kWebGpuDecodeMaxBlockKeys);
-  // 64 keys × (K and V: 4 blocks of 8 level words and a scale) + a padding word per 4 keys'
-  // key block + 4 rows' weights + one lane part.
-  EXPECT_EQ(partial.workgroup_bytes(), 64u * 2 * 4 * 4 * 9 + 64 / 4 * 4 * 4 + 4 * 4 * 64 + 16);
+  EXPECT_EQ(partial.workgroup_bytes(), 64u * 2 * 4 * 4 * 9 + 64 / 4 * 4 * 4 + 4 * 4 * 64 + 16 * 4 * 16);
   EXPECT_EQ(partial.key().rfind("decode-partial-quantized:", 0), 0u);
   EXPECT_NE(partial.key().find(":q=i8:k=i8:v=i8:"), std::string::npos);
-  EXPECT_NE(partial.key().find(":rows4:lanes16:subgroups"), std::string::npos);
+  EXPECT_NE(partial.key().find(":rows4:lanes16:wgmem"), std::string::npos);
   EXPECT_NE(partial.wgsl_constants().find("const DECODE_LANES: u32 = 16u;"), std::string::npos);
+  EXPECT_NE(partial.wgsl_constants().find("alias KeyElement = u32;"), std::string::npos);
 
-  // 16 KiB without subgroups: workgroup memory for the lanes, 32 int4 keys (5 words per block).
+  // int4, subgroups of 4 (SwiftShader), 16 KiB: a tile of 4 keys of 128 is 16 vec4 loads, 4
+  // lanes a tile; each lane holds 4 key loads and 8 output columns of each of the 4 rows.
   r.key_type = r.value_type = ElementType::kInt4;
   AttentionPlan int4;
   ASSERT_TRUE(plan_attention(r, &int4).ok());
   WebGpuLimits small;
+  small.subgroups = true;
+  small.subgroup_min_size = 4;
   ASSERT_TRUE(webgpu_flash_variant(int4, small, &flash).ok());
   ASSERT_TRUE(webgpu_decode_variant(int4, small, flash, &partial));
+  EXPECT_EQ(partial.decode, 5u);
+  EXPECT_EQ(partial.decode_lanes, 4u);
+  EXPECT_NE(partial.key().find(":dot4=unpack:vec4=kv"), std::string::npos);
+  EXPECT_LE(partial.workgroup_bytes(), small.max_workgroup_storage_bytes);
+  // 16 rows (a GQA group of 16) hold more than a lane may: the tile kernel, lanes by subgroups.
+  r.query_shape = {1, 128, 1, 128};
+  AttentionPlan wide_group;
+  ASSERT_TRUE(plan_attention(r, &wide_group).ok());
+  ASSERT_TRUE(webgpu_flash_variant(wide_group, small, &flash).ok());
+  ASSERT_TRUE(webgpu_decode_variant(wide_group, small, flash, &partial));
+  EXPECT_EQ(partial.decode, 3u);
+  EXPECT_TRUE(partial.subgroups);
+  EXPECT_EQ(partial.decode_rows, 16u);
+  // Without subgroups: workgroup memory for the lanes, 32 int4 keys (5 words per block).
+  small.subgroups = false;
+  ASSERT_TRUE(webgpu_flash_variant(int4, small, &flash).ok());
+  ASSERT_TRUE(webgpu_decode_variant(int4, small, flash, &partial));
+  EXPECT_EQ(partial.decode, 3u);
   EXPECT_FALSE(partial.subgroups);
   EXPECT_NE(partial.key().find(":wgmem"), std::string::npos);
   EXPECT_EQ(partial.block_keys, kWebGpuDecodeMaxBlockKeys);
@@ -645,7 +693,8 @@ TEST(WebGpuPlan, QuantizedCachesBindWholeTensorsAndChooseTheDotPath) {
   EXPECT_NE(packed.find("return dot4I8Packed(a, b);"), std::string::npos);
   EXPECT_NE(packed.find("const KEY_QUANT_BITS: u32 = 4u;"), std::string::npos);
   EXPECT_NE(packed.find("fn key_at(i: u32) -> f32"), std::string::npos);
-  EXPECT_NE(packed.find("quant_level_int4(value[tb * 16u"), std::string::npos);
+  EXPECT_NE(packed.find("quant_level_int4(value_word(tb * 16u"), std::string::npos);
+  EXPECT_NE(packed.find("fn value_word(i: u32) -> u32 { return value[i]; }"), std::string::npos);  // u32 words
   EXPECT_NE(v.key().find(":dot4=packed:vec4=q"), std::string::npos);  // the dequantized query's workspace
   v.types.query_levels = true;
   EXPECT_NE(v.key().find(":q=i8:"), std::string::npos);

@@ -2,11 +2,13 @@
 // GPU (kv_quantize.wgsl) hold the bytes of the format (cpp/core/kv_cache_format.h, written out in
 // support/quantized.ts) bit for bit, and those of a CPU cache fed the same rows (the core's
 // quantizer), from float32 and float16 rows on the CPU and on the GPU;
-// decode (the quantized split-K kernel) and prefill (the flash kernels on the dequantized query)
-// with every variant, on both integer dot product paths (dot4I8Packed and unpacked) and both of the
-// decode kernel's lane reductions (subgroups with dot4I8Packed, workgroup memory unpacked), against the
-// float64 reference on the dequantized cache and the int8-quantized query; NaN/Inf appended;
-// values near the largest float (a split whose l·o overflows is recomputed from the cache).
+// decode (split-K: where the device has subgroups the streaming kernel,
+// attention_decode_stream_quantized.wgsl, else the tile kernel, attention_decode_quantized.wgsl,
+// whose lanes combine through workgroup memory) and prefill (the flash kernels on the dequantized
+// query) with every variant, each decode kernel on both integer dot product paths (dot4I8Packed and
+// unpacked), against the float64 reference on the dequantized cache and the int8-quantized query;
+// NaN/Inf appended; values near the largest float (a split whose l·o overflows is recomputed from
+// the cache).
 // The shared cache body on these dtypes: kv-cache-webgpu.test.ts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttention, fromFloat16, toFloat16, type Attention, type AttentionOptions, type GpuTensor, type KvCache, type Tensor, type TensorInput } from 'sdpa-web';
@@ -22,17 +24,27 @@ const KINDS: QuantKind[] = ['int8', 'int4'];
 
 let device: GPUDevice;
 let oracle: Attention;
+// Decode kernels: packed and streamUnpacked stream (where the device has subgroups) on the two
+// dot paths; unpacked and tilePacked run the tile kernel (no subgroups) on them.
 let packed: Attention;
 let unpacked: Attention;
+let streamUnpacked: Attention;
+let tilePacked: Attention;
+let hasSubgroups: boolean;
 beforeAll(async () => {
   device = await testDevice();
+  hasSubgroups = expectSubgroupsAsConfigured(device);
   oracle = await createAttention({ backend: 'scalar' });
   packed = await createAttention({ backend: 'webgpu', gpuDevice: device, gpu });
   unpacked = await createAttention({ backend: 'webgpu', gpuDevice: device, gpu, gpuLimits: { packedIntegerDotProduct: false, subgroups: false } });
+  streamUnpacked = await createAttention({ backend: 'webgpu', gpuDevice: device, gpu, gpuLimits: { packedIntegerDotProduct: false } });
+  tilePacked = await createAttention({ backend: 'webgpu', gpuDevice: device, gpu, gpuLimits: { subgroups: false } });
 });
 afterAll(() => {
   packed.dispose();
   unpacked.dispose();
+  streamUnpacked.dispose();
+  tilePacked.dispose();
   oracle.dispose();
   device.destroy();
 });
@@ -174,6 +186,17 @@ describe('appends quantize on the GPU bit for bit as the format', () => {
   });
 });
 
+/**
+ * Whether `attn` decoded on `kind` keys with the kernel its device and limits choose (the
+ * streaming kernel with subgroups, else the tile kernel with lanes in workgroup memory), on the
+ * dot path `dot4` ('packed' | 'unpack'), with `rows` rows a workgroup when given.
+ */
+function decodedWith(attn: Attention, kind: QuantKind, streaming: boolean, dot4: 'packed' | 'unpack', rows?: number): boolean {
+  const kernel = streaming ? 'decode-stream-quantized:' : 'decode-partial-quantized:';
+  return attn.webgpuInfo()!.pipelines.some((p) => p.startsWith(kernel) && p.includes(`:k=${kind === 'int8' ? 'i8' : 'i4'}:`) &&
+    p.includes(`:dot4=${dot4}`) && p.endsWith(streaming ? ':subgroups' : ':wgmem') && (rows === undefined || p.includes(`:rows${rows}:`)));
+}
+
 /** A cache of `kind` holding key [B, Hkv, L, E] and value [B, Hkv, L, Ev], and the dequantized tensors the oracle reads. */
 function filledCache(attn: Attention, kind: QuantKind, key: Tensor, value: Tensor, lengths?: number[]) {
   const [B, Hkv, L, E] = key.shape as [number, number, number, number];
@@ -216,9 +239,11 @@ describe('attention reads the quantized cache in place', () => {
       it(`${kind}, E = ${E}, Ev = ${Ev}: decode (split-K) on both dot paths, and prefill`, async () => {
         let seed = 100 + E;
         const key = randomTensor([B, Hkv, L, E], seed++, -2, 2), value = randomTensor([B, Hkv, L, Ev], seed++, -2, 2);
-        const runs: [Attention, number, typeof variants][] = [[packed, 1, decodeVariants], [packed, 3, byName(['causal'])], [unpacked, 1, unpackedVariants], [packed, 20, prefillVariants]];
-        for (const attn of [packed, unpacked]) {
-          const path = attn === packed ? 'dot4I8Packed' : 'unpacked';
+        const runs: [Attention, number, typeof variants][] = [[packed, 1, decodeVariants], [packed, 3, byName(['causal'])], [unpacked, 1, unpackedVariants],
+          [streamUnpacked, 1, unpackedVariants], [streamUnpacked, 3, byName(['causal'])], [tilePacked, 1, byName(['causal'])], [packed, 20, prefillVariants]];
+        const paths = new Map([[packed, 'dot4I8Packed'], [unpacked, 'unpacked, tile kernel'], [streamUnpacked, 'unpacked'], [tilePacked, 'dot4I8Packed, tile kernel']]);
+        for (const attn of [packed, unpacked, streamUnpacked, tilePacked]) {
+          const path = paths.get(attn)!;
           const filled = filledCache(attn, kind, key, value);
           for (const [runOn, Lq, list] of runs) {
             if (runOn !== attn) continue;
@@ -229,11 +254,11 @@ describe('attention reads the quantized cache in place', () => {
           }
           filled.cache.dispose();
         }
-        const info = packed.webgpuInfo()!;
-        // Under SDPA_WEBGPU_SUBGROUPS=0 the device has none: the packed path's lanes combine through workgroup memory.
-        const lanes = expectSubgroupsAsConfigured(device) ? ':subgroups' : ':wgmem';
-        expect(info.pipelines.some((p) => p.startsWith('decode-partial-quantized') && p.includes(`k=${kind === 'int8' ? 'i8' : 'i4'}`) && p.includes(':dot4=packed') && p.endsWith(lanes))).toBe(true);
-        expect(unpacked.webgpuInfo()!.pipelines.some((p) => p.startsWith('decode-partial-quantized') && p.includes(':dot4=unpack') && p.endsWith(':wgmem'))).toBe(true);
+        // Under SDPA_WEBGPU_SUBGROUPS=0 the device has none: every instance runs the tile kernel.
+        expect(decodedWith(packed, kind, hasSubgroups, 'packed')).toBe(true);
+        expect(decodedWith(streamUnpacked, kind, hasSubgroups, 'unpack')).toBe(true);
+        expect(decodedWith(unpacked, kind, false, 'unpack')).toBe(true);
+        expect(decodedWith(tilePacked, kind, false, 'packed')).toBe(true);
       });
     }
 
@@ -261,37 +286,41 @@ describe('attention reads the quantized cache in place', () => {
 
 describe('NaN and ±Inf appended to a quantized cache', () => {
   for (const kind of KINDS) {
-    it(`${kind}: a non-finite block reads NaN where it is seen, and nowhere else`, async () => {
+    it(`${kind}: a non-finite block reads NaN where it is seen, and nowhere else (streaming and tile kernels)`, async () => {
       const B = 1, H = 1, L = 260, E = 64;
       const key = randomTensor([B, H, L, E], 21, -1, 1), value = randomTensor([B, H, L, E], 22, -1, 1);
       key.data[100 * E + 5] = NaN;  // key 100, block 0
       value.data[200 * E + 40] = Infinity;  // value 200, block 1
-      const filled = filledCache(packed, kind, key, value);
-      const query = randomTensor([B, H, 1, E], 23, -1, 1);
-      const { cache } = filled;
-      // Key 100 seen: the row is NaN.
-      const all = await packed.scaledDotProductAttention(query, cache, {});
-      expect(Array.from(all.output.data).every(Number.isNaN)).toBe(true);
-      // Keys 150…259 seen: key 100 hidden; value 200's block 1 makes output dims 32…63 NaN, 0…31 are finite and right.
-      const late = await packed.scaledDotProductAttention(query, cache, { keyLengths: Int32Array.from([L]), window: { left: 109 }, isCausal: true });
-      const out = Array.from(late.output.data);
-      expect(out.slice(32).every(Number.isNaN)).toBe(true);
-      expect(out.slice(0, 32).every(Number.isFinite)).toBe(true);
-      // Keys 210…259: neither is seen, the output is finite and matches the reference.
-      await expectCacheMatches(packed, cache, query, filled.key, filled.value, { isCausal: true, window: { left: 49 } }, 'after the non-finite rows');
-      // A non-finite query block makes the row NaN.
-      const nanQuery = { data: query.data.slice(), shape: query.shape };
-      nanQuery.data[3] = -Infinity;
-      const got = await packed.scaledDotProductAttention(nanQuery, cache, { isCausal: true, window: { left: 49 } });
-      expect(Array.from(got.output.data).every(Number.isNaN)).toBe(true);
-      cache.dispose();
+      for (const attn of [packed, tilePacked]) {
+        const filled = filledCache(attn, kind, key, value);
+        const query = randomTensor([B, H, 1, E], 23, -1, 1);
+        const { cache } = filled;
+        // Key 100 seen: the row is NaN.
+        const all = await attn.scaledDotProductAttention(query, cache, {});
+        expect(Array.from(all.output.data).every(Number.isNaN)).toBe(true);
+        // Keys 150…259 seen: key 100 hidden; value 200's block 1 makes output dims 32…63 NaN, 0…31 are finite and right.
+        const late = await attn.scaledDotProductAttention(query, cache, { keyLengths: Int32Array.from([L]), window: { left: 109 }, isCausal: true });
+        const out = Array.from(late.output.data);
+        expect(out.slice(32).every(Number.isNaN)).toBe(true);
+        expect(out.slice(0, 32).every(Number.isFinite)).toBe(true);
+        // Keys 210…259: neither is seen, the output is finite and matches the reference.
+        await expectCacheMatches(attn, cache, query, filled.key, filled.value, { isCausal: true, window: { left: 49 } }, 'after the non-finite rows');
+        // A non-finite query block makes the row NaN.
+        const nanQuery = { data: query.data.slice(), shape: query.shape };
+        nanQuery.data[3] = -Infinity;
+        const got = await attn.scaledDotProductAttention(nanQuery, cache, { isCausal: true, window: { left: 49 } });
+        expect(Array.from(got.output.data).every(Number.isNaN)).toBe(true);
+        cache.dispose();
+      }
+      expect(decodedWith(packed, kind, hasSubgroups, 'packed')).toBe(true);
+      expect(decodedWith(tilePacked, kind, false, 'packed')).toBe(true);
     });
   }
 });
 
 describe('values near the largest float', () => {
   for (const kind of KINDS) {
-    it(`${kind}: a split whose l·o overflows is recomputed from the cache, on both lane reductions`, async () => {
+    it(`${kind}: a split whose l·o overflows is recomputed from the cache, on the streaming and tile kernels`, async () => {
       const B = 1, Hq = 4, Hkv = 2, L = 300, E = 32;
       const key = randomTensor([B, Hkv, L, E], 31, -0.5, 0.5), value = randomTensor([B, Hkv, L, E], 32, 2.9e38, 3.3e38);
       const query = randomTensor([B, Hq, 1, E], 33, -1, 1);
@@ -316,7 +345,23 @@ describe('the decode kernel on a GQA group larger than a workgroup', () => {
         await expectCacheMatches(attn, filled.cache, query, filled.key, filled.value, { enableGqa: true, isCausal: true }, `${kind} Hq 20 Lq ${Lq}`);
       }
       filled.cache.dispose();
-      expect(attn.webgpuInfo()!.pipelines.some((p) => p.startsWith('decode-partial-quantized') && p.includes(':rows16:'))).toBe(true);
+      expect(decodedWith(attn, kind, attn === packed && hasSubgroups, attn === packed ? 'packed' : 'unpack', 16)).toBe(true);
+    }
+  });
+});
+
+describe('the streaming decode kernel on odd head dims and Lq = 8', () => {
+  it('E = 13, Ev = 7 (partial blocks of 32), GQA 2, Lq = 1 and 8 (16 rows a workgroup), on both dot paths', async () => {
+    const B = 1, Hq = 2, Hkv = 1, L = 300, E = 13, Ev = 7;
+    const key = randomTensor([B, Hkv, L, E], 51, -2, 2), value = randomTensor([B, Hkv, L, Ev], 52, -2, 2);
+    for (const [attn, kind, dot4] of [[packed, 'int8', 'packed'], [streamUnpacked, 'int4', 'unpack']] as const) {
+      const filled = filledCache(attn, kind, key, value);
+      for (const Lq of [1, 8]) {
+        const query = randomTensor([B, Hq, Lq, E], 53 + Lq, -2, 2);
+        await expectCacheMatches(attn, filled.cache, query, filled.key, filled.value, { enableGqa: true, isCausal: true, window: { left: 150 } }, `${kind} E 13 Ev 7 Lq ${Lq}`);
+      }
+      filled.cache.dispose();
+      expect(decodedWith(attn, kind, hasSubgroups, dot4, 16)).toBe(true);
     }
   });
 });

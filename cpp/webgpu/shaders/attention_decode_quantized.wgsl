@@ -26,17 +26,11 @@
 //! include attention_common.wgsl.inc
 //! include attention_flash_common.wgsl.inc
 //! include attention_decode_workgroup.wgsl.inc
+//! include attention_decode_quantized.wgsl.inc
 //! include attention_decode_split.wgsl.inc
 
-const QBLOCKS: u32 = (E_PAD + 31u) / 32u;
-const QWORDS: u32 = QBLOCKS * 8u;
-const VALUE_BLOCKS: u32 = (EV_PAD + 31u) / 32u;
-const KEY_INT4: bool = KEY_QUANT_BITS == 4u;
-const VALUE_INT4: bool = VALUE_QUANT_BITS == 4u;
-// Words of one key's block of 32 levels (a tile of 4 keys holds 4 times as many, interleaved).
-const KEY_BLOCK_WORDS: u32 = select(8u, 4u, KEY_INT4);
-const VALUE_BLOCK_WORDS: u32 = select(8u, 4u, VALUE_INT4);
 const TILE_KEY_ALIGN: u32 = 4u;
+alias DecodeQuery = QuantizedQuery;
 
 // The tile's levels and block scales in the cache's order (the tile block of keys jj … jj + 3
 // and block c is (jj / 4)·blocks + c). A tile block of key levels takes K_TILE_BLOCK words, one
@@ -48,33 +42,6 @@ var<workgroup> k_scales: array<f32, BLOCK_KEYS * QBLOCKS>;
 var<workgroup> v_words: array<u32, BLOCK_KEYS * VALUE_BLOCKS * VALUE_BLOCK_WORDS>;
 var<workgroup> v_scales: array<f32, BLOCK_KEYS * VALUE_BLOCKS>;
 
-// The row's quantized query: levels (4 a word), block scales and, for int4 keys, block sums.
-struct QuantizedQuery {
-  words: array<u32, QWORDS>,
-  scales: array<f32, QBLOCKS>,
-  sums: array<i32, QBLOCKS>,
-  nan: bool,
-}
-alias DecodeQuery = QuantizedQuery;
-
-fn decode_query(row: QueryRow) -> DecodeQuery {
-  var q: QuantizedQuery;
-  let blocks = quant_blocks(p.E);
-  for (var c = 0u; c < blocks; c++) {
-    let block = row.out_row * blocks + c;
-    var sum = 0;
-    for (var w = 0u; w < 8u; w++) {
-      let word = query[block * 8u + w];
-      q.words[8u * c + w] = word;
-      sum += dot4_i8(word, 0x01010101u);
-    }
-    q.sums[c] = sum;
-    q.scales[c] = bitcast<f32>(query[p.nbh * p.rows * blocks * 8u + block]);
-    q.nan = q.nan || is_nan(q.scales[c]);
-  }
-  return q;
-}
-
 // Copies the tile blocks of keys [j0, last] rounded out to whole tiles of 4 (j0 is a multiple of
 // 4; the cache holds its rows rounded up to 4): levels, then scales. The keys past `last` there
 // are never scored, and their weights are hidden.
@@ -85,50 +52,19 @@ fn load_tiles(kv_local: u32, j0: i32, last: i32, t: u32) {
   let k_blocks = quant_blocks(p.E);
   let k_first = quant_tile_block(head, u32(j0), 0u, k_rows, k_blocks);
   for (var x = t; x < groups * k_blocks * 4u * KEY_BLOCK_WORDS; x += DECODE_INVOCATIONS) {
-    k_words[x / (4u * KEY_BLOCK_WORDS) * K_TILE_BLOCK + x % (4u * KEY_BLOCK_WORDS)] = key[k_first * 4u * KEY_BLOCK_WORDS + x];
+    k_words[x / (4u * KEY_BLOCK_WORDS) * K_TILE_BLOCK + x % (4u * KEY_BLOCK_WORDS)] = key_word(k_first * 4u * KEY_BLOCK_WORDS + x);
   }
   let k_scale_first = quant_scale_start(k_rows, k_blocks, 4u * KEY_BLOCK_WORDS) + 4u * k_first;
-  for (var x = t; x < groups * k_blocks * 4u; x += DECODE_INVOCATIONS) { k_scales[x] = bitcast<f32>(key[k_scale_first + x]); }
+  for (var x = t; x < groups * k_blocks * 4u; x += DECODE_INVOCATIONS) { k_scales[x] = bitcast<f32>(key_word(k_scale_first + x)); }
   let v_rows = quant_rows(p.value_stride, p.Ev);
   let v_blocks = quant_blocks(p.Ev);
   let v_first = quant_tile_block(head, u32(j0), 0u, v_rows, v_blocks);
   for (var x = t; x < groups * v_blocks * 4u * VALUE_BLOCK_WORDS; x += DECODE_INVOCATIONS) {
-    v_words[x] = value[v_first * 4u * VALUE_BLOCK_WORDS + x];
+    v_words[x] = value_word(v_first * 4u * VALUE_BLOCK_WORDS + x);
   }
   let v_scale_first = quant_scale_start(v_rows, v_blocks, 4u * VALUE_BLOCK_WORDS) + 4u * v_first;
-  for (var x = t; x < groups * v_blocks * 4u; x += DECODE_INVOCATIONS) { v_scales[x] = bitcast<f32>(value[v_scale_first + x]); }
+  for (var x = t; x < groups * v_blocks * 4u; x += DECODE_INVOCATIONS) { v_scales[x] = bitcast<f32>(value_word(v_scale_first + x)); }
 }
-
-// Σ level_q·level_k over word w of block c of a key (int4: 8 levels, low nibbles then high).
-fn key_word_dot(q: QuantizedQuery, c: u32, w: u32, word: u32) -> i32 {
-  if (KEY_INT4) {
-    return dot4_i8(word & 0x0f0f0f0fu, q.words[8u * c + 2u * w]) + dot4_i8((word >> 4u) & 0x0f0f0f0fu, q.words[8u * c + 2u * w + 1u]);
-  }
-  return dot4_i8(q.words[8u * c + w], word);
-}
-
-// Block c's part of q·k from the summed word dots and the key's block scale.
-fn block_qk(q: QuantizedQuery, c: u32, word_dots: i32, key_scale: f32) -> f32 {
-  let levels_dot = select(word_dots, word_dots - 8 * q.sums[c], KEY_INT4);
-  return (q.scales[c] * key_scale) * f32(levels_dot);
-}
-
-// Value elements 4·c4 … 4·c4 + 3 of a key's value block (word: the one holding them) dequantized.
-fn value_dequantized4(word: u32, c4: u32, scale: f32) -> vec4<f32> {
-  var levels: vec4<i32>;
-  if (VALUE_INT4) {
-    let shift = 4u * (c4 % 2u);
-    levels = vec4<i32>(i32(extractBits(word, shift, 4u)), i32(extractBits(word, shift + 8u, 4u)),
-                       i32(extractBits(word, shift + 16u, 4u)), i32(extractBits(word, shift + 24u, 4u))) - vec4<i32>(8);
-  } else {
-    let bytes = bitcast<i32>(word);
-    levels = vec4<i32>(extractBits(bytes, 0u, 8u), extractBits(bytes, 8u, 8u), extractBits(bytes, 16u, 8u), extractBits(bytes, 24u, 8u));
-  }
-  return select(vec4<f32>(levels) * scale, vec4<f32>(scale), is_nan(scale));
-}
-
-// The word of block c4 / 8 holding value elements 4·c4 … 4·c4 + 3.
-fn value_block_word(c4: u32) -> u32 { return select(c4 % 8u, (c4 % 8u) / 2u, VALUE_INT4); }
 
 fn tile_dot(q: DecodeQuery, jj: u32) -> TileDot {
   let blocks = quant_blocks(p.E);
@@ -148,44 +84,4 @@ fn tile_dot(q: DecodeQuery, jj: u32) -> TileDot {
 fn tile_value4(jj: u32, c4: u32) -> vec4<f32> {
   let tb = (jj / 4u) * quant_blocks(p.Ev) + c4 / 8u;
   return value_dequantized4(v_words[4u * (tb * VALUE_BLOCK_WORDS + value_block_word(c4)) + jj % 4u], c4, v_scales[4u * tb + jj % 4u]);
-}
-
-// The overflow path reads the cache in place (head: the cache's KV head).
-fn cache_dot(q: QuantizedQuery, head: u32, j: u32) -> TileDot {
-  let rows = quant_rows(p.key_stride, p.E);
-  let blocks = quant_blocks(p.E);
-  let scales = quant_scale_start(rows, blocks, 4u * KEY_BLOCK_WORDS);
-  var qk = 0.0;
-  var nan = q.nan;
-  for (var c = 0u; c < blocks; c++) {
-    let tb = quant_tile_block(head, j, c, rows, blocks);
-    var d = 0;
-    for (var w = 0u; w < KEY_BLOCK_WORDS; w++) { d += key_word_dot(q, c, w, key[4u * (tb * KEY_BLOCK_WORDS + w) + j % 4u]); }
-    let key_scale = bitcast<f32>(key[scales + 4u * tb + j % 4u]);
-    nan = nan || is_nan(key_scale);
-    qk += block_qk(q, c, d, key_scale);
-  }
-  return TileDot(qk, nan);
-}
-
-fn cache_value4(head: u32, j: u32, c4: u32) -> vec4<f32> {
-  if (4u * c4 >= p.Ev) { return vec4<f32>(0.0); }
-  let rows = quant_rows(p.value_stride, p.Ev);
-  let blocks = quant_blocks(p.Ev);
-  let tb = quant_tile_block(head, j, c4 / 8u, rows, blocks);
-  let scale = bitcast<f32>(value[quant_scale_start(rows, blocks, 4u * VALUE_BLOCK_WORDS) + 4u * tb + j % 4u]);
-  return value_dequantized4(value[4u * (tb * VALUE_BLOCK_WORDS + value_block_word(c4)) + j % 4u], c4, scale);
-}
-
-fn overflow_output4(row: QueryRow, q: DecodeQuery, m: f32, l: f32, c4: u32) -> vec4<f32> {
-  let head = row.kv + p.kv0;
-  var o = vec4<f32>(0.0);
-  for (var j = u32(row.first); i32(j) <= row.last; j++) {
-    if (!key_visible(row, j)) { continue; }
-    let qk_dot = cache_dot(q, head, j);
-    let scored = scaled_masked_score(select(qk_dot.qk, 0.0, qk_dot.nan), row.mask_row + j * p.mask_sk, alibi_bias(row.b, row.h, row.i, j));
-    if (scored.hidden) { continue; }
-    o += (exp(scored.s - m) / l) * cache_value4(head, j, c4);
-  }
-  return o;
 }

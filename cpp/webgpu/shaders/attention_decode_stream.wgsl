@@ -28,23 +28,13 @@
 //! include attention_common.wgsl.inc
 //! include attention_flash_common.wgsl.inc
 //! include attention_decode_workgroup.wgsl.inc
+//! include attention_decode_stream_common.wgsl.inc
 
-const DECODE_STRIDE: u32 = 5u + EV_PAD;
 const LANE_Q: u32 = E4 / KEY_LANES;   // query/key vec4 columns a lane holds
 const LANE_V: u32 = EV4 / KEY_LANES;  // value/output vec4 columns a lane holds
-const ROW_VEC4S: u32 = (DECODE_ROWS + 3u) / 4u;
 
-// Each group's per-row state (max, denominator, visible count, last key), NaN flag and output
-// columns, for the combine after the key loop.
-var<workgroup> group_state: array<vec4<f32>, GROUPS * DECODE_ROWS>;
-var<workgroup> group_nan: array<u32, GROUPS * DECODE_ROWS>;
-var<workgroup> group_acc: array<vec4<f32>, GROUPS * DECODE_ROWS * EV4>;
-
-// The group's lanes' parts summed; every lane gets the same bits (a + b = b + a exactly).
-fn group_sum(part: vec4<f32>) -> vec4<f32> {
-  var r = part;
-  for (var mask = 1u; mask < KEY_LANES; mask <<= 1u) { r += shuffle_xor(r, mask); }
-  return r;
+fn recompute_output4(row: QueryRow, m: f32, l: f32, c4: u32) -> vec4<f32> {
+  return normalized_output4(row, query_vec4s(row), m, l, c4);
 }
 
 @compute @workgroup_size(DECODE_INVOCATIONS)
@@ -121,54 +111,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     }
   }
 
-  // The groups' states, then each (row, output vec4) combined over the groups in group order.
   for (var r = 0u; r < DECODE_ROWS; r++) {
-    if (lane == 0u) {
-      group_state[g * DECODE_ROWS + r] = vec4<f32>(m[r], l[r], f32(count[r]), f32(last_key[r]));
-      group_nan[g * DECODE_ROWS + r] = u32(nan_row[r]);
-    }
-    for (var c = 0u; c < LANE_V; c++) { group_acc[(g * DECODE_ROWS + r) * EV4 + lane + c * KEY_LANES] = acc[r][c]; }
+    store_group_state(g, r, lane, m[r], l[r], count[r], last_key[r], nan_row[r]);
+    for (var c = 0u; c < LANE_V; c++) { store_group_columns(g, r, lane + c * KEY_LANES, acc[r][c]); }
   }
-  workgroupBarrier();
-  for (var x = t; x < DECODE_ROWS * EV4; x += DECODE_INVOCATIONS) {
-    let r = x / EV4;
-    let c4 = x % EV4;
-    let row = rows[r];
-    if (!row.in_range) { continue; }
-    var row_m = 0.0;
-    var row_count = 0.0;
-    var row_last = 0.0;
-    var row_nan = false;
-    for (var gg = 0u; gg < GROUPS; gg++) {
-      let s = group_state[gg * DECODE_ROWS + r];
-      row_nan = row_nan || group_nan[gg * DECODE_ROWS + r] != 0u;
-      if (s.z > 0.0) {
-        row_m = select(s.x, max(row_m, s.x), row_count > 0.0);
-        row_count += s.z;
-        row_last = max(row_last, s.w);
-      }
-    }
-    var row_l = 0.0;
-    var row_acc = vec4<f32>(0.0);
-    for (var gg = 0u; gg < GROUPS; gg++) {
-      let s = group_state[gg * DECODE_ROWS + r];
-      if (s.z > 0.0) {
-        let scale = exp(s.x - row_m);
-        row_l += s.y * scale;
-        row_acc += group_acc[(gg * DECODE_ROWS + r) * EV4 + c4] * scale;
-      }
-    }
-    // row_acc holds l·o_s; where it overflowed, o_s is recomputed with normalized weights.
-    var o = row_acc * select(0.0, 1.0 / row_l, row_count > 0.0);
-    if (!all_finite4(row_acc) && row_count > 1.0 && !row_nan) { o = normalized_output4(row, query_vec4s(row), row_m, row_l, c4); }
-    let base = (row.out_row * p.splits + work.split) * DECODE_STRIDE;
-    for (var d = 0u; d < 4u; d++) { stats[base + 5u + 4u * c4 + d] = o[d]; }
-    if (c4 == 0u) {
-      stats[base] = row_m;
-      stats[base + 1u] = row_l;
-      stats[base + 2u] = row_count;
-      stats[base + 3u] = row_last;
-      stats[base + 4u] = select(0.0, 1.0, row_nan);
-    }
-  }
+  write_split_records(work, rows, t);
 }
