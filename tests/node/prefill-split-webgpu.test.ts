@@ -61,7 +61,7 @@ describe('the prefill key split', () => {
   it('every variant matches the float64 reference on both flash kernels, through the merge', async () => {
     // 32 KiB: the tiled kernel's 64-key tile at E ≤ 32 (16 rows); 8 KiB: 32-key tiles; 2 KiB: the
     // per-row kernel everywhere, in tiles of 1 to 16 keys (many splits).
-    for (const caps of [{}, { maxComputeWorkgroupStorageSize: 8192 }, { maxComputeWorkgroupStorageSize: 2048 }]) {
+    for (const caps of [{}, { maxComputeWorkgroupStorageSize: 8192 }, { maxComputeWorkgroupStorageSize: 2048 }] as Record<string, number>[]) {
       const attn = await instance(caps);
       let seed = 1;
       for (const [label, qs, ks, vs, options] of CASES) {
@@ -147,7 +147,7 @@ describe('the prefill key split', () => {
     const q = randomTensor([1, 2, 40, 16], 50), k = randomTensor([1, 2, 300, 16], 51), v = randomTensor([1, 2, 300, 16], 52);
     const toGpu = (t: Tensor): GpuTensor => {
       const buffer = device.createBuffer({ size: t.data.byteLength, usage: STORAGE | COPY_DST });
-      device.queue.writeBuffer(buffer, 0, t.data);
+      device.queue.writeBuffer(buffer, 0, t.data as Float32Array<ArrayBuffer>);
       return { buffer, shape: t.shape };
     };
     const inputs = [toGpu(q), toGpu(k), toGpu(v)] as const;
