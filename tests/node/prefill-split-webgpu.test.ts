@@ -2,7 +2,7 @@
 // small and the keys long, the flash kernels take one split of the keys per workgroup and write
 // partial records that attention_decode_merge.wgsl combines. gpuLimits.prefillSplitKeys lowers
 // the fewest keys a split holds (512) so that these small calls split too (into 2 to 19 splits of
-// 16- to 64-key tiles). Every case runs the tiled kernel (E ≤ 128) or the per-row kernel (E > 128,
+// 1- to 64-key tiles). Every case runs the tiled kernel (E ≤ 128) or the per-row kernel (E > 128,
 // or a 64-invocation cap) in split mode, checked against the float64 reference: masks (bool,
 // additive, broadcast), causal alignments and offsets (rows and whole splits that see nothing),
 // windows, softcap, ALiBi, sinks, documents, key lengths, GQA, log-sum-exp, NaN rows, Inf values
@@ -58,22 +58,23 @@ const CASES: Case[] = [
 ];
 
 describe('the prefill key split', () => {
-  it('every variant matches the float64 reference on both flash kernels, through the merge', async () => {
-    // 32 KiB: the tiled kernel's 64-key tile at E ≤ 32 (16 rows); 8 KiB: 32-key tiles; 2 KiB: the
-    // per-row kernel everywhere, in tiles of 1 to 16 keys (many splits).
-    for (const caps of [{}, { maxComputeWorkgroupStorageSize: 8192 }, { maxComputeWorkgroupStorageSize: 2048 }] as Record<string, number>[]) {
-      const attn = await instance(caps);
-      let seed = 1;
-      for (const [label, qs, ks, vs, options] of CASES) {
-        const q = randomTensor(qs, seed++), k = randomTensor(ks, seed++), v = randomTensor(vs, seed++);
-        expectResultMatchesReference(await attn.scaledDotProductAttention(q, k, v, options), oracle, q, k, v, options, FACTOR, `${label} ${JSON.stringify(caps)}`);
-      }
-      const { split, merge } = splitKernels(attn);
-      expect(merge).toBe(true);
-      expect(split.some((key) => key.startsWith('flash-tiled:'))).toBe(caps.maxComputeWorkgroupStorageSize !== 2048);
-      expect(split.some((key) => key.startsWith('flash:'))).toBe(true);
-      attn.dispose();
+  it.each([
+    // 32 KiB: the tiled kernel, 64-key tiles at E ≤ 32 (16 rows), 5 splits of 300 keys; E = 160 the per-row kernel.
+    ['the tiled kernel', {}, CASES],
+    // 2 KiB: the per-row kernel everywhere, in tiles of 1 to 16 keys (up to 19 splits).
+    ['the per-row kernel', { maxComputeWorkgroupStorageSize: 2048 }, CASES.filter((_, i) => [1, 3, 4, 5, 8, 9, 10, 11].includes(i))],
+  ] as [string, Record<string, number>, Case[]][])('every variant on %s matches the float64 reference, through the merge', async (_, caps, cases) => {
+    const attn = await instance(caps);
+    let seed = 1;
+    for (const [label, qs, ks, vs, options] of cases) {
+      const q = randomTensor(qs, seed++), k = randomTensor(ks, seed++), v = randomTensor(vs, seed++);
+      expectResultMatchesReference(await attn.scaledDotProductAttention(q, k, v, options), oracle, q, k, v, options, FACTOR, label);
     }
+    const { split, merge } = splitKernels(attn);
+    expect(merge).toBe(true);
+    expect(split.some((key) => key.startsWith('flash-tiled:'))).toBe(caps.maxComputeWorkgroupStorageSize === undefined);
+    expect(split.some((key) => key.startsWith('flash:'))).toBe(true);
+    attn.dispose();
   });
 
   it('the default (512 keys a split) keeps these calls in one pass; weights, scores and decode-sized calls never split', async () => {
