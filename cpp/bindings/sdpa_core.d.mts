@@ -163,6 +163,7 @@ export interface WebGpuAttention {
       packedIntegerDotProduct: boolean;
       subgroups: boolean;
       subgroupMinSize: number;
+      prefillSplitKeys: number;
     };
     pipelines: string[];
     jobsInFlight: number;

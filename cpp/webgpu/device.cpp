@@ -144,6 +144,7 @@ WebGpuAttention::WebGpuAttention(val device, val caps)
   // The JS side sets it where navigator.gpu.wgslLanguageFeatures has packed_4x8_integer_dot_product
   // (and gpuLimits does not turn it off).
   limits_.packed_dot = !caps.isUndefined() && !caps.isNull() && caps["packedIntegerDotProduct"].isTrue();
+  limits_.min_split_keys = static_cast<uint32_t>(limit(val::object(), caps, "prefillSplitKeys", limits_.min_split_keys));
 
   auto make_layout = [&](std::initializer_list<const char*> types, val* bgl, val* layout) {
     val entries = val::array();
@@ -522,6 +523,10 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
   const bool quantized = webgpu_quantized(plan.key_type);
   FlashVariant partial;
   if (splits && !webgpu_decode_variant(plan, limits_, flash, &partial)) splits = 0;
+  // Otherwise the flash kernels, their keys split where the plan says (webgpu_flash_key_splits):
+  // partial records, then the same merge as flash-decoding.
+  if (!splits) flash = webgpu_flash_key_splits(plan, limits_, flash);
+  const bool key_split = flash.key_splits > 1;
   val flash_pipeline = val::undefined(), partial_pipeline = val::undefined(), merge_pipeline = val::undefined();
   if (splits) {
     const char* partial_text = partial.decode == 5   ? kAttentionDecodeStreamQuantizedWgsl
@@ -529,13 +534,17 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
                                : quantized           ? kAttentionDecodeQuantizedWgsl
                                                      : kAttentionDecodePartialWgsl;
     partial_pipeline = pipeline(partial.key(), partial.wgsl_constants() + partial_text, Layout::kFlash, job);
+  } else {
+    flash_pipeline = pipeline(flash.key(), flash.wgsl_constants() + (flash.tiled ? kAttentionFlashTiledWgsl : kAttentionFlashWgsl), Layout::kFlash, job);
+  }
+  if (splits || key_split) {
     FlashVariant merge = flash;
     merge.tiled = false;
     merge.decode = 2;
+    merge.key_splits = 1;
+    merge.split_keys = 0;
     merge.types.query_levels = quantized;
     merge_pipeline = pipeline(merge.key(), merge.wgsl_constants() + kAttentionDecodeMergeWgsl, Layout::kFlash, job);
-  } else {
-    flash_pipeline = pipeline(flash.key(), flash.wgsl_constants() + (flash.tiled ? kAttentionFlashTiledWgsl : kAttentionFlashWgsl), Layout::kFlash, job);
   }
   val weights_pipeline = val::undefined();
   if (plan.return_weights) {
@@ -656,6 +665,10 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       u[kUfQueryBase] = q_base;
       u[kUfKeyBase] = k_base;
       u[kUfValueBase] = v_base;
+      if (key_split) {
+        u[kUfSplits] = flash.key_splits;
+        u[kUfSplitKeys] = flash.split_keys;
+      }
       encode_dispatch(device_, pass, pipeline, bgl, upload(job, u.data(), sizeof(u), kUniform), buffers, part);
     };
     if (splits) {
@@ -672,9 +685,18 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
         dispatch(merge_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(partials), whole(variants), whole(lse_buffer)});
       }
     } else {
+      // With a key split the flash kernel writes partial records (one per row and split) into
+      // the stats binding, and the merge the output.
+      const uint64_t rows = static_cast<uint64_t>(c.query_rows());
+      if (key_split) stats = buffer(job, rows * flash.key_splits * record_bytes, kStorage);
       const FlashGrid flash_grid = flash.grid(c.rows, c.nbh);
       for (const GridPart& part : split_grid(flash_grid.x, flash_grid.y, limits_.max_workgroups_per_dim)) {
         dispatch(flash_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(stats), whole(variants), whole(lse_buffer)});
+      }
+      if (key_split) {
+        for (const GridPart& part : split_grid(rows, 1, limits_.max_workgroups_per_dim)) {
+          dispatch(merge_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(stats), whole(variants), whole(lse_buffer)});
+        }
       }
     }
     const uint64_t key_tiles = (static_cast<uint64_t>(plan.Lk) + kWebGpuWeightsKeys - 1) / kWebGpuWeightsKeys;
@@ -1026,6 +1048,7 @@ val WebGpuAttention::info() const {
   limits.set("packedIntegerDotProduct", limits_.packed_dot);
   limits.set("subgroups", limits_.subgroups);
   limits.set("subgroupMinSize", limits_.subgroup_min_size);
+  limits.set("prefillSplitKeys", limits_.min_split_keys);
   val out = val::object();
   out.set("limits", limits);
   out.set("pipelines", val::global("Array").call<val>("from", pipelines_.call<val>("keys")));

@@ -360,7 +360,7 @@ std::string FlashVariant::key() const {
   return std::string(tiled ? "flash-tiled" : kNames[decode]) + ":e" + std::to_string(e_pad) + ":ev" + std::to_string(ev_pad) + ":bk" +
          std::to_string(block_keys) + (decode == 0 ? ":rows" + std::to_string(rows) : "") + ":mask=" + mask_name(mask) + ":causal=" + (causal ? "1" : "0") +
          ":stats=" + (write_stats ? "1" : "0") + variants.key() + types.key() + (write_lse ? ":lse=1" : "") +
-         (decode == 0 && heaviest_first ? ":heaviest-first" : "") + (trace_row == kNoTrace ? "" : ":trace=" + std::to_string(trace_row)) +
+         (decode == 0 && heaviest_first ? ":heaviest-first" : "") + (decode == 0 && key_splits > 1 ? ":split" : "") + (trace_row == kNoTrace ? "" : ":trace=" + std::to_string(trace_row)) +
          (decode_partial(decode) ? ":rows" + std::to_string(decode_rows) + ":lanes" + std::to_string(decode_lanes) +
                                        (decode_stream(decode) ? ":groups" + std::to_string(decode_groups) : "") +
                                        (subgroups ? ":subgroups" : ":wgmem")
@@ -369,7 +369,7 @@ std::string FlashVariant::key() const {
 
 FlashGrid FlashVariant::grid(int64_t query_rows, int64_t heads) const {
   const uint64_t tiles = row_tiles(query_rows);
-  const uint64_t head_count = static_cast<uint64_t>(heads);
+  const uint64_t head_count = static_cast<uint64_t>(heads) * std::max<uint32_t>(key_splits, 1);
   if (heaviest_first) return FlashGrid{head_count, tiles};
   return FlashGrid{tiles, head_count};
 }
@@ -397,7 +397,7 @@ std::string FlashVariant::wgsl_constants() const {
   // not theirs, so they share one text (and key) whatever those are.
   const bool flash = decode == 0;
   return (subgroups ? "enable subgroups;\n" : "") + types.wgsl_declarations() + u32_const("ROWS", flash ? rows : kWebGpuFlashRows) +
-         bool_const("HEAVIEST_FIRST", flash && heaviest_first) + (tiled ? u32_const("LANES", kWebGpuTiledLanes) : "") +
+         bool_const("HEAVIEST_FIRST", flash && heaviest_first) + bool_const("SPLIT", flash && key_splits > 1) + (tiled ? u32_const("LANES", kWebGpuTiledLanes) : "") +
          u32_const("E_PAD", e_pad) + u32_const("EV_PAD", ev_pad) + u32_const("BLOCK_KEYS", block_keys) +
          u32_const("MASK_KIND", mask_code(mask)) + bool_const("CAUSAL", causal) +
          bool_const("WRITE_STATS", write_stats) + bool_const("WRITE_LSE", write_lse) + variants.wgsl_constants() + u32_const("TRACE_ROW", trace_row) +
@@ -453,6 +453,32 @@ uint32_t webgpu_tile_for_grid(int64_t length, int64_t heads, uint32_t largest, u
 
 uint32_t webgpu_flash_rows(const AttentionPlan& plan) {
   return webgpu_tile_for_grid(plan.Lq, plan.B * plan.Hq, kWebGpuFlashRows, kWebGpuTiledMinRows);
+}
+
+FlashVariant webgpu_flash_key_splits(const AttentionPlan& plan, const WebGpuLimits& limits, const FlashVariant& flash) {
+  FlashVariant v = flash;
+  v.key_splits = 1;
+  v.split_keys = 0;
+  if (flash.decode != 0 || flash.trace_row != FlashVariant::kNoTrace || flash.write_stats) return v;
+  if (plan.return_weights || plan.return_scores != ScoreStage::kNone || plan.Lq <= kWebGpuDecodeMaxRows) return v;
+  const uint64_t workgroups = static_cast<uint64_t>(plan.B * plan.Hq) * flash.row_tiles(plan.Lq);
+  if (workgroups == 0 || workgroups >= kWebGpuTargetWorkgroups) return v;
+  const uint64_t most = static_cast<uint64_t>(plan.Lk) / std::max<uint32_t>(limits.min_split_keys, 1);
+  uint64_t splits = 1;
+  while (2 * splits <= most && workgroups * splits < kWebGpuTargetWorkgroups) splits *= 2;
+  std::vector<WebGpuChunk> chunks;
+  if (splits < 2 || !plan_webgpu_chunks(plan, limits, &chunks).ok()) return v;
+  uint64_t chunk_rows = 0;
+  for (const WebGpuChunk& c : chunks) chunk_rows = std::max<uint64_t>(chunk_rows, static_cast<uint64_t>(c.query_rows()));
+  const uint64_t record_bytes = 4ull * (kWebGpuDecodeRecordHeader + flash.ev_pad);
+  while (splits >= 2 && chunk_rows * splits * record_bytes > limits.max_storage_binding_bytes) splits /= 2;
+  if (splits < 2) return v;
+  const uint64_t lk = static_cast<uint64_t>(plan.Lk);
+  const uint64_t keys = ((lk + splits - 1) / splits + flash.block_keys - 1) / flash.block_keys * flash.block_keys;
+  if ((lk + keys - 1) / keys < 2) return v;
+  v.split_keys = static_cast<uint32_t>(keys);
+  v.key_splits = static_cast<uint32_t>((lk + keys - 1) / keys);
+  return v;
 }
 
 Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limits,

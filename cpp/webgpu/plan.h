@@ -35,6 +35,9 @@ struct WebGpuLimits {
   uint32_t subgroup_min_size = 4;                     // adapterInfo.subgroupMinSize (4: the spec's least)
   // WGSL has the packed_4x8_integer_dot_product language feature (dot4I8Packed; and the caller allows it)
   bool packed_dot = false;
+  // The fewest keys a prefill key split holds (webgpu_flash_key_splits; gpuLimits.prefillSplitKeys
+  // lowers it, e.g. to split the small calls of the tests).
+  uint32_t min_split_keys = 512;
 };
 
 // Keys or values of an int8/int4 KV cache (core/kv_cache_format.h), read in place by the kernels.
@@ -235,13 +238,17 @@ struct FlashVariant {
   // stats binding (traceOnlineSoftmax), or kNoTrace.
   static constexpr uint32_t kNoTrace = 0xffffffffu;
   uint32_t trace_row = kNoTrace;
+  // Prefill split over the keys (webgpu_flash_key_splits; flash kernels only): with key_splits > 1
+  // each workgroup takes one split of split_keys keys (a multiple of block_keys) of its row tile's
+  // keys and writes the rows' partial records, which attention_decode_merge.wgsl combines.
+  uint32_t key_splits = 1, split_keys = 0;
   // Floats of the trace: trace_stride() per key tile, trace_floats(Lk) for a call over Lk keys.
   uint32_t trace_stride() const;
   uint64_t trace_floats(int64_t Lk) const;
   // The pipeline-cache key, e.g.
   // "flash-tiled:e64:ev32:bk32:mask=bool:causal=1:stats=0:ranges=0:alibi=0:sinks=0:docs=0"
   // (then the element types' key when a tensor is float16, ":lse=1" when it writes the
-  // log-sum-exp, and ":trace=<row>" for a trace).
+  // log-sum-exp, ":heaviest-first", ":split" for a key split, and ":trace=<row>" for a trace).
   std::string key() const;
   // What the glue puts before the kernel: the element types' declarations, the variant's and
   // the tile constants.
@@ -254,7 +261,8 @@ struct FlashVariant {
   // on y; with heaviest_first, heads on x and the row tiles on y, last tile first (flash_workgroup
   // in attention_flash_common.wgsl.inc maps a workgroup back). GPUs start workgroups in x-fastest
   // order, so then every head's heaviest tile starts before any head's next one: the order holds
-  // across heads, not only within each.
+  // across heads, not only within each. With key splits the head axis holds heads × splits
+  // (head·key_splits + split), so the order holds over every split too.
   FlashGrid grid(int64_t query_rows, int64_t heads) const;
 };
 
@@ -276,6 +284,25 @@ uint32_t webgpu_pad_head_dim(int64_t d);
 // does not fit the workgroup storage.
 Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limits,
                             FlashVariant* variant, const WebGpuInputOffsets& offsets = {});
+// The prefill key split: with few heads and query rows, the flash grid leaves a large GPU idle
+// while each workgroup walks every key tile its rows see one after another (one head of 4096
+// rows: 256 workgroups of 16 rows, each a chain of 64 key tiles). Cutting the keys into S splits
+// multiplies the workgroups by S and divides the chains by S; each (row, split) writes a partial
+// record (max, denominator, visible count, last key, NaN flag, normalized output, as the
+// flash-decoding partials) and attention_decode_merge.wgsl combines a row's records in split
+// order. Chosen (the flash variant returned with key_splits > 1, split_keys set) when:
+// - the flash kernels write only the output and log-sum-exp (no weights, scores or trace), and
+//   the call is not one flash-decoding takes (Lq > kWebGpuDecodeMaxRows);
+// - the flash grid, B·Hq·⌈Lq / rows⌉ workgroups at the rows webgpu_flash_rows chose (the fewest
+//   it takes whenever the grid stays small), is below kWebGpuTargetWorkgroups;
+// - the keys fill at least two splits of limits.min_split_keys (512: eight 64-key tiles, so a
+//   split's fixed costs, its query load, record and merge share, stay small beside its key loop).
+// S is the smallest power of two with which the grid reaches kWebGpuTargetWorkgroups, at most
+// Lk / min_split_keys, halved while one chunk's records exceed maxStorageBufferBindingSize; the
+// keys per split are ⌈Lk / S⌉ rounded up to the key tile (documents' per-tile ids stay whole), S
+// then ⌈Lk / split_keys⌉. It depends on the plan and the limits only: every run gives the same
+// bits. 1×4096×64 (16 rows, 256 workgroups): S = 2 of 2048 keys; 32×2048×64: no split.
+FlashVariant webgpu_flash_key_splits(const AttentionPlan& plan, const WebGpuLimits& limits, const FlashVariant& flash);
 // The partial kernel of flash-decoding for `plan` (whose flash variant is `flash`) under
 // `limits` (decode 3, reading the query as int8 levels, on a quantized cache), or false when its smallest key tile does not fit the workgroup storage (the flash
 // kernels run then). Rows per workgroup: the rows that read one KV head (heads per KV head ×

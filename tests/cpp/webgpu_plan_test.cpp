@@ -228,6 +228,94 @@ TEST(WebGpuPlan, HeaviestRowTilesFirstWhereTheLastKeyGrowsWithTheRow) {
   }
 }
 
+// The prefill key split (webgpu_flash_key_splits): only where the flash grid stays below the
+// target at the fewest rows and the keys fill two splits of min_split_keys; S the smallest power
+// of two that reaches the target, lowered until a chunk's records fit one binding.
+TEST(WebGpuPlan, PrefillSplitsTheKeysOfSmallGridsOverLongKeys) {
+  WebGpuLimits h100;  // an H100 through dawn: 48 KiB of workgroup memory
+  h100.max_workgroup_storage_bytes = 49152;
+  auto split = [&](int64_t heads, int64_t Lq, int64_t Lk, int64_t E, CausalAlignment causal, const WebGpuLimits& limits,
+                   bool weights = false) {
+    const AttentionPlan p = make_plan({heads, Lq, E}, {heads, Lk, E}, {heads, Lk, E}, MaskKind::kNone, {}, weights, false, causal);
+    FlashVariant flash;
+    EXPECT_TRUE(webgpu_flash_variant(p, limits, &flash).ok());
+    const FlashVariant v = webgpu_flash_key_splits(p, limits, flash);
+    if (v.key_splits > 1) {
+      // Every key in one split, each split at least min_split_keys keys and whole key tiles.
+      EXPECT_EQ(v.split_keys % v.block_keys, 0u);
+      EXPECT_GE(v.split_keys, limits.min_split_keys);
+      EXPECT_GE(uint64_t{v.key_splits} * v.split_keys, static_cast<uint64_t>(Lk));
+      EXPECT_LT(uint64_t{v.key_splits - 1} * v.split_keys, static_cast<uint64_t>(Lk));
+    }
+    return v;
+  };
+  for (CausalAlignment causal : {CausalAlignment::kNone, CausalAlignment::kTopLeft}) {
+    // 32 heads of 2048 rows fill the grid: no split.
+    const FlashVariant full = split(32, 2048, 2048, 64, causal, h100);
+    EXPECT_EQ(full.key_splits, 1u);
+    EXPECT_EQ(full.key().find(":split"), std::string::npos);
+    EXPECT_NE(full.wgsl_constants().find("const SPLIT: bool = false;"), std::string::npos);
+    // One head of 4096: 256 workgroups of 16 rows, two splits of 2048 keys reach 512.
+    const FlashVariant one = split(1, 4096, 4096, 64, causal, h100);
+    EXPECT_TRUE(one.tiled);
+    EXPECT_EQ(one.rows, 16u);
+    EXPECT_EQ(one.key_splits, 2u);
+    EXPECT_EQ(one.split_keys, 2048u);
+    EXPECT_NE(one.key().find(":split"), std::string::npos);
+    EXPECT_NE(one.wgsl_constants().find("const SPLIT: bool = true;"), std::string::npos);
+    // The head axis holds head·splits + split; tile-major (heaviest first) under causal.
+    const FlashGrid g = one.grid(4096, 1);
+    EXPECT_EQ(causal == CausalAlignment::kNone ? g.x : g.y, 256u);
+    EXPECT_EQ(causal == CausalAlignment::kNone ? g.y : g.x, 2u);
+    // The same bits on every call: a pure function of the plan and the limits.
+    const FlashVariant again = split(1, 4096, 4096, 64, causal, h100);
+    EXPECT_EQ(again.key(), one.key());
+    EXPECT_EQ(again.split_keys, one.split_keys);
+  }
+  // Fewer rows: more splits, at most Lk / min_split_keys of them.
+  EXPECT_EQ(split(1, 1024, 4096, 64, CausalAlignment::kNone, h100).key_splits, 8u);
+  EXPECT_EQ(split(1, 64, 4096, 64, CausalAlignment::kNone, h100).key_splits, 8u);
+  EXPECT_EQ(split(1, 4096, 1024, 64, CausalAlignment::kNone, h100).key_splits, 2u);
+  EXPECT_EQ(split(1, 4096, 1023, 64, CausalAlignment::kNone, h100).key_splits, 1u);
+  // The per-row kernel (E = 160) keeps 64 rows: 64 workgroups, 8 splits of 22 tiles of 24 keys.
+  const FlashVariant wide = split(1, 4096, 4096, 160, CausalAlignment::kNone, h100);
+  EXPECT_FALSE(wide.tiled);
+  EXPECT_EQ(wide.block_keys, 24u);
+  EXPECT_EQ(wide.key_splits, 8u);
+  EXPECT_EQ(wide.split_keys, 528u);
+  // Weights (their pass reads the flash kernel's statistics) and decode-sized calls keep one pass.
+  EXPECT_EQ(split(1, 4096, 4096, 64, CausalAlignment::kNone, h100, true).key_splits, 1u);
+  EXPECT_EQ(split(1, 8, 4096, 64, CausalAlignment::kNone, h100).key_splits, 1u);
+  EXPECT_EQ(split(1, 9, 4096, 64, CausalAlignment::kNone, h100).key_splits, 8u);
+  // A trace follows the one-pass kernel's tiles.
+  {
+    const AttentionPlan p = make_plan({1, 4096, 64}, {1, 4096, 64}, {1, 4096, 64});
+    FlashVariant flash;
+    ASSERT_TRUE(webgpu_flash_variant(p, h100, &flash).ok());
+    flash.trace_row = 3;
+    EXPECT_EQ(webgpu_flash_key_splits(p, h100, flash).key_splits, 1u);
+  }
+  // Records past the binding limit: fewer splits (8 × 1024 rows × 276 bytes > 2 MiB ≥ 4 × …).
+  WebGpuLimits small_binding = h100;
+  small_binding.max_storage_binding_bytes = 2u << 20;
+  EXPECT_EQ(split(1, 1024, 4096, 64, CausalAlignment::kNone, small_binding).key_splits, 4u);
+  small_binding.max_storage_binding_bytes = 1u << 20;
+  EXPECT_EQ(split(1, 4096, 2048, 64, CausalAlignment::kNone, small_binding).key_splits, 1u);
+  // A lower min_split_keys (gpuLimits.prefillSplitKeys) splits small calls; splits stay whole tiles.
+  WebGpuLimits tests;
+  tests.min_split_keys = 16;
+  const FlashVariant small = split(1, 32, 100, 16, CausalAlignment::kNone, tests);
+  EXPECT_EQ(small.block_keys, 64u);
+  EXPECT_EQ(small.key_splits, 2u);
+  EXPECT_EQ(small.split_keys, 64u);
+  // The merge built from a split variant is the decode merge, whatever the split.
+  FlashVariant merge = small;
+  merge.tiled = false;
+  merge.decode = 2;
+  EXPECT_EQ(merge.key().find(":split"), std::string::npos);
+  EXPECT_NE(merge.wgsl_constants().find("const SPLIT: bool = false;"), std::string::npos);
+}
+
 // Every (head, row) is covered exactly once, every chunk fits, and each chunk's kv/mask ranges hold
 // what its rows read.
 void expect_valid_chunks(const AttentionPlan& p, const WebGpuLimits& limits, const std::vector<WebGpuChunk>& chunks) {

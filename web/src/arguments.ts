@@ -67,6 +67,7 @@ export const CREATE_ATTENTION_OPTION_NAMES = optionNames<CreateAttentionOptions>
 export const GPU_LIMIT_NAMES = optionNames<GpuLimitCaps>()([
   'maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupsPerDimension',
   'maxComputeWorkgroupStorageSize', 'maxComputeInvocationsPerWorkgroup', 'shaderF16', 'subgroups', 'packedIntegerDotProduct',
+  'prefillSplitKeys',
 ]);
 export const KV_CACHE_OPTION_NAMES = optionNames<KvCacheOptions>()(['batch', 'kvHeads', 'maxLength', 'headDim', 'valueDim', 'dtype']);
 export const KV_CACHE_APPEND_OPTION_NAMES = optionNames<KvCacheAppendOptions>()(['lengths']);

@@ -82,6 +82,13 @@ export async function chooseEngine(options: CreateAttentionOptions): Promise<Eng
     if (gpuLimits.shaderF16 !== undefined) checkBoolean('gpuLimits.shaderF16', gpuLimits.shaderF16);
     if (gpuLimits.subgroups !== undefined) checkBoolean('gpuLimits.subgroups', gpuLimits.subgroups);
     if (gpuLimits.packedIntegerDotProduct !== undefined) checkBoolean('gpuLimits.packedIntegerDotProduct', gpuLimits.packedIntegerDotProduct);
+    const splitKeys: unknown = gpuLimits.prefillSplitKeys;
+    if (splitKeys !== undefined) {
+      if (typeof splitKeys !== 'number') throw new TypeError(`gpuLimits.prefillSplitKeys must be a number; got ${describe(splitKeys)}`);
+      if (!Number.isInteger(splitKeys) || splitKeys < 1) {
+        throw new RangeError(`gpuLimits.prefillSplitKeys must be a positive integer; got ${splitKeys}`);
+      }
+    }
   }
   const backend = options.backend ?? 'auto';
   const threads = checkThreadsOption(options.threads);

@@ -427,6 +427,12 @@ export interface GpuLimitCaps {
    * where `navigator.gpu.wgslLanguageFeatures` has it.
    */
   packedIntegerDotProduct?: boolean;
+  /**
+   * The fewest keys a prefill key split holds (default 512): where a call's flash grid is too
+   * small for a large GPU, its keys are cut into splits whose partial results a second pass
+   * merges. Lowering it splits smaller calls (the tests use it); a positive integer.
+   */
+  prefillSplitKeys?: number;
 }
 
 /** What went wrong on the GPU (see {@link WebGPUError}). */

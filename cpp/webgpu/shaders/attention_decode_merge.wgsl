@@ -1,5 +1,6 @@
 // attention_decode_merge.wgsl: flash-decoding, step 2 of 2: a query row's output from the
-// partial states of its key splits (attention_decode_partial.wgsl, read from `stats`).
+// partial states of its key splits (attention_decode_partial.wgsl, or the flash kernels in their
+// SPLIT mode for a prefill whose keys are split; read from `stats`).
 //
 // Computes, with M = max_s m_s over the splits that saw a key and L = Σ_s e^(m_s − M)·l_s (the
 // sink, when there is one, joining M and L as in the flash kernels), the output
@@ -17,7 +18,8 @@
 // workgroup memory, then adds the chunk's weighted partial outputs to the columns it owns
 // (c ≡ t mod lanes: adjacent lanes read adjacent words of a record).
 //
-// Chosen with attention_decode_partial.wgsl (cpp/webgpu/plan.cpp, webgpu_decode_splits).
+// Chosen with attention_decode_partial.wgsl (cpp/webgpu/plan.cpp, webgpu_decode_splits) and with
+// the flash kernels' key split (webgpu_flash_key_splits).
 
 //! include attention_common.wgsl.inc
 //! include attention_flash_common.wgsl.inc

@@ -27,13 +27,17 @@
 // gets that key's value row bit for bit. NaN/-inf are tested through their
 // bit patterns, since WGSL lets implementations assume float math stays finite.
 //
+// Key split (SPLIT; cpp/webgpu/plan.h, webgpu_flash_key_splits): the workgroup takes one split of
+// the keys (p.split_keys each, from the grid, flash_workgroup) and writes each row's partial record
+// (finish_row) for attention_decode_merge.wgsl instead of its output.
+//
 // Chosen by cpp/webgpu/plan.cpp (webgpu_flash_variant) when attention_flash_tiled.wgsl cannot
 // run: E or Ev padded past 128, or a workgroup memory too small for its smallest tile.
 //
 // Prepended by the C++ glue (cpp/webgpu/plan.cpp, FlashVariant::wgsl_constants): the element
 // types' declarations (QueryElement, KeyElement, ValueElement, query_at/key_at/value_at,
 // query4/key4/value4; attention_common.wgsl.inc), then
-//   const ROWS: u32 (64); const HEAVIEST_FIRST: bool (flash_workgroup, attention_flash_common.wgsl.inc);
+//   const ROWS: u32 (64); const HEAVIEST_FIRST: bool, const SPLIT: bool (flash_workgroup, attention_flash_common.wgsl.inc);
 //   const E_PAD: u32; const EV_PAD: u32; const BLOCK_KEYS: u32;
 //   const MASK_KIND: u32 (0 none, 1 bool bytes packed in u32 words, 2 additive f32);
 //   const CAUSAL: bool; const WRITE_STATS: bool; const WRITE_LSE: bool; const RANGES, ALIBI, SINKS, DOCUMENTS: bool;
@@ -57,9 +61,16 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   let at = flash_workgroup(wg);
   let tile = at.tile;
   let head = at.head;  // head within the chunk
-  let row = query_row(tile, head, t);  // invocation t owns query row t of the tile
-  let tile_first = tile_first_key(tile, head);
-  let tile_last = tile_last_key(tile, head);
+  let split = at.split;
+  let row = split_row(query_row(tile, head, t), split);  // invocation t owns query row t of the tile
+  // With SPLIT, the keys of the tile's rows within the split; a split none of them sees costs
+  // only its empty records.
+  let tile_first = max(tile_first_key(tile, head), split_first_key(split));
+  let tile_last = min(tile_last_key(tile, head), split_last_key(split));
+  if (SPLIT && i32(tile_first) > tile_last) {
+    if (row.in_range) { write_split_header(row, split, 0.0, 0.0, 0u, 0u, false, false); }
+    return;
+  }
   let documents = workgroup_documents(tile, head);
   let batch = (p.bh0 + head) / p.Hq;
   var q_row = query_vec4s(row);  // var: indexed in loops
@@ -146,5 +157,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   }
 
   if (!row.in_range) { return; }
-  finish_row(row, q_row, 0u, m, l, acc, visible_count, single_key, seen, nan_row);
+  finish_row(row, q_row, 0u, m, l, acc, visible_count, single_key, seen, nan_row, split);
 }

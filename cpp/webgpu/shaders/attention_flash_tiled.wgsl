@@ -19,11 +19,13 @@
 //      finite; a tile whose V holds Inf/NaN skips hidden keys one by one (hidden keys are never
 //      read into a sum, as in every backend).
 // The lanes' denominators, visible-key counts and NaN flags are summed once, at the end.
+// With SPLIT the workgroup walks only its split of the keys and writes partial records, as
+// attention_flash.wgsl does.
 // Chosen by cpp/webgpu/plan.cpp (webgpu_flash_variant) when E and Ev pad to at most 128 and
 // a tile of 16 keys fits the workgroup memory; otherwise attention_flash.wgsl runs.
 //
 // Prepended by the C++ glue, as for attention_flash.wgsl, plus LANES:
-//   const ROWS: u32 (64, 32 or 16: cpp/webgpu/plan.h, webgpu_flash_rows); const HEAVIEST_FIRST: bool;
+//   const ROWS: u32 (64, 32 or 16: cpp/webgpu/plan.h, webgpu_flash_rows); const HEAVIEST_FIRST: bool; const SPLIT: bool;
 //   const LANES: u32; const E_PAD: u32; const EV_PAD: u32; const BLOCK_KEYS: u32 (16, 32 or 64);
 //   const MASK_KIND: u32; const CAUSAL: bool; const WRITE_STATS: bool; const WRITE_LSE: bool;
 //   const RANGES, ALIBI, SINKS, DOCUMENTS: bool (the variants, as in attention_flash.wgsl);
@@ -66,9 +68,16 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   let at = flash_workgroup(wg);
   let tile = at.tile;
   let head = at.head;  // head within the chunk
-  let row = query_row(tile, head, r);
-  let tile_first = tile_first_key(tile, head);
-  let tile_last = tile_last_key(tile, head);
+  let split = at.split;
+  let row = split_row(query_row(tile, head, r), split);
+  // With SPLIT, the keys of the tile's rows within the split; a split none of them sees costs
+  // only its empty records.
+  let tile_first = max(tile_first_key(tile, head), split_first_key(split));
+  let tile_last = min(tile_last_key(tile, head), split_last_key(split));
+  if (SPLIT && i32(tile_first) > tile_last) {
+    if (row.in_range && lane == 0u) { write_split_header(row, split, 0.0, 0.0, 0u, 0u, false, false); }
+    return;
+  }
   let documents = workgroup_documents(tile, head);
   let batch = (p.bh0 + head) / p.Hq;
   var q_row = query_vec4s(row);  // var: indexed in loops
@@ -208,5 +217,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   }
   if (!row.in_range) { return; }
 
-  finish_row(row, q_row, lane, m, l_row, acc, count_row, single_key, seen, nan_any);
+  finish_row(row, q_row, lane, m, l_row, acc, count_row, single_key, seen, nan_any, split);
 }
