@@ -38,22 +38,28 @@ describe('sdpa_core.mjs (Emscripten output)', () => {
     m._free(ptr);
   });
 
-  it('the float32-only bindings (trace, explain, the float64 reference) refuse float16 inputs before reading an address', async () => {
+  it('the float32-only bindings (trace, explain) refuse float16 inputs before reading an address; the float64 reference widens them', async () => {
     const m = await createSdpaModule();
     const { CallRecord } = await import('../../web/src/core-call.js');
     const record = CallRecord.of(m);
-    const float16Keys = () => {
+    const float16Keys = (query = 0, key = 0, value = 0) => {
       record.begin();
-      record.tensor('query', 0, [4, 8]);
-      record.tensor('key', 0, [70, 8], 'float16');
-      record.tensor('value', 0, [70, 8]);
+      record.tensor('query', query, [4, 8]);
+      record.tensor('key', key, [70, 8], 'float16');
+      record.tensor('value', value, [70, 8]);
     };
     float16Keys();
     expect(m.traceOnlineSoftmax({ row: 0 })).toEqual({ name: 'TypeError', message: expect.stringMatching(/^traceOnlineSoftmax takes float32 query, key and value/) });
     float16Keys();
     expect(m.explainAttention(undefined)).toEqual({ name: 'TypeError', message: expect.stringMatching(/^explain takes float32/) });
-    float16Keys();
-    expect(m.referenceAttention64(undefined)).toEqual({ name: 'TypeError', message: expect.stringMatching(/^referenceAttention takes float32/) });
+    // A float16 KV cache's keys: widened in the core's scratch (referenceAttention(query, cache)).
+    const [query, key, value] = [4 * 8 * 4, 70 * 8 * 2, 70 * 8 * 4].map((bytes) => m._malloc(bytes));
+    m.HEAPU8.fill(0, query, query + 4 * 8 * 4);
+    m.HEAPU8.fill(0, key, key + 70 * 8 * 2);
+    m.HEAPU8.fill(0, value, value + 70 * 8 * 4);
+    float16Keys(query, key, value);
+    expect(m.referenceAttention64(undefined)).toBeNull();
+    for (const p of [query, key, value]) m._free(p);
   });
 
   it('reports allocation failure with 0 instead of aborting (-sABORTING_MALLOC=0)', async () => {
