@@ -85,6 +85,9 @@ uint32_t pow2_at_least(uint64_t n) {
   return p;
 }
 
+// The largest power of two at most n (1 for n = 0).
+uint32_t pow2_at_most(uint32_t n) { return pow2_at_least(uint64_t{n} + 1) / 2; }
+
 }  // namespace
 
 std::string WebGpuVariantFlags::key() const {
@@ -537,7 +540,7 @@ bool webgpu_decode_variant(const AttentionPlan& plan, const WebGpuLimits& limits
   v.decode_rows = pow2_at_least(std::min<uint64_t>(group_rows, kWebGpuDecodeMaxWorkgroupRows));
   v.decode_lanes = std::max<uint32_t>(1, std::min(kWebGpuDecodeInvocations / v.decode_rows, v.ev_pad / 4));
   v.subgroups = limits.subgroups && limits.subgroup_min_size >= 4;
-  if (v.subgroups) v.decode_lanes = std::min(v.decode_lanes, pow2_at_least(limits.subgroup_min_size + 1) / 2);
+  if (v.subgroups) v.decode_lanes = std::min(v.decode_lanes, pow2_at_most(limits.subgroup_min_size));
   if (v.decode_rows * v.decode_lanes > limits.max_invocations_per_workgroup) return false;
   if (v.subgroups) {
     // The streaming kernels: KEY_LANES lanes a key (within one subgroup), each holding the same
@@ -546,7 +549,7 @@ bool webgpu_decode_variant(const AttentionPlan& plan, const WebGpuLimits& limits
     // take the vec4<u32> loads of a tile of 4 keys, a query word (int4: two) and a block scale
     // per key load, and one output column (int4: two) per value load.
     FlashVariant stream = v;
-    const uint32_t subgroup_lanes = pow2_at_least(limits.subgroup_min_size + 1) / 2;
+    const uint32_t subgroup_lanes = pow2_at_most(limits.subgroup_min_size);
     uint32_t lane_vec4s = 0;  // of all its rows
     if (v.decode == 1) {
       stream.decode = 4;
@@ -557,7 +560,6 @@ bool webgpu_decode_variant(const AttentionPlan& plan, const WebGpuLimits& limits
       stream.types.key_vectors = stream.types.value_vectors = true;
       const uint32_t key_tile = quantized_tile_vec4s(v.e_pad, v.types.key_type);
       const uint32_t value_tile = quantized_tile_vec4s(v.ev_pad, v.types.value_type);
-      const auto pow2_at_most = [](uint32_t n) { return pow2_at_least(uint64_t{n} + 1) / 2; };
       stream.decode_lanes = std::min({kWebGpuDecodeStreamLanes, subgroup_lanes, pow2_at_most(key_tile), pow2_at_most(value_tile)});
       const uint32_t lanes = stream.decode_lanes;
       const uint32_t value_columns = v.types.value_type == ElementType::kInt4 ? 2 : 1;
