@@ -484,6 +484,16 @@ FlashVariant webgpu_flash_key_splits(const AttentionPlan& plan, const WebGpuLimi
   return v;
 }
 
+FlashVariant webgpu_merge_variant(const FlashVariant& flash, bool query_levels) {
+  FlashVariant merge = flash;
+  merge.tiled = false;
+  merge.decode = 2;
+  merge.key_splits = 1;
+  merge.split_keys = 0;
+  merge.types.query_levels = query_levels;
+  return merge;
+}
+
 Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limits,
                             FlashVariant* variant, const WebGpuInputOffsets& offsets) {
   FlashVariant v;

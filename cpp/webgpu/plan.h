@@ -303,6 +303,11 @@ Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limit
 // then ⌈Lk / split_keys⌉. It depends on the plan and the limits only: every run gives the same
 // bits. 1×4096×64 (16 rows, 256 workgroups): S = 2 of 2048 keys; 32×2048×64: no split.
 FlashVariant webgpu_flash_key_splits(const AttentionPlan& plan, const WebGpuLimits& limits, const FlashVariant& flash);
+// attention_decode_merge.wgsl's variant, combining the records of the flash variant `flash`
+// (in its key split, or as flash-decoding's partial kernel runs for it): its constants, one
+// workgroup of kWebGpuDecodeInvocations per query row, no split. `query_levels`: the query
+// binding holds a quantized cache's int8 query levels.
+FlashVariant webgpu_merge_variant(const FlashVariant& flash, bool query_levels);
 // The partial kernel of flash-decoding for `plan` (whose flash variant is `flash`) under
 // `limits` (decode 3, reading the query as int8 levels, on a quantized cache), or false when its smallest key tile does not fit the workgroup storage (the flash
 // kernels run then). Rows per workgroup: the rows that read one KV head (heads per KV head ×

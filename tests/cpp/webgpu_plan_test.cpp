@@ -309,9 +309,9 @@ TEST(WebGpuPlan, PrefillSplitsTheKeysOfSmallGridsOverLongKeys) {
   EXPECT_EQ(small.key_splits, 2u);
   EXPECT_EQ(small.split_keys, 64u);
   // The merge built from a split variant is the decode merge, whatever the split.
-  FlashVariant merge = small;
-  merge.tiled = false;
-  merge.decode = 2;
+  const FlashVariant merge = webgpu_merge_variant(small, false);
+  EXPECT_EQ(merge.key().rfind("decode-merge:", 0), 0u);
+  EXPECT_EQ(merge.key(), webgpu_merge_variant(split(1, 32, 300, 16, CausalAlignment::kNone, tests), false).key());
   EXPECT_EQ(merge.key().find(":split"), std::string::npos);
   EXPECT_NE(merge.wgsl_constants().find("const SPLIT: bool = false;"), std::string::npos);
 }
