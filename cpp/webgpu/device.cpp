@@ -514,9 +514,8 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
   // one binding; a trace follows the flash kernels' key tiles.
   uint32_t splits = trace ? 0 : webgpu_decode_splits(plan);
   const uint64_t record_bytes = 4ull * (kWebGpuDecodeRecordHeader + flash.ev_pad);
-  for (const WebGpuChunk& c : chunks) {
-    if (static_cast<uint64_t>(c.query_rows()) * splits * record_bytes > limits_.max_storage_binding_bytes) splits = 0;
-  }
+  const int64_t chunk_rows = webgpu_most_chunk_rows(chunks);
+  if (static_cast<uint64_t>(chunk_rows) * splits * record_bytes > limits_.max_storage_binding_bytes) splits = 0;
   // A quantized cache: its keys and values bound whole, the query quantized first (kv_quantize.wgsl)
   // into a workspace of levels (the quantized decode kernel) or of dequantized floats (the flash
   // and weights kernels).
@@ -525,7 +524,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
   if (splits && !webgpu_decode_variant(plan, limits_, flash, &partial)) splits = 0;
   // Otherwise the flash kernels, their keys split where the plan says (webgpu_flash_key_splits):
   // partial records, then the same merge as flash-decoding.
-  if (!splits) flash = webgpu_flash_key_splits(plan, limits_, flash);
+  if (!splits) flash = webgpu_flash_key_splits(plan, limits_, flash, chunk_rows);
   const bool key_split = flash.key_splits > 1;
   val flash_pipeline = val::undefined(), partial_pipeline = val::undefined(), merge_pipeline = val::undefined();
   if (splits) {
@@ -760,8 +759,9 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
   if (s.ok()) s = check_webgpu_backward_fits(plan, limits_, backward);
   const bool has_forward = output != nullptr;
   // Its keys split where the plan says, as in run(): partial records, then the merge writes the
-  // output and log-sum-exp.
-  if (s.ok() && !has_forward) flash = webgpu_flash_key_splits(forward_plan, limits_, flash);
+  // output and log-sum-exp. The call runs in one piece: one chunk of every row.
+  const WebGpuChunk chunk = webgpu_whole_chunk(plan);
+  if (s.ok() && !has_forward) flash = webgpu_flash_key_splits(forward_plan, limits_, flash, chunk.query_rows());
   if (!s.ok()) {
     result.set("error", error_object("RangeError", s.message));
     return result;
@@ -816,7 +816,6 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
   const val reduce_dkdv = combine_dkdv ? backward_pipeline("reduce-dkdv", kAttentionBackwardReduceWgsl, 2) : val::undefined();
   const val reduce_dq = combine_dq ? backward_pipeline("reduce-dq", kAttentionBackwardReduceWgsl, 3) : val::undefined();
 
-  const WebGpuChunk chunk = webgpu_whole_chunk(plan);
   const WebGpuChunkElements elements = webgpu_chunk_elements(plan, chunk);
   const WebGpuBackwardBytes own = webgpu_backward_bytes(plan, backward);
   const std::vector<uint32_t> variant_words = webgpu_variant_data(plan, in, flash.block_keys);
