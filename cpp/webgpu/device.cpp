@@ -665,33 +665,32 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       }
       encode_dispatch(device_, pass, pipeline, bgl, upload(job, u.data(), sizeof(u), kUniform), buffers, part);
     };
+    const uint64_t rows = static_cast<uint64_t>(c.query_rows());
+    // The merge of `records` (one per row and split, in the stats binding) into the output and
+    // log-sum-exp: a workgroup per query row.
+    const auto merge_records = [&](const val& records) {
+      for (const GridPart& part : split_grid(rows, 1, limits_.max_workgroups_per_dim)) {
+        dispatch(merge_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(records), whole(variants), whole(lse_buffer)});
+      }
+    };
     if (splits) {
       // Partials (one record per row and split) in the stats binding, then the merge.
-      const uint64_t rows = static_cast<uint64_t>(c.query_rows());
       const val partials = buffer(job, rows * splits * record_bytes, kStorage);
       // A workgroup per (split, KV head of the chunk × block of the rows that read it).
       const uint64_t row_blocks = (static_cast<uint64_t>(plan.heads_per_kv()) * c.rows + partial.decode_rows - 1) / partial.decode_rows;
       for (const GridPart& part : split_grid(splits, static_cast<uint64_t>(c.nkv) * row_blocks, limits_.max_workgroups_per_dim)) {
         dispatch(partial_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(partials), whole(variants), whole(lse_buffer)});
       }
-      // The merge: a workgroup per query row.
-      for (const GridPart& part : split_grid(rows, 1, limits_.max_workgroups_per_dim)) {
-        dispatch(merge_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(partials), whole(variants), whole(lse_buffer)});
-      }
+      merge_records(partials);
     } else {
       // With a key split the flash kernel writes partial records (one per row and split) into
       // the stats binding, and the merge the output.
-      const uint64_t rows = static_cast<uint64_t>(c.query_rows());
       if (key_split) stats = buffer(job, rows * flash.key_splits * record_bytes, kStorage);
       const FlashGrid flash_grid = flash.grid(c.rows, c.nbh);
       for (const GridPart& part : split_grid(flash_grid.x, flash_grid.y, limits_.max_workgroups_per_dim)) {
         dispatch(flash_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(stats), whole(variants), whole(lse_buffer)});
       }
-      if (key_split) {
-        for (const GridPart& part : split_grid(rows, 1, limits_.max_workgroups_per_dim)) {
-          dispatch(merge_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(stats), whole(variants), whole(lse_buffer)});
-        }
-      }
+      if (key_split) merge_records(stats);
     }
     const uint64_t key_tiles = (static_cast<uint64_t>(plan.Lk) + kWebGpuWeightsKeys - 1) / kWebGpuWeightsKeys;
     if (plan.return_weights) {
