@@ -13,7 +13,9 @@
 //      log-sum-exp (backward/forward at 1×4096×64 causal and 8×1024×64).
 // Writes OUTDIR/gpu-check.json and OUTDIR/gpu-check.md (and the pieces: vitest.json, bench.json,
 // bench.md). --quick (the test step webgpu_f16, on lavapipe) runs one suite and a reduced case
-// list. Exit status 1 when a suite or a bench check fails, 2 on bad arguments.
+// list. SDPA_WEBGPU_SUBGROUPS=0 reaches the suites, whose devices then lack 'subgroups'
+// (tests/node/support/webgpu.ts); the report says so. Exit status 1 when a suite or a bench
+// check fails, 2 on bad arguments.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
@@ -103,6 +105,26 @@ function runStep(command, args, env, seconds) {
   });
 }
 
+/**
+ * Whether SDPA_WEBGPU_SUBGROUPS withholds 'subgroups' from the suites' devices: 0 does, 1 or unset
+ * does not (the test support's rule; any other value is a usage error).
+ */
+function subgroupsWithheld(setting) {
+  if (setting === undefined || setting === '' || setting === '1') return false;
+  if (setting === '0') return true;
+  throw Object.assign(new Error(`SDPA_WEBGPU_SUBGROUPS must be 0 or 1 (got ${JSON.stringify(setting)})`), { usage: true });
+}
+
+/** What the suites' devices get of the adapter's subgroups. */
+function subgroupsLine(report) {
+  const a = report.adapter;
+  if (!a.features.includes('subgroups')) return "Subgroups: the adapter has no 'subgroups' feature.";
+  if (report.subgroupsWithheld) {
+    return "Subgroups: **withheld** (SDPA_WEBGPU_SUBGROUPS=0): the suites request their devices without 'subgroups' and run the workgroup-memory kernels; the benches request the adapter's features.";
+  }
+  return "Subgroups: the suites' and the benches' devices have them (SDPA_WEBGPU_SUBGROUPS=0 would withhold them from the suites).";
+}
+
 const adapterName = (a) => `${a.info.vendor} ${a.info.architecture} ${a.info.description}${a.info.isFallbackAdapter ? ' (software fallback adapter: NOT a GPU)' : ''}`;
 
 function markdown(report) {
@@ -114,6 +136,7 @@ function markdown(report) {
   const L = a.limits;
   lines.push(`Limits: maxComputeWorkgroupStorageSize ${L.maxComputeWorkgroupStorageSize}, maxComputeInvocationsPerWorkgroup ${L.maxComputeInvocationsPerWorkgroup}, maxStorageBufferBindingSize ${L.maxStorageBufferBindingSize}, maxBufferSize ${L.maxBufferSize}; subgroup sizes ${a.info.subgroupMinSize}–${a.info.subgroupMaxSize}.`, '');
   lines.push(`Features: ${a.features.join(', ')}.`, '');
+  lines.push(subgroupsLine(report), '');
   const s = report.suites;
   lines.push('## WebGPU suites', '', `${s.files.join(', ')}: ${s.passed} passed, ${s.failed} failed${s.timedOut ? ', TIMED OUT' : ''} (exit ${s.exitCode}, ${s.seconds.toFixed(0)} s).`, '');
   for (const f of s.failures) lines.push(`- FAILED ${f}`);
@@ -164,7 +187,7 @@ async function main() {
   const out = resolve(positionals[0]);
   mkdirSync(out, { recursive: true });
   const plan = values.quick ? PLANS.quick : PLANS.full;
-  const report = { startedAt: new Date().toISOString(), quick: values.quick };
+  const report = { startedAt: new Date().toISOString(), quick: values.quick, subgroupsWithheld: subgroupsWithheld(process.env.SDPA_WEBGPU_SUBGROUPS) };
 
   const { probed, chosen } = chooseAdapter(values.icd);
   report.probed = probed.map((p) => ({ icd: p.icd, adapter: p.adapter ? adapterName(p.adapter) : null, error: p.error }));
@@ -175,7 +198,7 @@ async function main() {
   }
   report.icd = chosen.icd;
   report.adapter = chosen.adapter;
-  console.log(`[gpu-check] adapter: ${adapterName(chosen.adapter)}\n[gpu-check] ICD: ${chosen.icd}\n[gpu-check] limits: ${JSON.stringify(chosen.adapter.limits)}\n[gpu-check] features: ${chosen.adapter.features.join(' ')}`);
+  console.log(`[gpu-check] adapter: ${adapterName(chosen.adapter)}\n[gpu-check] ICD: ${chosen.icd}\n[gpu-check] limits: ${JSON.stringify(chosen.adapter.limits)}\n[gpu-check] features: ${chosen.adapter.features.join(' ')}\n[gpu-check] ${subgroupsLine(report)}`);
   const env = { VK_ICD_FILENAMES: chosen.icd, SDPA_WEBGPU_SHADER_F16: chosen.adapter.features.includes('shader-f16') ? '1' : '0' };
 
   const files = plan.suites ?? readdirSync(join(ROOT, 'tests/node')).filter((f) => f.includes('webgpu') && f.endsWith('.test.ts')).sort().map((f) => `tests/node/${f}`);

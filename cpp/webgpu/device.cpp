@@ -514,9 +514,8 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
   // one binding; a trace follows the flash kernels' key tiles.
   uint32_t splits = trace ? 0 : webgpu_decode_splits(plan);
   const uint64_t record_bytes = 4ull * (kWebGpuDecodeRecordHeader + flash.ev_pad);
-  for (const WebGpuChunk& c : chunks) {
-    if (static_cast<uint64_t>(c.query_rows()) * splits * record_bytes > limits_.max_storage_binding_bytes) splits = 0;
-  }
+  const int64_t chunk_rows = webgpu_most_chunk_rows(chunks);
+  if (static_cast<uint64_t>(chunk_rows) * splits * record_bytes > limits_.max_storage_binding_bytes) splits = 0;
   // A quantized cache: its keys and values bound whole, the query quantized first (kv_quantize.wgsl)
   // into a workspace of levels (the quantized decode kernel) or of dequantized floats (the flash
   // and weights kernels).
@@ -525,7 +524,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
   if (splits && !webgpu_decode_variant(plan, limits_, flash, &partial)) splits = 0;
   // Otherwise the flash kernels, their keys split where the plan says (webgpu_flash_key_splits):
   // partial records, then the same merge as flash-decoding.
-  if (!splits) flash = webgpu_flash_key_splits(plan, limits_, flash);
+  if (!splits) flash = webgpu_flash_key_splits(plan, limits_, flash, chunk_rows);
   const bool key_split = flash.key_splits > 1;
   val flash_pipeline = val::undefined(), partial_pipeline = val::undefined(), merge_pipeline = val::undefined();
   if (splits) {
@@ -538,12 +537,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
     flash_pipeline = pipeline(flash.key(), flash.wgsl_constants() + (flash.tiled ? kAttentionFlashTiledWgsl : kAttentionFlashWgsl), Layout::kFlash, job);
   }
   if (splits || key_split) {
-    FlashVariant merge = flash;
-    merge.tiled = false;
-    merge.decode = 2;
-    merge.key_splits = 1;
-    merge.split_keys = 0;
-    merge.types.query_levels = quantized;
+    const FlashVariant merge = webgpu_merge_variant(flash, quantized);
     merge_pipeline = pipeline(merge.key(), merge.wgsl_constants() + kAttentionDecodeMergeWgsl, Layout::kFlash, job);
   }
   val weights_pipeline = val::undefined();
@@ -671,33 +665,32 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       }
       encode_dispatch(device_, pass, pipeline, bgl, upload(job, u.data(), sizeof(u), kUniform), buffers, part);
     };
+    const uint64_t rows = static_cast<uint64_t>(c.query_rows());
+    // The merge of `records` (one per row and split, in the stats binding) into the output and
+    // log-sum-exp: a workgroup per query row.
+    const auto merge_records = [&](const val& records) {
+      for (const GridPart& part : split_grid(rows, 1, limits_.max_workgroups_per_dim)) {
+        dispatch(merge_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(records), whole(variants), whole(lse_buffer)});
+      }
+    };
     if (splits) {
       // Partials (one record per row and split) in the stats binding, then the merge.
-      const uint64_t rows = static_cast<uint64_t>(c.query_rows());
       const val partials = buffer(job, rows * splits * record_bytes, kStorage);
       // A workgroup per (split, KV head of the chunk × block of the rows that read it).
       const uint64_t row_blocks = (static_cast<uint64_t>(plan.heads_per_kv()) * c.rows + partial.decode_rows - 1) / partial.decode_rows;
       for (const GridPart& part : split_grid(splits, static_cast<uint64_t>(c.nkv) * row_blocks, limits_.max_workgroups_per_dim)) {
         dispatch(partial_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(partials), whole(variants), whole(lse_buffer)});
       }
-      // The merge: a workgroup per query row.
-      for (const GridPart& part : split_grid(rows, 1, limits_.max_workgroups_per_dim)) {
-        dispatch(merge_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(partials), whole(variants), whole(lse_buffer)});
-      }
+      merge_records(partials);
     } else {
       // With a key split the flash kernel writes partial records (one per row and split) into
       // the stats binding, and the merge the output.
-      const uint64_t rows = static_cast<uint64_t>(c.query_rows());
       if (key_split) stats = buffer(job, rows * flash.key_splits * record_bytes, kStorage);
       const FlashGrid flash_grid = flash.grid(c.rows, c.nbh);
       for (const GridPart& part : split_grid(flash_grid.x, flash_grid.y, limits_.max_workgroups_per_dim)) {
         dispatch(flash_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(stats), whole(variants), whole(lse_buffer)});
       }
-      if (key_split) {
-        for (const GridPart& part : split_grid(rows, 1, limits_.max_workgroups_per_dim)) {
-          dispatch(merge_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(stats), whole(variants), whole(lse_buffer)});
-        }
-      }
+      if (key_split) merge_records(stats);
     }
     const uint64_t key_tiles = (static_cast<uint64_t>(plan.Lk) + kWebGpuWeightsKeys - 1) / kWebGpuWeightsKeys;
     if (plan.return_weights) {
@@ -763,6 +756,11 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
   FlashVariant flash;
   if (s.ok()) s = webgpu_flash_variant(forward_plan, limits_, &flash, offsets);
   if (s.ok()) s = check_webgpu_backward_fits(plan, limits_, backward);
+  const bool has_forward = output != nullptr;
+  // Its keys split where the plan says, as in run(): partial records, then the merge writes the
+  // output and log-sum-exp. The call runs in one piece: one chunk of every row.
+  const WebGpuChunk chunk = webgpu_whole_chunk(plan);
+  if (s.ok() && !has_forward) flash = webgpu_flash_key_splits(forward_plan, limits_, flash, chunk.query_rows());
   if (!s.ok()) {
     result.set("error", error_object("RangeError", s.message));
     return result;
@@ -795,11 +793,15 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
 
   val job = open_job();
 
-  const bool has_forward = output != nullptr;
-  val flash_pipeline = val::undefined();
+  const bool key_split = flash.key_splits > 1;
+  val flash_pipeline = val::undefined(), merge_pipeline = val::undefined();
   if (!has_forward) {
     flash_pipeline = pipeline(flash.key(), flash.wgsl_constants() + (flash.tiled ? kAttentionFlashTiledWgsl : kAttentionFlashWgsl),
                               Layout::kFlash, job);
+  }
+  if (key_split) {
+    const FlashVariant merge = webgpu_merge_variant(flash, false);
+    merge_pipeline = pipeline(merge.key(), merge.wgsl_constants() + kAttentionDecodeMergeWgsl, Layout::kFlash, job);
   }
   const auto backward_pipeline = [&](const char* name, const char* text, uint32_t stage = 0) {
     return pipeline(backward.key(name), backward.wgsl_constants(stage) + text, Layout::kBackward, job);
@@ -813,7 +815,6 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
   const val reduce_dkdv = combine_dkdv ? backward_pipeline("reduce-dkdv", kAttentionBackwardReduceWgsl, 2) : val::undefined();
   const val reduce_dq = combine_dq ? backward_pipeline("reduce-dq", kAttentionBackwardReduceWgsl, 3) : val::undefined();
 
-  const WebGpuChunk chunk = webgpu_whole_chunk(plan);
   const WebGpuChunkElements elements = webgpu_chunk_elements(plan, chunk);
   const WebGpuBackwardBytes own = webgpu_backward_bytes(plan, backward);
   const std::vector<uint32_t> variant_words = webgpu_variant_data(plan, in, flash.block_keys);
@@ -849,16 +850,18 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
   const val grad_key_value = buffer(job, own.grad_key_value, kStorage | kCopySrc);
 
   val pass = encoder.call<val>("beginComputePass");
-  // `pass_grid`: the tile pass whose segments the kernel reads (splits, rows or keys per segment).
+  // `splits`, `split_length`: what the kernel reads as p.splits and p.split_keys (a tile pass's
+  // segments and rows or keys per segment, the forward's key splits and keys per split); 0
+  // leaves the plan's.
   const auto dispatch = [&](const val& pipe, const val& bgl, const GridPart& part, std::initializer_list<val> resources,
-                            const BackwardTileGrid* pass_grid = nullptr) {
+                            uint32_t splits = 0, uint32_t split_length = 0) {
     WebGpuUniforms u = webgpu_uniforms(plan, chunk, 0, part);
     u[kUfQueryBase] = q_base;
     u[kUfKeyBase] = k_base;
     u[kUfValueBase] = v_base;
-    if (pass_grid != nullptr) {
-      u[kUfSplits] = pass_grid->splits;
-      u[kUfSplitKeys] = pass_grid->segment;
+    if (splits != 0) {
+      u[kUfSplits] = splits;
+      u[kUfSplitKeys] = split_length;
     }
     encode_dispatch(device_, pass, pipe, bgl, upload(job, u.data(), sizeof(u), kUniform), resources, part);
   };
@@ -869,10 +872,21 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
     lse_resource.set("buffer", rowstats);
     lse_resource.set("offset", 0);
     lse_resource.set("size", static_cast<double>(4 * rows));
+    // With a key split the flash kernel writes a record per row and split into the stats
+    // binding, and the merge the output and log-sum-exp from them.
+    const val stats = key_split ? buffer(job, rows * flash.key_splits * 4ull * (kWebGpuDecodeRecordHeader + flash.ev_pad), kStorage)
+                                : buffer(job, 16, kStorage);
+    const uint32_t key_splits = key_split ? flash.key_splits : 0;
     const FlashGrid flash_grid = flash.grid(plan.Lq, plan.B * plan.Hq);
     for (const GridPart& part : grid(flash_grid.x, flash_grid.y)) {
-      dispatch(flash_pipeline, flash_bgl_, part,
-               {q, k, v, mask, whole(forward_output), whole(buffer(job, 16, kStorage)), whole(variants), lse_resource});
+      dispatch(flash_pipeline, flash_bgl_, part, {q, k, v, mask, whole(forward_output), whole(stats), whole(variants), lse_resource},
+               key_splits, flash.split_keys);
+    }
+    if (key_split) {
+      for (const GridPart& part : grid(rows, 1)) {
+        dispatch(merge_pipeline, flash_bgl_, part, {q, k, v, mask, whole(forward_output), whole(stats), whole(variants), lse_resource},
+                 key_splits, flash.split_keys);
+      }
     }
   }
   for (const GridPart& part : grid(tiles(rows, kWebGpuBackwardInvocations), 1)) {
@@ -880,24 +894,24 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
   }
   for (const GridPart& part : grid(backward.dkdv.heads, backward.dkdv.y())) {
     dispatch(dkdv, backward_bgl_, part, {q, k, v, mask, whole(variants), d_out, whole(rowstats), whole(grad_key_value)},
-             &backward.dkdv);
+             backward.dkdv.splits, backward.dkdv.segment);
   }
   if (combine_dkdv) {
     for (const GridPart& part : grid(tiles(kv_rows * (plan.E + plan.Ev), kWebGpuBackwardInvocations), 1)) {
       dispatch(reduce_dkdv, backward_bgl_, part, {q, k, v, mask, whole(variants), d_out, whole(rowstats), whole(grad_key_value)},
-               &backward.dkdv);
+               backward.dkdv.splits, backward.dkdv.segment);
     }
   }
   for (const GridPart& part : grid(backward.dq.heads, backward.dq.y())) {
     dispatch(dq, backward_bgl_, part, {q, k, v, mask, whole(variants), d_out, whole(rowstats), whole(grad_query)},
-             &backward.dq);
+             backward.dq.splits, backward.dq.segment);
   }
   if (combine_dq) {
     // dQ's elements, then (with sinks) one invocation per row for its sink term.
     const uint64_t results = rows * plan.E + (backward.variants.sinks ? rows : 0);
     for (const GridPart& part : grid(tiles(results, kWebGpuBackwardInvocations), 1)) {
       dispatch(reduce_dq, backward_bgl_, part, {q, k, v, mask, whole(variants), d_out, whole(rowstats), whole(grad_query)},
-               &backward.dq);
+               backward.dq.splits, backward.dq.segment);
     }
   }
   if (mask_gradient) {

@@ -458,7 +458,8 @@ uint32_t webgpu_flash_rows(const AttentionPlan& plan) {
   return webgpu_tile_for_grid(plan.Lq, plan.B * plan.Hq, kWebGpuFlashRows, kWebGpuTiledMinRows);
 }
 
-FlashVariant webgpu_flash_key_splits(const AttentionPlan& plan, const WebGpuLimits& limits, const FlashVariant& flash) {
+FlashVariant webgpu_flash_key_splits(const AttentionPlan& plan, const WebGpuLimits& limits, const FlashVariant& flash,
+                                     int64_t chunk_rows) {
   FlashVariant v = flash;
   v.key_splits = 1;
   v.split_keys = 0;
@@ -469,12 +470,8 @@ FlashVariant webgpu_flash_key_splits(const AttentionPlan& plan, const WebGpuLimi
   const uint64_t most = static_cast<uint64_t>(plan.Lk) / std::max<uint32_t>(limits.min_split_keys, 1);
   uint64_t splits = 1;
   while (2 * splits <= most && workgroups * splits < kWebGpuTargetWorkgroups) splits *= 2;
-  std::vector<WebGpuChunk> chunks;
-  if (splits < 2 || !plan_webgpu_chunks(plan, limits, &chunks).ok()) return v;
-  uint64_t chunk_rows = 0;
-  for (const WebGpuChunk& c : chunks) chunk_rows = std::max<uint64_t>(chunk_rows, static_cast<uint64_t>(c.query_rows()));
   const uint64_t record_bytes = 4ull * (kWebGpuDecodeRecordHeader + flash.ev_pad);
-  while (splits >= 2 && chunk_rows * splits * record_bytes > limits.max_storage_binding_bytes) splits /= 2;
+  while (splits >= 2 && static_cast<uint64_t>(chunk_rows) * splits * record_bytes > limits.max_storage_binding_bytes) splits /= 2;
   if (splits < 2) return v;
   const uint64_t lk = static_cast<uint64_t>(plan.Lk);
   const uint64_t keys = ((lk + splits - 1) / splits + flash.block_keys - 1) / flash.block_keys * flash.block_keys;
@@ -482,6 +479,16 @@ FlashVariant webgpu_flash_key_splits(const AttentionPlan& plan, const WebGpuLimi
   v.split_keys = static_cast<uint32_t>(keys);
   v.key_splits = static_cast<uint32_t>((lk + keys - 1) / keys);
   return v;
+}
+
+FlashVariant webgpu_merge_variant(const FlashVariant& flash, bool query_levels) {
+  FlashVariant merge = flash;
+  merge.tiled = false;
+  merge.decode = 2;
+  merge.key_splits = 1;
+  merge.split_keys = 0;
+  merge.types.query_levels = query_levels;
+  return merge;
 }
 
 Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limits,
@@ -641,6 +648,12 @@ WebGpuChunkBytes webgpu_chunk_bytes(const AttentionPlan& p, const WebGpuChunk& c
   if (p.return_scores != ScoreStage::kNone) b.scores = 4 * rows * p.Lk;
   if (p.return_lse) b.lse = 4 * rows;
   return b;
+}
+
+int64_t webgpu_most_chunk_rows(const std::vector<WebGpuChunk>& chunks) {
+  int64_t most = 0;
+  for (const WebGpuChunk& c : chunks) most = std::max(most, c.query_rows());
+  return most;
 }
 
 Status plan_webgpu_chunks(const AttentionPlan& p, const WebGpuLimits& limits,

@@ -298,11 +298,18 @@ Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limit
 // - the keys fill at least two splits of limits.min_split_keys (512: eight 64-key tiles, so a
 //   split's fixed costs, its query load, record and merge share, stay small beside its key loop).
 // S is the smallest power of two with which the grid reaches kWebGpuTargetWorkgroups, at most
-// Lk / min_split_keys, halved while one chunk's records exceed maxStorageBufferBindingSize; the
+// Lk / min_split_keys, halved while the records of `chunk_rows` rows (the most query rows a chunk
+// of the call holds: webgpu_most_chunk_rows) exceed maxStorageBufferBindingSize; the
 // keys per split are ⌈Lk / S⌉ rounded up to the key tile (documents' per-tile ids stay whole), S
 // then ⌈Lk / split_keys⌉. It depends on the plan and the limits only: every run gives the same
 // bits. 1×4096×64 (16 rows, 256 workgroups): S = 2 of 2048 keys; 32×2048×64: no split.
-FlashVariant webgpu_flash_key_splits(const AttentionPlan& plan, const WebGpuLimits& limits, const FlashVariant& flash);
+FlashVariant webgpu_flash_key_splits(const AttentionPlan& plan, const WebGpuLimits& limits, const FlashVariant& flash,
+                                     int64_t chunk_rows);
+// attention_decode_merge.wgsl's variant, combining the records of the flash variant `flash`
+// (in its key split, or as flash-decoding's partial kernel runs for it): its constants, one
+// workgroup of kWebGpuDecodeInvocations per query row, no split. `query_levels`: the query
+// binding holds a quantized cache's int8 query levels.
+FlashVariant webgpu_merge_variant(const FlashVariant& flash, bool query_levels);
 // The partial kernel of flash-decoding for `plan` (whose flash variant is `flash`) under
 // `limits` (decode 3, reading the query as int8 levels, on a quantized cache), or false when its smallest key tile does not fit the workgroup storage (the flash
 // kernels run then). Rows per workgroup: the rows that read one KV head (heads per KV head ×
@@ -365,6 +372,9 @@ WebGpuChunkBytes webgpu_chunk_bytes(const AttentionPlan& plan, const WebGpuChunk
 // alone exceeds the limit. Empty work (no query rows, or Lk = 0) gives no chunks.
 Status plan_webgpu_chunks(const AttentionPlan& plan, const WebGpuLimits& limits,
                           std::vector<WebGpuChunk>* chunks);
+// The most query rows one of `chunks` holds (0 for none): each chunk's split records (decode or
+// prefill key split) share one binding.
+int64_t webgpu_most_chunk_rows(const std::vector<WebGpuChunk>& chunks);
 
 // One dispatch of a grid of x × y workgroups cut to at most `max_per_dim` per dimension;
 // x_base/y_base are passed to the shader, which adds them to its workgroup id.

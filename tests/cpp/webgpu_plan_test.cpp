@@ -239,7 +239,9 @@ TEST(WebGpuPlan, PrefillSplitsTheKeysOfSmallGridsOverLongKeys) {
     const AttentionPlan p = make_plan({heads, Lq, E}, {heads, Lk, E}, {heads, Lk, E}, MaskKind::kNone, {}, weights, false, causal);
     FlashVariant flash;
     EXPECT_TRUE(webgpu_flash_variant(p, limits, &flash).ok());
-    const FlashVariant v = webgpu_flash_key_splits(p, limits, flash);
+    std::vector<WebGpuChunk> chunks;
+    EXPECT_TRUE(plan_webgpu_chunks(p, limits, &chunks).ok());
+    const FlashVariant v = webgpu_flash_key_splits(p, limits, flash, webgpu_most_chunk_rows(chunks));
     if (v.key_splits > 1) {
       // Every key in one split, each split at least min_split_keys keys and whole key tiles.
       EXPECT_EQ(v.split_keys % v.block_keys, 0u);
@@ -293,7 +295,7 @@ TEST(WebGpuPlan, PrefillSplitsTheKeysOfSmallGridsOverLongKeys) {
     FlashVariant flash;
     ASSERT_TRUE(webgpu_flash_variant(p, h100, &flash).ok());
     flash.trace_row = 3;
-    EXPECT_EQ(webgpu_flash_key_splits(p, h100, flash).key_splits, 1u);
+    EXPECT_EQ(webgpu_flash_key_splits(p, h100, flash, 4096).key_splits, 1u);
   }
   // Records past the binding limit: fewer splits (8 × 1024 rows × 276 bytes > 2 MiB ≥ 4 × …).
   WebGpuLimits small_binding = h100;
@@ -301,6 +303,15 @@ TEST(WebGpuPlan, PrefillSplitsTheKeysOfSmallGridsOverLongKeys) {
   EXPECT_EQ(split(1, 1024, 4096, 64, CausalAlignment::kNone, small_binding).key_splits, 4u);
   small_binding.max_storage_binding_bytes = 1u << 20;
   EXPECT_EQ(split(1, 4096, 2048, 64, CausalAlignment::kNone, small_binding).key_splits, 1u);
+  // The records that share a binding are one chunk's: the caller's chunk rows bound S, not Lq.
+  {
+    const AttentionPlan p = make_plan({1, 1024, 64}, {1, 4096, 64}, {1, 4096, 64});
+    FlashVariant flash;
+    ASSERT_TRUE(webgpu_flash_variant(p, small_binding, &flash).ok());
+    EXPECT_EQ(webgpu_flash_key_splits(p, small_binding, flash, 1024).key_splits, 2u);  // 2 × 1024 × 276 bytes ≤ 1 MiB
+    EXPECT_EQ(webgpu_flash_key_splits(p, small_binding, flash, 256).key_splits, 8u);
+    EXPECT_EQ(webgpu_flash_key_splits(p, small_binding, flash, 4096).key_splits, 1u);  // 2 × 4096 × 276 > 1 MiB
+  }
   // A lower min_split_keys (gpuLimits.prefillSplitKeys) splits small calls; splits stay whole tiles.
   WebGpuLimits tests;
   tests.min_split_keys = 16;
@@ -309,9 +320,9 @@ TEST(WebGpuPlan, PrefillSplitsTheKeysOfSmallGridsOverLongKeys) {
   EXPECT_EQ(small.key_splits, 2u);
   EXPECT_EQ(small.split_keys, 64u);
   // The merge built from a split variant is the decode merge, whatever the split.
-  FlashVariant merge = small;
-  merge.tiled = false;
-  merge.decode = 2;
+  const FlashVariant merge = webgpu_merge_variant(small, false);
+  EXPECT_EQ(merge.key().rfind("decode-merge:", 0), 0u);
+  EXPECT_EQ(merge.key(), webgpu_merge_variant(split(1, 32, 300, 16, CausalAlignment::kNone, tests), false).key());
   EXPECT_EQ(merge.key().find(":split"), std::string::npos);
   EXPECT_NE(merge.wgsl_constants().find("const SPLIT: bool = false;"), std::string::npos);
 }
@@ -395,8 +406,15 @@ TEST(WebGpuPlan, SplitsWholeHeadsThenRowsUnderLowLimits) {
   limits.max_storage_binding_bytes = 30 * 16 * 4;  // one key head exactly
   ASSERT_TRUE(plan_webgpu_chunks(p, limits, &chunks).ok());
   EXPECT_GT(chunks.size(), 12u);
-  for (const WebGpuChunk& c : chunks) EXPECT_EQ(c.nbh, 1);
+  int64_t most = 0;
+  for (const WebGpuChunk& c : chunks) {
+    EXPECT_EQ(c.nbh, 1);
+    most = std::max(most, c.rows);
+  }
   expect_valid_chunks(p, limits, chunks);
+  EXPECT_LT(most, 40);
+  EXPECT_EQ(webgpu_most_chunk_rows(chunks), most);
+  EXPECT_EQ(webgpu_most_chunk_rows({}), 0);
 
   // Per-row masks and additive masks, maxBufferSize the smaller limit.
   const AttentionPlan q = make_plan({3, 50, 8}, {3, 20, 8}, {3, 20, 8}, MaskKind::kAdditive, {3, 50, 20}, false);

@@ -7,9 +7,11 @@
 // additive, broadcast), causal alignments and offsets (rows and whole splits that see nothing),
 // windows, softcap, ALiBi, sinks, documents, key lengths, GQA, log-sum-exp, NaN rows, Inf values
 // behind hidden keys, float16 inputs, GPU-resident inputs and outputs, a KV cache read through
-// its head strides; and two calls give the same bits.
+// its head strides; and two calls give the same bits. The backward's own forward (no saved output
+// and log-sum-exp) splits the same way: its gradients meet the backward's rule.
 import { describe, expect, it } from 'vitest';
-import { createAttention, type Attention, type AttentionOptions, type Float16Tensor, type GpuTensor, type Tensor } from 'sdpa-web';
+import { createAttention, type Attention, type AttentionOptions, type BackwardOptions, type Float16Tensor, type GpuTensor, type Tensor } from 'sdpa-web';
+import { expectGradientsMatch, GRADS } from './support/backward-suite.js';
 import { expectFloat16ResultOf, randomHalf } from './support/float16-suite.js';
 import { concatLengths, randomMasks, randomTensor } from './support/tensors.js';
 import { expectResultMatchesReference } from './support/tolerance.js';
@@ -182,6 +184,43 @@ describe('the prefill key split', () => {
     expectResultMatchesReference(got, oracle, q, k, v, options, FACTOR, 'KV cache');
     expect(splitKernels(attn).split.length).toBeGreaterThan(0);
     cache.dispose();
+    attn.dispose();
+  });
+
+  it("the backward's own forward splits its keys too: gradients within the backward's rule, the same bits twice and as from the saved split forward", async () => {
+    const attn = await instance();
+    const [lq, lk] = [40, 300];
+    const q = randomTensor([2, 4, lq, 16], 70, -2, 2), k = randomTensor([2, 2, lk, 16], 71, -2, 2), v = randomTensor([2, 2, lk, 8], 72);
+    const dOut = randomTensor([2, 4, lq, 8], 73);
+    const ids = (L: number, n: number) => ({ data: new Int32Array(2 * L).map((_, x) => Math.floor((x % L) / n)), shape: [2, L] });
+    const sinks = new Float32Array([0.5, -1, 0, 2]);
+    const gqa = { enableGqa: true };
+    const cases: [string, BackwardOptions][] = [
+      // Rows 0…29 see no key; batch 1 sees 7 keys (its later splits are empty for every row).
+      ['causal offset −30, key lengths, sinks', { ...gqa, isCausal: { offset: -30 }, keyLengths: new Int32Array([250, 7]), sinks }],
+      ['window, documents, softcap, ALiBi', { ...gqa, window: { left: 90, right: 5 }, queryDocuments: ids(lq, 10), keyDocuments: ids(lk, 75), softcap: 3, alibi: true }],
+    ];
+    const names = (options: BackwardOptions) => [...GRADS, ...(options.sinks ? ['dSinks' as const] : [])];
+    const firsts = [];
+    for (const [label, options] of cases) {
+      const first = await attn.scaledDotProductAttentionBackward(q, k, v, dOut, options);
+      expectGradientsMatch(first, oracle.referenceAttentionBackward(q, k, v, dOut, options), oracle.scaledDotProductAttentionBackwardSync(q, k, v, dOut, options),
+                           options, FACTOR, label);
+      const again = await attn.scaledDotProductAttentionBackward(q, k, v, dOut, options);
+      for (const name of names(options)) expect(again[name]!.data, `${label} ${name}: the same bits again`).toEqual(first[name]!.data);
+      firsts.push(first);
+    }
+    // Only backward calls so far: their forwards compiled the split flash kernel and the merge.
+    const { split, merge } = splitKernels(attn);
+    expect(merge).toBe(true);
+    expect(split.some((key) => key.startsWith('flash-tiled:') && key.includes(':lse=1'))).toBe(true);
+    // That forward is the one scaledDotProductAttention runs (the same split and merge): given its
+    // output and log-sum-exp, the backward gives the same bits.
+    for (const [n, [label, options]] of cases.entries()) {
+      const { output, logSumExp } = await attn.scaledDotProductAttention(q, k, v, { ...options, returnLogSumExp: true });
+      const saved = await attn.scaledDotProductAttentionBackward(q, k, v, dOut, { ...options, output, logSumExp });
+      for (const name of names(options)) expect(saved[name]!.data, `${label} ${name}: as from the saved forward`).toEqual(firsts[n]![name]!.data);
+    }
     attn.dispose();
   });
 
