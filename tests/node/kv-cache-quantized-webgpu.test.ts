@@ -365,3 +365,28 @@ describe('the streaming decode kernel on odd head dims and Lq = 8', () => {
     }
   });
 });
+
+describe('the streaming decode kernel at E = Ev = 128', () => {
+  // The decode bench's shape. A tile of 4 int8 keys of 128 elements is 32 vec4<u32> words (int4:
+  // 16), a block 8 of them: with subgroups of 16 (lavapipe with LP_NATIVE_VECTOR_WIDTH=512) a
+  // lane takes two words and 16 lanes span 2 blocks; with 32 (NVIDIA) one word, 4 blocks. Each
+  // block's integer dot product is summed over its 8 lanes, then the scaled blocks over the rest.
+  it('int8 and int4, GQA 4 (the decode bench\'s group), Lq = 1, on both dot paths', async () => {
+    const B = 1, Hq = 8, Hkv = 2, L = 300, E = 128;
+    const key = randomTensor([B, Hkv, L, E], 61, -2, 2), value = randomTensor([B, Hkv, L, E], 62, -2, 2);
+    const query = randomTensor([B, Hq, 1, E], 63, -2, 2);
+    const subgroupSize = (await gpu.requestAdapter())!.info.subgroupMinSize;
+    for (const [attn, kind, dot4] of [[packed, 'int8', 'packed'], [streamUnpacked, 'int4', 'unpack'], [packed, 'int4', 'packed'], [streamUnpacked, 'int8', 'unpack']] as const) {
+      const filled = filledCache(attn, kind, key, value);
+      await expectCacheMatches(attn, filled.cache, query, filled.key, filled.value, { enableGqa: true, isCausal: true }, `${kind} ${dot4} E 128`);
+      filled.cache.dispose();
+      expect(decodedWith(attn, kind, hasSubgroups, dot4, 4)).toBe(true);
+      if (hasSubgroups) {
+        // As many lanes a key as the subgroup and the tile allow (at most 32).
+        expect(subgroupSize).toBeGreaterThan(0);
+        const lanes = Math.min(32, subgroupSize!, kind === 'int8' ? 32 : 16);
+        expect(attn.webgpuInfo()!.pipelines.some((p) => p.startsWith('decode-stream-quantized:') && p.includes(`:lanes${lanes}:`)), `${kind} ${lanes} lanes`).toBe(true);
+      }
+    }
+  });
+});
