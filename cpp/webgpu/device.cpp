@@ -291,7 +291,7 @@ void WebGpuAttention::encode_write_float16(val job, val pass, const val& destina
   // Bytes a binding of [at, at + bytes) takes (bind_from), and the most one may take.
   const uint64_t align = min_storage_offset_alignment_;
   const auto binding_bytes = [&](uint64_t at, uint64_t bytes) { return round_up4(at + bytes) - at / align * align; };
-  const uint64_t cap = std::min(limits_.max_storage_binding_bytes, limits_.max_buffer_bytes);
+  const uint64_t cap = limits_.largest_binding_bytes();
   // Runs cut to pieces whose bindings fit alone (elements are independent), in order.
   std::vector<std::array<uint64_t, 3>> pieces;
   const uint64_t piece = std::max<uint64_t>(1, (cap - std::min(cap, align + 4)) / source_size);
@@ -515,7 +515,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
   uint32_t splits = trace ? 0 : webgpu_decode_splits(plan);
   const uint64_t record_bytes = 4ull * (kWebGpuDecodeRecordHeader + flash.ev_pad);
   const int64_t chunk_rows = webgpu_most_chunk_rows(chunks);
-  if (static_cast<uint64_t>(chunk_rows) * splits * record_bytes > limits_.max_storage_binding_bytes) splits = 0;
+  if (static_cast<uint64_t>(chunk_rows) * splits * record_bytes > limits_.largest_binding_bytes()) splits = 0;
   // A quantized cache: its keys and values bound whole, the query quantized first (kv_quantize.wgsl)
   // into a workspace of levels (the quantized decode kernel) or of dequantized floats (the flash
   // and weights kernels).

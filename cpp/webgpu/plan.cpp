@@ -471,7 +471,7 @@ FlashVariant webgpu_flash_key_splits(const AttentionPlan& plan, const WebGpuLimi
   uint64_t splits = 1;
   while (2 * splits <= most && workgroups * splits < kWebGpuTargetWorkgroups) splits *= 2;
   const uint64_t record_bytes = 4ull * (kWebGpuDecodeRecordHeader + flash.ev_pad);
-  while (splits >= 2 && static_cast<uint64_t>(chunk_rows) * splits * record_bytes > limits.max_storage_binding_bytes) splits /= 2;
+  while (splits >= 2 && static_cast<uint64_t>(chunk_rows) * splits * record_bytes > limits.largest_binding_bytes()) splits /= 2;
   if (splits < 2) return v;
   const uint64_t lk = static_cast<uint64_t>(plan.Lk);
   const uint64_t keys = ((lk + splits - 1) / splits + flash.block_keys - 1) / flash.block_keys * flash.block_keys;
@@ -661,7 +661,7 @@ Status plan_webgpu_chunks(const AttentionPlan& p, const WebGpuLimits& limits,
   chunks->clear();
   const int64_t heads = p.B * p.Hq;
   if (heads == 0 || p.Lq == 0 || p.Lk == 0) return Status::Ok();
-  const uint64_t cap = std::min(limits.max_storage_binding_bytes, limits.max_buffer_bytes);
+  const uint64_t cap = limits.largest_binding_bytes();
   const bool masked = p.mask_kind != MaskKind::kNone;
 
   // One key/value head is the unit that cannot be cut (its softmax needs every key).
@@ -911,7 +911,7 @@ Status webgpu_backward_variant(const AttentionPlan& plan, const WebGpuLimits& li
                               std::to_string(limits.max_workgroup_storage_bytes) + ")");
   }
   v.query_block = v.key_block = static_cast<uint32_t>(std::min<uint64_t>(fit, kWebGpuBackwardMaxBlock));
-  const uint64_t cap = std::min(limits.max_storage_binding_bytes, limits.max_buffer_bytes);
+  const uint64_t cap = limits.largest_binding_bytes();
   split_backward_pass(&v.dkdv, plan.B * plan.Hkv * plan.Lk, plan.Lq, v.query_block, dkdv_floats(plan), cap);
   split_backward_pass(&v.dq, plan.B * plan.Hq * plan.Lq, plan.Lk, v.key_block,
                       dq_floats(plan, v.write_d_scores, v.variants.sinks), cap);
@@ -952,7 +952,7 @@ WebGpuChunk webgpu_whole_chunk(const AttentionPlan& p) {
 }
 
 Status check_webgpu_backward_fits(const AttentionPlan& p, const WebGpuLimits& limits, const BackwardVariant& variant) {
-  const uint64_t cap = std::min(limits.max_storage_binding_bytes, limits.max_buffer_bytes);
+  const uint64_t cap = limits.largest_binding_bytes();
   const WebGpuChunkBytes inputs = webgpu_chunk_bytes(p, webgpu_whole_chunk(p));
   const WebGpuBackwardBytes own = webgpu_backward_bytes(p, variant);
   const std::pair<const char*, uint64_t> buffers[] = {

@@ -5,6 +5,7 @@
 // cpp/webgpu/device.cpp, the kernels are in cpp/webgpu/shaders/.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -38,6 +39,9 @@ struct WebGpuLimits {
   // The fewest keys a prefill key split holds (webgpu_flash_key_splits; gpuLimits.prefillSplitKeys
   // lowers it, e.g. to split the small calls of the tests).
   uint32_t min_split_keys = 512;
+
+  // The most bytes one storage binding may hold: a buffer can be no larger than maxBufferSize.
+  uint64_t largest_binding_bytes() const { return std::min(max_storage_binding_bytes, max_buffer_bytes); }
 };
 
 // Keys or values of an int8/int4 KV cache (core/kv_cache_format.h), read in place by the kernels.

@@ -303,6 +303,10 @@ TEST(WebGpuPlan, PrefillSplitsTheKeysOfSmallGridsOverLongKeys) {
   EXPECT_EQ(split(1, 1024, 4096, 64, CausalAlignment::kNone, small_binding).key_splits, 4u);
   small_binding.max_storage_binding_bytes = 1u << 20;
   EXPECT_EQ(split(1, 4096, 2048, 64, CausalAlignment::kNone, small_binding).key_splits, 1u);
+  // A buffer can be no larger than maxBufferSize: a smaller one bounds the records the same way.
+  WebGpuLimits small_buffer = h100;
+  small_buffer.max_buffer_bytes = 2u << 20;
+  EXPECT_EQ(split(1, 1024, 4096, 64, CausalAlignment::kNone, small_buffer).key_splits, 4u);
   // The records that share a binding are one chunk's: the caller's chunk rows bound S, not Lq.
   {
     const AttentionPlan p = make_plan({1, 1024, 64}, {1, 4096, 64}, {1, 4096, 64});
@@ -330,7 +334,7 @@ TEST(WebGpuPlan, PrefillSplitsTheKeysOfSmallGridsOverLongKeys) {
 // Every (head, row) is covered exactly once, every chunk fits, and each chunk's kv/mask ranges hold
 // what its rows read.
 void expect_valid_chunks(const AttentionPlan& p, const WebGpuLimits& limits, const std::vector<WebGpuChunk>& chunks) {
-  const uint64_t cap = std::min(limits.max_storage_binding_bytes, limits.max_buffer_bytes);
+  const uint64_t cap = limits.largest_binding_bytes();
   std::vector<int> covered(static_cast<size_t>(p.B * p.Hq * p.Lq), 0);
   for (const WebGpuChunk& c : chunks) {
     EXPECT_LE(webgpu_chunk_bytes(p, c).largest(), cap);
