@@ -1,8 +1,13 @@
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
-// Browser tests of the demo page (tests/browser): Vitest in Node builds the demo, serves it with
-// `vite preview`, and drives Debian's /usr/bin/chromium through playwright-core (no browser download).
+// Browser tests of the demo page (tests/browser): Vitest in Node builds the demo once (global set-up),
+// serves it with `vite preview` (one server and one Chromium per file), and drives Debian's
+// /usr/bin/chromium through playwright-core (no browser download).
+// Two files run at a time (each waits much of its time on its own Chromium): the tests that bound a
+// main-thread task bound its CPU time (from a Chromium trace), not its wall time, and the time limit
+// allows for a test's wall time doubling while the other file runs. The dev-server test bounds a
+// wall time (first heatmap within 5 s of the server being ready): it runs after them, alone.
 // Run: npx vitest run --config vitest.browser.config.ts
 export default defineConfig({
   resolve: {
@@ -10,14 +15,34 @@ export default defineConfig({
   },
   test: {
     environment: 'node',
-    include: ['tests/browser/**/*.test.ts'],
     // Vitest browser mode: vitest.browser-webgpu.config.ts; the packed package in fresh apps: vitest.browser-apps.config.ts
     exclude: ['tests/browser/webgpu-*.test.ts', 'tests/browser/apps/**'],
-    testTimeout: 180_000,
+    testTimeout: 300_000,
     hookTimeout: 300_000,
     pool: 'forks',
-    fileParallelism: false,
-    maxWorkers: 1,
     reporters: process.env.CI ? ['verbose'] : ['default'],
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: 'demo',
+          include: ['tests/browser/**/*.test.ts'],
+          exclude: ['tests/browser/webgpu-*.test.ts', 'tests/browser/apps/**', 'tests/browser/demo-dev-server.test.ts'],
+          globalSetup: ['tests/browser/global-setup.ts'],
+          fileParallelism: true,
+          maxWorkers: 2,
+          sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'dev-server',
+          include: ['tests/browser/demo-dev-server.test.ts'],
+          maxWorkers: 1,
+          sequence: { groupOrder: 1 },
+        },
+      },
+    ],
   },
 });

@@ -5,13 +5,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { float16Precision, gradientView, onlineTrace, precisionInputs, varianceAt, worstError } from '../../web/demo/src/lib/explainers';
 import { planCall, WEBGPU_DEFAULT_LIMITS } from '../../web/demo/src/lib/planner';
 import { pytorchAttention, TORCH_VARIANTS } from '../../web/demo/src/lib/pytorch';
-import { buildDemo, openAllSections, start, type Session } from './support';
+import { openAllSections, start, type Session } from './support';
 
 let s: Session;
 let attn: Attention;
 
 beforeAll(async () => {
-  buildDemo();
   attn = await createAttention({ backend: 'auto' });
   s = await start();
 });

@@ -6,7 +6,7 @@
 import { gzipSync } from 'node:zlib';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildDemo, openAllSections, start, type Session } from './support';
+import { openAllSections, start, type Session } from './support';
 
 /** The first view's budget: JS and wasm, gzipped. */
 const FIRST_VIEW_BYTES = 150 * 1024;
@@ -34,7 +34,6 @@ const total = (t: Transfer[]) => t.reduce((a, x) => a + x.gzipped, 0);
 let s: Session;
 
 beforeAll(async () => {
-  buildDemo();
   s = await start();
 });
 

@@ -6,14 +6,13 @@ import { join } from 'node:path';
 import { createAttention, type Attention } from 'sdpa-web';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cachedRows, headRow, kvCacheRun, type KvRun } from '../../web/demo/src/lib/kv-explainer';
-import { buildDemo, OUT, start, type Session } from './support';
+import { OUT, start, type Session } from './support';
 
 let s: Session;
 let attn: Attention;
 let run: KvRun;
 
 beforeAll(async () => {
-  buildDemo();
   attn = await createAttention({ backend: 'auto' });
   run = await kvCacheRun(attn);
   s = await start();

@@ -5,12 +5,11 @@
 // phone, every numeric field validated, and the head view readable in dark mode.
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildDemo, start, type Session } from './support';
+import { start, type Session } from './support';
 
 let s: Session;
 
 beforeAll(async () => {
-  buildDemo();
   s = await start();
 });
 

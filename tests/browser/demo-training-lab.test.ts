@@ -9,7 +9,7 @@ import { createAttention, type Attention } from 'sdpa-web';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOSS_FLOOR, Trainer, type LabConfig } from '../../web/examples/train/model';
 import { COPY_OFFSET, decode, encode } from '../../web/examples/train/tasks';
-import { buildDemo, OUT, start, type Session } from './support';
+import { OUT, start, type Session } from './support';
 
 const TARGET_LOSS = LOSS_FLOOR + 0.05;
 
@@ -17,7 +17,6 @@ let s: Session;
 let attn: Attention;
 
 beforeAll(async () => {
-  buildDemo();
   attn = await createAttention({ backend: 'simd', threads: 1 });
   s = await start();
   // Every main-thread task over 50 ms, as Chromium reports it (see settle()).

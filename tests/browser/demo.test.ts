@@ -5,7 +5,7 @@ import { createAttention, type Attention, type GpuLike } from 'sdpa-web';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { workedExamples } from '../../web/examples/worked-examples';
 import { runExample } from '../../web/demo/src/lib/compute';
-import { buildDemo, OUT, openAllSections, start, type Session } from './support';
+import { OUT, openAllSections, start, type Session } from './support';
 
 let s: Session;
 let attn: Attention;
@@ -33,7 +33,6 @@ const playgroundDrawn = () => s.page.waitForSelector('#pg-results:not([aria-busy
 const shot = (id: string) => s.page.locator(`#${id.replace('-dark', '')}`).screenshot({ path: join(OUT, `section-${id}.png`) });
 
 beforeAll(async () => {
-  buildDemo();
   attn = await createAttention({ backend: 'auto' });
   s = await start();
   await s.page.goto(s.url);

@@ -25,7 +25,7 @@ export interface Session {
   close(): Promise<void>;
 }
 
-/** Build the demo (unless SDPA_DEMO_PREBUILT=1 and it exists) with the library's wasm already built. */
+/** Build the demo with the library's wasm already built (skipped if SDPA_DEMO_PREBUILT=1 and it exists); the browser config's global set-up calls it once per run. */
 export function buildDemo(): void {
   if (!existsSync(join(ROOT, 'web/src/wasm/sdpa_core.wasm'))) throw new Error('web/src/wasm/sdpa_core.wasm is missing: run `bash scripts/build.sh wasm` first');
   if (process.env.SDPA_DEMO_PREBUILT === '1' && existsSync(join(ROOT, 'web/demo/dist/index.html'))) return;
