@@ -1,5 +1,5 @@
-// Builds the demo once for the whole run, before any test file starts: the files run two at a time
-// and all serve the same web/demo/dist.
+// Builds the demo once for the whole run, before any test file starts: every file serves the
+// same web/demo/dist.
 import { buildDemo } from './support';
 
 export default function setup(): void {
