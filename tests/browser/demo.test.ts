@@ -30,6 +30,11 @@ function shownMatches(shown: string, value: number): boolean {
 const PLAYGROUND_DRAWN = { timeout: 15_000 };
 /** Waits until the playground's drawing in progress (if any) has drawn its last piece. */
 const playgroundDrawn = () => s.page.waitForSelector('#pg-results:not([aria-busy])', { state: 'attached', ...PLAYGROUND_DRAWN });
+/**
+ * The gallery of every section in both themes at both widths (64 screenshots in test-output/, about
+ * a minute on 2 cores) is for people to look at: `npm run screenshots` takes it, `npm test` does not.
+ */
+const GALLERY = process.env.SDPA_SCREENSHOTS === '1';
 const shot = (id: string) => s.page.locator(`#${id.replace('-dark', '')}`).screenshot({ path: join(OUT, `section-${id}.png`) });
 
 beforeAll(async () => {
@@ -550,7 +555,7 @@ describe('demo page layout, URL state and themes (1280 px and 390 px)', () => {
     for (const r of rows) expect(r[2], r[0]).toBe(r[1]);
   });
 
-  it('toggles dark mode (remembered across a reload); screenshots of every section in both themes at both widths', async () => {
+  it(`toggles dark mode (remembered across a reload)${GALLERY ? '; screenshots of every section in both themes at both widths' : ''}`, async () => {
     const page = s.page;
     const bg = () => page.evaluate(() => getComputedStyle(document.body).backgroundColor);
     await page.emulateMedia({ colorScheme: 'light' });
@@ -565,7 +570,7 @@ describe('demo page layout, URL state and themes (1280 px and 390 px)', () => {
           expect(await bg()).not.toBe(before);
         }
         await page.screenshot({ path: join(OUT, `page-${width}-${theme}-top.png`) });
-        for (const id of ['intro', 'formula', 'stepper', 'examples', 'example-detail', 'playground', 'scaling', 'variance', 'online', 'kvcache', 'multihead', 'gradients', 'precision', 'cost', 'limits', 'pytorch']) await page.locator(`#${id}`).screenshot({ path: join(OUT, `page-${width}-${theme}-${id}.png`) });
+        if (GALLERY) for (const id of ['intro', 'formula', 'stepper', 'examples', 'example-detail', 'playground', 'scaling', 'variance', 'online', 'kvcache', 'multihead', 'gradients', 'precision', 'cost', 'limits', 'pytorch']) await page.locator(`#${id}`).screenshot({ path: join(OUT, `page-${width}-${theme}-${id}.png`) });
       }
       // The choice is remembered: a reload stays dark.
       await page.reload();
