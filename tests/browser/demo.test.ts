@@ -31,7 +31,7 @@ const PLAYGROUND_DRAWN = { timeout: 15_000 };
 /** Waits until the playground's drawing in progress (if any) has drawn its last piece. */
 const playgroundDrawn = () => s.page.waitForSelector('#pg-results:not([aria-busy])', { state: 'attached', ...PLAYGROUND_DRAWN });
 /**
- * The gallery of every section in both themes at both widths (64 screenshots in test-output/, about
+ * The gallery of every section in both themes at both widths (the screenshots in test-output/, about
  * a minute on 2 cores) is for people to look at: `npm run screenshots` takes it, `npm test` does not.
  */
 const GALLERY = process.env.SDPA_SCREENSHOTS === '1';
@@ -570,7 +570,10 @@ describe('demo page layout, URL state and themes (1280 px and 390 px)', () => {
           expect(await bg()).not.toBe(before);
         }
         await page.screenshot({ path: join(OUT, `page-${width}-${theme}-top.png`) });
-        if (GALLERY) for (const id of ['intro', 'formula', 'stepper', 'examples', 'example-detail', 'playground', 'scaling', 'variance', 'online', 'kvcache', 'multihead', 'gradients', 'precision', 'cost', 'limits', 'pytorch']) await page.locator(`#${id}`).screenshot({ path: join(OUT, `page-${width}-${theme}-${id}.png`) });
+        if (GALLERY) {
+          const sections = await page.evaluate(() => [...document.querySelectorAll('main > section[id]')].map((e) => e.id));
+          for (const id of [...sections, 'stepper', 'example-detail']) await page.locator(`#${id}`).screenshot({ path: join(OUT, `page-${width}-${theme}-${id}.png`) });
+        }
       }
       // The choice is remembered: a reload stays dark.
       await page.reload();
