@@ -513,9 +513,8 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
   // Flash-decoding when the plan chooses it (webgpu_decode_splits) and each chunk's partials fit
   // one binding; a trace follows the flash kernels' key tiles.
   uint32_t splits = trace ? 0 : webgpu_decode_splits(plan);
-  const uint64_t record_bytes = 4ull * (kWebGpuDecodeRecordHeader + flash.ev_pad);
   const int64_t chunk_rows = webgpu_most_chunk_rows(chunks);
-  if (static_cast<uint64_t>(chunk_rows) * splits * record_bytes > limits_.largest_binding_bytes()) splits = 0;
+  if (static_cast<uint64_t>(chunk_rows) * splits * flash.record_bytes() > limits_.largest_binding_bytes()) splits = 0;
   // A quantized cache: its keys and values bound whole, the query quantized first (kv_quantize.wgsl)
   // into a workspace of levels (the quantized decode kernel) or of dequantized floats (the flash
   // and weights kernels).
@@ -675,7 +674,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
     };
     if (splits) {
       // Partials (one record per row and split) in the stats binding, then the merge.
-      const val partials = buffer(job, rows * splits * record_bytes, kStorage);
+      const val partials = buffer(job, rows * splits * flash.record_bytes(), kStorage);
       // A workgroup per (split, KV head of the chunk × block of the rows that read it).
       const uint64_t row_blocks = (static_cast<uint64_t>(plan.heads_per_kv()) * c.rows + partial.decode_rows - 1) / partial.decode_rows;
       for (const GridPart& part : split_grid(splits, static_cast<uint64_t>(c.nkv) * row_blocks, limits_.max_workgroups_per_dim)) {
@@ -685,7 +684,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
     } else {
       // With a key split the flash kernel writes partial records (one per row and split) into
       // the stats binding, and the merge the output.
-      if (key_split) stats = buffer(job, rows * flash.key_splits * record_bytes, kStorage);
+      if (key_split) stats = buffer(job, rows * flash.key_splits * flash.record_bytes(), kStorage);
       const FlashGrid flash_grid = flash.grid(c.rows, c.nbh);
       for (const GridPart& part : split_grid(flash_grid.x, flash_grid.y, limits_.max_workgroups_per_dim)) {
         dispatch(flash_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(stats), whole(variants), whole(lse_buffer)});
@@ -874,7 +873,7 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
     lse_resource.set("size", static_cast<double>(4 * rows));
     // With a key split the flash kernel writes a record per row and split into the stats
     // binding, and the merge the output and log-sum-exp from them.
-    const val stats = key_split ? buffer(job, rows * flash.key_splits * 4ull * (kWebGpuDecodeRecordHeader + flash.ev_pad), kStorage)
+    const val stats = key_split ? buffer(job, rows * flash.key_splits * flash.record_bytes(), kStorage)
                                 : buffer(job, 16, kStorage);
     const uint32_t key_splits = key_split ? flash.key_splits : 0;
     const FlashGrid flash_grid = flash.grid(plan.Lq, plan.B * plan.Hq);
