@@ -406,6 +406,15 @@ void WebGpuAttention::write_quantized(val destination, val source, val rows) {
   submit_and_destroy_buffers(encoder, job);
 }
 
+void WebGpuAttention::encode_merge(val job, val pass, const val& merge_pipeline, uint64_t rows,
+                                   const std::function<WebGpuUniforms(const GridPart&)>& uniforms,
+                                   std::initializer_list<val> resources) {
+  for (const GridPart& part : split_grid(rows, 1, limits_.max_workgroups_per_dim)) {
+    const WebGpuUniforms u = uniforms(part);
+    encode_dispatch(device_, pass, merge_pipeline, flash_bgl_, upload(job, u.data(), sizeof(u), kUniform), resources, part);
+  }
+}
+
 void WebGpuAttention::submit_and_destroy_buffers(const val& encoder, const val& job) {
   val commands = val::array();
   commands.call<void>("push", encoder.call<val>("finish"));
@@ -652,8 +661,8 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       query_binding = whole(levels);
       q_base = 0;
     }
-    auto dispatch = [&](const val& pipeline, const val& bgl, const GridPart& part,
-                        std::initializer_list<val> buffers) {
+    // The uniforms of a dispatch over `part` of its grid.
+    const auto uniforms = [&](const GridPart& part) {
       WebGpuUniforms u = webgpu_uniforms(plan, c, mask_base, part);
       u[kUfQueryBase] = q_base;
       u[kUfKeyBase] = k_base;
@@ -662,15 +671,18 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
         u[kUfSplits] = flash.key_splits;
         u[kUfSplitKeys] = flash.split_keys;
       }
+      return u;
+    };
+    auto dispatch = [&](const val& pipeline, const val& bgl, const GridPart& part,
+                        std::initializer_list<val> buffers) {
+      const WebGpuUniforms u = uniforms(part);
       encode_dispatch(device_, pass, pipeline, bgl, upload(job, u.data(), sizeof(u), kUniform), buffers, part);
     };
     const uint64_t rows = static_cast<uint64_t>(c.query_rows());
-    // The merge of `records` (one per row and split, in the stats binding) into the output and
-    // log-sum-exp: a workgroup per query row.
+    // The merge of `records` (one per row and split) into the output and log-sum-exp.
     const auto merge_records = [&](const val& records) {
-      for (const GridPart& part : split_grid(rows, 1, limits_.max_workgroups_per_dim)) {
-        dispatch(merge_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(records), whole(variants), whole(lse_buffer)});
-      }
+      encode_merge(job, pass, merge_pipeline, rows, uniforms,
+                   {query_binding, k, v, mask, out_resource, whole(records), whole(variants), whole(lse_buffer)});
     };
     if (splits) {
       // Partials (one record per row and split) in the stats binding, then the merge.
@@ -852,8 +864,7 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
   // `splits`, `split_length`: what the kernel reads as p.splits and p.split_keys (a tile pass's
   // segments and rows or keys per segment, the forward's key splits and keys per split); 0
   // leaves the plan's.
-  const auto dispatch = [&](const val& pipe, const val& bgl, const GridPart& part, std::initializer_list<val> resources,
-                            uint32_t splits = 0, uint32_t split_length = 0) {
+  const auto uniforms = [&](const GridPart& part, uint32_t splits = 0, uint32_t split_length = 0) {
     WebGpuUniforms u = webgpu_uniforms(plan, chunk, 0, part);
     u[kUfQueryBase] = q_base;
     u[kUfKeyBase] = k_base;
@@ -862,6 +873,11 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
       u[kUfSplits] = splits;
       u[kUfSplitKeys] = split_length;
     }
+    return u;
+  };
+  const auto dispatch = [&](const val& pipe, const val& bgl, const GridPart& part, std::initializer_list<val> resources,
+                            uint32_t splits = 0, uint32_t split_length = 0) {
+    const WebGpuUniforms u = uniforms(part, splits, split_length);
     encode_dispatch(device_, pass, pipe, bgl, upload(job, u.data(), sizeof(u), kUniform), resources, part);
   };
   const auto grid = [&](uint64_t x, uint64_t y) { return split_grid(x, y, limits_.max_workgroups_per_dim); };
@@ -882,10 +898,8 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
                key_splits, flash.split_keys);
     }
     if (key_split) {
-      for (const GridPart& part : grid(rows, 1)) {
-        dispatch(merge_pipeline, flash_bgl_, part, {q, k, v, mask, whole(forward_output), whole(stats), whole(variants), lse_resource},
-                 key_splits, flash.split_keys);
-      }
+      encode_merge(job, pass, merge_pipeline, rows, [&](const GridPart& part) { return uniforms(part, key_splits, flash.split_keys); },
+                   {q, k, v, mask, whole(forward_output), whole(stats), whole(variants), lse_resource});
     }
   }
   for (const GridPart& part : grid(tiles(rows, kWebGpuBackwardInvocations), 1)) {
