@@ -13,15 +13,16 @@
 //      log-sum-exp (backward/forward at 1×4096×64 causal and 8×1024×64).
 // Writes OUTDIR/gpu-check.json and OUTDIR/gpu-check.md (and the pieces: vitest.json, bench.json,
 // bench.md). --quick (the test step webgpu_f16, on lavapipe) runs one suite and a reduced case
-// list. SDPA_WEBGPU_SUBGROUPS=0 reaches the suites, whose devices then lack 'subgroups'
-// (tests/node/support/webgpu.ts); the report says so. Exit status 1 when a suite or a bench
-// check fails, 2 on bad arguments.
+// list. SDPA_WEBGPU_SUBGROUPS=0 reaches the suites and the benches, whose devices then lack
+// 'subgroups' (scripts/webgpu-subgroups.mjs); the report says so. Exit status 1 when a suite or
+// a bench check fails, 2 on bad arguments.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { subgroupsWithheld } from './webgpu-subgroups.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ICD_DIRS = ['/etc/vulkan/icd.d', '/usr/share/vulkan/icd.d'];
@@ -106,23 +107,25 @@ function runStep(command, args, env, seconds) {
 }
 
 /**
- * Whether SDPA_WEBGPU_SUBGROUPS withholds 'subgroups' from the suites' devices: 0 does, 1 or unset
- * does not (the test support's rule; any other value is a usage error).
+ * Whether SDPA_WEBGPU_SUBGROUPS withholds 'subgroups' from the suites' and the benches' devices
+ * (webgpu-subgroups.mjs, their rule); a value other than 0 or 1 is a usage error.
  */
-function subgroupsWithheld(setting) {
-  if (setting === undefined || setting === '' || setting === '1') return false;
-  if (setting === '0') return true;
-  throw Object.assign(new Error(`SDPA_WEBGPU_SUBGROUPS must be 0 or 1 (got ${JSON.stringify(setting)})`), { usage: true });
+function subgroupsWithheldHere() {
+  try {
+    return subgroupsWithheld(process.env.SDPA_WEBGPU_SUBGROUPS);
+  } catch (e) {
+    throw Object.assign(e, { usage: true });
+  }
 }
 
-/** What the suites' devices get of the adapter's subgroups. */
+/** What the suites' and the benches' devices get of the adapter's subgroups. */
 function subgroupsLine(report) {
   const a = report.adapter;
   if (!a.features.includes('subgroups')) return "Subgroups: the adapter has no 'subgroups' feature.";
   if (report.subgroupsWithheld) {
-    return "Subgroups: **withheld** (SDPA_WEBGPU_SUBGROUPS=0): the suites request their devices without 'subgroups' and run the workgroup-memory kernels; the benches request the adapter's features.";
+    return "Subgroups: **withheld** (SDPA_WEBGPU_SUBGROUPS=0): the suites and the benches request their devices without 'subgroups' and run the workgroup-memory kernels.";
   }
-  return "Subgroups: the suites' and the benches' devices have them (SDPA_WEBGPU_SUBGROUPS=0 would withhold them from the suites).";
+  return "Subgroups: the suites' and the benches' devices have them (SDPA_WEBGPU_SUBGROUPS=0 would withhold them).";
 }
 
 const adapterName = (a) => `${a.info.vendor} ${a.info.architecture} ${a.info.description}${a.info.isFallbackAdapter ? ' (software fallback adapter: NOT a GPU)' : ''}`;
@@ -187,7 +190,7 @@ async function main() {
   const out = resolve(positionals[0]);
   mkdirSync(out, { recursive: true });
   const plan = values.quick ? PLANS.quick : PLANS.full;
-  const report = { startedAt: new Date().toISOString(), quick: values.quick, subgroupsWithheld: subgroupsWithheld(process.env.SDPA_WEBGPU_SUBGROUPS) };
+  const report = { startedAt: new Date().toISOString(), quick: values.quick, subgroupsWithheld: subgroupsWithheldHere() };
 
   const { probed, chosen } = chooseAdapter(values.icd);
   report.probed = probed.map((p) => ({ icd: p.icd, adapter: p.adapter ? adapterName(p.adapter) : null, error: p.error }));

@@ -406,6 +406,15 @@ void WebGpuAttention::write_quantized(val destination, val source, val rows) {
   submit_and_destroy_buffers(encoder, job);
 }
 
+void WebGpuAttention::encode_merge(val job, val pass, const val& merge_pipeline, uint64_t rows,
+                                   const std::function<WebGpuUniforms(const GridPart&)>& uniforms,
+                                   std::initializer_list<val> resources) {
+  for (const GridPart& part : split_grid(rows, 1, limits_.max_workgroups_per_dim)) {
+    const WebGpuUniforms u = uniforms(part);
+    encode_dispatch(device_, pass, merge_pipeline, flash_bgl_, upload(job, u.data(), sizeof(u), kUniform), resources, part);
+  }
+}
+
 void WebGpuAttention::submit_and_destroy_buffers(const val& encoder, const val& job) {
   val commands = val::array();
   commands.call<void>("push", encoder.call<val>("finish"));
@@ -513,9 +522,8 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
   // Flash-decoding when the plan chooses it (webgpu_decode_splits) and each chunk's partials fit
   // one binding; a trace follows the flash kernels' key tiles.
   uint32_t splits = trace ? 0 : webgpu_decode_splits(plan);
-  const uint64_t record_bytes = 4ull * (kWebGpuDecodeRecordHeader + flash.ev_pad);
   const int64_t chunk_rows = webgpu_most_chunk_rows(chunks);
-  if (static_cast<uint64_t>(chunk_rows) * splits * record_bytes > limits_.largest_binding_bytes()) splits = 0;
+  if (static_cast<uint64_t>(chunk_rows) * splits * flash.record_bytes() > limits_.largest_binding_bytes()) splits = 0;
   // A quantized cache: its keys and values bound whole, the query quantized first (kv_quantize.wgsl)
   // into a workspace of levels (the quantized decode kernel) or of dequantized floats (the flash
   // and weights kernels).
@@ -653,8 +661,8 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       query_binding = whole(levels);
       q_base = 0;
     }
-    auto dispatch = [&](const val& pipeline, const val& bgl, const GridPart& part,
-                        std::initializer_list<val> buffers) {
+    // The uniforms of a dispatch over `part` of its grid.
+    const auto uniforms = [&](const GridPart& part) {
       WebGpuUniforms u = webgpu_uniforms(plan, c, mask_base, part);
       u[kUfQueryBase] = q_base;
       u[kUfKeyBase] = k_base;
@@ -663,19 +671,22 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
         u[kUfSplits] = flash.key_splits;
         u[kUfSplitKeys] = flash.split_keys;
       }
+      return u;
+    };
+    auto dispatch = [&](const val& pipeline, const val& bgl, const GridPart& part,
+                        std::initializer_list<val> buffers) {
+      const WebGpuUniforms u = uniforms(part);
       encode_dispatch(device_, pass, pipeline, bgl, upload(job, u.data(), sizeof(u), kUniform), buffers, part);
     };
     const uint64_t rows = static_cast<uint64_t>(c.query_rows());
-    // The merge of `records` (one per row and split, in the stats binding) into the output and
-    // log-sum-exp: a workgroup per query row.
+    // The merge of `records` (one per row and split) into the output and log-sum-exp.
     const auto merge_records = [&](const val& records) {
-      for (const GridPart& part : split_grid(rows, 1, limits_.max_workgroups_per_dim)) {
-        dispatch(merge_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(records), whole(variants), whole(lse_buffer)});
-      }
+      encode_merge(job, pass, merge_pipeline, rows, uniforms,
+                   {query_binding, k, v, mask, out_resource, whole(records), whole(variants), whole(lse_buffer)});
     };
     if (splits) {
       // Partials (one record per row and split) in the stats binding, then the merge.
-      const val partials = buffer(job, rows * splits * record_bytes, kStorage);
+      const val partials = buffer(job, rows * splits * flash.record_bytes(), kStorage);
       // A workgroup per (split, KV head of the chunk × block of the rows that read it).
       const uint64_t row_blocks = (static_cast<uint64_t>(plan.heads_per_kv()) * c.rows + partial.decode_rows - 1) / partial.decode_rows;
       for (const GridPart& part : split_grid(splits, static_cast<uint64_t>(c.nkv) * row_blocks, limits_.max_workgroups_per_dim)) {
@@ -685,7 +696,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
     } else {
       // With a key split the flash kernel writes partial records (one per row and split) into
       // the stats binding, and the merge the output.
-      if (key_split) stats = buffer(job, rows * flash.key_splits * record_bytes, kStorage);
+      if (key_split) stats = buffer(job, rows * flash.key_splits * flash.record_bytes(), kStorage);
       const FlashGrid flash_grid = flash.grid(c.rows, c.nbh);
       for (const GridPart& part : split_grid(flash_grid.x, flash_grid.y, limits_.max_workgroups_per_dim)) {
         dispatch(flash_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(stats), whole(variants), whole(lse_buffer)});
@@ -853,8 +864,7 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
   // `splits`, `split_length`: what the kernel reads as p.splits and p.split_keys (a tile pass's
   // segments and rows or keys per segment, the forward's key splits and keys per split); 0
   // leaves the plan's.
-  const auto dispatch = [&](const val& pipe, const val& bgl, const GridPart& part, std::initializer_list<val> resources,
-                            uint32_t splits = 0, uint32_t split_length = 0) {
+  const auto uniforms = [&](const GridPart& part, uint32_t splits = 0, uint32_t split_length = 0) {
     WebGpuUniforms u = webgpu_uniforms(plan, chunk, 0, part);
     u[kUfQueryBase] = q_base;
     u[kUfKeyBase] = k_base;
@@ -863,6 +873,11 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
       u[kUfSplits] = splits;
       u[kUfSplitKeys] = split_length;
     }
+    return u;
+  };
+  const auto dispatch = [&](const val& pipe, const val& bgl, const GridPart& part, std::initializer_list<val> resources,
+                            uint32_t splits = 0, uint32_t split_length = 0) {
+    const WebGpuUniforms u = uniforms(part, splits, split_length);
     encode_dispatch(device_, pass, pipe, bgl, upload(job, u.data(), sizeof(u), kUniform), resources, part);
   };
   const auto grid = [&](uint64_t x, uint64_t y) { return split_grid(x, y, limits_.max_workgroups_per_dim); };
@@ -874,7 +889,7 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
     lse_resource.set("size", static_cast<double>(4 * rows));
     // With a key split the flash kernel writes a record per row and split into the stats
     // binding, and the merge the output and log-sum-exp from them.
-    const val stats = key_split ? buffer(job, rows * flash.key_splits * 4ull * (kWebGpuDecodeRecordHeader + flash.ev_pad), kStorage)
+    const val stats = key_split ? buffer(job, rows * flash.key_splits * flash.record_bytes(), kStorage)
                                 : buffer(job, 16, kStorage);
     const uint32_t key_splits = key_split ? flash.key_splits : 0;
     const FlashGrid flash_grid = flash.grid(plan.Lq, plan.B * plan.Hq);
@@ -883,10 +898,8 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
                key_splits, flash.split_keys);
     }
     if (key_split) {
-      for (const GridPart& part : grid(rows, 1)) {
-        dispatch(merge_pipeline, flash_bgl_, part, {q, k, v, mask, whole(forward_output), whole(stats), whole(variants), lse_resource},
-                 key_splits, flash.split_keys);
-      }
+      encode_merge(job, pass, merge_pipeline, rows, [&](const GridPart& part) { return uniforms(part, key_splits, flash.split_keys); },
+                   {q, k, v, mask, whole(forward_output), whole(stats), whole(variants), lse_resource});
     }
   }
   for (const GridPart& part : grid(tiles(rows, kWebGpuBackwardInvocations), 1)) {

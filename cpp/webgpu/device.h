@@ -17,6 +17,8 @@
 #include <emscripten/val.h>
 
 #include <array>
+#include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -135,6 +137,13 @@ class WebGpuAttention {
   // Encodes kv_quantize.wgsl into `pass` (segments: held/added per batch for a cache, else unused).
   void encode_quantize(emscripten::val job, emscripten::val pass, const QuantizePass& q, const emscripten::val& segments,
                        const emscripten::val& source, const emscripten::val& destination);
+  // Encodes attention_decode_merge.wgsl (`merge_pipeline`) into `pass`: the records in the stats
+  // binding of `resources` (the flash layout's bindings), one per query row and key split, merged
+  // into the output and log-sum-exp by a workgroup per row of the `rows`; `uniforms(part)` gives
+  // each part of that grid its uniforms.
+  void encode_merge(emscripten::val job, emscripten::val pass, const emscripten::val& merge_pipeline, uint64_t rows,
+                    const std::function<WebGpuUniforms(const GridPart&)>& uniforms,
+                    std::initializer_list<emscripten::val> resources);
   // Submits `encoder`'s commands, then destroys `job`'s buffers (the submitted work still runs on them).
   void submit_and_destroy_buffers(const emscripten::val& encoder, const emscripten::val& job);
   // encode_write_float16 in a command buffer of its own, submitted at once.

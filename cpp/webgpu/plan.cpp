@@ -470,8 +470,7 @@ FlashVariant webgpu_flash_key_splits(const AttentionPlan& plan, const WebGpuLimi
   const uint64_t most = static_cast<uint64_t>(plan.Lk) / std::max<uint32_t>(limits.min_split_keys, 1);
   uint64_t splits = 1;
   while (2 * splits <= most && workgroups * splits < kWebGpuTargetWorkgroups) splits *= 2;
-  const uint64_t record_bytes = 4ull * (kWebGpuDecodeRecordHeader + flash.ev_pad);
-  while (splits >= 2 && static_cast<uint64_t>(chunk_rows) * splits * record_bytes > limits.largest_binding_bytes()) splits /= 2;
+  while (splits >= 2 && static_cast<uint64_t>(chunk_rows) * splits * flash.record_bytes() > limits.largest_binding_bytes()) splits /= 2;
   if (splits < 2) return v;
   const uint64_t lk = static_cast<uint64_t>(plan.Lk);
   const uint64_t keys = ((lk + splits - 1) / splits + flash.block_keys - 1) / flash.block_keys * flash.block_keys;

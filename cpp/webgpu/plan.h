@@ -246,6 +246,9 @@ struct FlashVariant {
   // each workgroup takes one split of split_keys keys (a multiple of block_keys) of its row tile's
   // keys and writes the rows' partial records, which attention_decode_merge.wgsl combines.
   uint32_t key_splits = 1, split_keys = 0;
+  // Bytes of one row's record per key split (flash-decoding's partials, the prefill key split's
+  // records): kWebGpuDecodeRecordHeader floats, then the padded value row.
+  uint64_t record_bytes() const { return 4ull * (kWebGpuDecodeRecordHeader + ev_pad); }
   // Floats of the trace: trace_stride() per key tile, trace_floats(Lk) for a call over Lk keys.
   uint32_t trace_stride() const;
   uint64_t trace_floats(int64_t Lk) const;

@@ -7,24 +7,32 @@ import { dirname, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { COPY_DST, COPY_SRC, readBack, STORAGE, upload } from './gpu-buffers.mjs';
 import { attentionGraphModel } from './onnx.mjs';
+import { subgroupsWithheld, withoutSubgroups } from '../webgpu-subgroups.mjs';
 
 const require = createRequire(import.meta.url);
 
-/** navigator.gpu where the runtime has it, else dawn.node (npm `webgpu`), kept for the whole run. */
+/**
+ * navigator.gpu where the runtime has it, else dawn.node (npm `webgpu`), kept for the whole run;
+ * its adapters without 'subgroups' under SDPA_WEBGPU_SUBGROUPS=0, as the test suites' (so its
+ * devices run the workgroup-memory kernels).
+ */
 let gpuEntry;
 export async function webgpuEntry() {
   return gpu();
 }
 
 async function gpu() {
-  if (globalThis.navigator?.gpu) return navigator.gpu;
   if (!gpuEntry) {
-    // with no GPU, dawn.node finds only SwiftShader (Vulkan on the CPU: correctness, not GPU speed)
-    process.env.VK_ICD_FILENAMES ??= '/usr/lib/chromium/vk_swiftshader_icd.json';
-    const { create, globals } = await import('webgpu');
-    Object.assign(globalThis, globals);
-    // SDPA_DAWN_FLAGS: comma-separated dawn.node options (gpu-check, docs/webgpu.md).
-    gpuEntry = create(process.env.SDPA_DAWN_FLAGS?.split(',').filter(Boolean) ?? []);
+    let source = globalThis.navigator?.gpu;
+    if (!source) {
+      // with no GPU, dawn.node finds only SwiftShader (Vulkan on the CPU: correctness, not GPU speed)
+      process.env.VK_ICD_FILENAMES ??= '/usr/lib/chromium/vk_swiftshader_icd.json';
+      const { create, globals } = await import('webgpu');
+      Object.assign(globalThis, globals);
+      // SDPA_DAWN_FLAGS: comma-separated dawn.node options (gpu-check, docs/webgpu.md).
+      source = create(process.env.SDPA_DAWN_FLAGS?.split(',').filter(Boolean) ?? []);
+    }
+    gpuEntry = subgroupsWithheld(process.env.SDPA_WEBGPU_SUBGROUPS) ? withoutSubgroups(source) : source;
   }
   return gpuEntry;
 }
@@ -63,7 +71,8 @@ function sdpa(options, { baseline = false, recompute = false, float16 = false, f
     const info = { backend: attn.backend, threads: attn.threads, relaxedSimd: attn.relaxedSimd, fallbackReason: attn.fallbackReason };
     if (options.backend === 'webgpu') {
       const adapter = (await create.gpu.requestAdapter())?.info ?? {};
-      info.adapter = `${adapter.vendor} ${adapter.architecture} ${adapter.description}${adapter.isFallbackAdapter ? ' (fallback adapter)' : ''}`;
+      const withheld = subgroupsWithheld(process.env.SDPA_WEBGPU_SUBGROUPS) ? "; 'subgroups' withheld (SDPA_WEBGPU_SUBGROUPS=0)" : '';
+      info.adapter = `${adapter.vendor} ${adapter.architecture} ${adapter.description}${adapter.isFallbackAdapter ? ' (fallback adapter)' : ''}${withheld}`;
     }
     return {
       info,

@@ -263,6 +263,7 @@ TEST(WebGpuPlan, PrefillSplitsTheKeysOfSmallGridsOverLongKeys) {
     EXPECT_EQ(one.rows, 16u);
     EXPECT_EQ(one.key_splits, 2u);
     EXPECT_EQ(one.split_keys, 2048u);
+    EXPECT_EQ(one.record_bytes(), 276u);  // 4 × (5 header floats + 64 value columns)
     EXPECT_NE(one.key().find(":split"), std::string::npos);
     EXPECT_NE(one.wgsl_constants().find("const SPLIT: bool = true;"), std::string::npos);
     // The head axis holds head·splits + split; tile-major (heaviest first) under causal.

@@ -5,6 +5,7 @@
 import { create, globals } from 'webgpu';
 import { afterAll, beforeAll, expect } from 'vitest';
 import { createAttention, type Attention, type GpuLike } from 'sdpa-web';
+import { subgroupsWithheld, withoutSubgroups } from '../../../scripts/webgpu-subgroups.mjs';
 
 export const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
 // Read by the Vulkan loader when dawn.node creates its instance (vitest.config.ts sets it too).
@@ -19,51 +20,14 @@ Object.assign(globalThis, globals);
 const dawn = create(process.env.SDPA_DAWN_FLAGS?.split(',').filter(Boolean) ?? []);
 
 /**
- * SDPA_WEBGPU_SUBGROUPS=0 presents the adapter without the `'subgroups'` feature, so that no
- * device the tests or the library request has it and the plan takes its workgroup-memory
- * kernels; unset or 1, the adapter is presented as it is.
+ * SDPA_WEBGPU_SUBGROUPS=0 presents the adapter without subgroups (scripts/webgpu-subgroups.mjs,
+ * shared with the bench), so that no device the tests or the library request has them and the
+ * plan takes its workgroup-memory kernels; unset or 1, the adapter is presented as it is.
  */
 export const SUBGROUPS_WITHHELD = subgroupsWithheld(process.env.SDPA_WEBGPU_SUBGROUPS);
 
-function subgroupsWithheld(setting: string | undefined): boolean {
-  if (setting === undefined || setting === '' || setting === '1') return false;
-  if (setting === '0') return true;
-  throw new Error(`SDPA_WEBGPU_SUBGROUPS must be 0 or 1 (got ${JSON.stringify(setting)})`);
-}
-
-/**
- * `source` with every adapter presented without `feature`: not in `adapter.features`, and a
- * `requestDevice` that asks for it rejects as a real adapter lacking it does.
- */
-function withoutFeature(source: GPU, feature: GPUFeatureName): GPU {
-  const adapterWithout = (adapter: GPUAdapter): GPUAdapter => {
-    const features = new Set([...adapter.features].filter((name) => name !== feature));
-    const requestDevice = (descriptor?: GPUDeviceDescriptor): Promise<GPUDevice> =>
-      [...(descriptor?.requiredFeatures ?? [])].includes(feature)
-        ? Promise.reject(new TypeError(`requiredFeatures: the adapter does not have '${feature}' (withheld by SDPA_WEBGPU_SUBGROUPS=0)`))
-        : adapter.requestDevice(descriptor);
-    return forwarding(adapter, { features, requestDevice });
-  };
-  const requestAdapter = async (options?: GPURequestAdapterOptions): Promise<GPUAdapter | null> => {
-    const adapter = await source.requestAdapter(options);
-    return adapter && adapterWithout(adapter);
-  };
-  return forwarding(source, { requestAdapter });
-}
-
-/** `target` with `overrides` in place of some of its members; its other members read from it (methods bound to it). */
-function forwarding<T extends object>(target: T, overrides: Record<string, unknown>): T {
-  return new Proxy(target, {
-    get(object, property) {
-      if (typeof property === 'string' && property in overrides) return overrides[property];
-      const value: unknown = Reflect.get(object, property, object);
-      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(object) : value;
-    },
-  });
-}
-
 /** The `navigator.gpu` stand-in: dawn.node's, without `'subgroups'` under SDPA_WEBGPU_SUBGROUPS=0. */
-export const gpu: GPU = SUBGROUPS_WITHHELD ? withoutFeature(dawn, 'subgroups') : dawn;
+export const gpu: GPU = SUBGROUPS_WITHHELD ? withoutSubgroups(dawn) : dawn;
 
 /**
  * Whether `device` has `'subgroups'`, failing unless that is what SDPA_WEBGPU_SUBGROUPS asks for:
