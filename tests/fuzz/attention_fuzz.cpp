@@ -29,17 +29,25 @@
 // runs (core/input_arrival.h): bit for bit the 1-thread result.
 // The backward pass runs on every input too (ASan/UBSan and the canaries around its outputs
 // watch it). Where the finite entries of Q, K, V, dO and the additive mask are at most 1e10 in
-// magnitude (NaN and ±Inf allowed) and the finite logits are bounded
-// (|q|max·|k|max·E·|scale| ≤ 64 over finite entries), its gradients, with the forward's output
+// magnitude (NaN and ±Inf allowed), the finite logits are bounded
+// (|q|max·|k|max·E·|scale| + |additive mask|max ≤ 64 over finite entries) and so are the finite
+// products dP = dO·Vᵀ (|dO|max·|v|max·Ev·2^-24 ≤ 1e-5), its gradients, with the forward's output
 // passed in and recomputed, are held to the rule of the backward tests, per gradient tensor g, at
 // every element where the float32 and float64 references are finite:
 //   |g − g64| ≤ 2·e_ref + 1e-5·max(1, max|g64|),   e_ref = max|g_scalar32 − g64|,
 // and g is non-finite where both references are: NaN or Inf in a Q, K, V or dO row reaches only
 // the gradients of the (row, key) pairs that see each other.
-// Larger logits are left out of the comparison: a score S carries a float32 rounding of up to
-// |S|·2^-24, which moves its weight by as much relative, and which of two equally accurate
-// summation orders happens to round closer then decides e_ref (a score of ~1e3 differing by half
-// an ulp moved a dValue by 3.6e-5 relative, beyond a rule set by a luckier scalar reference).
+// Larger logits and products are left out of the comparison, because there which of two equally
+// accurate summation orders happens to round closer decides e_ref:
+//  - a score S (the mask's entry included) carries a float32 rounding of up to |S|·2^-24, which
+//    moves its weight by as much relative: a score of ~1e3 differing by half an ulp moved a dValue
+//    by 3.6e-5 relative, beyond a rule set by a luckier scalar reference; a mask entry of 1e10
+//    rounds every score of its row to a multiple of 1024;
+//  - dS = P ⊙ (dP − D) cancels terms of the size of dP (the kernel takes D = rowsum(dO ⊙ O), the
+//    reference rowsum(P ⊙ dP)), so a gradient near 0 built from them (an additive mask's,
+//    broadcast over the keys, is exactly 0) carries a rounding of about |dO|·|v|·Ev·2^-24, above
+//    the rule's 1e-5 floor for larger products: with dO and V entries of 1e10, such a dMask came
+//    out 686 where the scalar reference gave −114 and float64 6e-7.
 // Any difference beyond that aborts (libFuzzer reports it as a crash with its input).
 #include <cfloat>
 #include <cmath>
@@ -308,10 +316,17 @@ bool moderate_where_finite(const std::vector<float>& v) {
   return true;
 }
 
-// The logits of finite entries are bounded (non-finite entries give non-finite scores).
+// The logits of finite entries, the additive mask's included, are bounded (non-finite entries
+// give non-finite scores).
 bool bounded_finite_logits(const Problem& p, const AttentionPlan& plan) {
   if (!moderate_where_finite(p.query) || !moderate_where_finite(p.key)) return false;
-  return max_finite_abs(p.query) * max_finite_abs(p.key) * static_cast<double>(plan.E) * std::fabs(plan.scale) <= 64;
+  const double mask = plan.mask_kind == MaskKind::kAdditive ? max_finite_abs(p.float_mask) : 0.0;
+  return max_finite_abs(p.query) * max_finite_abs(p.key) * static_cast<double>(plan.E) * std::fabs(plan.scale) + mask <= 64;
+}
+
+// The float32 rounding of the finite products dP = dO·Vᵀ stays under the rule's 1e-5 floor.
+bool bounded_finite_products(const Problem& p, const std::vector<float>& d_output, const AttentionPlan& plan) {
+  return max_finite_abs(d_output) * max_finite_abs(p.value) * static_cast<double>(plan.Ev) * 0x1p-24 <= 1e-5;
 }
 
 void compare_gradient(const char* what, const std::vector<float>& got, const std::vector<float>& r32,
@@ -336,7 +351,7 @@ void compare_gradient(const char* what, const std::vector<float>& got, const std
 void check_backward(const FuzzCase& c, const AttentionPlan& plan) {
   const Problem& p = c.p;
   const bool comparable = bounded_finite_logits(p, plan) && moderate_where_finite(p.value) &&
-                          moderate_where_finite(c.d_output) &&
+                          moderate_where_finite(c.d_output) && bounded_finite_products(p, c.d_output, plan) &&
                           (plan.mask_kind != MaskKind::kAdditive || moderate(p.float_mask, true));
   const Grads64 g64 = comparable ? backward64(p, c.d_output) : Grads64(plan);
   const Grads32 r32 = comparable ? backward32(Backend::kScalar, p, c.d_output, false) : Grads32(plan);
