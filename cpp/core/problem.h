@@ -220,6 +220,14 @@ struct BackwardRequest {
   bool float16_inputs = false;           // the backend widens float16 query/key/value (WebGPU)
 };
 
+// The backward recomputes P = e^(s − lse) from the forward's float32 log-sum-exp lse = m + log Σ.
+// From |lse| = 2^14 on, lse's rounding (half an ulp: 2^-10 there) is as large as the scores' own, and
+// a row whose scores are all huge (a padding row masked with −3.4e38, float32's lowest, as Hugging
+// Face masks) loses log Σ entirely, which makes its P up to Lk× too large. Such rows take
+// P = e^(s − lse)·r with r = 1 / Σ_j e^(s_j − lse) (the sink's term included) from a pass over
+// their scores, so their P sums to 1 again; other rows keep r = 1, bit for bit.
+constexpr float kBackwardRenormalizeFrom = 16384.0f;
+
 // Validates `request` against a validated forward plan (plan_attention).
 Status check_backward_request(const AttentionPlan& plan, const BackwardRequest& request);
 

@@ -6,11 +6,12 @@
 //
 // Algorithm (FlashAttention-2 backward, one thread): the Lq×Lk matrices never exist. The forward
 // (attention_f32_simd128 with an lse pointer) leaves O and each row's log-sum-exp lse_i; then
-//  - per query row, D_i = dO_i·O_i (= Σ_j P_ij·dP_ij);
+//  - per query row, D_i = dO_i·O_i (= Σ_j P_ij·dP_ij), and r_i = 1, or for a row whose |lse| passes
+//    kBackwardRenormalizeFrom (core/problem.h) 1 / Σ_j e^(S_ij − lse_i) from a pass over its scores;
 //  - per (batch, key/value head): pack Kᵀ and Vᵀ into key tiles [E, Bc] / [Ev, Bc] and K into
 //    padded rows; dK and dV accumulate over every query head of the group in padded rows;
 //  - per query head, per key tile, per block of Bq query rows that sees the tile, recompute
-//      S = Q_blk·Kᵀ_tile·scale (+ mask),  P = e^(S − lse),  dP = dO_blk·Vᵀ_tile,  dS = P ⊙ (dP − D)
+//      S = Q_blk·Kᵀ_tile·scale (+ mask),  P = e^(S − lse)·r,  dP = dO_blk·Vᵀ_tile,  dS = P ⊙ (dP − D)
 //    (register tile 2 rows × 16 keys), then three register-accumulated products
 //      dV_tile += Pᵀ·dO_blk,   dK_tile += dSᵀ·Q_blk,   dQ_blk += dS·K_tile
 //    (4 f32x4 accumulators per 16 output dims; scale is applied to dQ and dK once, at the end).
@@ -19,7 +20,7 @@
 //    nothing): NaN/Inf in a hidden K/V row, or in a Q or dO row that does not see the key, never
 //    leaks (as in the forward). A block skips the tiles outside its rows' visible ranges
 //    (causality, the window, the key length); rows that see none of a tile contribute nothing.
-//    dSinks = −Σ_i e^(sink − lse_i)·D_i per query head over the rows that see a key (D_i =
+//    dSinks = −Σ_i e^(sink − lse_i)·r_i·D_i per query head over the rows that see a key (D_i =
 //    Σ_j P_ij·dP_ij is 0 for the others, even where dO_i holds NaN).
 //  - The register accumulations alternate two sets of accumulators over the rows (8 chains):
 //    with one set (4 chains) they were latency-bound and a fused multiply-add's longer latency
@@ -51,7 +52,7 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 struct Sizes {
   int64_t tiles, e4, ev4;
-  int64_t key_tiles, value_tiles, key_rows, dk, dv, q, dout, dq, d, sees, nonfinite, block;
+  int64_t key_tiles, value_tiles, key_rows, dk, dv, q, dout, dq, d, norm, sees, nonfinite, block;
 };
 
 Sizes sizes_of(const AttentionPlan& p) {
@@ -70,6 +71,7 @@ Sizes sizes_of(const AttentionPlan& p) {
   s.dout = rows * s.ev4;        // dO rows [Lq, Ev4]
   s.dq = rows * s.e4;           // dQ accumulator [Lq, E4]
   s.d = rows;                   // D [Lq]
+  s.norm = rows;                // r [Lq]
   s.sees = round_up(p.Lq, 4);   // 1 where the row sees a key, else 0 [Lq] (whole vectors: P keeps its alignment)
   s.nonfinite = round_up((p.Lq + kBlockQueries - 1) / kBlockQueries, 4);  // per block: 1 where a Q or dO row holds NaN/Inf
   s.block = kBlockQueries * kTileKeys;  // P and dS of one block and tile [Bq, Bc] each
@@ -129,6 +131,7 @@ struct HeadContext {
   const float* dout_rows;    // [Lq, Ev4]
   const float* row_d;        // [Lq]
   const float* row_lse;      // [Lq]
+  float* row_norm;           // [Lq] r: P = e^(S − lse)·r
   float* row_sees;           // [Lq]
   const float* block_nonfinite;  // [Lq / Bq]: 1 where the block has a Q or dO row with NaN/Inf
   float* dk;                 // [keys, E4]
@@ -158,6 +161,62 @@ void block_products(const HeadContext& c, int64_t i0, int64_t rows, int64_t j0, 
   }
 }
 
+// Row i's scores of the key tile at j0, from q·k in s[0, Bc): scale, softcap s = c·tanh(s / c) (its
+// slope 1 − tanh²(s / c), the derivative, to cap_slope), ALiBi, masks (hidden keys −inf).
+// Returns how many keys of the tile the row's visible range leaves (mask_scores).
+std::ptrdiff_t finish_scores(const HeadContext& c, int64_t i, int64_t j0, const TanhConstants& tanh_k, float* s,
+                             float* cap_slope) {
+  const AttentionPlan& p = c.p;
+  const f32x4 scale = splat(p.scale);
+  for (int64_t j = 0; j < kTileKeys; j += 4) store(s + j, mul(load(s + j), scale));
+  if (p.softcap > 0.0f) {
+    const f32x4 cap = splat(p.softcap);
+    for (int64_t j = 0; j < kTileKeys; j += 4) {
+      const f32x4 t = tanh(div(load(s + j), cap), tanh_k);
+      const f32x4 a = and_bits(t, tanh_k.abs_mask);
+      store(cap_slope + j, mul(sub(tanh_k.one, a), add(tanh_k.one, a)));
+      store(s + j, mul(cap, t));
+    }
+  }
+  bias_scores(p, c.b, c.h, i, j0, kTileKeys, s);
+  return mask_scores(p, *c.in, c.b, c.h, i, j0, kTileKeys, s);
+}
+
+// Row i's r (kBackwardRenormalizeFrom, core/problem.h): 1, or where |lse| is that large
+// 1 / Σ_j e^(S_j − lse) (the sink's term included) over its visible keys, the scores recomputed as
+// backward_block computes them. Uses c.probs as scratch: call before the blocks.
+float row_normalizer(const HeadContext& c, int64_t i) {
+  const AttentionPlan& p = c.p;
+  const float lse = c.row_lse[i];
+  if (!(std::fabs(lse) >= kBackwardRenormalizeFrom) || std::isinf(lse)) return 1.0f;  // NaN too
+  const ExpConstants exp_constants = ExpConstants::load();
+  const TanhConstants tanh_k = p.softcap > 0.0f ? TanhConstants::load() : TanhConstants{};
+  const f32x4 l = splat(lse), neg_inf = splat(kNegInf), zero = splat(0.0f);
+  const int64_t pair = i & ~int64_t{1};  // rows_times_tile_2x16 scores a pair of rows
+  float* s = c.probs + (i - pair) * kTileKeys;
+  alignas(16) float cap_slope[kTileKeys];
+  double sum = 0.0;
+  const int64_t last = std::min(p.last_visible_key(c.b, i), p.Lk - 1);
+  for (int64_t j0 = p.first_visible_key(c.b, i) / kTileKeys * kTileKeys; j0 <= last; j0 += kTileKeys) {
+    const float* kt = c.key_tiles + j0 * p.E;
+    for (int64_t col = 0; col < kTileKeys; col += 4 * kColumnVectors) {
+      rows_times_tile_2x16(c.q_rows + pair * c.sz.e4, c.q_rows + (pair + 1) * c.sz.e4, kt + col, p.E, c.probs + col,
+                           c.probs + kTileKeys + col);
+    }
+    finish_scores(c, i, j0, tanh_k, s, cap_slope);
+    f32x4 tile_sum = zero;
+    for (int64_t j = 0; j < kTileKeys; j += 4) {
+      const f32x4 sv = load(s + j);
+      tile_sum = add(tile_sum, select(equal(sv, neg_inf), zero, exp_nonpositive(sub(sv, l), exp_constants)));
+    }
+    alignas(16) float lanes[4];
+    store(lanes, tile_sum);
+    sum += static_cast<double>(lanes[0]) + lanes[1] + lanes[2] + lanes[3];
+  }
+  if (!p.sinks.empty() && p.sinks[c.h] != kNegInf) sum += std::exp(static_cast<double>(p.sinks[c.h]) - lse);
+  return sum > 0.0 ? static_cast<float>(1.0 / sum) : 1.0f;
+}
+
 // Block of `rows` query rows at i0 against key tile t.
 void backward_block(const HeadContext& c, int64_t i0, int64_t rows, int64_t t) {
   const AttentionPlan& p = c.p;
@@ -180,12 +239,11 @@ void backward_block(const HeadContext& c, int64_t i0, int64_t rows, int64_t t) {
     }
   }
 
-  // Per row: scale, softcap, bias, mask, P = e^(S − lse), dS = P ⊙ (dP − D) (then times the softcap's
-  // slope); hidden keys −0.0 in both.
-  const f32x4 scale = splat(p.scale), neg_inf = splat(kNegInf), hidden = from_bits(kNegativeZeroBits);
+  // Per row: scale, softcap, bias, mask, P = e^(S − lse)·r, dS = P ⊙ (dP − D) (then times the
+  // softcap's slope); hidden keys −0.0 in both.
+  const f32x4 neg_inf = splat(kNegInf), hidden = from_bits(kNegativeZeroBits);
   const bool capped = p.softcap > 0.0f;
   const TanhConstants tanh_k = capped ? TanhConstants::load() : TanhConstants{};
-  const f32x4 cap = splat(p.softcap);
   bool any_hidden = false;
   const mask32x4 all_lanes = equal(neg_inf, neg_inf);
   for (int64_t r = 0; r < rows; ++r) {
@@ -202,27 +260,16 @@ void backward_block(const HeadContext& c, int64_t i0, int64_t rows, int64_t t) {
       any_hidden = true;
       continue;
     }
-    for (int64_t j = 0; j < kTileKeys; j += 4) store(s + j, mul(load(s + j), scale));
-    // Softcap: s = c·tanh(s / c), keeping 1 − tanh²(s / c) (the derivative) for dS below.
     alignas(16) float cap_slope[kTileKeys];
-    if (capped) {
-      for (int64_t j = 0; j < kTileKeys; j += 4) {
-        const f32x4 t = tanh(div(load(s + j), cap), tanh_k);
-        const f32x4 a = and_bits(t, tanh_k.abs_mask);
-        store(cap_slope + j, mul(sub(tanh_k.one, a), add(tanh_k.one, a)));
-        store(s + j, mul(cap, t));
-      }
-    }
-    bias_scores(p, c.b, c.h, i, j0, kTileKeys, s);
-    any_hidden |= mask_scores(p, *c.in, c.b, c.h, i, j0, kTileKeys, s) < kTileKeys;
-    const f32x4 l = splat(c.row_lse[i]), d = splat(c.row_d[i]);
+    any_hidden |= finish_scores(c, i, j0, tanh_k, s, cap_slope) < kTileKeys;
+    const f32x4 l = splat(c.row_lse[i]), d = splat(c.row_d[i]), norm = splat(c.row_norm[i]);
     mask32x4 row_hidden{}, row_all_hidden = all_lanes;
     for (int64_t j = 0; j < kTileKeys; j += 4) {
       const f32x4 sv = load(s + j);
       const mask32x4 is_hidden = equal(sv, neg_inf);
       row_hidden = row_hidden | is_hidden;
       row_all_hidden = row_all_hidden & is_hidden;
-      const f32x4 pv = exp_nonpositive(sub(sv, l), exp_constants);
+      const f32x4 pv = mul(exp_nonpositive(sub(sv, l), exp_constants), norm);
       store(ds + j, select(is_hidden, hidden, mul(pv, sub(load(ds + j), d))));
       store(s + j, select(is_hidden, hidden, pv));
     }
@@ -256,7 +303,7 @@ void backward_block(const HeadContext& c, int64_t i0, int64_t rows, int64_t t) {
 uint64_t simd128_backward_workspace_bytes(const AttentionPlan& plan) {
   const Sizes s = sizes_of(plan);
   return static_cast<uint64_t>(s.key_tiles + s.value_tiles + s.key_rows + s.dk + s.dv + s.q +
-                               s.dout + s.dq + s.d + s.sees + s.nonfinite + 2 * s.block) *
+                               s.dout + s.dq + s.d + s.norm + s.sees + s.nonfinite + 2 * s.block) *
          sizeof(float);
 }
 
@@ -273,7 +320,8 @@ void attention_backward_f32_simd128(const AttentionPlan& p, const AttentionInput
   float* dout_rows = q_rows + sz.q;
   float* dq = dout_rows + sz.dout;
   float* row_d = dq + sz.dq;
-  float* row_sees = row_d + sz.d;
+  float* row_norm = row_d + sz.d;
+  float* row_sees = row_norm + sz.norm;
   float* block_nonfinite = row_sees + sz.sees;
   float* probs = block_nonfinite + sz.nonfinite;
   float* dscores = probs + sz.block;
@@ -317,8 +365,10 @@ void attention_backward_f32_simd128(const AttentionPlan& p, const AttentionInput
         }
         std::fill(row_sees, row_sees + p.Lq, 0.0f);
         const HeadContext c{p,        sz,        b,          h,         &in,   key_tiles,   value_tiles,
-                            key_rows, q_rows,    dout_rows,  row_d,     lse + q_off, row_sees, block_nonfinite,
-                            dk,       dv,        dq,         probs,     dscores,     d_mask};
+                            key_rows, q_rows,    dout_rows,  row_d,     lse + q_off, row_norm, row_sees,
+                            block_nonfinite,     dk,         dv,        dq,    probs,       dscores,
+                            d_mask};
+        for (int64_t i = 0; i < p.Lq; ++i) row_norm[i] = row_normalizer(c, i);
         for (int64_t t = 0; t < sz.tiles; ++t) {
           for (int64_t i0 = 0; i0 < p.Lq; i0 += kBlockQueries) {
             const int64_t rows = std::min(kBlockQueries, p.Lq - i0);
@@ -331,10 +381,10 @@ void attention_backward_f32_simd128(const AttentionPlan& p, const AttentionInput
             backward_block(c, i0, rows, t);
           }
         }
-        // dSinks_h −= P_sink·D_i with P_sink = e^(sink − lse_i), per row that sees a key
+        // dSinks_h −= P_sink·D_i with P_sink = e^(sink − lse_i)·r_i, per row that sees a key
         if (!p.sinks.empty() && out.d_sinks && p.sinks[h] != kNegInf) {
           for (int64_t i = 0; i < p.Lq; ++i) {
-            if (row_sees[i] != 0.0f) out.d_sinks[h] -= std::exp(p.sinks[h] - lse[q_off + i]) * row_d[i];
+            if (row_sees[i] != 0.0f) out.d_sinks[h] -= std::exp(p.sinks[h] - lse[q_off + i]) * row_norm[i] * row_d[i];
           }
         }
         // dQ = scale·Σ dS·k

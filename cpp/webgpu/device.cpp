@@ -965,10 +965,11 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
     copy_to(grad_key_value, 0, dk_bytes, gradients["dKey"]);
     copy_to(grad_key_value, dk_bytes, dv_bytes, gradients["dValue"]);
   }
-  if (mask_gradient) read_back(rowstats, 4 * 3 * rows, 4 * static_cast<uint64_t>(plan.mask_elements), out.d_mask);
+  const uint64_t reductions = 4 * kWebGpuBackwardRowRegions * rows;  // after the row regions
+  if (mask_gradient) read_back(rowstats, reductions, 4 * static_cast<uint64_t>(plan.mask_elements), out.d_mask);
   if (sinks) {
     const uint64_t mask_floats = backward.write_d_scores ? static_cast<uint64_t>(plan.mask_elements) : 0;
-    read_back(rowstats, 4 * (3 * rows + mask_floats), 4 * static_cast<uint64_t>(plan.Hq), out.d_sinks);
+    read_back(rowstats, reductions + 4 * mask_floats, 4 * static_cast<uint64_t>(plan.Hq), out.d_sinks);
   }
   close_job(encoder, readbacks, result);
   return result;

@@ -826,7 +826,9 @@ std::string BackwardVariant::wgsl_constants(uint32_t stage) const {
          bool_const("LAST_TILE_FIRST", dq.last_tile_first) +
          u32_const("INVOCATIONS", kWebGpuBackwardInvocations) + u32_const("QUERY_BLOCK", query_block) +
          u32_const("KEY_BLOCK", key_block) + u32_const("MASK_KIND", mask_code(mask)) + bool_const("CAUSAL", causal) +
-         bool_const("WRITE_DS", write_d_scores) + u32_const("STAGE", stage) + variants.wgsl_constants();
+         bool_const("WRITE_DS", write_d_scores) + u32_const("STAGE", stage) +
+         u32_const("ROW_REGIONS", kWebGpuBackwardRowRegions) +
+         "const RENORMALIZE_FROM: f32 = " + std::to_string(kBackwardRenormalizeFrom) + ";\n" + variants.wgsl_constants();
 }
 
 namespace {
@@ -931,7 +933,7 @@ uint32_t webgpu_backward_splits(int64_t items, int64_t length, uint32_t block) {
 WebGpuBackwardBytes webgpu_backward_bytes(const AttentionPlan& p, const BackwardVariant& v) {
   WebGpuBackwardBytes b;
   const uint64_t rows = static_cast<uint64_t>(p.B * p.Hq * p.Lq);
-  b.rowstats = 4 * (3 * rows + (v.write_d_scores ? static_cast<uint64_t>(p.mask_elements) : 0) + static_cast<uint64_t>(p.Hq));
+  b.rowstats = 4 * (kWebGpuBackwardRowRegions * rows + (v.write_d_scores ? static_cast<uint64_t>(p.mask_elements) : 0) + static_cast<uint64_t>(p.Hq));
   b.grad_query = backward_pass_bytes(dq_floats(p, v.write_d_scores, v.variants.sinks), v.dq.splits);
   b.grad_key_value = backward_pass_bytes(dkdv_floats(p), v.dkdv.splits);
   return b;

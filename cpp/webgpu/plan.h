@@ -498,8 +498,12 @@ struct BackwardVariant {
 Status webgpu_backward_variant(const AttentionPlan& plan, const WebGpuLimits& limits, bool d_mask,
                                BackwardVariant* variant, const WebGpuInputOffsets& offsets = {});
 
-// Bytes of the backward's own buffers (a float each): the per-row buffer (log-sum-exp, D, sink
-// terms, then the mask's and the sinks' gradients), dQ (then dS, with the mask's gradient), and
+// Floats per query row at the start of the backward's per-row buffer: the log-sum-exp, D = dO·O,
+// the sink term and r (kBackwardRenormalizeFrom, core/problem.h), one region of B·Hq·Lq each.
+constexpr uint64_t kWebGpuBackwardRowRegions = 4;
+
+// Bytes of the backward's own buffers (a float each): the per-row buffer (its row regions, then
+// the mask's and the sinks' gradients), dQ (then dS, with the mask's gradient), and
 // dK then dV, each gradient buffer followed by its pass's scratch when it has segments:
 // - dK/dV (F = B·Hkv·Lk·(E + Ev) floats), then dkdv.splits slots of F: segment s's partial dK
 //   (not yet scaled) and dV at the outputs' offsets;

@@ -290,6 +290,30 @@ TEST_P(BackwardKernelTest, LargeLogits) {
   }
 }
 
+// Rows whose scores are all huge: a float32 log-sum-exp m + log Σ rounds to m there, and P must
+// still sum to 1 (kBackwardRenormalizeFrom). Rows masked with −3.4e38 (Hugging Face's padding),
+// −1e9 and −1e5 across every key or half of them, alone, under a softcap and causal.
+TEST_P(BackwardKernelTest, HugeRowsKeepProbabilitiesSummingToOne) {
+  uint32_t seed = 4060;
+  const int64_t Lq = 37, Lk = 100;
+  for (float cap : {0.0f, 5.0f}) {
+    for (auto causal : {CausalAlignment::kNone, CausalAlignment::kBottomRight}) {
+      Problem p = make_problem({2, Lq, 16}, {2, Lk, 16}, {2, Lk, 8}, seed++);
+      p.request.softcap = cap;
+      p.request.causal = causal;
+      set_masks(p, MaskKind::kAdditive, {2, Lq, Lk}, seed);
+      const auto fill_row = [&](int64_t row, int64_t keys, float value) {
+        std::fill_n(p.float_mask.begin() + row * Lk, keys, value);
+      };
+      fill_row(0, Lk, -3.4e38f);
+      fill_row(Lq - 1, Lk, -1e9f);
+      fill_row(Lq + 5, Lk / 2, -3.4e38f);
+      fill_row(Lq + 20, Lk, -1e5f);
+      ExpectMatches(p, "huge rows softcap " + std::to_string(cap) + " causal " + std::to_string(static_cast<int>(causal)));
+    }
+  }
+}
+
 TEST_P(BackwardKernelTest, NaNPropagatesToItsRow) {
   Problem p = make_problem({4, 8}, {9, 8}, {9, 4}, 4100);
   p.query[2 * 8 + 1] = NAN;

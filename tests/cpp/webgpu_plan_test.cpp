@@ -1170,18 +1170,18 @@ TEST(WebGpuPlan, BackwardKeepsDScoresOnlyForTheAdditiveMasksGradient) {
   const AttentionPlan boolean = make_plan({2, 5, 8}, {2, 7, 8}, {2, 7, 4}, MaskKind::kBool, {5, 7});
   ASSERT_TRUE(webgpu_backward_variant(boolean, limits, true, &v).ok());
   EXPECT_FALSE(v.write_d_scores);
-  // Bytes: rowstats 3 floats a row, the mask's gradient, a float per head; dQ then dS [R, Lk];
-  // dK then dV (one segment each: no scratch).
+  // Bytes: rowstats 4 floats a row (lse, D, sink term, r), the mask's gradient, a float per
+  // head; dQ then dS [R, Lk]; dK then dV (one segment each: no scratch).
   ASSERT_TRUE(webgpu_backward_variant(additive, limits, true, &v).ok());
   EXPECT_EQ(v.dkdv.splits, 1u);
   EXPECT_EQ(v.dq.splits, 1u);
   const WebGpuBackwardBytes with_ds = webgpu_backward_bytes(additive, v);
-  EXPECT_EQ(with_ds.rowstats, 4u * (3 * 10 + 35 + 1));
+  EXPECT_EQ(with_ds.rowstats, 4u * (4 * 10 + 35 + 1));
   EXPECT_EQ(with_ds.grad_query, 4u * 10 * (8 + 7));
   EXPECT_EQ(with_ds.grad_key_value, 4u * 14 * (8 + 4));
   ASSERT_TRUE(webgpu_backward_variant(additive, limits, false, &v).ok());
   const WebGpuBackwardBytes without = webgpu_backward_bytes(additive, v);
-  EXPECT_EQ(without.rowstats, 4u * (3 * 10 + 1));
+  EXPECT_EQ(without.rowstats, 4u * (4 * 10 + 1));
   EXPECT_EQ(without.grad_query, 4u * 10 * 8);
 }
 

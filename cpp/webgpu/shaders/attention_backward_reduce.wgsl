@@ -3,7 +3,7 @@
 // the mask in its own shape = Σ dS over the dims where the mask broadcasts (dS, the [R, Lk]
 // region after dQ in `grads`, written by attention_backward_dq.wgsl); STAGE 1: ∂L/∂sink_h = Σ
 // over batches and rows of the rows' sink terms (attention_backward_dq.wgsl, or STAGE 3). Both go
-// to rowstats after its three row regions: the mask's gradient, then the sinks'.
+// to rowstats after its row regions: the mask's gradient, then the sinks'.
 // STAGE 2 and 3 combine the p.splits segments of a pass (`grads` its gradient buffer, the
 // layout in attention_backward_common.wgsl.inc): each output element is its slots' sum in segment
 // order, scaled for dK and dQ. STAGE 2: dK then dV. STAGE 3: dQ, then with SINKS one invocation
@@ -42,7 +42,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
         }
       }
     }
-    rowstats[3u * rows + n] = sum;
+    rowstats[reductions_at() + n] = sum;
   } else if (STAGE == 2u) {
     let count = dkdv_floats();
     if (n >= count) { return; }
@@ -69,6 +69,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
       let at = 2u * rows + (b * p.Hq + n) * p.Lq;
       for (var i = 0u; i < p.Lq; i++) { sum += rowstats[at + i]; }
     }
-    rowstats[3u * rows + d_mask_floats() + n] = sum;
+    rowstats[reductions_at() + d_mask_floats() + n] = sum;
   }
 }

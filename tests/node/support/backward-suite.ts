@@ -196,6 +196,21 @@ export function defineBackwardSuite({ label, create, factor, tinyUpstream = 1e-3
       expect([...g.dValue.data.subarray(36, 40)]).toEqual(new Array(4).fill(0));
     });
 
+    it('rows whose scores are all huge (padding masked with −3.4e38, as Hugging Face masks it; −1e9) keep P summing to 1', async () => {
+      // The float32 log-sum-exp of such a row, m + log Σ, rounds to m: P = e^(s − lse) alone would
+      // be Lk× too large. Rows 0 and 36 of head 0 and row 5 of head 1 (batch 0), row 20 (batch
+      // 1, head 1) half hidden by −3.4e38 and half visible.
+      const q = randomTensor([2, 2, 37, 16], 50), k = randomTensor([2, 2, 70, 16], 51), v = randomTensor([2, 2, 70, 8], 52);
+      const { additive } = randomMasks([2, 2, 37, 70], 53, 1);
+      const row = (b: number, h: number, i: number) => ((b * 2 + h) * 37 + i) * 70;
+      additive.data.fill(-3.4e38, row(0, 0, 0), row(0, 0, 1));
+      additive.data.fill(-3.4e38, row(0, 0, 36), row(0, 0, 37));
+      additive.data.fill(-1e9, row(0, 1, 5), row(0, 1, 6));
+      additive.data.fill(-3.4e38, row(1, 1, 20), row(1, 1, 20) + 35);
+      await check(q, k, v, { attnMask: additive, returnAttnMaskGrad: true }, 'huge additive mask rows');
+      await check(q, k, v, { attnMask: additive, isCausal: true, sinks: new Float32Array([-2, 1]) }, 'huge additive mask rows + causal + sinks');
+    });
+
     it('NaN in a query or dOutput row reaches only the keys that row sees; Inf in keys and values no row sees never leaks', async () => {
       // Causal 37×53 (keys 37–52 seen by no row, in a tile with seen keys 32–36) or masks that hide
       // key 40 from every row; a NaN in row 3 (sees few keys) or 33 (the last block of 32 rows).
