@@ -29,8 +29,9 @@
 // runs (core/input_arrival.h): bit for bit the 1-thread result.
 // The backward pass runs on every input too (ASan/UBSan and the canaries around its outputs
 // watch it). Where the finite entries of Q, K, V, dO and the additive mask are at most 1e10 in
-// magnitude (NaN and ±Inf allowed), the finite logits are bounded
-// (|q|max·|k|max·E·|scale| + |additive mask|max ≤ 64 over finite entries) and so are the finite
+// magnitude (NaN and ±Inf allowed; the mask's padding entries, below, too), the finite logits are
+// bounded (|q|max·|k|max·E·|scale| + |additive mask|max ≤ 64 over finite entries other than
+// padding) and so are the finite
 // products dP = dO·Vᵀ (|dO|max·|v|max·Ev·2^-24 ≤ 1e-5), its gradients, with the forward's output
 // passed in and recomputed, are held to the rule of the backward tests, per gradient tensor g, at
 // every element where the float32 and float64 references are finite:
@@ -48,6 +49,12 @@
 //    broadcast over the keys, is exactly 0) carries a rounding of about |dO|·|v|·Ev·2^-24, above
 //    the rule's 1e-5 floor for larger products: with dO and V entries of 1e10, such a dMask came
 //    out 686 where the scalar reference gave −114 and float64 6e-7.
+// Padding entries of the additive mask (|m| ≥ 1e30: FLT_MAX, −3.4e38, the way Hugging Face masks
+// padding) stay in the comparison: such an entry absorbs its score whole in float32 and in
+// float64 alike (|S| ≤ 64 is far below half an ulp of 1e30 in either), so the weights of its row
+// are exact on both sides (uniform over equal padding entries that are the row's largest, 0
+// beside larger ones). A row of them is where a float32 log-sum-exp loses log Σ
+// (kBackwardRenormalizeFrom, core/problem.h).
 // Any difference beyond that aborts (libFuzzer reports it as a crash with its input).
 #include <cfloat>
 #include <cmath>
@@ -160,6 +167,13 @@ FuzzCase decode(const uint8_t* data, size_t size) {
       p.float_mask.push_back(visible ? static_cast<float>(static_cast<int>(rng() % 9) - 4) : -INFINITY);
     }
     if (r.mask_kind == MaskKind::kAdditive) fill(p.float_mask, in, seed + 4, 4.0f);
+    // A padding row (every entry −3.4e38, the way Hugging Face masks padding) in a quarter of the
+    // additive masks: its float32 log-sum-exp loses log Σ.
+    if (r.mask_kind == MaskKind::kAdditive && mask_n > 0 && seed % 4 == 0) {
+      const size_t row_length = static_cast<size_t>(r.mask_shape.back());
+      const size_t row = seed / 4 % (mask_n / row_length);
+      std::fill_n(p.float_mask.begin() + static_cast<std::ptrdiff_t>(row * row_length), row_length, -3.4e38f);
+    }
   };
   mask_values();
   fuzz_case.valid = plan_attention(r, &fuzz_case.plan).ok();
@@ -293,17 +307,21 @@ void compare(const char* what, const std::vector<float>& simd, const std::vector
   }
 }
 
-bool moderate(const std::vector<float>& v, bool allow_neg_inf = false) {
-  for (float x : v) {
-    if (!(std::fabs(x) <= 1e10f) && !(allow_neg_inf && x == -INFINITY)) return false;
+// An additive mask entry that absorbs any bounded score whole (see the header).
+bool is_padding(float x) { return std::isfinite(x) && std::fabs(x) >= 1e30f; }
+
+// The additive mask's entries are moderate, −inf or padding.
+bool moderate_or_padding_mask(const std::vector<float>& mask) {
+  for (float x : mask) {
+    if (!(std::fabs(x) <= 1e10f) && x != -INFINITY && !is_padding(x)) return false;
   }
   return true;
 }
 
-double max_finite_abs(const std::vector<float>& v) {
+double max_finite_abs(const std::vector<float>& v, bool skip_padding = false) {
   double m = 0;
   for (float x : v) {
-    if (std::isfinite(x)) m = std::max(m, static_cast<double>(std::fabs(x)));
+    if (std::isfinite(x) && !(skip_padding && is_padding(x))) m = std::max(m, static_cast<double>(std::fabs(x)));
   }
   return m;
 }
@@ -316,11 +334,11 @@ bool moderate_where_finite(const std::vector<float>& v) {
   return true;
 }
 
-// The logits of finite entries, the additive mask's included, are bounded (non-finite entries
-// give non-finite scores).
+// The logits of finite entries, the additive mask's included (but not its padding), are bounded
+// (non-finite entries give non-finite scores).
 bool bounded_finite_logits(const Problem& p, const AttentionPlan& plan) {
   if (!moderate_where_finite(p.query) || !moderate_where_finite(p.key)) return false;
-  const double mask = plan.mask_kind == MaskKind::kAdditive ? max_finite_abs(p.float_mask) : 0.0;
+  const double mask = plan.mask_kind == MaskKind::kAdditive ? max_finite_abs(p.float_mask, true) : 0.0;
   return max_finite_abs(p.query) * max_finite_abs(p.key) * static_cast<double>(plan.E) * std::fabs(plan.scale) + mask <= 64;
 }
 
@@ -352,7 +370,7 @@ void check_backward(const FuzzCase& c, const AttentionPlan& plan) {
   const Problem& p = c.p;
   const bool comparable = bounded_finite_logits(p, plan) && moderate_where_finite(p.value) &&
                           moderate_where_finite(c.d_output) && bounded_finite_products(p, c.d_output, plan) &&
-                          (plan.mask_kind != MaskKind::kAdditive || moderate(p.float_mask, true));
+                          (plan.mask_kind != MaskKind::kAdditive || moderate_or_padding_mask(p.float_mask));
   const Grads64 g64 = comparable ? backward64(p, c.d_output) : Grads64(plan);
   const Grads32 r32 = comparable ? backward32(Backend::kScalar, p, c.d_output, false) : Grads32(plan);
   for (bool pass_forward : {false, true}) {

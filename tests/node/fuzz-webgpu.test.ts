@@ -1,8 +1,8 @@
 // A seeded differential fuzz of the 'webgpu' backend (dawn.node on SwiftShader in CI): random
 // shapes (GQA groups, decode-length calls that take split-K, odd head dims), random option sets
-// (causal alignments, bool/additive masks with broadcasts, windows, key lengths, softcap, ALiBi,
-// sinks, documents, scale, log-sum-exp) and value magnitudes, each call against the float64
-// reference with the WebGPU tolerance rule (f = 4); the backward on the shorter cases, per
+// (causal alignments, bool/additive masks with broadcasts and padding rows, windows, key
+// lengths, softcap, ALiBi, sinks, documents, scale, log-sum-exp) and value magnitudes, each call
+// against the float64 reference with the WebGPU tolerance rule (f = 4); the backward on the shorter cases, per
 // gradient, with the backward tests' rule, every other one on an instance with 1 KiB of workgroup
 // memory (blocks of a few rows: the backward's loops cut into segments). An option set the scalar backend rejects must be
 // rejected with the same error class. The C++ fuzz target (tests/fuzz) cannot reach WebGPU;
@@ -49,6 +49,9 @@ function makeCase(index: number): FuzzCase {
     const shape = pick([[Lq, Lk], [B, 1, Lq, Lk], [1, Hq, Lq, Lk], [B, Hq, 1, Lk]]);
     const masks = randomMasks(shape, seed + 3, pick([0.3, 0.75, 0.97]));
     options.attnMask = (chance(0.5) ? masks.bool : masks.additive) as MaskTensor;
+    // Every third case's additive mask starts with a padding row (every entry −3.4e38, the way
+    // Hugging Face masks padding): its float32 log-sum-exp loses log Σ.
+    if (index % 3 === 0 && options.attnMask === masks.additive) masks.additive.data.fill(-3.4e38, 0, shape.at(-1));
   }
   if (chance(0.2)) options.window = chance(0.5) ? { left: pick([0, 3, 40]) } : { left: pick([0, 3, 40]), right: pick([0, 5]) };
   if (chance(0.2)) options.keyLengths = Int32Array.from({ length: B }, () => Math.floor(r() * (Lk + 1)));
