@@ -31,10 +31,10 @@
 // watch it). Where the finite entries of Q, K, V, dO and the additive mask are at most 1e10 in
 // magnitude (NaN and ±Inf allowed; the mask's padding entries, below, too), the finite logits are
 // bounded (|q|max·|k|max·E·|scale| + |additive mask|max ≤ 64 over finite entries other than
-// padding) and so are the finite
-// products dP = dO·Vᵀ (|dO|max·|v|max·Ev·2^-24 ≤ 1e-5), its gradients, with the forward's output
-// passed in and recomputed, are held to the rule of the backward tests, per gradient tensor g, at
-// every element where the float32 and float64 references are finite:
+// padding) and so are the finite products dP = dO·Vᵀ (|dO|max·|v|max·Ev·2^-24 ≤ 1e-5), its
+// gradients, with the forward's output passed in and recomputed, are held to the rule of the
+// backward tests, per gradient tensor g, at every element where the float32 and float64
+// references are finite:
 //   |g − g64| ≤ 2·e_ref + 1e-5·max(1, max|g64|),   e_ref = max|g_scalar32 − g64|,
 // and g is non-finite where both references are: NaN or Inf in a Q, K, V or dO row reaches only
 // the gradients of the (row, key) pairs that see each other.
