@@ -1,12 +1,13 @@
 #!/usr/bin/env node
-// npm run gpu-check -- OUTDIR [--quick] [--icd FILE]: what a machine's GPU does with sdpa-web's
+// npm run gpu-check -- OUTDIR [--quick] [--icd FILE] [--suites FILES]: what a machine's GPU does with sdpa-web's
 // WebGPU backend, in one command that needs only this working tree (node_modules and a built
 // dist/), no network and no rebuild, in at most 8 minutes:
 //   1. the adapter: every Vulkan ICD of the machine (/etc/vulkan/icd.d, /usr/share/vulkan/icd.d,
 //      then Chromium's SwiftShader) is probed by dawn.node in a child process; the first hardware
 //      adapter is used, else the first software one (lavapipe, SwiftShader: NOT a GPU, and the
 //      report says so). Its info, limits and features are printed and written.
-//   2. the WebGPU test suites (tests/node/*webgpu*.test.ts) on that adapter.
+//   2. the WebGPU test suites (tests/node/*webgpu*.test.ts, or the comma-separated --suites) on
+//      that adapter.
 //   3. `bench --mode webgpu`: whole calls, GPU-resident prefill, decode steps on a GPU KV cache of
 //      every dtype the build has, and onnxruntime-web's WebGPU EP where it runs.
 //   4. `bench --mode backward`: the WebGPU backward beside the GPU forward that saves its
@@ -48,10 +49,11 @@ const PLANS = {
   },
 };
 
-const HELP = `npm run gpu-check -- OUTDIR [--quick] [--icd FILE]
-  OUTDIR      where gpu-check.json and gpu-check.md (and the pieces) go
-  --quick     one suite and a reduced bench (CI smoke test on a CPU Vulkan)
-  --icd FILE  use this Vulkan ICD instead of probing the machine's`;
+const HELP = `npm run gpu-check -- OUTDIR [--quick] [--icd FILE] [--suites FILES]
+  OUTDIR          where gpu-check.json and gpu-check.md (and the pieces) go
+  --quick         one suite and a reduced bench (CI smoke test on a CPU Vulkan)
+  --icd FILE      use this Vulkan ICD instead of probing the machine's
+  --suites FILES  these WebGPU test files only (comma-separated, e.g. tests/node/decode-webgpu.test.ts)`;
 
 /** Run in a child with VK_ICD_FILENAMES set: prints the adapter dawn.node finds, as JSON. */
 async function probe() {
@@ -179,7 +181,7 @@ function suiteResults(file) {
 }
 
 async function main() {
-  const { values, positionals } = parseArgs({ allowPositionals: true, options: { quick: { type: 'boolean', default: false }, icd: { type: 'string' }, probe: { type: 'boolean', default: false }, help: { type: 'boolean', default: false } } });
+  const { values, positionals } = parseArgs({ allowPositionals: true, options: { quick: { type: 'boolean', default: false }, icd: { type: 'string' }, suites: { type: 'string' }, probe: { type: 'boolean', default: false }, help: { type: 'boolean', default: false } } });
   if (values.probe) {
     console.log(JSON.stringify(await probe()));
     process.exit(0);
@@ -190,6 +192,10 @@ async function main() {
   const out = resolve(positionals[0]);
   mkdirSync(out, { recursive: true });
   const plan = values.quick ? PLANS.quick : PLANS.full;
+  const everyFile = readdirSync(join(ROOT, 'tests/node')).filter((f) => f.includes('webgpu') && f.endsWith('.test.ts')).sort().map((f) => `tests/node/${f}`);
+  const files = values.suites?.split(',').filter(Boolean) ?? plan.suites ?? everyFile;
+  const unknown = files.filter((f) => !everyFile.includes(f));
+  if (unknown.length) throw Object.assign(new Error(`--suites: ${unknown.join(', ')} is not a WebGPU test file; they are ${everyFile.join(', ')}`), { usage: true });
   const report = { startedAt: new Date().toISOString(), quick: values.quick, subgroupsWithheld: subgroupsWithheldHere() };
 
   const { probed, chosen } = chooseAdapter(values.icd);
@@ -204,7 +210,6 @@ async function main() {
   console.log(`[gpu-check] adapter: ${adapterName(chosen.adapter)}\n[gpu-check] ICD: ${chosen.icd}\n[gpu-check] limits: ${JSON.stringify(chosen.adapter.limits)}\n[gpu-check] features: ${chosen.adapter.features.join(' ')}\n[gpu-check] ${subgroupsLine(report)}`);
   const env = { VK_ICD_FILENAMES: chosen.icd, SDPA_WEBGPU_SHADER_F16: chosen.adapter.features.includes('shader-f16') ? '1' : '0' };
 
-  const files = plan.suites ?? readdirSync(join(ROOT, 'tests/node')).filter((f) => f.includes('webgpu') && f.endsWith('.test.ts')).sort().map((f) => `tests/node/${f}`);
   console.log(`[gpu-check] suites: ${files.join(' ')}`);
   const vitestJson = join(out, 'vitest.json');
   // Half the cores, 2 to 8 test processes: the suites' float64 oracles are CPU work beside the GPU's.

@@ -86,9 +86,13 @@ describe.each([
   it('key tiles of every size the plan picks (workgroup memory caps of 4 or 8 to 32 KiB)', async () => {
     const subgroups = onSubgroups(allowed);
     // With subgroups, 16 rows of E = 128 hold more columns than a streaming lane of a subgroup
-    // of 8 (SwiftShader, lavapipe) may: the tile kernel. Where subgroups hold 32 lanes (an
-    // NVIDIA GPU) the rows fit a lane and the plan streams them instead.
+    // of 8 (SwiftShader, lavapipe) may: the tile kernel. Where subgroups hold 16 or 32 lanes (an
+    // NVIDIA GPU) the rows fit a lane, and the plan streams them where one group's combine fits
+    // the cap: 16 rows × (16 + 4 + 4·Ev) bytes (plan.cpp's decode_stream_workgroup_bytes), 8,512
+    // here, so the 8 KiB cap still takes the tile kernel.
     const [heads, dim, caps] = subgroups ? [32, 128, [8192, 16384, 32768]] : [4, 64, [4096, 8192, 16384, 32768]];
+    const wideLanes = subgroups && (device.adapterInfo as unknown as { subgroupMinSize: number }).subgroupMinSize >= 16;
+    const streamedCaps = wideLanes ? caps.filter((bytes) => bytes >= 16 * (16 + 4 + 4 * dim)).length : 0;
     const q = randomTensor([1, heads, 1, dim], 7), k = randomTensor([1, 2, 300, dim], 8), v = randomTensor([1, 2, 300, dim], 9);
     const options: AttentionOptions = { enableGqa: true, isCausal: 'bottom-right' };
     const tiles = new Set<string>();
@@ -102,8 +106,8 @@ describe.each([
       }
       attn.dispose();
     }
-    if (streamed === 0) expect(tiles.size).toBeGreaterThanOrEqual(3);
-    else expect([streamed, subgroups, (device.adapterInfo as unknown as { subgroupMinSize: number }).subgroupMinSize >= 16]).toEqual([caps.length, true, true]);
+    expect(streamed).toBe(streamedCaps);
+    expect(tiles.size).toBeGreaterThanOrEqual(Math.min(3, caps.length - streamedCaps));
   });
 
   it('the streaming kernel with one group of lanes (the groups\' combine does not fit twice) or the tile kernel', async () => {
