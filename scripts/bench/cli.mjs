@@ -78,6 +78,11 @@ const HELP = `npm run bench -- [options]: sdpa-web's speed in Node, against its 
                     breakdown: a call's copy-in, kernel and copy-out on 1 thread and threads;
                     two-cores: two 1-thread workers at once against one (the machine's 2-core
                     scaling) and sdpa-web's threads; wake: a worker's wake-up after idle
+  --profile         webgpu and backward: after timing, one call of each GPU-resident engine with
+                    timestamp queries, its GPU time per kernel (scripts/bench/gpu-profile.mjs; needs
+                    the adapter's 'timestamp-query'; webgpu mode then runs no onnxruntime-web, whose
+                    device is not the bench's). dawn.node rounds timestamps unless
+                    SDPA_DAWN_FLAGS=disable-dawn-features=timestamp_quantization
   --json FILE       where the results go (default bench-output/<mode>.json)
   --results DIR     also write DIR/<mode>.md (or the file itself, when it ends in .md): the
                     command line, the date (UTC), the machine (CPU, cores, Node, build, GPU
@@ -102,6 +107,7 @@ const OPTIONS = {
   'budget-ms': { type: 'string', default: '4000' },
   threads: { type: 'string' },
   causal: { type: 'boolean', default: false },
+  profile: { type: 'boolean', default: false },
   baseline: { type: 'string' },
   probes: { type: 'string' },
   'decode-cases': { type: 'string' },
@@ -125,6 +131,7 @@ async function options(argv) {
   if (values.note.length && !values.results) throw new Error('--note goes into the file of --results: give --results too');
   const mode = MODES[values.mode];
   if (!mode) throw new Error(`unknown mode ${values.mode}: want ${Object.keys(MODES).join(', ')}`);
+  if (values.profile && !['webgpu', 'backward'].includes(values.mode)) throw new Error(`--profile times GPU kernels: modes webgpu and backward; got ${values.mode}`);
   if (!existsSync(join(ROOT, 'dist/index.js'))) throw new Error('dist/ is missing: build first (npm run build:lib)');
   const { parseCase } = await import('./cases.mjs');
   const list = (text) => text.split(',').map((s) => s.trim()).filter(Boolean);

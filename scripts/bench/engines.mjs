@@ -1,11 +1,13 @@
 // The engines the bench compares. make(ctx) -> { info, setup(c, inputs), dispose() } or throws why
 // it cannot run; setup (may be async) -> { run(), dispose() }, run() resolving to the outputs as Float32Arrays:
 // forward [output [B, H, Lq, Ev]], backward [dQuery, dKey, dValue]. Inputs are the tensors of
-// cases.mjs; the scale is 1/√E. ctx: { threads, causal, backward, baseline (a dist/ directory) }.
+// cases.mjs; the scale is 1/√E. ctx: { threads, causal, backward, baseline (a dist/ directory),
+// profile (GPU-resident instances get profile(): one call's GPU time per kernel) }.
 import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { COPY_DST, COPY_SRC, readBack, STORAGE, upload } from './gpu-buffers.mjs';
+import { gpuProfiler } from './gpu-profile.mjs';
 import { attentionGraphModel } from './onnx.mjs';
 import { subgroupsWithheld, withoutSubgroups } from '../webgpu-subgroups.mjs';
 
@@ -62,7 +64,7 @@ function sdpa(options, { baseline = false, recompute = false, float16 = false, f
     let device;
     if (resident) {
       const adapter = await create.gpu.requestAdapter();
-      const requiredFeatures = ['shader-f16', 'subgroups'].filter((f) => adapter.features.has(f));
+      const requiredFeatures = ['shader-f16', 'subgroups', ...(ctx.profile ? ['timestamp-query'] : [])].filter((f) => adapter.features.has(f));
       device = await adapter.requestDevice({ requiredFeatures, requiredLimits: { maxBufferSize: adapter.limits.maxBufferSize, maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize } });
       create.gpuDevice = device;
     }
@@ -82,7 +84,12 @@ function sdpa(options, { baseline = false, recompute = false, float16 = false, f
           [q, k, v] = [q, k, v].map((t) => ({ data: toFloat16(t.data), shape: t.shape, dtype: 'float16' }));
           forward.outputDtype = 'float32';
         }
-        if (resident) return residentRun(attn, device, forward, { q, k, v, dOut }, forwardBeside || !ctx.backward);
+        if (resident) {
+          const instance = await residentRun(attn, device, forward, { q, k, v, dOut }, forwardBeside || !ctx.backward);
+          if (!ctx.profile) return instance;
+          const profiler = gpuProfiler(device);
+          return { ...instance, profile: async () => (profiler.unavailable ? { error: profiler.unavailable } : profiler.profile(instance.run)), dispose: () => (profiler.dispose?.(), instance.dispose()) };
+        }
         if (forwardBeside) {
           const withLse = { ...forward, returnLogSumExp: true };
           return { run: async () => [(await attn.scaledDotProductAttention(q, k, v, withLse)).output.data], dispose() {} };

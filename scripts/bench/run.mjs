@@ -3,6 +3,7 @@
 import { createAttention } from '../../dist/index.js';
 import { flops, makeCheck, makeInputs } from './cases.mjs';
 import { ENGINES, checkFactor } from './engines.mjs';
+import { profileLines } from './gpu-profile.mjs';
 import { print } from './results.mjs';
 import { interleave, warmUp } from './timing.mjs';
 
@@ -11,7 +12,7 @@ const message = (e) => String(e?.message ?? e).split('\n')[0].slice(0, 200);
 
 /** Rows { case, engine, process, flops, medianMs, minMs, coldMs, cpuMs, reps, gflops, maxError, bound | error }. */
 export async function benchCases(opts, names) {
-  const ctx = { threads: opts.threads, causal: opts.causal, backward: opts.backward, baseline: opts.baseline };
+  const ctx = { threads: opts.threads, causal: opts.causal, backward: opts.backward, baseline: opts.baseline, profile: opts.profile };
   const scalar = await createAttention({ backend: 'scalar' });
   const engines = [];
   for (const name of names) {
@@ -50,10 +51,11 @@ export async function benchCases(opts, names) {
     }
     log(`${c.name}: timing ${runners.map((r) => `${r.row.engine}×${r.reps}`).join(' ')}`);
     const results = await interleave(runners);
-    runners.forEach(({ row, instance }, i) => {
+    for (const [i, { row, instance }] of runners.entries()) {
       Object.assign(row, results[i], { gflops: row.flops / results[i].medianMs / 1e6 });
+      if (opts.profile && instance.profile) row.profile = await instance.profile().catch((e) => ({ error: message(e) }));
       instance.dispose();
-    });
+    }
   }
   for (const engine of engines) engine.dispose?.();
   scalar.dispose();
@@ -126,5 +128,17 @@ export function printResults({ rows, engines }, opts) {
     print(`\ntime new/old (this dist/ over --baseline ${opts.baseline}, same rounds; below 1: the new build is faster): medians, and min times (less moved by a busy machine)`);
     for (const b of baseline) print(`  ${b.case.padEnd(12)} ${b.engine.padEnd(14)} ${fmt(b.newOverOld, 3)}  min ${fmt(b.minNewOverOld, 3)}`);
   }
+  printProfiles(rows);
   return { ratios: versusOrt, baseline, backwardOverForward };
+}
+
+/** --profile: each profiled row's GPU time per kernel. */
+export function printProfiles(rows) {
+  const profiled = rows.filter((r) => r.profile);
+  if (!profiled.length) return;
+  print('\nGPU time per kernel of one call (--profile: timestamp queries, one pass per dispatch):');
+  for (const r of profiled) {
+    print(`  ${r.case} ${r.part ? `${r.part} ` : ''}${r.engine}`);
+    for (const l of r.profile.error ? [`profile failed: ${r.profile.error}`] : profileLines(r.profile)) print(`    ${l}`);
+  }
 }

@@ -10,9 +10,10 @@ import { createAttention, toFloat16 } from '../../dist/index.js';
 import { flops, makeCheck, makeInputs as prefillInputs } from './cases.mjs';
 import { makeInputs as decodeInputs, oracle, parseDecodeCase } from './decode.mjs';
 import { COPY_DST, COPY_SRC, readBack, STORAGE, upload } from './gpu-buffers.mjs';
+import { gpuProfiler } from './gpu-profile.mjs';
 import { attentionGraphModel, groupQueryAttentionModel } from './onnx.mjs';
 import { print } from './results.mjs';
-import { log } from './run.mjs';
+import { log, printProfiles } from './run.mjs';
 import { interleave, median, now, warmUp } from './timing.mjs';
 
 const message = (e) => String(e?.message ?? e).split('\n')[0].slice(0, 200);
@@ -172,16 +173,20 @@ async function decodeEngines(c, inputs, attn, device, ortEnv) {
 /** Checks then times each case's engines; rows { part, case, engine, ms, gflops | gbPerS, error }. */
 export async function benchWebGpuResident(opts, gpu) {
   let ortEnv = {};
-  try {
-    ortEnv = await ortWebGpu(gpu);
-  } catch (e) {
-    log(`onnxruntime-web WebGPU EP unavailable: ${message(e)}`);
+  if (!opts.profile) {
+    try {
+      ortEnv = await ortWebGpu(gpu);
+    } catch (e) {
+      log(`onnxruntime-web WebGPU EP unavailable: ${message(e)}`);
+    }
   }
   let device = ortEnv.device;
   if (!device) {
     const adapter = await gpu.requestAdapter();
-    device = await adapter.requestDevice({ requiredLimits: { maxBufferSize: adapter.limits.maxBufferSize, maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize } });
+    const requiredFeatures = opts.profile ? ['shader-f16', 'subgroups', 'timestamp-query'].filter((f) => adapter.features.has(f)) : [];
+    device = await adapter.requestDevice({ requiredFeatures, requiredLimits: { maxBufferSize: adapter.limits.maxBufferSize, maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize } });
   }
+  const profiler = opts.profile ? gpuProfiler(device) : undefined;
   const attn = await createAttention({ backend: 'webgpu', gpuDevice: device });
   const scalar = await createAttention({ backend: 'scalar' });
   const rows = [];
@@ -224,6 +229,7 @@ export async function benchWebGpuResident(opts, gpu) {
         const { ms, submitMs } = await pipelinedMs(e);
         row.pipelined = { ms, submitMs, ...metric(ms, e) };
       }
+      if (profiler) row.profile = profiler.unavailable ? { error: profiler.unavailable } : await profiler.profile(e.run).catch((err) => ({ error: message(err) }));
       e.dispose();
     }
   };
@@ -248,6 +254,7 @@ export async function benchWebGpuResident(opts, gpu) {
     const elements = c.Hkv * c.lengths.reduce((a, b) => a + b, 0) * 2 * c.E;
     await time('decode', c, await decodeEngines(c, inputs, attn, device, ortEnv), (output, e) => check('webgpu', output, e.dtype), (ms, e) => ({ gbPerS: (e.elementBytes ?? 4) * elements / ms / 1e6 }));
   }
+  profiler?.dispose?.();
   attn.dispose();
   scalar.dispose();
   await ortEnv.first?.release();
@@ -263,4 +270,5 @@ export function printWebGpuResident({ rows }) {
     const tail = r.unsupported ? `not in this build: ${r.unsupported}` : r.failure ? `error: ${r.failure}` : `${r.ms.toFixed(3).padStart(9)}  ${rate(r).padStart(16)}   ${pipelined}   ${r.maxError.toExponential(1)}`;
     print(`${r.part.padEnd(14)} ${r.case.padEnd(27)} ${r.engine.padEnd(31)} ${tail}`);
   }
+  printProfiles(rows);
 }
