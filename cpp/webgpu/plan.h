@@ -304,18 +304,12 @@ Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limit
 //   it takes whenever the grid stays small), is below kWebGpuTargetWorkgroups;
 // - the keys fill at least two splits of limits.min_split_keys (512: eight 64-key tiles, so a
 //   split's fixed costs, its query load, record and merge share, stay small beside its key loop).
-// S is the smallest power of two with which the grid reaches kWebGpuTargetWorkgroups
-// (kWebGpuCausalSplitTargetWorkgroups under a causal mask), at most Lk / min_split_keys, halved while the records of `chunk_rows` rows (the most query rows a chunk
+// S is the smallest power of two with which the grid reaches kWebGpuTargetWorkgroups, at most
+// Lk / min_split_keys, halved while the records of `chunk_rows` rows (the most query rows a chunk
 // of the call holds: webgpu_most_chunk_rows) exceed maxStorageBufferBindingSize; the
 // keys per split are ⌈Lk / S⌉ rounded up to the key tile (documents' per-tile ids stay whole), S
 // then ⌈Lk / split_keys⌉. It depends on the plan and the limits only: every run gives the same
-// bits. 1×4096×64 (16 rows, 256 workgroups): S = 2 of 2048 keys, causal S = 8 of 512;
-// 32×2048×64: no split.
-// Under a causal mask a row tile's chain runs from one key tile to all of them, and the pass
-// lasts as long as its longest: on an H200, 1×4096×64 causal spent 1.07 ms in the flash kernel at
-// S = 2 and 0.33 ms at S = 8, while the full call took 0.59 and 0.61 ms, and 8×1024×64 (512
-// workgroups, no split) took 12% longer split in two (docs/results/gpu-h200-profile.md).
-constexpr uint64_t kWebGpuCausalSplitTargetWorkgroups = 2048;
+// bits. 1×4096×64 (16 rows, 256 workgroups): S = 2 of 2048 keys; 32×2048×64: no split.
 FlashVariant webgpu_flash_key_splits(const AttentionPlan& plan, const WebGpuLimits& limits, const FlashVariant& flash,
                                      int64_t chunk_rows);
 // attention_decode_merge.wgsl's variant, combining the records of the flash variant `flash`
