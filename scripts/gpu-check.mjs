@@ -10,8 +10,11 @@
 //      that adapter.
 //   3. `bench --mode webgpu`: whole calls, GPU-resident prefill, decode steps on a GPU KV cache of
 //      every dtype the build has, and onnxruntime-web's WebGPU EP where it runs.
-//   4. `bench --mode backward`: the WebGPU backward beside the GPU forward that saves its
-//      log-sum-exp (backward/forward at 1×4096×64 causal and 8×1024×64).
+//   4. `bench --mode backward --profile`: the WebGPU backward beside the GPU forward that saves
+//      its log-sum-exp (backward/forward at 1×4096×64 causal and 8×1024×64), and each pass's GPU
+//      time.
+//   5. `bench --mode webgpu --profile`: the GPU time of each kernel of one prefill and decode call
+//      (timestamp queries; where the adapter has 'timestamp-query').
 // Writes OUTDIR/gpu-check.json and OUTDIR/gpu-check.md (and the pieces: vitest.json, bench.json,
 // bench.md). --quick (the test step webgpu_f16, on lavapipe) runs one suite and a reduced case
 // list. SDPA_WEBGPU_SUBGROUPS=0 reaches the suites and the benches, whose devices then lack
@@ -36,7 +39,8 @@ const PLANS = {
     suites: null, // every tests/node/*webgpu*.test.ts
     bench: ['--cases', '1x512x64,1x4096x64,32x2048x64,8x4096x128', '--engines', 'sdpa-webgpu,sdpa-webgpu-f16', '--decode-cases', '2048,32768,4x32768,ragged:32768', '--reps', '10'],
     backward: [['--cases', '1x4096x64', '--causal', '--reps', '10'], ['--cases', '8x1024x64', '--reps', '10']],
-    limits: { suitesS: 240, benchS: 170, backwardS: 30 },
+    profile: ['--cases', '1x4096x64,32x2048x64', '--decode-cases', '2048,32768,4x32768', '--reps', '3'],
+    limits: { suitesS: 190, benchS: 170, backwardS: 30, profileS: 60 },
   },
   quick: {
     // On lavapipe (the test step webgpu_f16): the float16 kernels with 'shader-f16' (the decode
@@ -45,7 +49,8 @@ const PLANS = {
     suites: ['tests/node/float16-gpu-webgpu.test.ts'],
     bench: ['--cases', '1x256x32', '--engines', 'sdpa-webgpu,sdpa-webgpu-f16', '--decode-cases', '512', '--reps', '3', '--budget-ms', '500'],
     backward: [['--cases', '1x64x32', '--causal', '--reps', '3']],
-    limits: { suitesS: 900, benchS: 900, backwardS: 300 }, // a CPU Vulkan on a busy machine: no 8-minute promise
+    profile: ['--cases', '1x256x32', '--decode-cases', '512', '--reps', '1', '--budget-ms', '300'],
+    limits: { suitesS: 900, benchS: 900, backwardS: 300, profileS: 300 }, // a CPU Vulkan on a busy machine: no 8-minute promise
   },
 };
 
@@ -169,6 +174,17 @@ function markdown(report) {
     for (const { case: c, engines, ratio } of run.backwardOverForward ?? []) lines.push('', `backward / forward at ${c} (${engines}): ${ratio.toFixed(2)}×`);
     lines.push('');
   }
+  const profiles = [...report.backward.flatMap((run) => run.rows), ...(report.profile?.rows ?? [])].filter((r) => r.profile);
+  if (report.profile) {
+    lines.push('## GPU time per kernel (bench --profile)', '', `\`${report.profile.command}\` (exit ${report.profile.exitCode}${report.profile.timedOut ? ', TIMED OUT' : ''}, ${report.profile.seconds.toFixed(0)} s), and the backward runs' resident engines: one call each, timestamp queries, one compute pass per dispatch.`, '');
+    lines.push('| part | case | engine | GPU ms | kernels (ms, dispatches) |', '|---|---|---|---:|---|');
+    for (const r of profiles) {
+      const p = r.profile;
+      const kernels = p.error ? `error: ${p.error}` : p.kernels.map((k) => `${k.kernel} ${k.ms.toFixed(3)}${k.dispatches > 1 ? ` (${k.dispatches}×)` : ''}`).join('; ');
+      lines.push(`| ${r.part ?? 'backward'} | ${r.case} | ${r.engine} | ${p.error ? '' : p.gpuMs.toFixed(3)} | ${kernels} |`);
+    }
+    lines.push('');
+  }
   return lines.join('\n') + '\n';
 }
 
@@ -209,6 +225,8 @@ async function main() {
   report.adapter = chosen.adapter;
   console.log(`[gpu-check] adapter: ${adapterName(chosen.adapter)}\n[gpu-check] ICD: ${chosen.icd}\n[gpu-check] limits: ${JSON.stringify(chosen.adapter.limits)}\n[gpu-check] features: ${chosen.adapter.features.join(' ')}\n[gpu-check] ${subgroupsLine(report)}`);
   const env = { VK_ICD_FILENAMES: chosen.icd, SDPA_WEBGPU_SHADER_F16: chosen.adapter.features.includes('shader-f16') ? '1' : '0' };
+  // The profiles' timestamps unrounded (dawn.node rounds them by default).
+  const profileEnv = { ...env, SDPA_DAWN_FLAGS: [process.env.SDPA_DAWN_FLAGS, 'disable-dawn-features=timestamp_quantization'].filter(Boolean).join(',') };
 
   console.log(`[gpu-check] suites: ${files.join(' ')}`);
   const vitestJson = join(out, 'vitest.json');
@@ -233,19 +251,25 @@ async function main() {
   report.backward = [];
   for (const [i, cases] of plan.backward.entries()) {
     const json = join(out, `backward-${i + 1}.json`);
-    const args = ['--mode', 'backward', '--engines', 'sdpa-webgpu,sdpa-webgpu-forward,sdpa-webgpu-resident,sdpa-webgpu-forward-resident', ...cases, '--json', json, '--results', join(out, `backward-${i + 1}.md`), '--note', `gpu-check on ${adapterName(chosen.adapter)}`];
+    const args = ['--mode', 'backward', '--profile', '--engines', 'sdpa-webgpu,sdpa-webgpu-forward,sdpa-webgpu-resident,sdpa-webgpu-forward-resident', ...cases, '--json', json, '--results', join(out, `backward-${i + 1}.md`), '--note', `gpu-check on ${adapterName(chosen.adapter)}`];
     console.log(`[gpu-check] backward: npm run bench -- ${args.join(' ')}`);
-    const run = await runStep(process.execPath, [join(ROOT, 'scripts/bench/cli.mjs'), ...args], env, plan.limits.backwardS);
+    const run = await runStep(process.execPath, [join(ROOT, 'scripts/bench/cli.mjs'), ...args], profileEnv, plan.limits.backwardS);
     const result = existsSync(json) && run.code === 0 ? JSON.parse(readFileSync(json, 'utf8')) : { rows: [] };
     report.backward.push({ command: `npm run bench -- ${args.slice(0, -2).join(' ')}`, exitCode: run.code, timedOut: run.timedOut, seconds: run.seconds, rows: result.rows ?? [], backwardOverForward: result.backwardOverForward });
   }
+  const profileJson = join(out, 'profile.json');
+  const profileArgs = ['--mode', 'webgpu', '--profile', '--engines', '', ...plan.profile, '--json', profileJson];
+  console.log(`[gpu-check] profile: npm run bench -- ${profileArgs.map((a) => a || "''").join(' ')}`);
+  const profiled = await runStep(process.execPath, [join(ROOT, 'scripts/bench/cli.mjs'), ...profileArgs], profileEnv, plan.limits.profileS);
+  const profileReport = existsSync(profileJson) && profiled.code === 0 ? JSON.parse(readFileSync(profileJson, 'utf8')) : { resident: [] };
+  report.profile = { command: `npm run bench -- ${profileArgs.slice(0, -2).map((a) => a || "''").join(' ')}`, exitCode: profiled.code, timedOut: profiled.timedOut, seconds: profiled.seconds, rows: profileReport.resident ?? [] };
   writeFileSync(join(out, 'gpu-check.json'), JSON.stringify(report, null, 2));
   writeFileSync(join(out, 'gpu-check.md'), markdown(report));
   console.log(`\n[gpu-check] wrote ${join(out, 'gpu-check.json')} and ${join(out, 'gpu-check.md')}`);
   const wrongRows = [...report.bench.calls, ...report.bench.resident].filter((r) => /wrong result/.test(r.failure ?? r.error ?? ''));
   const backwardCodes = report.backward.map((r) => r.exitCode);
-  const ok = suites.code === 0 && bench.code === 0 && wrongRows.length === 0 && backwardCodes.every((c) => c === 0);
-  if (!ok) console.error(`[gpu-check] FAILED: suites exit ${suites.code}, bench exit ${bench.code}, ${wrongRows.length} wrong bench results, backward bench exits ${backwardCodes.join(', ')}`);
+  const ok = suites.code === 0 && bench.code === 0 && wrongRows.length === 0 && backwardCodes.every((c) => c === 0) && profiled.code === 0;
+  if (!ok) console.error(`[gpu-check] FAILED: suites exit ${suites.code}, bench exit ${bench.code}, ${wrongRows.length} wrong bench results, backward bench exits ${backwardCodes.join(', ')}, profile exit ${profiled.code}`);
   process.exit(ok ? 0 : 1);
 }
 
