@@ -14,7 +14,8 @@
 //      its log-sum-exp (backward/forward at 1×4096×64 causal and 8×1024×64), and each pass's GPU
 //      time.
 //   5. `bench --mode webgpu --profile`: the GPU time of each kernel of one prefill and decode call
-//      (timestamp queries; where the adapter has 'timestamp-query').
+//      (timestamp queries; where the adapter has 'timestamp-query'), and of decode steps again
+//      with 'subgroups' withheld (the tile kernels), where the devices have them.
 // Writes OUTDIR/gpu-check.json and OUTDIR/gpu-check.md (and the pieces: vitest.json, bench.json,
 // bench.md). --quick (the test step webgpu_f16, on lavapipe) runs one suite and a reduced case
 // list. SDPA_WEBGPU_SUBGROUPS=0 reaches the suites and the benches, whose devices then lack
@@ -40,7 +41,9 @@ const PLANS = {
     bench: ['--cases', '1x512x64,1x4096x64,32x2048x64,8x4096x128', '--engines', 'sdpa-webgpu,sdpa-webgpu-f16', '--decode-cases', '2048,32768,4x32768,ragged:32768', '--reps', '10'],
     backward: [['--cases', '1x4096x64', '--causal', '--reps', '10'], ['--cases', '8x1024x64', '--reps', '10']],
     profile: ['--cases', '1x4096x64,32x2048x64', '--decode-cases', '2048,32768,4x32768', '--reps', '3'],
-    limits: { suitesS: 190, benchS: 170, backwardS: 30, profileS: 60 },
+    // The decode steps again with 'subgroups' withheld: the tile kernels beside the streaming ones.
+    profileTiles: ['--cases', '', '--decode-cases', '32768,4x32768', '--reps', '3'],
+    limits: { suitesS: 180, benchS: 150, backwardS: 30, profileS: 60, profileTilesS: 30 },
   },
   quick: {
     // On lavapipe (the test step webgpu_f16): the float16 kernels with 'shader-f16' (the decode
@@ -50,7 +53,8 @@ const PLANS = {
     bench: ['--cases', '1x256x32', '--engines', 'sdpa-webgpu,sdpa-webgpu-f16', '--decode-cases', '512', '--reps', '3', '--budget-ms', '500'],
     backward: [['--cases', '1x64x32', '--causal', '--reps', '3']],
     profile: ['--cases', '1x256x32', '--decode-cases', '512', '--reps', '1', '--budget-ms', '300'],
-    limits: { suitesS: 900, benchS: 900, backwardS: 300, profileS: 300 }, // a CPU Vulkan on a busy machine: no 8-minute promise
+    profileTiles: ['--cases', '', '--decode-cases', '512', '--reps', '1', '--budget-ms', '300'],
+    limits: { suitesS: 900, benchS: 900, backwardS: 300, profileS: 300, profileTilesS: 300 }, // a CPU Vulkan on a busy machine: no 8-minute promise
   },
 };
 
@@ -174,9 +178,11 @@ function markdown(report) {
     for (const { case: c, engines, ratio } of run.backwardOverForward ?? []) lines.push('', `backward / forward at ${c} (${engines}): ${ratio.toFixed(2)}×`);
     lines.push('');
   }
-  const profiles = [...report.backward.flatMap((run) => run.rows), ...(report.profile?.rows ?? [])].filter((r) => r.profile);
-  if (report.profile) {
-    lines.push('## GPU time per kernel (bench --profile)', '', `\`${report.profile.command}\` (exit ${report.profile.exitCode}${report.profile.timedOut ? ', TIMED OUT' : ''}, ${report.profile.seconds.toFixed(0)} s), and the backward runs' resident engines: one call each, timestamp queries, one compute pass per dispatch.`, '');
+  const profiles = [...report.backward.flatMap((run) => run.rows), ...(report.profiles ?? []).flatMap((run) => run.rows)].filter((r) => r.profile);
+  if (report.profiles) {
+    lines.push('## GPU time per kernel (bench --profile)', '', 'One call of each engine (and of the backward runs\' resident engines), timestamp queries, one compute pass per dispatch:', '');
+    for (const run of report.profiles) lines.push(`- \`${run.command}\` (exit ${run.exitCode}${run.timedOut ? ', TIMED OUT' : ''}, ${run.seconds.toFixed(0)} s)`);
+    lines.push('');
     lines.push('| part | case | engine | GPU ms | kernels (ms, dispatches) |', '|---|---|---|---:|---|');
     for (const r of profiles) {
       const p = r.profile;
@@ -257,19 +263,31 @@ async function main() {
     const result = existsSync(json) && run.code === 0 ? JSON.parse(readFileSync(json, 'utf8')) : { rows: [] };
     report.backward.push({ command: `npm run bench -- ${args.slice(0, -2).join(' ')}`, exitCode: run.code, timedOut: run.timedOut, seconds: run.seconds, rows: result.rows ?? [], backwardOverForward: result.backwardOverForward });
   }
-  const profileJson = join(out, 'profile.json');
-  const profileArgs = ['--mode', 'webgpu', '--profile', '--engines', '', ...plan.profile, '--json', profileJson];
-  console.log(`[gpu-check] profile: npm run bench -- ${profileArgs.map((a) => a || "''").join(' ')}`);
-  const profiled = await runStep(process.execPath, [join(ROOT, 'scripts/bench/cli.mjs'), ...profileArgs], profileEnv, plan.limits.profileS);
-  const profileReport = existsSync(profileJson) && profiled.code === 0 ? JSON.parse(readFileSync(profileJson, 'utf8')) : { resident: [] };
-  report.profile = { command: `npm run bench -- ${profileArgs.slice(0, -2).map((a) => a || "''").join(' ')}`, exitCode: profiled.code, timedOut: profiled.timedOut, seconds: profiled.seconds, rows: profileReport.resident ?? [] };
+  // Each kernel's GPU time; where the suites' devices have subgroups, the decode steps also with
+  // them withheld (the tile kernels the streaming ones replace).
+  const profileRuns = [{ name: 'profile', args: plan.profile, env: profileEnv, seconds: plan.limits.profileS }];
+  if (plan.profileTiles && chosen.adapter.features.includes('subgroups') && !report.subgroupsWithheld) {
+    profileRuns.push({ name: 'profile-tiles', args: plan.profileTiles, env: { ...profileEnv, SDPA_WEBGPU_SUBGROUPS: '0' }, seconds: plan.limits.profileTilesS, note: "'subgroups' withheld" });
+  }
+  report.profiles = [];
+  for (const { name, args: planArgs, env: runEnv, seconds, note } of profileRuns) {
+    const json = join(out, `${name}.json`);
+    const args = ['--mode', 'webgpu', '--profile', '--engines', '', ...planArgs, '--json', json];
+    const shown = `${note ? `SDPA_WEBGPU_SUBGROUPS=0 ` : ''}npm run bench -- ${args.slice(0, -2).map((a) => a || "''").join(' ')}`;
+    console.log(`[gpu-check] ${name}: ${shown}`);
+    const run = await runStep(process.execPath, [join(ROOT, 'scripts/bench/cli.mjs'), ...args], runEnv, seconds);
+    const result = existsSync(json) && run.code === 0 ? JSON.parse(readFileSync(json, 'utf8')) : { resident: [] };
+    const rows = (result.resident ?? []).map((r) => (note ? { ...r, engine: `${r.engine}, ${note}` } : r));
+    report.profiles.push({ command: shown, exitCode: run.code, timedOut: run.timedOut, seconds: run.seconds, rows });
+  }
+  const profileCodes = report.profiles.map((r) => r.exitCode);
   writeFileSync(join(out, 'gpu-check.json'), JSON.stringify(report, null, 2));
   writeFileSync(join(out, 'gpu-check.md'), markdown(report));
   console.log(`\n[gpu-check] wrote ${join(out, 'gpu-check.json')} and ${join(out, 'gpu-check.md')}`);
   const wrongRows = [...report.bench.calls, ...report.bench.resident].filter((r) => /wrong result/.test(r.failure ?? r.error ?? ''));
   const backwardCodes = report.backward.map((r) => r.exitCode);
-  const ok = suites.code === 0 && bench.code === 0 && wrongRows.length === 0 && backwardCodes.every((c) => c === 0) && profiled.code === 0;
-  if (!ok) console.error(`[gpu-check] FAILED: suites exit ${suites.code}, bench exit ${bench.code}, ${wrongRows.length} wrong bench results, backward bench exits ${backwardCodes.join(', ')}, profile exit ${profiled.code}`);
+  const ok = suites.code === 0 && bench.code === 0 && wrongRows.length === 0 && [...backwardCodes, ...profileCodes].every((c) => c === 0);
+  if (!ok) console.error(`[gpu-check] FAILED: suites exit ${suites.code}, bench exit ${bench.code}, ${wrongRows.length} wrong bench results, backward bench exits ${backwardCodes.join(', ')}, profile exits ${profileCodes.join(', ')}`);
   process.exit(ok ? 0 : 1);
 }
 
