@@ -119,7 +119,10 @@ WebGpuAttention::WebGpuAttention(val device, val caps)
       flash_bgl_(val::undefined()),
       weights_bgl_(val::undefined()),
       write_bgl_(val::undefined()),
-      backward_bgl_(val::undefined()) {
+      backward_bgl_(val::undefined()),
+      stand_in_read_(val::undefined()),
+      stand_in_stats_(val::undefined()),
+      stand_in_lse_(val::undefined()) {
   const val limits = device["limits"];
   limits_.max_storage_binding_bytes = static_cast<uint64_t>(
       limit(limits, caps, "maxStorageBufferBindingSize", 128.0 * (1 << 20)));
@@ -173,6 +176,19 @@ WebGpuAttention::WebGpuAttention(val device, val caps)
   make_layout({"uniform", "read-only-storage", "read-only-storage", "read-only-storage", "read-only-storage",
                "read-only-storage", "read-only-storage", "storage", "storage"},
               &backward_bgl_, &backward_layout_);
+  const auto stand_in = [&] {
+    val desc = val::object();
+    desc.set("size", 16);
+    desc.set("usage", kStorage);
+    return device_.call<val>("createBuffer", desc);
+  };
+  stand_in_read_ = stand_in();
+  stand_in_stats_ = stand_in();
+  stand_in_lse_ = stand_in();
+}
+
+WebGpuAttention::~WebGpuAttention() {
+  for (val* b : {&stand_in_read_, &stand_in_stats_, &stand_in_lse_}) b->call<void>("destroy");
 }
 
 val WebGpuAttention::pipeline(const std::string& key, const std::string& source, Layout layout,
@@ -558,11 +574,6 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
     const WeightsVariant sv = webgpu_weights_variant(plan, limits_, plan.return_scores, offsets);
     scores_pipeline = pipeline(sv.key(), sv.wgsl_constants() + kAttentionWeightsWgsl, Layout::kWeights, job);
   }
-  // Stand-ins for bindings a variant does not use (no mask, no stats, no log-sum-exp); writable
-  // bindings of one dispatch must not alias, so stats and log-sum-exp have one each.
-  const val dummy_read = buffer(job, 16, kStorage);
-  const val dummy_write = buffer(job, 16, kStorage);
-  const val dummy_lse = buffer(job, 16, kStorage);
   // The variants' data (per-batch ranges, slopes, sinks, document ids): one buffer for the call.
   const std::vector<uint32_t> variant_words = webgpu_variant_data(plan, in, flash.block_keys);
   const val variants = upload(job, variant_words.data(), 4 * variant_words.size(), kStorage);
@@ -607,7 +618,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       v = input(job, encoder, source("value"), heap_of(plan.value_type, in.value, in.value_f16), plan.value_type,
                 c.kv0 * plan.value_head_stride, elements.value, &v_base);
     }
-    val mask = whole(dummy_read);
+    val mask = whole(stand_in_read_);
     int64_t mask_base = 0;
     if (plan.mask_kind != MaskKind::kNone) {
       // Bool masks are bytes read as u32 words: start the slice on a word boundary. The tail
@@ -633,7 +644,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       out = buffer(job, bytes.output, kStorage | kCopySrc);
       out_resource = whole(out);
     }
-    val stats = dummy_write;
+    val stats = stand_in_stats_;
     val w = val::undefined();
     const uint64_t trace_bytes = trace ? 4 * flash.trace_floats(plan.Lk) : 0;
     if (trace) stats = buffer(job, trace_bytes, kStorage | kCopySrc);  // zeroed: unvisited tiles read 0
@@ -641,7 +652,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       stats = buffer(job, bytes.stats, kStorage);
       w = buffer(job, bytes.weights, kStorage | kCopySrc);
     }
-    const val lse_buffer = plan.return_lse ? buffer(job, bytes.lse, kStorage | kCopySrc) : dummy_lse;
+    const val lse_buffer = plan.return_lse ? buffer(job, bytes.lse, kStorage | kCopySrc) : stand_in_lse_;
 
     val pass = encoder.call<val>("beginComputePass");
     val query_binding = q;
@@ -657,7 +668,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       qz.scale_start = qz.units * kQuantBlock / 4;
       const uint64_t workspace = splits ? uint64_t{qz.units} * (kQuantBlock + 4) : 4ull * qz.n * qz.dim;
       const val levels = buffer(job, workspace, kStorage);
-      encode_quantize(job, pass, qz, whole(dummy_read), q, whole(levels));
+      encode_quantize(job, pass, qz, whole(stand_in_read_), q, whole(levels));
       query_binding = whole(levels);
       q_base = 0;
     }
@@ -713,7 +724,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
     if (plan.return_scores != ScoreStage::kNone) {
       score_buffer = buffer(job, bytes.scores, kStorage | kCopySrc);
       for (const GridPart& part : split_grid(key_tiles, c.query_rows(), limits_.max_workgroups_per_dim)) {
-        dispatch(scores_pipeline, weights_bgl_, part, {query_binding, k, mask, whole(dummy_read), whole(score_buffer), whole(variants)});
+        dispatch(scores_pipeline, weights_bgl_, part, {query_binding, k, mask, whole(stand_in_read_), whole(score_buffer), whole(variants)});
       }
     }
     if (output_half) {
@@ -842,7 +853,7 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
   const val v = input(job, encoder, source("value"), heap_of(plan.value_type, in.value, in.value_f16), plan.value_type, 0,
                       elements.value, &v_base);
   const val d_out = input(job, encoder, source("dOutput"), d_output, ElementType::kFloat32, 0, elements.output, &unused_base);
-  val mask = whole(buffer(job, 16, kStorage));
+  val mask = whole(stand_in_read_);
   if (plan.mask_kind != MaskKind::kNone) {
     const uint64_t mask_bytes = static_cast<uint64_t>(plan.mask_elements) * (plan.mask_kind == MaskKind::kBool ? 1 : 4);
     mask = whole(upload(job, in.mask, mask_bytes, kStorage));
@@ -890,7 +901,7 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
     // With a key split the flash kernel writes a record per row and split into the stats
     // binding, and the merge the output and log-sum-exp from them.
     const val stats = key_split ? buffer(job, rows * flash.key_splits * flash.record_bytes(), kStorage)
-                                : buffer(job, 16, kStorage);
+                                : stand_in_stats_;
     const uint32_t key_splits = key_split ? flash.key_splits : 0;
     const FlashGrid flash_grid = flash.grid(plan.Lq, plan.B * plan.Hq);
     for (const GridPart& part : grid(flash_grid.x, flash_grid.y)) {

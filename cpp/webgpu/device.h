@@ -36,6 +36,10 @@ class WebGpuAttention {
   // (for tests of the splitting and of the kernel choice); shaderF16: false reads float16
   // through unpack2x16float even where the device has 'shader-f16'.
   WebGpuAttention(emscripten::val device, emscripten::val caps);
+  // Destroys the stand-in buffers it holds for every call.
+  ~WebGpuAttention();
+  WebGpuAttention(const WebGpuAttention&) = delete;
+  WebGpuAttention& operator=(const WebGpuAttention&) = delete;
 
   // -> { error: null, promise, job } once submitted, or { error: { name, message } } when the
   // call cannot be planned for this device (RangeError).
@@ -156,6 +160,10 @@ class WebGpuAttention {
   emscripten::val jobs_;       // Map<id, { buffers, readbacks, created }>
   emscripten::val flash_layout_, weights_layout_, write_layout_, backward_layout_;
   emscripten::val flash_bgl_, weights_bgl_, write_bgl_, backward_bgl_;
+  // Stand-ins for the bindings a variant does not use, made once for every call: one read-only
+  // (no mask, no statistics to read) and, since the writable bindings of one dispatch must not
+  // alias, one each for statistics and log-sum-exp. No kernel reads or writes them.
+  emscripten::val stand_in_read_, stand_in_stats_, stand_in_lse_;
   WebGpuLimits limits_;
   uint32_t min_storage_offset_alignment_ = 256;  // minStorageBufferOffsetAlignment
   int next_job_ = 1;

@@ -16,7 +16,7 @@ const MODES = {
   forward: { cases: '1x128x64,1x512x64,1x1024x64,12x512x64,8x256x32,1x2048x64', engines: 'sdpa-simd-1t,sdpa-simd-mt,ort-1t,ort-2t,tfjs-wasm,sdpa-scalar', reps: 15 },
   backward: { cases: '8x256x64,8x512x64,8x1024x64,8x2048x64', engines: 'sdpa-simd-1t,sdpa-simd-1t-recompute,sdpa-webgpu,sdpa-webgpu-forward', reps: 5 },
   webgpu: { cases: '1x128x64,1x512x64,1x1024x64,1x2048x64,12x512x64,1x4096x64,8x256x32,16x1024x64,32x2048x64,8x4096x128', engines: 'sdpa-webgpu,sdpa-simd-mt', reps: 10 },
-  diagnose: { cases: '1x128x64,1x512x64,12x512x64,8x256x32', probes: 'peak,long,breakdown,two-cores,wake' },
+  diagnose: { cases: '1x128x64,1x512x64,12x512x64,8x256x32', probes: 'peak,long,breakdown,two-cores,wake,encode' },
   variants: { cases: '1x8192x64', reps: 7 },
   decode: { cases: '512,2048,8192,32768,ragged:4096', engines: 'sdpa-simd-1t,sdpa-simd-mt,sdpa-simd-1t-f16,sdpa-simd-mt-f16,sdpa-simd-1t-int8,sdpa-simd-mt-int8,sdpa-simd-1t-int4,sdpa-simd-mt-int4,ort-gqa-1t,ort-gqa-2t', reps: 9 },
 };
@@ -77,7 +77,9 @@ const HELP = `npm run bench -- [options]: sdpa-web's speed in Node, against its 
                     long: Lq = Lk = 32768 and 16384 (full, causal), E = 64, 1 thread and threads;
                     breakdown: a call's copy-in, kernel and copy-out on 1 thread and threads;
                     two-cores: two 1-thread workers at once against one (the machine's 2-core
-                    scaling) and sdpa-web's threads; wake: a worker's wake-up after idle
+                    scaling) and sdpa-web's threads; wake: a worker's wake-up after idle;
+                    encode: the CPU time of one GPU-resident decode step on WebGPU up to its
+                    submission (submit stubbed out: no GPU work timed), and its device calls
   --profile         webgpu and backward: after timing, one call of each GPU-resident engine with
                     timestamp queries, its GPU time per kernel (scripts/bench/gpu-profile.mjs; needs
                     the adapter's 'timestamp-query'; webgpu mode then runs no onnxruntime-web, whose

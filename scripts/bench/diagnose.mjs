@@ -2,6 +2,7 @@
 import { createAttention } from '../../dist/index.js';
 import { flops, makeCheck, makeInputs, parseCase } from './cases.mjs';
 import { peakProbe } from './peak.mjs';
+import { encodeCost } from './encode-cost.mjs';
 import { callPhases, workspaceBytes } from './phases.mjs';
 import { print } from './results.mjs';
 import { log } from './run.mjs';
@@ -57,11 +58,19 @@ async function longContext(attn, scalar) {
 
 export async function diagnose(opts) {
   const report = {};
+  const has = (probe) => opts.probes.includes(probe);
+  // First, before the SIMD instances' worker threads exist: they would share the CPU it times.
+  if (has('encode')) {
+    log('encoding decode steps on WebGPU');
+    report.encode = await encodeCost();
+    const calls = Object.entries(report.encode.perStep).map(([name, n]) => `${name} ×${n}`).join(', ');
+    print(`\nWebGPU decode step, CPU up to its submission (B = 1, Hq = 32, Hkv = 8, E = 128, GPU cache and tensors; submit stubbed out; median of 5 rounds of 2000 steps; ${report.encode.adapter}):`);
+    print(`  ${fmt(report.encode.stepUs, 1)} µs a step (best round ${fmt(report.encode.minStepUs, 1)}); device calls a step: ${calls}`);
+  }
   const scalar = await createAttention({ backend: 'scalar' });
   const one = await createAttention({ backend: 'simd', threads: 1 });
   const many = await createAttention({ backend: 'simd', threads: opts.threads });
   const threaded = many.threads > 1 ? [one, many] : [one];
-  const has = (probe) => opts.probes.includes(probe);
   print(`sdpa-web diagnose: ${one.relaxedSimd ? 'relaxed-SIMD' : 'SIMD128'} build, ${many.threads} threads${many.fallbackReason ? ` (${many.fallbackReason})` : ''}`);
 
   if (has('peak')) {
