@@ -110,7 +110,6 @@ val heap_view(const void* address, uint64_t bytes) {
 WebGpuAttention::WebGpuAttention(val device, val caps)
     : device_(device),
       queue_(device["queue"]),
-      pipelines_(val::global("Map").new_()),
       jobs_(val::global("Map").new_()),
       flash_layout_(val::undefined()),
       weights_layout_(val::undefined()),
@@ -191,12 +190,12 @@ WebGpuAttention::~WebGpuAttention() {
   for (val* b : {&stand_in_read_, &stand_in_stats_, &stand_in_lse_}) b->call<void>("destroy");
 }
 
-val WebGpuAttention::pipeline(const std::string& key, const std::string& source, Layout layout,
+val WebGpuAttention::pipeline(const std::string& key, const std::function<std::string()>& source, Layout layout,
                               val job) {
-  const val cached = pipelines_.call<val>("get", key);
-  if (!cached.isUndefined()) return cached;
+  const auto cached = pipelines_.find(key);
+  if (cached != pipelines_.end()) return cached->second;
   val module_desc = val::object();
-  module_desc.set("code", source);
+  module_desc.set("code", source());
   module_desc.set("label", key);
   val compute = val::object();
   compute.set("module", device_.call<val>("createShaderModule", module_desc));
@@ -209,7 +208,7 @@ val WebGpuAttention::pipeline(const std::string& key, const std::string& source,
                                                   : backward_layout_);
   desc.set("compute", compute);
   val p = device_.call<val>("createComputePipeline", desc);
-  pipelines_.call<void>("set", key, p);
+  pipelines_.emplace(key, p);
   // Dropped again by finish() if this call reports an error (e.g. the shader failed to compile).
   job["created"].call<void>("push", key);
   return p;
@@ -300,10 +299,13 @@ void WebGpuAttention::encode_write_float16(val job, val pass, const val& destina
   const uint64_t source_size = source_f32 ? 4 : 2;
   const uint64_t source_at = from_array ? 0 : static_cast<uint64_t>(source["offset"].as<double>());
   const std::string key = std::string("write-float16:src=") + (source_f32 ? "f32" : "f16");
-  const val pipe = pipeline(key,
-                            "const WORDS: u32 = " + std::to_string(kWriteFloat16Words) + "u;\nconst SOURCE_F32: bool = " +
-                                (source_f32 ? "true" : "false") + ";\n" + kWriteFloat16Wgsl,
-                            Layout::kWrite, job);
+  const val pipe = pipeline(
+      key,
+      [&] {
+        return "const WORDS: u32 = " + std::to_string(kWriteFloat16Words) + "u;\nconst SOURCE_F32: bool = " +
+               (source_f32 ? "true" : "false") + ";\n" + kWriteFloat16Wgsl;
+      },
+      Layout::kWrite, job);
   // Bytes a binding of [at, at + bytes) takes (bind_from), and the most one may take.
   const uint64_t align = min_storage_offset_alignment_;
   const auto binding_bytes = [&](uint64_t at, uint64_t bytes) { return round_up4(at + bytes) - at / align * align; };
@@ -362,10 +364,13 @@ void WebGpuAttention::encode_write_float16(val job, val pass, const val& destina
 void WebGpuAttention::encode_quantize(val job, val pass, const QuantizePass& q, const val& segments,
                                       const val& source, const val& destination) {
   const std::string key = "kv-quantize:out=" + std::to_string(q.out) + (q.source_f16 ? ":src=f16" : ":src=f32");
-  const val pipe = pipeline(key,
-                            "const OUT: u32 = " + std::to_string(q.out) + "u;\nconst SOURCE_F16: bool = " +
-                                (q.source_f16 ? "true" : "false") + ";\n" + kKvQuantizeWgsl,
-                            Layout::kWrite, job);
+  const val pipe = pipeline(
+      key,
+      [&] {
+        return "const OUT: u32 = " + std::to_string(q.out) + "u;\nconst SOURCE_F16: bool = " +
+               (q.source_f16 ? "true" : "false") + ";\n" + kKvQuantizeWgsl;
+      },
+      Layout::kWrite, job);
   for (const GridPart& part : split_grid((uint64_t{q.units} + kQuantizeInvocations - 1) / kQuantizeInvocations, 1,
                                          limits_.max_workgroups_per_dim)) {
     const uint32_t params[12] = {part.x_base, q.units, q.hkv, q.n, q.dim, q.blocks, q.source_base, q.rows, q.scale_start, 0, 0, 0};
@@ -556,23 +561,25 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
                                : partial.decode == 4 ? kAttentionDecodeStreamWgsl
                                : quantized           ? kAttentionDecodeQuantizedWgsl
                                                      : kAttentionDecodePartialWgsl;
-    partial_pipeline = pipeline(partial.key(), partial.wgsl_constants() + partial_text, Layout::kFlash, job);
+    partial_pipeline = pipeline(partial.key(), [&] { return partial.wgsl_constants() + partial_text; }, Layout::kFlash, job);
   } else {
-    flash_pipeline = pipeline(flash.key(), flash.wgsl_constants() + (flash.tiled ? kAttentionFlashTiledWgsl : kAttentionFlashWgsl), Layout::kFlash, job);
+    flash_pipeline = pipeline(
+        flash.key(), [&] { return flash.wgsl_constants() + (flash.tiled ? kAttentionFlashTiledWgsl : kAttentionFlashWgsl); },
+        Layout::kFlash, job);
   }
   if (splits || key_split) {
     const FlashVariant merge = webgpu_merge_variant(flash, quantized);
-    merge_pipeline = pipeline(merge.key(), merge.wgsl_constants() + kAttentionDecodeMergeWgsl, Layout::kFlash, job);
+    merge_pipeline = pipeline(merge.key(), [&] { return merge.wgsl_constants() + kAttentionDecodeMergeWgsl; }, Layout::kFlash, job);
   }
   val weights_pipeline = val::undefined();
   if (plan.return_weights) {
     const WeightsVariant wv = webgpu_weights_variant(plan, limits_, ScoreStage::kNone, offsets);
-    weights_pipeline = pipeline(wv.key(), wv.wgsl_constants() + kAttentionWeightsWgsl, Layout::kWeights, job);
+    weights_pipeline = pipeline(wv.key(), [&] { return wv.wgsl_constants() + kAttentionWeightsWgsl; }, Layout::kWeights, job);
   }
   val scores_pipeline = val::undefined();
   if (plan.return_scores != ScoreStage::kNone) {
     const WeightsVariant sv = webgpu_weights_variant(plan, limits_, plan.return_scores, offsets);
-    scores_pipeline = pipeline(sv.key(), sv.wgsl_constants() + kAttentionWeightsWgsl, Layout::kWeights, job);
+    scores_pipeline = pipeline(sv.key(), [&] { return sv.wgsl_constants() + kAttentionWeightsWgsl; }, Layout::kWeights, job);
   }
   // The variants' data (per-batch ranges, slopes, sinks, document ids): one buffer for the call.
   const std::vector<uint32_t> variant_words = webgpu_variant_data(plan, in, flash.block_keys);
@@ -818,15 +825,16 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
   const bool key_split = flash.key_splits > 1;
   val flash_pipeline = val::undefined(), merge_pipeline = val::undefined();
   if (!has_forward) {
-    flash_pipeline = pipeline(flash.key(), flash.wgsl_constants() + (flash.tiled ? kAttentionFlashTiledWgsl : kAttentionFlashWgsl),
-                              Layout::kFlash, job);
+    flash_pipeline = pipeline(
+        flash.key(), [&] { return flash.wgsl_constants() + (flash.tiled ? kAttentionFlashTiledWgsl : kAttentionFlashWgsl); },
+        Layout::kFlash, job);
   }
   if (key_split) {
     const FlashVariant merge = webgpu_merge_variant(flash, false);
-    merge_pipeline = pipeline(merge.key(), merge.wgsl_constants() + kAttentionDecodeMergeWgsl, Layout::kFlash, job);
+    merge_pipeline = pipeline(merge.key(), [&] { return merge.wgsl_constants() + kAttentionDecodeMergeWgsl; }, Layout::kFlash, job);
   }
   const auto backward_pipeline = [&](const char* name, const char* text, uint32_t stage = 0) {
-    return pipeline(backward.key(name), backward.wgsl_constants(stage) + text, Layout::kBackward, job);
+    return pipeline(backward.key(name), [&] { return backward.wgsl_constants(stage) + text; }, Layout::kBackward, job);
   };
   const val prep = backward_pipeline("prep", kAttentionBackwardPrepWgsl);
   const val dkdv = backward_pipeline("dkdv", kAttentionBackwardDkdvWgsl);
@@ -1024,7 +1032,7 @@ void WebGpuAttention::abandon() {
   if (job.isUndefined()) return;
   const val created = job["created"];
   const int count = created["length"].as<int>();
-  for (int c = 0; c < count; ++c) pipelines_.call<void>("delete", created[c]);
+  for (int c = 0; c < count; ++c) pipelines_.erase(created[c].as<std::string>());
   release(id);
 }
 
@@ -1039,7 +1047,7 @@ val WebGpuAttention::finish(int id, val results) {
       // Forget pipelines this call created: they may be the cause (e.g. a shader that does not compile).
       const val created = job["created"];
       const int count = created["length"].as<int>();
-      for (int c = 0; c < count; ++c) pipelines_.call<void>("delete", created[c]);
+      for (int c = 0; c < count; ++c) pipelines_.erase(created[c].as<std::string>());
       val e = val::object();
       e.set("kind", kKinds[n]);
       e.set("message", error["message"]);
@@ -1090,7 +1098,9 @@ val WebGpuAttention::info() const {
   limits.set("prefillSplitKeys", limits_.min_split_keys);
   val out = val::object();
   out.set("limits", limits);
-  out.set("pipelines", val::global("Array").call<val>("from", pipelines_.call<val>("keys")));
+  val keys = val::array();
+  for (const auto& entry : pipelines_) keys.call<void>("push", entry.first);
+  out.set("pipelines", keys);
   out.set("jobsInFlight", jobs_["size"]);
   out.set("float16", webgpu_float16_path_name(limits_.shader_f16 ? WebGpuFloat16Path::kShaderF16 : WebGpuFloat16Path::kUnpack));
   return out;

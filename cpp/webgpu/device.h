@@ -19,6 +19,7 @@
 #include <array>
 #include <functional>
 #include <initializer_list>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -102,7 +103,9 @@ class WebGpuAttention {
 
  private:
   enum class Layout { kFlash, kWeights, kWrite, kBackward };
-  emscripten::val pipeline(const std::string& key, const std::string& source, Layout layout,
+  // The compiled pipeline of `key`, from the cache or compiled now from `source()` (called only
+  // then: building a kernel's source costs more than looking its key up).
+  emscripten::val pipeline(const std::string& key, const std::function<std::string()>& source, Layout layout,
                            emscripten::val job);
   // Starts a run's job ({ buffers, readbacks, created }: released by finish(), or by abandon()
   // until close_job()) and pushes its error scopes.
@@ -156,7 +159,7 @@ class WebGpuAttention {
 
   emscripten::val device_;
   emscripten::val queue_;
-  emscripten::val pipelines_;  // Map<key, GPUComputePipeline>
+  std::map<std::string, emscripten::val> pipelines_;  // key -> GPUComputePipeline
   emscripten::val jobs_;       // Map<id, { buffers, readbacks, created }>
   emscripten::val flash_layout_, weights_layout_, write_layout_, backward_layout_;
   emscripten::val flash_bgl_, weights_bgl_, write_bgl_, backward_bgl_;
