@@ -8,14 +8,14 @@
 //      report says so). Its info, limits and features are printed and written.
 //   2. the WebGPU test suites (tests/node/*webgpu*.test.ts, or the comma-separated --suites) on
 //      that adapter.
-//   3. `bench --mode webgpu`: whole calls, GPU-resident prefill, decode steps on a GPU KV cache of
-//      every dtype the build has, and onnxruntime-web's WebGPU EP where it runs.
+//   3. `bench --mode webgpu --profile`: whole calls, GPU-resident prefill, decode steps on a GPU
+//      KV cache of every dtype the build has, and onnxruntime-web's WebGPU EP where it runs.
 //   4. `bench --mode backward --profile`: the WebGPU backward beside the GPU forward that saves
 //      its log-sum-exp (backward/forward at 1×4096×64 causal and 8×1024×64), and each pass's GPU
 //      time.
-//   5. `bench --mode webgpu --profile`: the GPU time of each kernel of one prefill and decode call
-//      (timestamp queries; where the adapter has 'timestamp-query'), and of decode steps again
-//      with 'subgroups' withheld (the tile kernels), where the devices have them.
+//   5. the GPU time of each kernel of one call of every GPU-resident engine (the benches'
+//      --profile: timestamp queries, where the device has 'timestamp-query'), and of decode steps
+//      again with 'subgroups' withheld (the tile kernels), where the devices have them.
 // Writes OUTDIR/gpu-check.json and OUTDIR/gpu-check.md (and the pieces: vitest.json, bench.json,
 // bench.md). --quick (the test step webgpu_f16, on lavapipe) runs one suite and a reduced case
 // list. SDPA_WEBGPU_SUBGROUPS=0 reaches the suites and the benches, whose devices then lack
@@ -40,10 +40,9 @@ const PLANS = {
     suites: null, // every tests/node/*webgpu*.test.ts
     bench: ['--cases', '1x512x64,1x4096x64,32x2048x64,8x4096x128', '--engines', 'sdpa-webgpu,sdpa-webgpu-f16', '--decode-cases', '2048,32768,4x32768,ragged:32768', '--reps', '10'],
     backward: [['--cases', '1x4096x64', '--causal', '--reps', '10'], ['--cases', '8x1024x64', '--reps', '10']],
-    profile: ['--cases', '1x4096x64,32x2048x64', '--decode-cases', '2048,32768,4x32768', '--reps', '3'],
     // The decode steps again with 'subgroups' withheld: the tile kernels beside the streaming ones.
     profileTiles: ['--cases', '', '--decode-cases', '32768,4x32768', '--reps', '3'],
-    limits: { suitesS: 180, benchS: 150, backwardS: 30, profileS: 60, profileTilesS: 30 },
+    limits: { suitesS: 210, benchS: 170, backwardS: 30, profileTilesS: 30 },
   },
   quick: {
     // On lavapipe (the test step webgpu_f16): the float16 kernels with 'shader-f16' (the decode
@@ -52,9 +51,8 @@ const PLANS = {
     suites: ['tests/node/float16-gpu-webgpu.test.ts'],
     bench: ['--cases', '1x256x32', '--engines', 'sdpa-webgpu,sdpa-webgpu-f16', '--decode-cases', '512', '--reps', '3', '--budget-ms', '500'],
     backward: [['--cases', '1x64x32', '--causal', '--reps', '3']],
-    profile: ['--cases', '1x256x32', '--decode-cases', '512', '--reps', '1', '--budget-ms', '300'],
     profileTiles: ['--cases', '', '--decode-cases', '512', '--reps', '1', '--budget-ms', '300'],
-    limits: { suitesS: 900, benchS: 900, backwardS: 300, profileS: 300, profileTilesS: 300 }, // a CPU Vulkan on a busy machine: no 8-minute promise
+    limits: { suitesS: 900, benchS: 900, backwardS: 300, profileTilesS: 300 }, // a CPU Vulkan on a busy machine: no 8-minute promise
   },
 };
 
@@ -178,10 +176,10 @@ function markdown(report) {
     for (const { case: c, engines, ratio } of run.backwardOverForward ?? []) lines.push('', `backward / forward at ${c} (${engines}): ${ratio.toFixed(2)}×`);
     lines.push('');
   }
-  const profiles = [...report.backward.flatMap((run) => run.rows), ...(report.profiles ?? []).flatMap((run) => run.rows)].filter((r) => r.profile);
-  if (report.profiles) {
-    lines.push('## GPU time per kernel (bench --profile)', '', 'One call of each engine (and of the backward runs\' resident engines), timestamp queries, one compute pass per dispatch:', '');
-    for (const run of report.profiles) lines.push(`- \`${run.command}\` (exit ${run.exitCode}${run.timedOut ? ', TIMED OUT' : ''}, ${run.seconds.toFixed(0)} s)`);
+  const profiles = [...(report.bench?.resident ?? []), ...report.backward.flatMap((run) => run.rows), ...(report.profiles ?? []).flatMap((run) => run.rows)].filter((r) => r.profile);
+  if (profiles.length) {
+    lines.push('## GPU time per kernel (bench --profile)', '', 'One call of each of sdpa-web\'s GPU-resident engines after its timed rounds (the benches above, and the runs below), timestamp queries, one compute pass per dispatch:', '');
+    for (const run of report.profiles ?? []) lines.push(`- \`${run.command}\` (exit ${run.exitCode}${run.timedOut ? ', TIMED OUT' : ''}, ${run.seconds.toFixed(0)} s)`);
     lines.push('');
     lines.push('| part | case | engine | GPU ms | kernels (ms, dispatches) |', '|---|---|---|---:|---|');
     for (const r of profiles) {
@@ -242,9 +240,9 @@ async function main() {
   report.suites = { files, exitCode: suites.code, timedOut: suites.timedOut, seconds: suites.seconds, ...suiteResults(vitestJson) };
 
   const benchJson = join(out, 'bench.json');
-  const benchArgs = ['--mode', 'webgpu', ...plan.bench, '--json', benchJson, '--results', join(out, 'bench.md'), '--note', `gpu-check on ${adapterName(chosen.adapter)}`];
+  const benchArgs = ['--mode', 'webgpu', '--profile', ...plan.bench, '--json', benchJson, '--results', join(out, 'bench.md'), '--note', `gpu-check on ${adapterName(chosen.adapter)}`];
   console.log(`[gpu-check] bench: npm run bench -- ${benchArgs.join(' ')}`);
-  const bench = await runStep(process.execPath, [join(ROOT, 'scripts/bench/cli.mjs'), ...benchArgs], env, plan.limits.benchS);
+  const bench = await runStep(process.execPath, [join(ROOT, 'scripts/bench/cli.mjs'), ...benchArgs], profileEnv, plan.limits.benchS);
   const benchReport = existsSync(benchJson) && bench.code === 0 ? JSON.parse(readFileSync(benchJson, 'utf8')) : { rows: [], resident: [] };
   report.bench = {
     command: `npm run bench -- ${benchArgs.slice(0, -2).join(' ')}`,
@@ -263,21 +261,17 @@ async function main() {
     const result = existsSync(json) && run.code === 0 ? JSON.parse(readFileSync(json, 'utf8')) : { rows: [] };
     report.backward.push({ command: `npm run bench -- ${args.slice(0, -2).join(' ')}`, exitCode: run.code, timedOut: run.timedOut, seconds: run.seconds, rows: result.rows ?? [], backwardOverForward: result.backwardOverForward });
   }
-  // Each kernel's GPU time; where the suites' devices have subgroups, the decode steps also with
-  // them withheld (the tile kernels the streaming ones replace).
-  const profileRuns = [{ name: 'profile', args: plan.profile, env: profileEnv, seconds: plan.limits.profileS }];
-  if (plan.profileTiles && chosen.adapter.features.includes('subgroups') && !report.subgroupsWithheld) {
-    profileRuns.push({ name: 'profile-tiles', args: plan.profileTiles, env: { ...profileEnv, SDPA_WEBGPU_SUBGROUPS: '0' }, seconds: plan.limits.profileTilesS, note: "'subgroups' withheld" });
-  }
+  // Where the suites' devices have subgroups, the decode steps' kernels again with them withheld
+  // (the tile kernels the streaming ones replace).
   report.profiles = [];
-  for (const { name, args: planArgs, env: runEnv, seconds, note } of profileRuns) {
-    const json = join(out, `${name}.json`);
-    const args = ['--mode', 'webgpu', '--profile', '--engines', '', ...planArgs, '--json', json];
-    const shown = `${note ? `SDPA_WEBGPU_SUBGROUPS=0 ` : ''}npm run bench -- ${args.slice(0, -2).map((a) => a || "''").join(' ')}`;
-    console.log(`[gpu-check] ${name}: ${shown}`);
-    const run = await runStep(process.execPath, [join(ROOT, 'scripts/bench/cli.mjs'), ...args], runEnv, seconds);
+  if (chosen.adapter.features.includes('subgroups') && !report.subgroupsWithheld) {
+    const json = join(out, 'profile-tiles.json');
+    const args = ['--mode', 'webgpu', '--profile', '--engines', '', ...plan.profileTiles, '--json', json];
+    const shown = `SDPA_WEBGPU_SUBGROUPS=0 npm run bench -- ${args.slice(0, -2).map((a) => a || "''").join(' ')}`;
+    console.log(`[gpu-check] profile-tiles: ${shown}`);
+    const run = await runStep(process.execPath, [join(ROOT, 'scripts/bench/cli.mjs'), ...args], { ...profileEnv, SDPA_WEBGPU_SUBGROUPS: '0' }, plan.limits.profileTilesS);
     const result = existsSync(json) && run.code === 0 ? JSON.parse(readFileSync(json, 'utf8')) : { resident: [] };
-    const rows = (result.resident ?? []).map((r) => (note ? { ...r, engine: `${r.engine}, ${note}` } : r));
+    const rows = (result.resident ?? []).map((r) => ({ ...r, engine: `${r.engine}, 'subgroups' withheld` }));
     report.profiles.push({ command: shown, exitCode: run.code, timedOut: run.timedOut, seconds: run.seconds, rows });
   }
   const profileCodes = report.profiles.map((r) => r.exitCode);

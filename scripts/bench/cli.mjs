@@ -82,8 +82,8 @@ const HELP = `npm run bench -- [options]: sdpa-web's speed in Node, against its 
                     submission (submit stubbed out: no GPU work timed), and its device calls
   --profile         webgpu and backward: after timing, one call of each GPU-resident engine with
                     timestamp queries, its GPU time per kernel (scripts/bench/gpu-profile.mjs; needs
-                    the adapter's 'timestamp-query'; webgpu mode then runs no onnxruntime-web, whose
-                    device is not the bench's). dawn.node rounds timestamps unless
+                    the device's 'timestamp-query': onnxruntime-web's, where it runs, asks for it).
+                    dawn.node rounds timestamps unless
                     SDPA_DAWN_FLAGS=disable-dawn-features=timestamp_quantization
   --json FILE       where the results go (default bench-output/<mode>.json)
   --results DIR     also write DIR/<mode>.md (or the file itself, when it ends in .md): the
@@ -234,6 +234,7 @@ async function main() {
       const resident = await benchWebGpuResident(opts, await webgpuEntry());
       printWebGpuResident(resident);
       report.resident = resident.rows;
+      report.residentDevice = resident.device;
     }
   }
   mkdirSync(dirname(opts.json), { recursive: true });
