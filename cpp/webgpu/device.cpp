@@ -110,6 +110,7 @@ val heap_view(const void* address, uint64_t bytes) {
 WebGpuAttention::WebGpuAttention(val device, val caps)
     : device_(device),
       queue_(device["queue"]),
+      pipelines_(val::global("Map").new_()),
       jobs_(val::global("Map").new_()),
       flash_layout_(val::undefined()),
       weights_layout_(val::undefined()),
@@ -192,8 +193,8 @@ WebGpuAttention::~WebGpuAttention() {
 
 val WebGpuAttention::pipeline(const std::string& key, const std::function<std::string()>& source, Layout layout,
                               val job) {
-  const auto cached = pipelines_.find(key);
-  if (cached != pipelines_.end()) return cached->second;
+  const val cached = pipelines_.call<val>("get", key);
+  if (!cached.isUndefined()) return cached;
   val module_desc = val::object();
   module_desc.set("code", source());
   module_desc.set("label", key);
@@ -208,7 +209,7 @@ val WebGpuAttention::pipeline(const std::string& key, const std::function<std::s
                                                   : backward_layout_);
   desc.set("compute", compute);
   val p = device_.call<val>("createComputePipeline", desc);
-  pipelines_.emplace(key, p);
+  pipelines_.call<void>("set", key, p);
   // Dropped again by finish() if this call reports an error (e.g. the shader failed to compile).
   job["created"].call<void>("push", key);
   return p;
@@ -1032,7 +1033,7 @@ void WebGpuAttention::abandon() {
   if (job.isUndefined()) return;
   const val created = job["created"];
   const int count = created["length"].as<int>();
-  for (int c = 0; c < count; ++c) pipelines_.erase(created[c].as<std::string>());
+  for (int c = 0; c < count; ++c) pipelines_.call<void>("delete", created[c]);
   release(id);
 }
 
@@ -1047,7 +1048,7 @@ val WebGpuAttention::finish(int id, val results) {
       // Forget pipelines this call created: they may be the cause (e.g. a shader that does not compile).
       const val created = job["created"];
       const int count = created["length"].as<int>();
-      for (int c = 0; c < count; ++c) pipelines_.erase(created[c].as<std::string>());
+      for (int c = 0; c < count; ++c) pipelines_.call<void>("delete", created[c]);
       val e = val::object();
       e.set("kind", kKinds[n]);
       e.set("message", error["message"]);
@@ -1098,9 +1099,7 @@ val WebGpuAttention::info() const {
   limits.set("prefillSplitKeys", limits_.min_split_keys);
   val out = val::object();
   out.set("limits", limits);
-  val keys = val::array();
-  for (const auto& entry : pipelines_) keys.call<void>("push", entry.first);
-  out.set("pipelines", keys);
+  out.set("pipelines", val::global("Array").call<val>("from", pipelines_.call<val>("keys")));
   out.set("jobsInFlight", jobs_["size"]);
   out.set("float16", webgpu_float16_path_name(limits_.shader_f16 ? WebGpuFloat16Path::kShaderF16 : WebGpuFloat16Path::kUnpack));
   return out;

@@ -19,7 +19,6 @@
 #include <array>
 #include <functional>
 #include <initializer_list>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -159,7 +158,9 @@ class WebGpuAttention {
 
   emscripten::val device_;
   emscripten::val queue_;
-  std::map<std::string, emscripten::val> pipelines_;  // key -> GPUComputePipeline
+  // Map<key, GPUComputePipeline>: a JS Map, so that the cache, which grows with the variants a
+  // program uses, stays off the wasm heap (whose use the tests hold flat across calls).
+  emscripten::val pipelines_;
   emscripten::val jobs_;       // Map<id, { buffers, readbacks, created }>
   emscripten::val flash_layout_, weights_layout_, write_layout_, backward_layout_;
   emscripten::val flash_bgl_, weights_bgl_, write_bgl_, backward_bgl_;

@@ -61,11 +61,14 @@ export async function diagnose(opts) {
   const has = (probe) => opts.probes.includes(probe);
   // First, before the SIMD instances' worker threads exist: they would share the CPU it times.
   if (has('encode')) {
-    log('encoding decode steps on WebGPU');
+    log('the CPU side of WebGPU calls');
     report.encode = await encodeCost();
-    const calls = Object.entries(report.encode.perStep).map(([name, n]) => `${name} ×${n}`).join(', ');
-    print(`\nWebGPU decode step, CPU up to its submission (B = 1, Hq = 32, Hkv = 8, E = 128, GPU cache and tensors; submit stubbed out; median of 5 rounds of 2000 steps; ${report.encode.adapter}):`);
-    print(`  ${fmt(report.encode.stepUs, 1)} µs a step (best round ${fmt(report.encode.minStepUs, 1)}); device calls a step: ${calls}`);
+    print(`\nWebGPU calls on GPU tensors, CPU time up to their submission (submit stubbed out; median of 5 rounds of 2000 calls; ${report.encode.adapter}):`);
+    for (const [name, what] of [['decode', 'decode step, B = 1, Hq = 32, Hkv = 8, E = 128, a GPU KV cache'], ['prefill', 'prefill 8×512×64 causal']]) {
+      const r = report.encode[name];
+      const calls = Object.entries(r.perCall).map(([call, n]) => `${call} ×${n}`).join(', ');
+      print(`  ${what}: ${fmt(r.us, 1)} µs a call (best round ${fmt(r.minUs, 1)}); device calls: ${calls}`);
+    }
   }
   const scalar = await createAttention({ backend: 'scalar' });
   const one = await createAttention({ backend: 'simd', threads: 1 });

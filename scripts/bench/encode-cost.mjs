@@ -1,8 +1,9 @@
-// --probes encode: the CPU time of one GPU-resident decode step (B = 1, Hq = 32, Hkv = 8,
-// E = Ev = 128, 64 keys in a float32 GPU KV cache, query and output in GPU buffers), from the
-// call to its submission, with the queue's submit replaced by a no-op: neither a GPU's nor
-// SwiftShader's work is timed, only what the CPU spends per layer and generated token before the
-// driver takes the commands. Also what one step asks of the device (buffers, bind groups, ...).
+// --probes encode: the CPU time of one GPU-resident call from the call to its submission, with
+// the queue's submit replaced by a no-op: neither a GPU's nor SwiftShader's work is timed, only
+// what the CPU spends before the driver takes the commands. Two calls: a decode step (B = 1,
+// Hq = 32, Hkv = 8, E = Ev = 128, 64 keys in a float32 GPU KV cache, query and output in GPU
+// buffers: what a model pays per layer and generated token) and a prefill (8 heads of 512 rows,
+// E = 64, causal, GPU tensors). Also what one call asks of the device (buffers, bind groups, ...).
 import { createAttention } from '../../dist/index.js';
 import { webgpuEntry } from './engines.mjs';
 import { median } from './timing.mjs';
@@ -10,44 +11,69 @@ import { median } from './timing.mjs';
 const [B, Hq, Hkv, E, L] = [1, 32, 8, 128, 64];
 const COUNTED = ['createBuffer', 'createBindGroup', 'createCommandEncoder', 'pushErrorScope'];
 
-export async function encodeCost({ rounds = 5, steps = 2000 } = {}) {
+/** Medians over `rounds` of `calls` back-to-back calls (µs a call), and the device calls one makes. */
+async function timeCalls(call, counter, rounds, calls) {
+  counter.start();
+  await call();
+  const perCall = counter.stop();
+  const times = [];
+  for (let r = 0; r < rounds; r++) {
+    const start = performance.now();
+    for (let i = 0; i < calls; i++) await call();
+    times.push(((performance.now() - start) / calls) * 1000);
+  }
+  return { us: median(times), minUs: Math.min(...times), perCall };
+}
+
+export async function encodeCost({ rounds = 5, calls = 2000 } = {}) {
   const gpu = await webgpuEntry();
   const adapter = await gpu.requestAdapter();
   const device = await adapter.requestDevice({ requiredFeatures: ['subgroups', 'shader-f16'].filter((f) => adapter.features.has(f)) });
-  const counts = {};
-  let counting = false;
+  let counts;
   for (const name of COUNTED) {
     const call = device[name].bind(device);
-    device[name] = (...args) => ((counting && (counts[name] = (counts[name] ?? 0) + 1)), call(...args));
+    device[name] = (...args) => (counts && (counts[name] = (counts[name] ?? 0) + 1), call(...args));
   }
+  const counter = {
+    start: () => (counts = {}),
+    stop: () => {
+      const counted = counts;
+      counts = undefined;
+      return counted;
+    },
+  };
   const attn = await createAttention({ backend: 'webgpu', gpuDevice: device });
+  const gpuTensor = (shape, data) => {
+    const buffer = device.createBuffer({ size: 4 * data.length, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
+    device.queue.writeBuffer(buffer, 0, data);
+    return { buffer, shape };
+  };
+  const filled = (n) => new Float32Array(n).map((_, i) => Math.sin(i));
   const cache = attn.createKvCache({ batch: B, kvHeads: Hkv, maxLength: L, headDim: E });
-  const kv = { data: new Float32Array(B * Hkv * L * E).map((_, i) => Math.sin(i)), shape: [B, Hkv, L, E] };
+  const kv = { data: filled(B * Hkv * L * E), shape: [B, Hkv, L, E] };
   cache.append(kv, kv);
-  const query = { buffer: device.createBuffer({ size: 4 * B * Hq * E, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST }), shape: [B, Hq, 1, E] };
-  const out = device.createBuffer({ size: 4 * B * Hq * E, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
-  const step = () => attn.scaledDotProductAttention(query, cache, { enableGqa: true, isCausal: true, outputLocation: 'gpu', out });
+  const query = gpuTensor([B, Hq, 1, E], filled(B * Hq * E));
+  const out = gpuTensor([B, Hq, 1, E], new Float32Array(B * Hq * E));
+  const step = () => attn.scaledDotProductAttention(query, cache, { enableGqa: true, isCausal: true, outputLocation: 'gpu', out: out.buffer });
+  // A prefill call on GPU tensors: 8 heads of 512 rows, E = 64, causal.
+  const [pq, pk, pv, pout] = [0, 1, 2, 3].map(() => gpuTensor([1, 8, 512, 64], filled(8 * 512 * 64)));
+  const prefill = () => attn.scaledDotProductAttention(pq, pk, pv, { isCausal: true, outputLocation: 'gpu', out: pout.buffer });
   await step(); // compiles the pipelines, submitted for real
+  await prefill();
   await device.queue.onSubmittedWorkDone();
   const submit = device.queue.submit;
   device.queue.submit = () => {};
   try {
-    counting = true;
-    await step();
-    counting = false;
-    const times = [];
-    for (let r = 0; r < rounds; r++) {
-      const start = performance.now();
-      for (let i = 0; i < steps; i++) await step();
-      times.push(((performance.now() - start) / steps) * 1000);
-    }
-    return { stepUs: median(times), minStepUs: Math.min(...times), perStep: counts, adapter: `${adapter.info.vendor} ${adapter.info.description}` };
+    return {
+      decode: await timeCalls(step, counter, rounds, calls),
+      prefill: await timeCalls(prefill, counter, rounds, calls),
+      adapter: `${adapter.info.vendor} ${adapter.info.description}`,
+    };
   } finally {
     device.queue.submit = submit;
     cache.dispose();
     attn.dispose();
-    query.buffer.destroy();
-    out.destroy();
+    for (const t of [query, out, pq, pk, pv, pout]) t.buffer.destroy();
     device.destroy();
   }
 }
