@@ -24,6 +24,9 @@ constexpr uint32_t kMapModeRead = 0x1;
 constexpr uint32_t kWriteFloat16Words = 64;
 // Invocations (blocks of 32 elements) per workgroup of kv_quantize.wgsl.
 constexpr uint32_t kQuantizeInvocations = 64;
+// The reused upload buffers' first size, and the most they grow to (WebGpuAttention::ReusedBuffer).
+constexpr uint64_t kReusedBufferMinBytes = 64 << 10;
+constexpr uint64_t kReusedBufferMaxBytes = 32 << 20;
 
 uint64_t round_up4(uint64_t n) { return (n + 3) & ~uint64_t{3}; }
 
@@ -79,11 +82,11 @@ val bind_entry(int binding, const val& resource) {
 }
 
 // Encodes `pipeline` on `pass` over the workgroups of `part`, with a bind group of `layout`:
-// binding 0 the whole `uniforms` buffer, then `resources` in order from binding 1.
+// binding 0 the resource `uniforms`, then `resources` in order from binding 1.
 void encode_dispatch(const val& device, const val& pass, const val& pipeline, const val& layout, const val& uniforms,
                      std::initializer_list<val> resources, const GridPart& part) {
   val entries = val::array();
-  entries.call<void>("push", bind_entry(0, whole(uniforms)));
+  entries.call<void>("push", bind_entry(0, uniforms));
   int binding = 1;
   for (const val& r : resources) entries.call<void>("push", bind_entry(binding++, r));
   val desc = val::object();
@@ -135,6 +138,11 @@ WebGpuAttention::WebGpuAttention(val device, val caps)
       static_cast<uint32_t>(limit(limits, caps, "maxComputeInvocationsPerWorkgroup", 256));
   const val alignment = limits["minStorageBufferOffsetAlignment"];
   if (!alignment.isUndefined()) min_storage_offset_alignment_ = alignment.as<uint32_t>();
+  const val uniform_alignment = limits["minUniformBufferOffsetAlignment"];
+  uniform_uploads_.usage = kUniform | kCopyDst;
+  uniform_uploads_.alignment = uniform_alignment.isUndefined() ? 256 : uniform_alignment.as<uint32_t>();
+  storage_uploads_.usage = kStorage | kCopyDst;
+  storage_uploads_.alignment = min_storage_offset_alignment_;
   const val features = device["features"];
   limits_.shader_f16 = !features.isUndefined() && features.call<bool>("has", std::string("shader-f16"));
   if (!caps.isUndefined() && !caps.isNull() && caps["shaderF16"].isFalse()) limits_.shader_f16 = false;
@@ -189,6 +197,9 @@ WebGpuAttention::WebGpuAttention(val device, val caps)
 
 WebGpuAttention::~WebGpuAttention() {
   for (val* b : {&stand_in_read_, &stand_in_stats_, &stand_in_lse_}) b->call<void>("destroy");
+  for (ReusedBuffer* reused : {&uniform_uploads_, &storage_uploads_}) {
+    if (reused->bytes > 0) reused->buffer.call<void>("destroy");
+  }
 }
 
 val WebGpuAttention::pipeline(const std::string& key, const std::function<std::string()>& source, Layout layout,
@@ -224,23 +235,76 @@ val WebGpuAttention::buffer(val job, uint64_t bytes, uint32_t usage) {
   return b;
 }
 
-val WebGpuAttention::upload(val job, const void* data, uint64_t bytes, uint32_t usage) {
-  val b = buffer(job, bytes, usage | kCopyDst);
+val WebGpuAttention::take(ReusedBuffer* reused, val job, uint64_t bytes) {
+  const uint64_t size = std::max<uint64_t>(16, round_up4(bytes));
+  uint64_t at = (reused->used + reused->alignment - 1) / reused->alignment * reused->alignment;
+  if (at + size > reused->bytes) {
+    const uint64_t most = std::min(kReusedBufferMaxBytes, limits_.max_buffer_bytes);
+    if (size > most) {
+      val resource = val::object();
+      resource.set("buffer", buffer(job, size, reused->usage));
+      resource.set("offset", 0);
+      resource.set("size", static_cast<double>(size));
+      return resource;
+    }
+    // Sized for all this call took, so that the next such call fits; the regions taken so far
+    // stay in the old buffer, destroyed with this call's own buffers.
+    uint64_t grown = kReusedBufferMinBytes;
+    while (grown < at + size && grown < most) grown *= 2;
+    val desc = val::object();
+    desc.set("size", static_cast<double>(std::min(grown, most)));
+    desc.set("usage", reused->usage);
+    val fresh = device_.call<val>("createBuffer", desc);
+    if (reused->bytes > 0) job["buffers"].call<void>("push", reused->buffer);
+    reused->buffer = fresh;
+    reused->bytes = std::min(grown, most);
+    at = 0;
+  }
+  reused->used = at + size;
+  val resource = val::object();
+  resource.set("buffer", reused->buffer);
+  resource.set("offset", static_cast<double>(at));
+  resource.set("size", static_cast<double>(size));
+  return resource;
+}
+
+void WebGpuAttention::start_reuse() {
+  uniform_uploads_.used = 0;
+  storage_uploads_.used = 0;
+}
+
+val WebGpuAttention::upload_floats(val job, const val& array, uint64_t from, uint64_t count) {
+  const val region = take(&storage_uploads_, job, 4 * count);
+  if (count > 0) {
+    queue_.call<void>("writeBuffer", region["buffer"], region["offset"], array, static_cast<double>(from), static_cast<double>(count));
+  }
+  return region;
+}
+
+val WebGpuAttention::upload(val job, const void* data, uint64_t bytes) {
   // writeBuffer copies at once, so the wasm heap may change (or grow) right after.
-  if (bytes > 0) queue_.call<void>("writeBuffer", b, 0, heap_view(data, round_up4(bytes)));
-  return b;
+  const val region = take(&storage_uploads_, job, bytes);
+  if (bytes > 0) queue_.call<void>("writeBuffer", region["buffer"], region["offset"], heap_view(data, round_up4(bytes)));
+  return region;
+}
+
+val WebGpuAttention::upload_uniforms(val job, const void* data, uint64_t bytes) {
+  const val region = take(&uniform_uploads_, job, bytes);
+  queue_.call<void>("writeBuffer", region["buffer"], region["offset"], heap_view(data, round_up4(bytes)));
+  return region;
 }
 
 val WebGpuAttention::upload_halves(val job, const val& array, uint64_t from, uint64_t count) {
-  val b = buffer(job, 2 * count, kStorage | kCopyDst);
+  const val region = take(&storage_uploads_, job, 2 * count);
+  const double at = region["offset"].as<double>();
   const uint64_t even = count & ~uint64_t{1};
-  if (even > 0) queue_.call<void>("writeBuffer", b, 0, array, static_cast<double>(from), static_cast<double>(even));
+  if (even > 0) queue_.call<void>("writeBuffer", region["buffer"], at, array, static_cast<double>(from), static_cast<double>(even));
   if (count & 1) {
     val last = val::global("Uint16Array").new_(2);
     last.set(0, array[static_cast<double>(from + even)]);
-    queue_.call<void>("writeBuffer", b, static_cast<double>(2 * even), last);
+    queue_.call<void>("writeBuffer", region["buffer"], at + static_cast<double>(2 * even), last);
   }
-  return b;
+  return region;
 }
 
 val WebGpuAttention::bind_from(const val& buffer, uint64_t at, uint64_t bytes, uint64_t* skipped) const {
@@ -258,18 +322,13 @@ val WebGpuAttention::input(val job, val encoder, const val& source, const void* 
   *base = 0;
   const uint64_t byte_offset = webgpu_element_bytes(type) * element_offset;
   const uint64_t bytes = webgpu_element_bytes(type) * elements;
-  if (source.isUndefined()) return whole(upload(job, static_cast<const uint8_t*>(heap) + byte_offset, bytes, kStorage));
+  if (source.isUndefined()) return upload(job, static_cast<const uint8_t*>(heap) + byte_offset, bytes);
   const bool half = type == ElementType::kFloat16;
   if (source["buffer"].isUndefined()) {
     // A caller's Uint16Array of halves.
-    if (half) return whole(upload_halves(job, source["array"], element_offset, elements));
-    // A caller's Float32Array: writeBuffer straight from it (offsets and sizes in elements).
-    val b = buffer(job, bytes, kStorage | kCopyDst);
-    if (bytes > 0) {
-      queue_.call<void>("writeBuffer", b, 0, source["array"], static_cast<double>(byte_offset / 4),
-                        static_cast<double>(bytes / 4));
-    }
-    return whole(b);
+    if (half) return upload_halves(job, source["array"], element_offset, elements);
+    // A caller's Float32Array: writeBuffer straight from it.
+    return upload_floats(job, source["array"], element_offset, elements);
   }
   // A caller's GPUBuffer: bound in place where a binding may start, else copied on the GPU.
   const uint64_t at = static_cast<uint64_t>(source["offset"].as<double>()) + byte_offset;
@@ -288,9 +347,10 @@ val WebGpuAttention::input(val job, val encoder, const val& source, const void* 
     resource.set("size", static_cast<double>(std::max<uint64_t>(4, bytes)));
     return resource;
   }
-  val b = buffer(job, bytes, kStorage | kCopyDst);
-  encoder.call<void>("copyBufferToBuffer", source["buffer"], static_cast<double>(at), b, 0, static_cast<double>(bytes));
-  return whole(b);
+  const val region = take(&storage_uploads_, job, bytes);
+  encoder.call<void>("copyBufferToBuffer", source["buffer"], static_cast<double>(at), region["buffer"], region["offset"],
+                     static_cast<double>(bytes));
+  return region;
 }
 
 void WebGpuAttention::encode_write_float16(val job, val pass, const val& destination, uint64_t destination_at,
@@ -337,7 +397,7 @@ void WebGpuAttention::encode_write_float16(val job, val pass, const val& destina
     val src = val::undefined();
     uint64_t src_base = 0;
     if (from_array) {
-      src = whole(upload_halves(job, source["array"], s_lo, s_hi - s_lo));
+      src = upload_halves(job, source["array"], s_lo, s_hi - s_lo);
     } else {
       src = bind_from(source["buffer"], source_at + source_size * s_lo, source_size * (s_hi - s_lo), &skipped);
       src_base = skipped / source_size;
@@ -351,12 +411,12 @@ void WebGpuAttention::encode_write_float16(val job, val pass, const val& destina
       segments.push_back(static_cast<uint32_t>(n));
       words = std::max(words, (d + n + 1) / 2 - d / 2);
     }
-    const val segment_buffer = upload(job, segments.data(), 4 * segments.size(), kStorage);
+    const val segment_words = upload(job, segments.data(), 4 * segments.size());
     for (const GridPart& part : split_grid((words + kWriteFloat16Words - 1) / kWriteFloat16Words, j - i,
                                            limits_.max_workgroups_per_dim)) {
       const uint32_t params[4] = {part.x_base, part.y_base, 0, 0};
-      encode_dispatch(device_, pass, pipe, write_bgl_, upload(job, params, sizeof params, kUniform),
-                      {whole(segment_buffer), src, dst}, part);
+      encode_dispatch(device_, pass, pipe, write_bgl_, upload_uniforms(job, params, sizeof params),
+                      {segment_words, src, dst}, part);
     }
     i = j;
   }
@@ -375,12 +435,13 @@ void WebGpuAttention::encode_quantize(val job, val pass, const QuantizePass& q, 
   for (const GridPart& part : split_grid((uint64_t{q.units} + kQuantizeInvocations - 1) / kQuantizeInvocations, 1,
                                          limits_.max_workgroups_per_dim)) {
     const uint32_t params[12] = {part.x_base, q.units, q.hkv, q.n, q.dim, q.blocks, q.source_base, q.rows, q.scale_start, 0, 0, 0};
-    encode_dispatch(device_, pass, pipe, write_bgl_, upload(job, params, sizeof params, kUniform),
+    encode_dispatch(device_, pass, pipe, write_bgl_, upload_uniforms(job, params, sizeof params),
                     {segments, source, destination}, part);
   }
 }
 
 void WebGpuAttention::write_quantized(val destination, val source, val rows) {
+  start_reuse();
   val job = val::object();
   job.set("buffers", val::array());
   job.set("created", val::array());
@@ -410,11 +471,9 @@ void WebGpuAttention::write_quantized(val destination, val source, val rows) {
   val from = val::undefined();
   if (source["buffer"].isUndefined()) {
     if (half) {
-      from = whole(upload_halves(job, source["array"], 0, elements));
+      from = upload_halves(job, source["array"], 0, elements);
     } else {
-      val b = buffer(job, 4 * elements, kStorage | kCopyDst);
-      queue_.call<void>("writeBuffer", b, 0, source["array"], 0, static_cast<double>(elements));
-      from = whole(b);
+      from = upload_floats(job, source["array"], 0, elements);
     }
   } else {
     uint64_t skipped;
@@ -423,7 +482,7 @@ void WebGpuAttention::write_quantized(val destination, val source, val rows) {
   }
   val encoder = device_.call<val>("createCommandEncoder");
   val pass = encoder.call<val>("beginComputePass");
-  encode_quantize(job, pass, q, whole(upload(job, segments.data(), 4 * segments.size(), kStorage)), from, whole(destination));
+  encode_quantize(job, pass, q, upload(job, segments.data(), 4 * segments.size()), from, whole(destination));
   pass.call<void>("end");
   submit_and_destroy_buffers(encoder, job);
 }
@@ -433,7 +492,7 @@ void WebGpuAttention::encode_merge(val job, val pass, const val& merge_pipeline,
                                    std::initializer_list<val> resources) {
   for (const GridPart& part : split_grid(rows, 1, limits_.max_workgroups_per_dim)) {
     const WebGpuUniforms u = uniforms(part);
-    encode_dispatch(device_, pass, merge_pipeline, flash_bgl_, upload(job, u.data(), sizeof(u), kUniform), resources, part);
+    encode_dispatch(device_, pass, merge_pipeline, flash_bgl_, upload_uniforms(job, u.data(), sizeof(u)), resources, part);
   }
 }
 
@@ -449,6 +508,7 @@ void WebGpuAttention::submit_and_destroy_buffers(const val& encoder, const val& 
 void WebGpuAttention::submit_write_float16(const val& destination, const val& source,
                                            const std::vector<std::array<uint64_t, 3>>& runs) {
   // Its buffers are destroyed once submitted: the submitted work still runs on them.
+  start_reuse();
   val job = val::object();
   job.set("buffers", val::array());
   job.set("created", val::array());
@@ -584,7 +644,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
   }
   // The variants' data (per-batch ranges, slopes, sinks, document ids): one buffer for the call.
   const std::vector<uint32_t> variant_words = webgpu_variant_data(plan, in, flash.block_keys);
-  const val variants = upload(job, variant_words.data(), 4 * variant_words.size(), kStorage);
+  const val variants = upload(job, variant_words.data(), 4 * variant_words.size());
 
   const uint64_t mask_el = plan.mask_kind == MaskKind::kBool ? 1 : 4;
   val encoder = device_.call<val>("createCommandEncoder");
@@ -634,7 +694,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       const uint64_t lo = static_cast<uint64_t>(c.mask_lo) * mask_el & ~uint64_t{3};
       const uint64_t hi = static_cast<uint64_t>(c.mask_hi) * mask_el;
       mask_base = static_cast<int64_t>(lo / mask_el);
-      mask = whole(upload(job, static_cast<const uint8_t*>(in.mask) + lo, hi - lo, kStorage));
+      mask = upload(job, static_cast<const uint8_t*>(in.mask) + lo, hi - lo);
     }
     // A float32 GPU output at a binding-aligned offset is written in place; else the chunk is
     // written to a call buffer and copied there (a float16 one: rounded by write_float16.wgsl),
@@ -695,13 +755,13 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
     auto dispatch = [&](const val& pipeline, const val& bgl, const GridPart& part,
                         std::initializer_list<val> buffers) {
       const WebGpuUniforms u = uniforms(part);
-      encode_dispatch(device_, pass, pipeline, bgl, upload(job, u.data(), sizeof(u), kUniform), buffers, part);
+      encode_dispatch(device_, pass, pipeline, bgl, upload_uniforms(job, u.data(), sizeof(u)), buffers, part);
     };
     const uint64_t rows = static_cast<uint64_t>(c.query_rows());
     // The merge of `records` (one per row and split) into the output and log-sum-exp.
     const auto merge_records = [&](const val& records) {
       encode_merge(job, pass, merge_pipeline, rows, uniforms,
-                   {query_binding, k, v, mask, out_resource, whole(records), whole(variants), whole(lse_buffer)});
+                   {query_binding, k, v, mask, out_resource, whole(records), variants, whole(lse_buffer)});
     };
     if (splits) {
       // Partials (one record per row and split) in the stats binding, then the merge.
@@ -709,7 +769,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       // A workgroup per (split, KV head of the chunk × block of the rows that read it).
       const uint64_t row_blocks = (static_cast<uint64_t>(plan.heads_per_kv()) * c.rows + partial.decode_rows - 1) / partial.decode_rows;
       for (const GridPart& part : split_grid(splits, static_cast<uint64_t>(c.nkv) * row_blocks, limits_.max_workgroups_per_dim)) {
-        dispatch(partial_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(partials), whole(variants), whole(lse_buffer)});
+        dispatch(partial_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(partials), variants, whole(lse_buffer)});
       }
       merge_records(partials);
     } else {
@@ -718,21 +778,21 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       if (key_split) stats = buffer(job, rows * flash.key_splits * flash.record_bytes(), kStorage);
       const FlashGrid flash_grid = flash.grid(c.rows, c.nbh);
       for (const GridPart& part : split_grid(flash_grid.x, flash_grid.y, limits_.max_workgroups_per_dim)) {
-        dispatch(flash_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(stats), whole(variants), whole(lse_buffer)});
+        dispatch(flash_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(stats), variants, whole(lse_buffer)});
       }
       if (key_split) merge_records(stats);
     }
     const uint64_t key_tiles = (static_cast<uint64_t>(plan.Lk) + kWebGpuWeightsKeys - 1) / kWebGpuWeightsKeys;
     if (plan.return_weights) {
       for (const GridPart& part : split_grid(key_tiles, c.query_rows(), limits_.max_workgroups_per_dim)) {
-        dispatch(weights_pipeline, weights_bgl_, part, {query_binding, k, mask, whole(stats), whole(w), whole(variants)});
+        dispatch(weights_pipeline, weights_bgl_, part, {query_binding, k, mask, whole(stats), whole(w), variants});
       }
     }
     val score_buffer = val::undefined();
     if (plan.return_scores != ScoreStage::kNone) {
       score_buffer = buffer(job, bytes.scores, kStorage | kCopySrc);
       for (const GridPart& part : split_grid(key_tiles, c.query_rows(), limits_.max_workgroups_per_dim)) {
-        dispatch(scores_pipeline, weights_bgl_, part, {query_binding, k, mask, whole(stand_in_read_), whole(score_buffer), whole(variants)});
+        dispatch(scores_pipeline, weights_bgl_, part, {query_binding, k, mask, whole(stand_in_read_), whole(score_buffer), variants});
       }
     }
     if (output_half) {
@@ -849,7 +909,7 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
   const WebGpuChunkElements elements = webgpu_chunk_elements(plan, chunk);
   const WebGpuBackwardBytes own = webgpu_backward_bytes(plan, backward);
   const std::vector<uint32_t> variant_words = webgpu_variant_data(plan, in, flash.block_keys);
-  const val variants = upload(job, variant_words.data(), 4 * variant_words.size(), kStorage);
+  const val variants = upload(job, variant_words.data(), 4 * variant_words.size());
   val encoder = device_.call<val>("createCommandEncoder");
   const auto heap_of = [](ElementType type, const float* f32, const uint16_t* f16) -> const void* {
     return type == ElementType::kFloat16 ? static_cast<const void*>(f16) : f32;
@@ -865,14 +925,17 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
   val mask = whole(stand_in_read_);
   if (plan.mask_kind != MaskKind::kNone) {
     const uint64_t mask_bytes = static_cast<uint64_t>(plan.mask_elements) * (plan.mask_kind == MaskKind::kBool ? 1 : 4);
-    mask = whole(upload(job, in.mask, mask_bytes, kStorage));
+    mask = upload(job, in.mask, mask_bytes);
   }
   // The forward's output (given, or written by the flash kernel) and rowstats, whose first R
   // floats are the log-sum-exp.
   const val rowstats = buffer(job, own.rowstats, kStorage | kCopySrc | kCopyDst);
   val forward_output = val::undefined();
   if (has_forward) {
-    forward_output = upload(job, output, 4 * rows * plan.Ev, kStorage);
+    // Its own buffer, not an upload's region: prep binds it beside read-only uploads at a
+    // binding that the flash kernel writes, and one buffer may not be both in a dispatch.
+    forward_output = buffer(job, 4 * rows * plan.Ev, kStorage | kCopyDst);
+    queue_.call<void>("writeBuffer", forward_output, 0, heap_view(output, 4 * rows * plan.Ev));
     queue_.call<void>("writeBuffer", rowstats, 0, heap_view(lse, 4 * rows));
   } else {
     forward_output = buffer(job, 4 * rows * plan.Ev, kStorage);
@@ -898,7 +961,7 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
   const auto dispatch = [&](const val& pipe, const val& bgl, const GridPart& part, std::initializer_list<val> resources,
                             uint32_t splits = 0, uint32_t split_length = 0) {
     const WebGpuUniforms u = uniforms(part, splits, split_length);
-    encode_dispatch(device_, pass, pipe, bgl, upload(job, u.data(), sizeof(u), kUniform), resources, part);
+    encode_dispatch(device_, pass, pipe, bgl, upload_uniforms(job, u.data(), sizeof(u)), resources, part);
   };
   const auto grid = [&](uint64_t x, uint64_t y) { return split_grid(x, y, limits_.max_workgroups_per_dim); };
   const auto tiles = [](uint64_t n, uint64_t per) { return (n + per - 1) / per; };
@@ -914,47 +977,47 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
     const uint32_t key_splits = key_split ? flash.key_splits : 0;
     const FlashGrid flash_grid = flash.grid(plan.Lq, plan.B * plan.Hq);
     for (const GridPart& part : grid(flash_grid.x, flash_grid.y)) {
-      dispatch(flash_pipeline, flash_bgl_, part, {q, k, v, mask, whole(forward_output), whole(stats), whole(variants), lse_resource},
+      dispatch(flash_pipeline, flash_bgl_, part, {q, k, v, mask, whole(forward_output), whole(stats), variants, lse_resource},
                key_splits, flash.split_keys);
     }
     if (key_split) {
       encode_merge(job, pass, merge_pipeline, rows, [&](const GridPart& part) { return uniforms(part, key_splits, flash.split_keys); },
-                   {q, k, v, mask, whole(forward_output), whole(stats), whole(variants), lse_resource});
+                   {q, k, v, mask, whole(forward_output), whole(stats), variants, lse_resource});
     }
   }
   for (const GridPart& part : grid(tiles(rows, kWebGpuBackwardInvocations), 1)) {
-    dispatch(prep, backward_bgl_, part, {q, k, v, mask, whole(variants), d_out, whole(rowstats), whole(forward_output)});
+    dispatch(prep, backward_bgl_, part, {q, k, v, mask, variants, d_out, whole(rowstats), whole(forward_output)});
   }
   for (const GridPart& part : grid(backward.dkdv.heads, backward.dkdv.y())) {
-    dispatch(dkdv, backward_bgl_, part, {q, k, v, mask, whole(variants), d_out, whole(rowstats), whole(grad_key_value)},
+    dispatch(dkdv, backward_bgl_, part, {q, k, v, mask, variants, d_out, whole(rowstats), whole(grad_key_value)},
              backward.dkdv.splits, backward.dkdv.segment);
   }
   if (combine_dkdv) {
     for (const GridPart& part : grid(tiles(kv_rows * (plan.E + plan.Ev), kWebGpuBackwardInvocations), 1)) {
-      dispatch(reduce_dkdv, backward_bgl_, part, {q, k, v, mask, whole(variants), d_out, whole(rowstats), whole(grad_key_value)},
+      dispatch(reduce_dkdv, backward_bgl_, part, {q, k, v, mask, variants, d_out, whole(rowstats), whole(grad_key_value)},
                backward.dkdv.splits, backward.dkdv.segment);
     }
   }
   for (const GridPart& part : grid(backward.dq.heads, backward.dq.y())) {
-    dispatch(dq, backward_bgl_, part, {q, k, v, mask, whole(variants), d_out, whole(rowstats), whole(grad_query)},
+    dispatch(dq, backward_bgl_, part, {q, k, v, mask, variants, d_out, whole(rowstats), whole(grad_query)},
              backward.dq.splits, backward.dq.segment);
   }
   if (combine_dq) {
     // dQ's elements, then (with sinks) one invocation per row for its sink term.
     const uint64_t results = rows * plan.E + (backward.variants.sinks ? rows : 0);
     for (const GridPart& part : grid(tiles(results, kWebGpuBackwardInvocations), 1)) {
-      dispatch(reduce_dq, backward_bgl_, part, {q, k, v, mask, whole(variants), d_out, whole(rowstats), whole(grad_query)},
+      dispatch(reduce_dq, backward_bgl_, part, {q, k, v, mask, variants, d_out, whole(rowstats), whole(grad_query)},
                backward.dq.splits, backward.dq.segment);
     }
   }
   if (mask_gradient) {
     for (const GridPart& part : grid(tiles(plan.mask_elements, kWebGpuBackwardInvocations), 1)) {
-      dispatch(reduce_mask, backward_bgl_, part, {q, k, v, mask, whole(variants), d_out, whole(rowstats), whole(grad_query)});
+      dispatch(reduce_mask, backward_bgl_, part, {q, k, v, mask, variants, d_out, whole(rowstats), whole(grad_query)});
     }
   }
   if (sinks) {
     for (const GridPart& part : grid(tiles(plan.Hq, kWebGpuBackwardInvocations), 1)) {
-      dispatch(reduce_sinks, backward_bgl_, part, {q, k, v, mask, whole(variants), d_out, whole(rowstats), whole(grad_query)});
+      dispatch(reduce_sinks, backward_bgl_, part, {q, k, v, mask, variants, d_out, whole(rowstats), whole(grad_query)});
     }
   }
   pass.call<void>("end");
@@ -1002,6 +1065,7 @@ val WebGpuAttention::open_job() {
   job.set("readbacks", val::array());
   job.set("created", val::array());
   jobs_.call<void>("set", id, job);
+  start_reuse();
   device_.call<void>("pushErrorScope", std::string("internal"));
   device_.call<void>("pushErrorScope", std::string("out-of-memory"));
   device_.call<void>("pushErrorScope", std::string("validation"));

@@ -112,9 +112,34 @@ class WebGpuAttention {
   // Submits `encoder`'s commands and ends the open job: result.promise resolves to its popped
   // error scopes then one entry per readback, result.job is its id for finish().
   void close_job(const emscripten::val& encoder, const emscripten::val& readbacks, emscripten::val result);
+  // A buffer of the call's own, destroyed with its job.
   emscripten::val buffer(emscripten::val job, uint64_t bytes, uint32_t usage);
-  emscripten::val upload(emscripten::val job, const void* data, uint64_t bytes, uint32_t usage);
-  // A buffer holding halves [from, from + count) of a Uint16Array (writeBuffer moves whole
+  // A buffer that every call reuses for the data it gives its kernels to read (uniforms; inputs,
+  // masks, the variants' data and segments from the CPU): each call takes regions from its
+  // start, binding-aligned and bound with their size, filled by queue.writeBuffer (or a copy in
+  // the call's encoder), which the queue runs after the commands of the calls before. So calls
+  // never see each other's data, and no call makes a buffer for it. No kernel writes one: a
+  // dispatch may bind a buffer read-only several times, never also writable. Outgrown, it is
+  // replaced by one sized for the whole call (the old one is destroyed with the call's
+  // buffers), up to kReusedBufferMaxBytes; a larger region is a buffer of the call's own.
+  struct ReusedBuffer {
+    uint32_t usage = 0;
+    uint64_t alignment = 256;
+    emscripten::val buffer = emscripten::val::undefined();
+    uint64_t bytes = 0;  // its size; 0 until the first call made it
+    uint64_t used = 0;   // taken by the current call
+  };
+  // A binding resource { buffer, offset, size } of `bytes` (at least 16) from `reused`.
+  emscripten::val take(ReusedBuffer* reused, emscripten::val job, uint64_t bytes);
+  // A new call (or append) takes its regions from the reused buffers' starts again.
+  void start_reuse();
+  // Regions of the reused buffers holding `bytes` of the heap at `data`: read-only storage, or
+  // a dispatch's uniforms.
+  emscripten::val upload(emscripten::val job, const void* data, uint64_t bytes);
+  emscripten::val upload_uniforms(emscripten::val job, const void* data, uint64_t bytes);
+  // A region holding floats [from, from + count) of a Float32Array.
+  emscripten::val upload_floats(emscripten::val job, const emscripten::val& array, uint64_t from, uint64_t count);
+  // A region holding halves [from, from + count) of a Uint16Array (writeBuffer moves whole
   // 4-byte words: an odd count's last half goes in a word of its own).
   emscripten::val upload_halves(emscripten::val job, const emscripten::val& array, uint64_t from, uint64_t count);
   // A binding resource { buffer, offset?, size? } for `elements` of an input of `type` from
@@ -168,6 +193,7 @@ class WebGpuAttention {
   // (no mask, no statistics to read) and, since the writable bindings of one dispatch must not
   // alias, one each for statistics and log-sum-exp. No kernel reads or writes them.
   emscripten::val stand_in_read_, stand_in_stats_, stand_in_lse_;
+  ReusedBuffer uniform_uploads_, storage_uploads_;
   WebGpuLimits limits_;
   uint32_t min_storage_offset_alignment_ = 256;  // minStorageBufferOffsetAlignment
   int next_job_ = 1;
