@@ -143,6 +143,8 @@ WebGpuAttention::WebGpuAttention(val device, val caps)
   uniform_uploads_.alignment = uniform_alignment.isUndefined() ? 256 : uniform_alignment.as<uint32_t>();
   storage_uploads_.usage = kStorage | kCopyDst;
   storage_uploads_.alignment = min_storage_offset_alignment_;
+  records_.usage = kStorage;
+  records_.alignment = min_storage_offset_alignment_;
   const val features = device["features"];
   limits_.shader_f16 = !features.isUndefined() && features.call<bool>("has", std::string("shader-f16"));
   if (!caps.isUndefined() && !caps.isNull() && caps["shaderF16"].isFalse()) limits_.shader_f16 = false;
@@ -197,7 +199,7 @@ WebGpuAttention::WebGpuAttention(val device, val caps)
 
 WebGpuAttention::~WebGpuAttention() {
   for (val* b : {&stand_in_read_, &stand_in_stats_, &stand_in_lse_}) b->call<void>("destroy");
-  for (ReusedBuffer* reused : {&uniform_uploads_, &storage_uploads_}) {
+  for (ReusedBuffer* reused : {&uniform_uploads_, &storage_uploads_, &records_}) {
     if (reused->bytes > 0) reused->buffer.call<void>("destroy");
   }
 }
@@ -269,8 +271,7 @@ val WebGpuAttention::take(ReusedBuffer* reused, val job, uint64_t bytes) {
 }
 
 void WebGpuAttention::start_reuse() {
-  uniform_uploads_.used = 0;
-  storage_uploads_.used = 0;
+  for (ReusedBuffer* reused : {&uniform_uploads_, &storage_uploads_, &records_}) reused->used = 0;
 }
 
 val WebGpuAttention::upload_floats(val job, const val& array, uint64_t from, uint64_t count) {
@@ -712,12 +713,12 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       out = buffer(job, bytes.output, kStorage | kCopySrc);
       out_resource = whole(out);
     }
-    val stats = stand_in_stats_;
+    val stats = whole(stand_in_stats_);
     val w = val::undefined();
     const uint64_t trace_bytes = trace ? 4 * flash.trace_floats(plan.Lk) : 0;
-    if (trace) stats = buffer(job, trace_bytes, kStorage | kCopySrc);  // zeroed: unvisited tiles read 0
+    if (trace) stats = whole(buffer(job, trace_bytes, kStorage | kCopySrc));  // zeroed: unvisited tiles read 0
     if (plan.return_weights) {
-      stats = buffer(job, bytes.stats, kStorage);
+      stats = whole(buffer(job, bytes.stats, kStorage));
       w = buffer(job, bytes.weights, kStorage | kCopySrc);
     }
     const val lse_buffer = plan.return_lse ? buffer(job, bytes.lse, kStorage | kCopySrc) : stand_in_lse_;
@@ -761,31 +762,31 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
     // The merge of `records` (one per row and split) into the output and log-sum-exp.
     const auto merge_records = [&](const val& records) {
       encode_merge(job, pass, merge_pipeline, rows, uniforms,
-                   {query_binding, k, v, mask, out_resource, whole(records), variants, whole(lse_buffer)});
+                   {query_binding, k, v, mask, out_resource, records, variants, whole(lse_buffer)});
     };
     if (splits) {
       // Partials (one record per row and split) in the stats binding, then the merge.
-      const val partials = buffer(job, rows * splits * flash.record_bytes(), kStorage);
+      const val partials = take(&records_, job, rows * splits * flash.record_bytes());
       // A workgroup per (split, KV head of the chunk × block of the rows that read it).
       const uint64_t row_blocks = (static_cast<uint64_t>(plan.heads_per_kv()) * c.rows + partial.decode_rows - 1) / partial.decode_rows;
       for (const GridPart& part : split_grid(splits, static_cast<uint64_t>(c.nkv) * row_blocks, limits_.max_workgroups_per_dim)) {
-        dispatch(partial_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(partials), variants, whole(lse_buffer)});
+        dispatch(partial_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, partials, variants, whole(lse_buffer)});
       }
       merge_records(partials);
     } else {
       // With a key split the flash kernel writes partial records (one per row and split) into
       // the stats binding, and the merge the output.
-      if (key_split) stats = buffer(job, rows * flash.key_splits * flash.record_bytes(), kStorage);
+      if (key_split) stats = take(&records_, job, rows * flash.key_splits * flash.record_bytes());
       const FlashGrid flash_grid = flash.grid(c.rows, c.nbh);
       for (const GridPart& part : split_grid(flash_grid.x, flash_grid.y, limits_.max_workgroups_per_dim)) {
-        dispatch(flash_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, whole(stats), variants, whole(lse_buffer)});
+        dispatch(flash_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, stats, variants, whole(lse_buffer)});
       }
       if (key_split) merge_records(stats);
     }
     const uint64_t key_tiles = (static_cast<uint64_t>(plan.Lk) + kWebGpuWeightsKeys - 1) / kWebGpuWeightsKeys;
     if (plan.return_weights) {
       for (const GridPart& part : split_grid(key_tiles, c.query_rows(), limits_.max_workgroups_per_dim)) {
-        dispatch(weights_pipeline, weights_bgl_, part, {query_binding, k, mask, whole(stats), whole(w), variants});
+        dispatch(weights_pipeline, weights_bgl_, part, {query_binding, k, mask, stats, whole(w), variants});
       }
     }
     val score_buffer = val::undefined();
@@ -815,7 +816,7 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
     } else {
       read_back(out, bytes.output, output + out_at / 4);
     }
-    if (trace) read_back(stats, trace_bytes, trace);
+    if (trace) read_back(stats["buffer"], trace_bytes, trace);
     if (plan.return_weights) {
       read_back(w, bytes.weights, weights + webgpu_row_offset(plan, c.bh0, c.row0, plan.Lk));
     }
@@ -972,17 +973,16 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
     lse_resource.set("size", static_cast<double>(4 * rows));
     // With a key split the flash kernel writes a record per row and split into the stats
     // binding, and the merge the output and log-sum-exp from them.
-    const val stats = key_split ? buffer(job, rows * flash.key_splits * flash.record_bytes(), kStorage)
-                                : stand_in_stats_;
+    const val stats = key_split ? take(&records_, job, rows * flash.key_splits * flash.record_bytes()) : whole(stand_in_stats_);
     const uint32_t key_splits = key_split ? flash.key_splits : 0;
     const FlashGrid flash_grid = flash.grid(plan.Lq, plan.B * plan.Hq);
     for (const GridPart& part : grid(flash_grid.x, flash_grid.y)) {
-      dispatch(flash_pipeline, flash_bgl_, part, {q, k, v, mask, whole(forward_output), whole(stats), variants, lse_resource},
+      dispatch(flash_pipeline, flash_bgl_, part, {q, k, v, mask, whole(forward_output), stats, variants, lse_resource},
                key_splits, flash.split_keys);
     }
     if (key_split) {
       encode_merge(job, pass, merge_pipeline, rows, [&](const GridPart& part) { return uniforms(part, key_splits, flash.split_keys); },
-                   {q, k, v, mask, whole(forward_output), whole(stats), variants, lse_resource});
+                   {q, k, v, mask, whole(forward_output), stats, variants, lse_resource});
     }
   }
   for (const GridPart& part : grid(tiles(rows, kWebGpuBackwardInvocations), 1)) {

@@ -114,14 +114,16 @@ class WebGpuAttention {
   void close_job(const emscripten::val& encoder, const emscripten::val& readbacks, emscripten::val result);
   // A buffer of the call's own, destroyed with its job.
   emscripten::val buffer(emscripten::val job, uint64_t bytes, uint32_t usage);
-  // A buffer that every call reuses for the data it gives its kernels to read (uniforms; inputs,
-  // masks, the variants' data and segments from the CPU): each call takes regions from its
-  // start, binding-aligned and bound with their size, filled by queue.writeBuffer (or a copy in
-  // the call's encoder), which the queue runs after the commands of the calls before. So calls
-  // never see each other's data, and no call makes a buffer for it. No kernel writes one: a
-  // dispatch may bind a buffer read-only several times, never also writable. Outgrown, it is
-  // replaced by one sized for the whole call (the old one is destroyed with the call's
-  // buffers), up to kReusedBufferMaxBytes; a larger region is a buffer of the call's own.
+  // A buffer that every call reuses: each call takes regions from its start, binding-aligned
+  // and bound with their size. The queue runs a call's writes (queue.writeBuffer, its encoder's
+  // copies and kernels) after the commands of the calls before, so calls never see each other's
+  // data, and no call makes a buffer for it. Outgrown, it is replaced by one sized for the whole
+  // call (the old one is destroyed with the call's buffers), up to kReusedBufferMaxBytes; a
+  // larger region is a buffer of the call's own. Three: the data a call gives its kernels to
+  // read (uniforms; inputs, masks, the variants' data and segments from the CPU), which no
+  // kernel writes (a dispatch may bind a buffer read-only several times, never also writable),
+  // and the partial records of key splits, which one kernel writes and the merge reads (each
+  // record is written before it is read: no call relies on zeros there).
   struct ReusedBuffer {
     uint32_t usage = 0;
     uint64_t alignment = 256;
@@ -193,7 +195,7 @@ class WebGpuAttention {
   // (no mask, no statistics to read) and, since the writable bindings of one dispatch must not
   // alias, one each for statistics and log-sum-exp. No kernel reads or writes them.
   emscripten::val stand_in_read_, stand_in_stats_, stand_in_lse_;
-  ReusedBuffer uniform_uploads_, storage_uploads_;
+  ReusedBuffer uniform_uploads_, storage_uploads_, records_;
   WebGpuLimits limits_;
   uint32_t min_storage_offset_alignment_ = 256;  // minStorageBufferOffsetAlignment
   int next_job_ = 1;

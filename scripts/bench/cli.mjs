@@ -78,8 +78,9 @@ const HELP = `npm run bench -- [options]: sdpa-web's speed in Node, against its 
                     breakdown: a call's copy-in, kernel and copy-out on 1 thread and threads;
                     two-cores: two 1-thread workers at once against one (the machine's 2-core
                     scaling) and sdpa-web's threads; wake: a worker's wake-up after idle;
-                    encode: the CPU time of one GPU-resident decode step on WebGPU up to its
-                    submission (submit stubbed out: no GPU work timed), and its device calls
+                    encode: the CPU time of GPU-resident WebGPU calls (decode steps on 64 and
+                    4096 keys, a prefill) up to their submission (submit stubbed out: no GPU
+                    work timed), and their device calls
   --profile         webgpu and backward: after timing, one call of each GPU-resident engine with
                     timestamp queries, its GPU time per kernel (scripts/bench/gpu-profile.mjs; needs
                     the device's 'timestamp-query': onnxruntime-web's, where it runs, asks for it).

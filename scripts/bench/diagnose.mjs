@@ -64,7 +64,11 @@ export async function diagnose(opts) {
     log('the CPU side of WebGPU calls');
     report.encode = await encodeCost();
     print(`\nWebGPU calls on GPU tensors, CPU time up to their submission (submit stubbed out; median of 5 rounds of 2000 calls; ${report.encode.adapter}):`);
-    for (const [name, what] of [['decode', 'decode step, B = 1, Hq = 32, Hkv = 8, E = 128, a GPU KV cache'], ['prefill', 'prefill 8×512×64 causal']]) {
+    for (const [name, what] of [
+      ['decode', 'decode step, B = 1, Hq = 32, Hkv = 8, E = 128, a GPU KV cache of 64 keys'],
+      ['decodeSplit', 'the same on 4096 keys (flash-decoding: split kernel and merge)'],
+      ['prefill', 'prefill 8×512×64 causal'],
+    ]) {
       const r = report.encode[name];
       const calls = Object.entries(r.perCall).map(([call, n]) => `${call} ×${n}`).join(', ');
       print(`  ${what}: ${fmt(r.us, 1)} µs a call (best round ${fmt(r.minUs, 1)}); device calls: ${calls}`);

@@ -79,6 +79,27 @@ describe('the prefill key split', () => {
     attn.dispose();
   });
 
+  it('the records buffer the instance reuses: after a call whose every record is NaN, each split call writes every record its merge reads', async () => {
+    // Key-split prefills (rows and whole splits that see nothing, an empty batch) and
+    // flash-decoding steps (Lq ≤ 8 over 600 keys), each right after the same call on a NaN query.
+    const attn = await instance();
+    const cases: Case[] = [
+      ...CASES.filter((_, i) => [0, 1, 3, 5].includes(i)),
+      ['flash-decoding, GQA', [1, 4, 1, 16], [1, 2, 600, 16], [1, 2, 600, 16], { enableGqa: true, isCausal: 'bottom-right' }],
+      ['flash-decoding, 3 rows, key lengths', [2, 2, 3, 16], [2, 2, 600, 16], [2, 2, 600, 16], { keyLengths: new Int32Array([450, 600]), isCausal: 'bottom-right' }],
+    ];
+    let seed = 100;
+    for (const [label, qs, ks, vs, options] of cases) {
+      const q = randomTensor(qs, seed++), k = randomTensor(ks, seed++), v = randomTensor(vs, seed++);
+      const nan = await attn.scaledDotProductAttention({ data: new Float32Array(q.data.length).fill(Number.NaN), shape: q.shape }, k, v, options);
+      expect(Array.from(nan.output.data).some(Number.isNaN), label).toBe(true);
+      expectResultMatchesReference(await attn.scaledDotProductAttention(q, k, v, options), oracle, q, k, v, options, FACTOR, label);
+    }
+    expect(attn.webgpuInfo()!.pipelines.some((key) => key.startsWith('decode-'))).toBe(true);
+    expect(splitKernels(attn).split.length).toBeGreaterThan(0);
+    attn.dispose();
+  });
+
   it('the default (512 keys a split) keeps these calls in one pass; weights, scores and decode-sized calls never split', async () => {
     const plain = await createAttention({ backend: 'webgpu', gpuDevice: device });
     const q = randomTensor([1, 2, 40, 16], 1), k = randomTensor([1, 2, 300, 16], 2), v = randomTensor([1, 2, 300, 16], 3);
