@@ -7,6 +7,7 @@
 // causal, GPU tensors). Also what one call asks of the device (buffers, bind groups, ...).
 import { createAttention } from '../../dist/index.js';
 import { webgpuEntry } from './engines.mjs';
+import { benchDevice } from './gpu-buffers.mjs';
 import { median } from './timing.mjs';
 
 const [B, Hq, Hkv, E, L, LONG] = [1, 32, 8, 128, 64, 4096];
@@ -29,7 +30,7 @@ async function timeCalls(call, counter, rounds, calls) {
 export async function encodeCost({ rounds = 5, calls = 2000 } = {}) {
   const gpu = await webgpuEntry();
   const adapter = await gpu.requestAdapter();
-  const device = await adapter.requestDevice({ requiredFeatures: ['subgroups', 'shader-f16'].filter((f) => adapter.features.has(f)) });
+  const device = await benchDevice(adapter);
   let counts;
   for (const name of COUNTED) {
     const call = device[name].bind(device);

@@ -6,7 +6,7 @@
 import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { COPY_DST, COPY_SRC, readBack, STORAGE, upload } from './gpu-buffers.mjs';
+import { benchDevice, COPY_DST, COPY_SRC, readBack, STORAGE, upload } from './gpu-buffers.mjs';
 import { gpuProfiler } from './gpu-profile.mjs';
 import { attentionGraphModel } from './onnx.mjs';
 import { subgroupsWithheld, withoutSubgroups } from '../webgpu-subgroups.mjs';
@@ -64,8 +64,7 @@ function sdpa(options, { baseline = false, recompute = false, float16 = false, f
     let device;
     if (resident) {
       const adapter = await create.gpu.requestAdapter();
-      const requiredFeatures = ['shader-f16', 'subgroups', ...(ctx.profile ? ['timestamp-query'] : [])].filter((f) => adapter.features.has(f));
-      device = await adapter.requestDevice({ requiredFeatures, requiredLimits: { maxBufferSize: adapter.limits.maxBufferSize, maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize } });
+      device = await benchDevice(adapter, { profile: ctx.profile });
       create.gpuDevice = device;
     }
     const attn = await createAttention(create);

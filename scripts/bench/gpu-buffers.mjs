@@ -19,3 +19,13 @@ export async function readBack(device, buffer, floats) {
   staging.destroy();
   return data;
 }
+
+/**
+ * A device of `adapter` as the bench's engines use it: the features the kernels take where the
+ * adapter has them (shader-f16, subgroups; timestamp-query with `profile`), and its largest buffers.
+ */
+export function benchDevice(adapter, { profile = false } = {}) {
+  const requiredFeatures = ['shader-f16', 'subgroups', ...(profile ? ['timestamp-query'] : [])].filter((f) => adapter.features.has(f));
+  const requiredLimits = { maxBufferSize: adapter.limits.maxBufferSize, maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize };
+  return adapter.requestDevice({ requiredFeatures, requiredLimits });
+}

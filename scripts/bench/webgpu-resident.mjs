@@ -9,7 +9,7 @@
 import { createAttention, toFloat16 } from '../../dist/index.js';
 import { flops, makeCheck, makeInputs as prefillInputs } from './cases.mjs';
 import { makeInputs as decodeInputs, oracle, parseDecodeCase } from './decode.mjs';
-import { COPY_DST, COPY_SRC, readBack, STORAGE, upload } from './gpu-buffers.mjs';
+import { benchDevice, COPY_DST, COPY_SRC, readBack, STORAGE, upload } from './gpu-buffers.mjs';
 import { gpuProfiler } from './gpu-profile.mjs';
 import { attentionGraphModel, groupQueryAttentionModel } from './onnx.mjs';
 import { print } from './results.mjs';
@@ -181,9 +181,7 @@ export async function benchWebGpuResident(opts, gpu) {
   let device = ortEnv.device;
   if (!device) {
     const adapter = await gpu.requestAdapter();
-    // As the bench's other WebGPU devices (engines.mjs): what the kernels use, where the adapter has it.
-    const requiredFeatures = ['shader-f16', 'subgroups', ...(opts.profile ? ['timestamp-query'] : [])].filter((f) => adapter.features.has(f));
-    device = await adapter.requestDevice({ requiredFeatures, requiredLimits: { maxBufferSize: adapter.limits.maxBufferSize, maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize } });
+    device = await benchDevice(adapter, { profile: opts.profile });
   }
   const profiler = opts.profile ? gpuProfiler(device) : undefined;
   const attn = await createAttention({ backend: 'webgpu', gpuDevice: device });
