@@ -41,9 +41,11 @@ double limit(const val& limits, const val& caps, const char* name, double fallba
   return v;
 }
 
+// A layout's entry; binding 0 (the uniforms) takes a dynamic offset (WebGpuAttention::SharedBindings).
 val layout_entry(int binding, const char* type) {
   val buffer = val::object();
   buffer.set("type", type);
+  if (binding == 0) buffer.set("hasDynamicOffset", true);
   val e = val::object();
   e.set("binding", binding);
   e.set("visibility", kStageCompute);
@@ -79,22 +81,6 @@ val bind_entry(int binding, const val& resource) {
   e.set("binding", binding);
   e.set("resource", resource);
   return e;
-}
-
-// Encodes `pipeline` on `pass` over the workgroups of `part`, with a bind group of `layout`:
-// binding 0 the resource `uniforms`, then `resources` in order from binding 1.
-void encode_dispatch(const val& device, const val& pass, const val& pipeline, const val& layout, const val& uniforms,
-                     std::initializer_list<val> resources, const GridPart& part) {
-  val entries = val::array();
-  entries.call<void>("push", bind_entry(0, uniforms));
-  int binding = 1;
-  for (const val& r : resources) entries.call<void>("push", bind_entry(binding++, r));
-  val desc = val::object();
-  desc.set("layout", layout);
-  desc.set("entries", entries);
-  pass.call<void>("setPipeline", pipeline);
-  pass.call<void>("setBindGroup", 0, device.call<val>("createBindGroup", desc));
-  pass.call<void>("dispatchWorkgroups", part.x, part.y);
 }
 
 val error_object(const char* name, const std::string& message) {
@@ -412,12 +398,11 @@ void WebGpuAttention::encode_write_float16(val job, val pass, const val& destina
       segments.push_back(static_cast<uint32_t>(n));
       words = std::max(words, (d + n + 1) / 2 - d / 2);
     }
-    const val segment_words = upload(job, segments.data(), 4 * segments.size());
+    SharedBindings bindings(write_bgl_, {upload(job, segments.data(), 4 * segments.size()), src, dst});
     for (const GridPart& part : split_grid((words + kWriteFloat16Words - 1) / kWriteFloat16Words, j - i,
                                            limits_.max_workgroups_per_dim)) {
       const uint32_t params[4] = {part.x_base, part.y_base, 0, 0};
-      encode_dispatch(device_, pass, pipe, write_bgl_, upload_uniforms(job, params, sizeof params),
-                      {segment_words, src, dst}, part);
+      encode_dispatch(job, pass, pipe, &bindings, params, sizeof params, part);
     }
     i = j;
   }
@@ -433,11 +418,11 @@ void WebGpuAttention::encode_quantize(val job, val pass, const QuantizePass& q, 
                (q.source_f16 ? "true" : "false") + ";\n" + kKvQuantizeWgsl;
       },
       Layout::kWrite, job);
+  SharedBindings bindings(write_bgl_, {segments, source, destination});
   for (const GridPart& part : split_grid((uint64_t{q.units} + kQuantizeInvocations - 1) / kQuantizeInvocations, 1,
                                          limits_.max_workgroups_per_dim)) {
     const uint32_t params[12] = {part.x_base, q.units, q.hkv, q.n, q.dim, q.blocks, q.source_base, q.rows, q.scale_start, 0, 0, 0};
-    encode_dispatch(device_, pass, pipe, write_bgl_, upload_uniforms(job, params, sizeof params),
-                    {segments, source, destination}, part);
+    encode_dispatch(job, pass, pipe, &bindings, params, sizeof params, part);
   }
 }
 
@@ -490,11 +475,37 @@ void WebGpuAttention::write_quantized(val destination, val source, val rows) {
 
 void WebGpuAttention::encode_merge(val job, val pass, const val& merge_pipeline, uint64_t rows,
                                    const std::function<WebGpuUniforms(const GridPart&)>& uniforms,
-                                   std::initializer_list<val> resources) {
+                                   SharedBindings* bindings) {
   for (const GridPart& part : split_grid(rows, 1, limits_.max_workgroups_per_dim)) {
     const WebGpuUniforms u = uniforms(part);
-    encode_dispatch(device_, pass, merge_pipeline, flash_bgl_, upload_uniforms(job, u.data(), sizeof(u)), resources, part);
+    encode_dispatch(job, pass, merge_pipeline, bindings, u.data(), sizeof(u), part);
   }
+}
+
+void WebGpuAttention::encode_dispatch(val job, const val& pass, const val& pipeline, SharedBindings* bindings,
+                                      const void* uniforms, uint64_t bytes, const GridPart& part) {
+  const val region = upload_uniforms(job, uniforms, bytes);
+  const val buffer = region["buffer"];
+  if (bindings->group.isUndefined() || !buffer.strictlyEquals(bindings->uniform_buffer)) {
+    val entries = val::array();
+    val uniform_resource = val::object();
+    uniform_resource.set("buffer", buffer);
+    uniform_resource.set("offset", 0);
+    uniform_resource.set("size", region["size"]);
+    entries.call<void>("push", bind_entry(0, uniform_resource));
+    int binding = 1;
+    for (const val& r : bindings->resources) entries.call<void>("push", bind_entry(binding++, r));
+    val desc = val::object();
+    desc.set("layout", bindings->layout);
+    desc.set("entries", entries);
+    bindings->group = device_.call<val>("createBindGroup", desc);
+    bindings->uniform_buffer = buffer;
+  }
+  val offsets = val::array();
+  offsets.call<void>("push", region["offset"]);
+  pass.call<void>("setPipeline", pipeline);
+  pass.call<void>("setBindGroup", 0, bindings->group, offsets);
+  pass.call<void>("dispatchWorkgroups", part.x, part.y);
 }
 
 void WebGpuAttention::submit_and_destroy_buffers(const val& encoder, const val& job) {
@@ -753,47 +764,48 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       }
       return u;
     };
-    auto dispatch = [&](const val& pipeline, const val& bgl, const GridPart& part,
-                        std::initializer_list<val> buffers) {
+    auto dispatch = [&](const val& pipeline, SharedBindings* bindings, const GridPart& part) {
       const WebGpuUniforms u = uniforms(part);
-      encode_dispatch(device_, pass, pipeline, bgl, upload_uniforms(job, u.data(), sizeof(u)), buffers, part);
+      encode_dispatch(job, pass, pipeline, bindings, u.data(), sizeof(u), part);
     };
     const uint64_t rows = static_cast<uint64_t>(c.query_rows());
-    // The merge of `records` (one per row and split) into the output and log-sum-exp.
-    const auto merge_records = [&](const val& records) {
-      encode_merge(job, pass, merge_pipeline, rows, uniforms,
-                   {query_binding, k, v, mask, out_resource, records, variants, whole(lse_buffer)});
-    };
+    // The merge of the records in the stats binding of `bindings` (one per row and split) into
+    // the output and log-sum-exp.
+    const auto merge_records = [&](SharedBindings* bindings) { encode_merge(job, pass, merge_pipeline, rows, uniforms, bindings); };
     if (splits) {
       // Partials (one record per row and split) in the stats binding, then the merge.
-      const val partials = take(&records_, job, rows * splits * flash.record_bytes());
+      SharedBindings bindings(flash_bgl_, {query_binding, k, v, mask, out_resource,
+                                           take(&records_, job, rows * splits * flash.record_bytes()), variants, whole(lse_buffer)});
       // A workgroup per (split, KV head of the chunk × block of the rows that read it).
       const uint64_t row_blocks = (static_cast<uint64_t>(plan.heads_per_kv()) * c.rows + partial.decode_rows - 1) / partial.decode_rows;
       for (const GridPart& part : split_grid(splits, static_cast<uint64_t>(c.nkv) * row_blocks, limits_.max_workgroups_per_dim)) {
-        dispatch(partial_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, partials, variants, whole(lse_buffer)});
+        dispatch(partial_pipeline, &bindings, part);
       }
-      merge_records(partials);
+      merge_records(&bindings);
     } else {
       // With a key split the flash kernel writes partial records (one per row and split) into
       // the stats binding, and the merge the output.
       if (key_split) stats = take(&records_, job, rows * flash.key_splits * flash.record_bytes());
+      SharedBindings bindings(flash_bgl_, {query_binding, k, v, mask, out_resource, stats, variants, whole(lse_buffer)});
       const FlashGrid flash_grid = flash.grid(c.rows, c.nbh);
       for (const GridPart& part : split_grid(flash_grid.x, flash_grid.y, limits_.max_workgroups_per_dim)) {
-        dispatch(flash_pipeline, flash_bgl_, part, {query_binding, k, v, mask, out_resource, stats, variants, whole(lse_buffer)});
+        dispatch(flash_pipeline, &bindings, part);
       }
-      if (key_split) merge_records(stats);
+      if (key_split) merge_records(&bindings);
     }
     const uint64_t key_tiles = (static_cast<uint64_t>(plan.Lk) + kWebGpuWeightsKeys - 1) / kWebGpuWeightsKeys;
     if (plan.return_weights) {
+      SharedBindings bindings(weights_bgl_, {query_binding, k, mask, stats, whole(w), variants});
       for (const GridPart& part : split_grid(key_tiles, c.query_rows(), limits_.max_workgroups_per_dim)) {
-        dispatch(weights_pipeline, weights_bgl_, part, {query_binding, k, mask, stats, whole(w), variants});
+        dispatch(weights_pipeline, &bindings, part);
       }
     }
     val score_buffer = val::undefined();
     if (plan.return_scores != ScoreStage::kNone) {
       score_buffer = buffer(job, bytes.scores, kStorage | kCopySrc);
+      SharedBindings bindings(weights_bgl_, {query_binding, k, mask, whole(stand_in_read_), whole(score_buffer), variants});
       for (const GridPart& part : split_grid(key_tiles, c.query_rows(), limits_.max_workgroups_per_dim)) {
-        dispatch(scores_pipeline, weights_bgl_, part, {query_binding, k, mask, whole(stand_in_read_), whole(score_buffer), variants});
+        dispatch(scores_pipeline, &bindings, part);
       }
     }
     if (output_half) {
@@ -959,10 +971,10 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
     }
     return u;
   };
-  const auto dispatch = [&](const val& pipe, const val& bgl, const GridPart& part, std::initializer_list<val> resources,
-                            uint32_t splits = 0, uint32_t split_length = 0) {
+  const auto dispatch = [&](const val& pipe, SharedBindings* bindings, const GridPart& part, uint32_t splits = 0,
+                            uint32_t split_length = 0) {
     const WebGpuUniforms u = uniforms(part, splits, split_length);
-    encode_dispatch(device_, pass, pipe, bgl, upload_uniforms(job, u.data(), sizeof(u)), resources, part);
+    encode_dispatch(job, pass, pipe, bindings, u.data(), sizeof(u), part);
   };
   const auto grid = [&](uint64_t x, uint64_t y) { return split_grid(x, y, limits_.max_workgroups_per_dim); };
   const auto tiles = [](uint64_t n, uint64_t per) { return (n + per - 1) / per; };
@@ -976,48 +988,44 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
     const val stats = key_split ? take(&records_, job, rows * flash.key_splits * flash.record_bytes()) : whole(stand_in_stats_);
     const uint32_t key_splits = key_split ? flash.key_splits : 0;
     const FlashGrid flash_grid = flash.grid(plan.Lq, plan.B * plan.Hq);
-    for (const GridPart& part : grid(flash_grid.x, flash_grid.y)) {
-      dispatch(flash_pipeline, flash_bgl_, part, {q, k, v, mask, whole(forward_output), stats, variants, lse_resource},
-               key_splits, flash.split_keys);
-    }
+    SharedBindings forward(flash_bgl_, {q, k, v, mask, whole(forward_output), stats, variants, lse_resource});
+    for (const GridPart& part : grid(flash_grid.x, flash_grid.y)) dispatch(flash_pipeline, &forward, part, key_splits, flash.split_keys);
     if (key_split) {
       encode_merge(job, pass, merge_pipeline, rows, [&](const GridPart& part) { return uniforms(part, key_splits, flash.split_keys); },
-                   {q, k, v, mask, whole(forward_output), stats, variants, lse_resource});
+                   &forward);
     }
   }
-  for (const GridPart& part : grid(tiles(rows, kWebGpuBackwardInvocations), 1)) {
-    dispatch(prep, backward_bgl_, part, {q, k, v, mask, variants, d_out, whole(rowstats), whole(forward_output)});
-  }
+  // The passes' bindings: each writes rowstats and one of the forward's output (prep), dK/dV or dQ.
+  SharedBindings to_prep(backward_bgl_, {q, k, v, mask, variants, d_out, whole(rowstats), whole(forward_output)});
+  SharedBindings to_dkdv(backward_bgl_, {q, k, v, mask, variants, d_out, whole(rowstats), whole(grad_key_value)});
+  SharedBindings to_dq(backward_bgl_, {q, k, v, mask, variants, d_out, whole(rowstats), whole(grad_query)});
+  for (const GridPart& part : grid(tiles(rows, kWebGpuBackwardInvocations), 1)) dispatch(prep, &to_prep, part);
   for (const GridPart& part : grid(backward.dkdv.heads, backward.dkdv.y())) {
-    dispatch(dkdv, backward_bgl_, part, {q, k, v, mask, variants, d_out, whole(rowstats), whole(grad_key_value)},
-             backward.dkdv.splits, backward.dkdv.segment);
+    dispatch(dkdv, &to_dkdv, part, backward.dkdv.splits, backward.dkdv.segment);
   }
   if (combine_dkdv) {
     for (const GridPart& part : grid(tiles(kv_rows * (plan.E + plan.Ev), kWebGpuBackwardInvocations), 1)) {
-      dispatch(reduce_dkdv, backward_bgl_, part, {q, k, v, mask, variants, d_out, whole(rowstats), whole(grad_key_value)},
-               backward.dkdv.splits, backward.dkdv.segment);
+      dispatch(reduce_dkdv, &to_dkdv, part, backward.dkdv.splits, backward.dkdv.segment);
     }
   }
   for (const GridPart& part : grid(backward.dq.heads, backward.dq.y())) {
-    dispatch(dq, backward_bgl_, part, {q, k, v, mask, variants, d_out, whole(rowstats), whole(grad_query)},
-             backward.dq.splits, backward.dq.segment);
+    dispatch(dq, &to_dq, part, backward.dq.splits, backward.dq.segment);
   }
   if (combine_dq) {
     // dQ's elements, then (with sinks) one invocation per row for its sink term.
     const uint64_t results = rows * plan.E + (backward.variants.sinks ? rows : 0);
     for (const GridPart& part : grid(tiles(results, kWebGpuBackwardInvocations), 1)) {
-      dispatch(reduce_dq, backward_bgl_, part, {q, k, v, mask, variants, d_out, whole(rowstats), whole(grad_query)},
-               backward.dq.splits, backward.dq.segment);
+      dispatch(reduce_dq, &to_dq, part, backward.dq.splits, backward.dq.segment);
     }
   }
   if (mask_gradient) {
     for (const GridPart& part : grid(tiles(plan.mask_elements, kWebGpuBackwardInvocations), 1)) {
-      dispatch(reduce_mask, backward_bgl_, part, {q, k, v, mask, variants, d_out, whole(rowstats), whole(grad_query)});
+      dispatch(reduce_mask, &to_dq, part);
     }
   }
   if (sinks) {
     for (const GridPart& part : grid(tiles(plan.Hq, kWebGpuBackwardInvocations), 1)) {
-      dispatch(reduce_sinks, backward_bgl_, part, {q, k, v, mask, variants, d_out, whole(rowstats), whole(grad_query)});
+      dispatch(reduce_sinks, &to_dq, part);
     }
   }
   pass.call<void>("end");

@@ -170,13 +170,27 @@ class WebGpuAttention {
   // Encodes kv_quantize.wgsl into `pass` (segments: held/added per batch for a cache, else unused).
   void encode_quantize(emscripten::val job, emscripten::val pass, const QuantizePass& q, const emscripten::val& segments,
                        const emscripten::val& source, const emscripten::val& destination);
+  // The bindings from 1 on that dispatches of a call share, and their one bind group: binding 0,
+  // each dispatch's uniforms, is bound at a dynamic offset into the reused uniforms buffer. The
+  // group is made by the first dispatch, and again only when that buffer was replaced.
+  struct SharedBindings {
+    SharedBindings(emscripten::val layout, std::initializer_list<emscripten::val> resources)
+        : layout(std::move(layout)), resources(resources) {}
+    emscripten::val layout;  // the GPUBindGroupLayout
+    std::vector<emscripten::val> resources;
+    emscripten::val group = emscripten::val::undefined();
+    emscripten::val uniform_buffer = emscripten::val::undefined();  // the buffer `group` binds
+  };
+  // Encodes `pipeline` on `pass` over the workgroups of `part` with `bindings`, its uniforms the
+  // `bytes` at `uniforms`.
+  void encode_dispatch(emscripten::val job, const emscripten::val& pass, const emscripten::val& pipeline,
+                       SharedBindings* bindings, const void* uniforms, uint64_t bytes, const GridPart& part);
   // Encodes attention_decode_merge.wgsl (`merge_pipeline`) into `pass`: the records in the stats
-  // binding of `resources` (the flash layout's bindings), one per query row and key split, merged
-  // into the output and log-sum-exp by a workgroup per row of the `rows`; `uniforms(part)` gives
-  // each part of that grid its uniforms.
+  // binding of `bindings` (the flash layout's), one per query row and key split, merged into the
+  // output and log-sum-exp by a workgroup per row of the `rows`; `uniforms(part)` gives each part
+  // of that grid its uniforms.
   void encode_merge(emscripten::val job, emscripten::val pass, const emscripten::val& merge_pipeline, uint64_t rows,
-                    const std::function<WebGpuUniforms(const GridPart&)>& uniforms,
-                    std::initializer_list<emscripten::val> resources);
+                    const std::function<WebGpuUniforms(const GridPart&)>& uniforms, SharedBindings* bindings);
   // Submits `encoder`'s commands, then destroys `job`'s buffers (the submitted work still runs on them).
   void submit_and_destroy_buffers(const emscripten::val& encoder, const emscripten::val& job);
   // encode_write_float16 in a command buffer of its own, submitted at once.
