@@ -391,3 +391,29 @@ describe('16. live GPU buffers and error scopes return to baseline', () => {
     device.destroy();
   });
 });
+
+describe('17. the buffers an instance reuses across calls', () => {
+  it('a call whose uploads and uniforms outgrow them part-way (1,500 one-workgroup dispatches, 600 KiB of inputs): the regions taken before stay valid, the shared bind groups follow the new buffer', async () => {
+    const device = await testDevice();
+    const UNIFORM = 0x40;
+    let uniformBuffers = 0;
+    const proxy = proxyDevice(device, {
+      createBuffer: (t, desc: GPUBufferDescriptor) => {
+        if (desc.usage & UNIFORM) uniformBuffers++;
+        return t.createBuffer(desc);
+      },
+    });
+    const attn = await createAttention({ backend: 'webgpu', gpuDevice: proxy, gpuLimits: { maxComputeWorkgroupsPerDimension: 1 } });
+    const small = [randomTensor([1, 1, 2, 4], 1), randomTensor([1, 1, 3, 4], 2), randomTensor([1, 1, 3, 4], 3)] as const;
+    await expectMatchesReference(attn, oracle, ...small, {}, { factor: 4 }, 'first, small call');
+    expect(uniformBuffers).toBe(1);
+    // 300 rows × 5 key tiles of weights, one workgroup a dispatch: 1,500 dispatches' uniforms
+    // (256 bytes each) in a buffer that starts at 64 KiB; inputs of 200 KiB each.
+    const q = randomTensor([1, 1, 300, 170], 4), k = randomTensor([1, 1, 300, 170], 5), v = randomTensor([1, 1, 300, 170], 6);
+    await bounded(expectMatchesReference(attn, oracle, q, k, v, { returnWeights: true, isCausal: true }, { factor: 4 }, 'outgrowing call'), 120_000, 'outgrowing call');
+    expect(uniformBuffers, 'the uniforms buffer replaced part-way, more than once').toBeGreaterThanOrEqual(3);
+    await expectMatchesReference(attn, oracle, ...small, {}, { factor: 4 }, 'small call after');
+    attn.dispose();
+    device.destroy();
+  });
+});
