@@ -24,7 +24,7 @@ constexpr uint32_t kMapModeRead = 0x1;
 constexpr uint32_t kWriteFloat16Words = 64;
 // Invocations (blocks of 32 elements) per workgroup of kv_quantize.wgsl.
 constexpr uint32_t kQuantizeInvocations = 64;
-// The reused upload buffers' first size, and the most they grow to (WebGpuAttention::ReusedBuffer).
+// The reused buffers' first size, and the most they grow to (WebGpuAttention::ReusedBuffer).
 constexpr uint64_t kReusedBufferMinBytes = 64 << 10;
 constexpr uint64_t kReusedBufferMaxBytes = 32 << 20;
 

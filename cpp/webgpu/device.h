@@ -119,11 +119,11 @@ class WebGpuAttention {
   // copies and kernels) after the commands of the calls before, so calls never see each other's
   // data, and no call makes a buffer for it. Outgrown, it is replaced by one sized for the whole
   // call (the old one is destroyed with the call's buffers), up to kReusedBufferMaxBytes; a
-  // larger region is a buffer of the call's own. Three: the data a call gives its kernels to
-  // read (uniforms; inputs, masks, the variants' data and segments from the CPU), which no
-  // kernel writes (a dispatch may bind a buffer read-only several times, never also writable),
-  // and the partial records of key splits, which one kernel writes and the merge reads (each
-  // record is written before it is read: no call relies on zeros there).
+  // larger region is a buffer of the call's own. An instance has three: for uniforms; for what
+  // a call gives its kernels to read from the CPU (inputs, masks, the variants' data, segments),
+  // which no kernel writes (a dispatch may bind a buffer read-only several times, never also
+  // writable); and for the partial records of key splits, which one kernel writes and the merge
+  // reads (each record is written before it is read: no call relies on zeros there).
   struct ReusedBuffer {
     uint32_t usage = 0;
     uint64_t alignment = 256;
