@@ -416,4 +416,36 @@ describe('17. the buffers an instance reuses across calls', () => {
     attn.dispose();
     device.destroy();
   });
+
+  it('an upload larger than the reused buffers hold (34 MB of keys) gets a buffer of its own, destroyed with its call', async () => {
+    const device = await testDevice();
+    const live = new Map<GPUBuffer, number>();  // buffer -> its size
+    let largest = 0;
+    const proxy = proxyDevice(device, {
+      createBuffer: (t, desc: GPUBufferDescriptor) => {
+        const b = t.createBuffer(desc);
+        live.set(b, desc.size);
+        largest = Math.max(largest, desc.size);
+        const destroy = b.destroy.bind(b);
+        b.destroy = () => {
+          live.delete(b);
+          destroy();
+        };
+        return b;
+      },
+    });
+    const attn = await createAttention({ backend: 'webgpu', gpuDevice: proxy });
+    const L = 133120, E = 64;  // 34 MB of keys, and of values, from the heap: over the 32 MiB the reused buffers hold
+    const q = randomTensor([1, 1, 2, E], 7), k = randomTensor([1, 1, L, E], 8), v = randomTensor([1, 1, L, E], 9);
+    await bounded(expectMatchesReference(attn, oracle, q, k, v, { isCausal: 'bottom-right' }, { factor: 4 }, 'large keys'), 120_000, 'large keys');
+    expect(largest).toBeGreaterThanOrEqual(4 * L * E);
+    // Between calls: the stand-ins and the reused buffers, none over 32 MiB.
+    expect(Math.max(...live.values())).toBeLessThanOrEqual(32 << 20);
+    const standing = live.size;
+    await bounded(expectMatchesReference(attn, oracle, q, k, v, {}, { factor: 4 }, 'again'), 120_000, 'again');
+    expect(live.size).toBe(standing);
+    attn.dispose();
+    expect(live.size).toBe(0);
+    device.destroy();
+  });
 });
