@@ -1,34 +1,70 @@
 // Generates text with the example decoder (decoder.ts) and a KV cache per layer, and prints the
-// tokens and the time per step. Run: npm run example:generate -- [--backend simd] [--prompt TEXT]
-// [--tokens 64] [--cache-dtype float32|float16|int8|int4] [--max-length N] [--check] (needs the
-// package built: npm run build:lib). --cache-dtype: the KV caches' element type (int8/int4 on the
-// CPU backends); --max-length: the tokens each layer's cache is allocated for (default the
-// model's 256). --check also runs the same model recomputing full causal attention over the whole
-// sequence at every step, and compares the tokens and the last step's logits (an int8/int4 cache
-// computes on quantized keys and values: its tokens may differ from the full path's).
+// tokens and the time per step. Run: npm run example:generate -- [options] (needs the package
+// built: npm run build:lib); --help lists them.
 import { parseArgs } from 'node:util';
 import { DECODER_CONFIG, Decoder } from './decoder.js';
-import type { BackendChoice, KvCacheDType } from 'sdpa-web';
+import { createAttention, type Attention, type BackendChoice, type KvCacheDType } from 'sdpa-web';
 
-const { values } = parseArgs({
-  options: {
-    backend: { type: 'string', default: 'auto' },
-    prompt: { type: 'string', default: 'The cache grows by one row per token.' },
-    tokens: { type: 'string', default: '64' },
-    check: { type: 'boolean', default: false },
-    'cache-dtype': { type: 'string', default: 'float32' },
-    'max-length': { type: 'string' },
-  },
-});
+const USAGE = `Usage: npm run example:generate -- [options]
+  --backend auto|simd|scalar|webgpu        the sdpa-web backend (default auto)
+  --prompt TEXT                            the prompt (default "The cache grows by one row per token.")
+  --tokens N                               tokens to generate (default 64)
+  --cache-dtype float32|float16|int8|int4  the KV caches' element type (default float32)
+  --max-length N                           the tokens each layer's cache is allocated for (default ${DECODER_CONFIG.maxLength})
+  --check                                  also run the model recomputing full causal attention over the
+                                           whole sequence at every step, and compare the tokens and the last
+                                           step's logits (an int8/int4 cache computes on quantized keys and
+                                           values: its tokens may differ from the full path's)
+  --help                                   this text`;
+
+/** Exits with the usage after a bad option: the message, not a stack trace. */
+function usageError(message: string): never {
+  console.error(`${message}\n\n${USAGE}`);
+  process.exit(2);
+}
+
+let values;
+try {
+  ({ values } = parseArgs({
+    options: {
+      backend: { type: 'string', default: 'auto' },
+      prompt: { type: 'string', default: 'The cache grows by one row per token.' },
+      tokens: { type: 'string', default: '64' },
+      check: { type: 'boolean', default: false },
+      'cache-dtype': { type: 'string', default: 'float32' },
+      'max-length': { type: 'string' },
+      help: { type: 'boolean', default: false },
+    },
+  }));
+} catch (e) {
+  usageError((e as Error).message);
+}
+if (values.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
 const backends = ['auto', 'simd', 'scalar', 'webgpu'];
-if (!backends.includes(values.backend)) throw new RangeError(`--backend must be one of ${backends.join(', ')}; got ${values.backend}`);
-
+if (!backends.includes(values.backend)) usageError(`--backend must be one of ${backends.join(', ')}; got ${values.backend}`);
 const cacheDtypes = ['float32', 'float16', 'int8', 'int4'];
-if (!cacheDtypes.includes(values['cache-dtype'])) throw new RangeError(`--cache-dtype must be one of ${cacheDtypes.join(', ')}; got ${values['cache-dtype']}`);
+if (!cacheDtypes.includes(values['cache-dtype'])) usageError(`--cache-dtype must be one of ${cacheDtypes.join(', ')}; got ${values['cache-dtype']}`);
 const maxLength = values['max-length'] === undefined ? DECODER_CONFIG.maxLength : Number(values['max-length']);
-if (!(Number.isInteger(maxLength) && maxLength >= 2)) throw new RangeError(`--max-length must be an integer ≥ 2; got ${values['max-length']}`);
+if (!(Number.isInteger(maxLength) && maxLength >= 2)) usageError(`--max-length must be an integer ≥ 2; got ${values['max-length']}`);
+const count = Number(values.tokens);
+if (!(Number.isInteger(count) && count >= 1)) usageError(`--tokens must be an integer ≥ 1; got ${values.tokens}`);
 
-const decoder = await Decoder.create({ ...DECODER_CONFIG, maxLength }, { backend: values.backend as BackendChoice, cacheDtype: values['cache-dtype'] as KvCacheDType });
+// Node has no navigator.gpu: --backend webgpu runs on dawn.node (npm `webgpu`, a dev dependency
+// of this repository) when it is installed, on the GPU its Vulkan driver offers.
+let attention: Attention | undefined;
+if (values.backend === 'webgpu' && !(globalThis as { navigator?: { gpu?: unknown } }).navigator?.gpu) {
+  const dawn = await import('webgpu').catch(() => usageError("--backend webgpu in Node needs dawn.node: npm install webgpu"));
+  Object.assign(globalThis, dawn.globals);
+  attention = await createAttention({ backend: 'webgpu', gpu: dawn.create([]) });
+}
+const decoder = await Decoder.create({ ...DECODER_CONFIG, maxLength }, {
+  attention,
+  backend: values.backend as BackendChoice,
+  cacheDtype: values['cache-dtype'] as KvCacheDType,
+});
 try {
   const { layers, dModel, heads, kvHeads, vocab } = decoder.config;
   const attn = decoder.attn;
@@ -36,7 +72,6 @@ try {
   console.log(`decoder: ${layers} layers, d_model ${dModel}, ${heads} query heads over ${kvHeads} KV heads (E = ${dModel / heads}), vocabulary of ${vocab.length}; backend ${attn.backend}${build}`);
   console.log(`KV caches: ${values['cache-dtype']}, ${decoder.config.maxLength} tokens each, ${(decoder.cacheBytes / 2 ** 20).toFixed(2)} MiB in all`);
   const prompt = decoder.encode(values.prompt);
-  const count = Number(values.tokens);
   // One untimed run warms the engine (wasm compilation, first allocations).
   await decoder.generate(prompt, Math.min(count, 4));
   const run = await decoder.generate(prompt, count);
@@ -56,4 +91,5 @@ try {
   }
 } finally {
   decoder.dispose();
+  attention?.dispose();
 }
