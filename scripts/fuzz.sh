@@ -9,6 +9,11 @@ set -euo pipefail
 SDPA_SCRIPT=fuzz
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
+usage="usage: npm run fuzz -- [seconds, default 60]"
+case "${1:-60}" in
+  -h|--help) echo "$usage"; exit 0 ;;
+  *[!0-9]*|0) echo "fuzz: seconds must be a whole number above 0; got '$1'" >&2; echo "$usage" >&2; exit 2 ;;
+esac
 seconds="${1:-60}"
 
 if ! dpkg -s libclang-rt-14-dev >/dev/null 2>&1; then

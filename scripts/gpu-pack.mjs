@@ -56,8 +56,18 @@ function closure() {
 }
 
 function main() {
-  const [target] = process.argv.slice(2);
-  if (!target) throw new Error('usage: npm run gpu-pack -- DIR');
+  const args = process.argv.slice(2);
+  const usage = 'usage: npm run gpu-pack -- DIR  (packs node, the node_modules gpu-check loads and the Vulkan libraries into DIR)';
+  if (args[0] === '--help' || args[0] === '-h') {
+    console.log(usage);
+    return;
+  }
+  if (args.length !== 1 || args[0].startsWith('-')) {
+    console.error(`gpu-pack: ${args.length ? `unexpected ${args.join(' ')}` : 'no DIR given'}\n${usage}`);
+    process.exitCode = 2;
+    return;
+  }
+  const [target] = args;
   const out = resolve(target);
   mkdirSync(join(out, 'debs'), { recursive: true });
   const paths = closure().flatMap((dir) => {
