@@ -57,7 +57,6 @@ if (!(Number.isInteger(count) && count >= 1)) usageError(`--tokens must be an in
 let attention: Attention | undefined;
 if (values.backend === 'webgpu' && !(globalThis as { navigator?: { gpu?: unknown } }).navigator?.gpu) {
   const dawn = await import('webgpu').catch(() => usageError("--backend webgpu in Node needs dawn.node: npm install webgpu"));
-  Object.assign(globalThis, dawn.globals);
   attention = await createAttention({ backend: 'webgpu', gpu: dawn.create([]) });
 }
 const decoder = await Decoder.create({ ...DECODER_CONFIG, maxLength }, {
