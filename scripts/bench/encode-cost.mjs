@@ -1,4 +1,4 @@
-// --probes encode: the CPU time of one GPU-resident call from the call to its submission, with
+// --probes encode: the CPU time of GPU-resident calls from the call to their submission, with
 // the queue's submit replaced by a no-op: neither a GPU's nor SwiftShader's work is timed, only
 // what the CPU spends before the driver takes the commands. Three calls: decode steps (B = 1,
 // Hq = 32, Hkv = 8, E = Ev = 128, query and output in GPU buffers: what a model pays per layer
