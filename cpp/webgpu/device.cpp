@@ -60,6 +60,14 @@ val whole(const val& buffer) {
   return resource;
 }
 
+// A binding resource for bytes [offset, offset + size) of `buffer`.
+val buffer_range(const val& buffer, uint64_t offset, uint64_t size) {
+  val resource = whole(buffer);
+  resource.set("offset", static_cast<double>(offset));
+  resource.set("size", static_cast<double>(size));
+  return resource;
+}
+
 // Byte offsets of the call's GPU-resident query, key and value in their buffers (`sources` as
 // run() and run_backward() take them; 0 for arrays).
 WebGpuInputOffsets input_offsets(const val& sources) {
@@ -228,36 +236,23 @@ val WebGpuAttention::take(ReusedBuffer* reused, val job, uint64_t bytes) {
   uint64_t at = (reused->used + reused->alignment - 1) / reused->alignment * reused->alignment;
   if (at + size > reused->bytes) {
     const uint64_t most = std::min(kReusedBufferMaxBytes, limits_.max_buffer_bytes);
-    if (size > most) {
-      val resource = val::object();
-      resource.set("buffer", buffer(job, size, reused->usage));
-      resource.set("offset", 0);
-      resource.set("size", static_cast<double>(size));
-      return resource;
-    }
+    if (size > most) return buffer_range(buffer(job, size, reused->usage), 0, size);
     // Sized for all this call took, so that the next such call fits; the regions taken so far
     // stay in the old buffer, destroyed with this call's own buffers.
     uint64_t grown = kReusedBufferMinBytes;
     while (grown < at + size && grown < most) grown *= 2;
+    grown = std::min(grown, most);
     val desc = val::object();
-    desc.set("size", static_cast<double>(std::min(grown, most)));
+    desc.set("size", static_cast<double>(grown));
     desc.set("usage", reused->usage);
     val fresh = device_.call<val>("createBuffer", desc);
     if (reused->bytes > 0) job["buffers"].call<void>("push", reused->buffer);
     reused->buffer = fresh;
-    reused->bytes = std::min(grown, most);
+    reused->bytes = grown;
     at = 0;
   }
   reused->used = at + size;
-  val resource = val::object();
-  resource.set("buffer", reused->buffer);
-  resource.set("offset", static_cast<double>(at));
-  resource.set("size", static_cast<double>(size));
-  return resource;
-}
-
-void WebGpuAttention::start_reuse() {
-  for (ReusedBuffer* reused : {&uniform_uploads_, &storage_uploads_, &records_}) reused->used = 0;
+  return buffer_range(reused->buffer, at, size);
 }
 
 val WebGpuAttention::upload_floats(val job, const val& array, uint64_t from, uint64_t count) {
@@ -297,11 +292,7 @@ val WebGpuAttention::upload_halves(val job, const val& array, uint64_t from, uin
 val WebGpuAttention::bind_from(const val& buffer, uint64_t at, uint64_t bytes, uint64_t* skipped) const {
   const uint64_t start = at / min_storage_offset_alignment_ * min_storage_offset_alignment_;
   *skipped = at - start;
-  val resource = val::object();
-  resource.set("buffer", buffer);
-  resource.set("offset", static_cast<double>(start));
-  resource.set("size", static_cast<double>(std::max<uint64_t>(4, round_up4(at + bytes) - start)));
-  return resource;
+  return buffer_range(buffer, start, std::max<uint64_t>(4, round_up4(at + bytes) - start));
 }
 
 val WebGpuAttention::input(val job, val encoder, const val& source, const void* heap, ElementType type,
@@ -327,13 +318,7 @@ val WebGpuAttention::input(val job, val encoder, const val& source, const void* 
     *base = static_cast<uint32_t>(skipped / 2);
     return resource;
   }
-  val resource = val::object();
-  if (at % min_storage_offset_alignment_ == 0) {
-    resource.set("buffer", source["buffer"]);
-    resource.set("offset", static_cast<double>(at));
-    resource.set("size", static_cast<double>(std::max<uint64_t>(4, bytes)));
-    return resource;
-  }
+  if (at % min_storage_offset_alignment_ == 0) return buffer_range(source["buffer"], at, std::max<uint64_t>(4, bytes));
   const val region = take(&storage_uploads_, job, bytes);
   encoder.call<void>("copyBufferToBuffer", source["buffer"], static_cast<double>(at), region["buffer"], region["offset"],
                      static_cast<double>(bytes));
@@ -427,10 +412,7 @@ void WebGpuAttention::encode_quantize(val job, val pass, const QuantizePass& q, 
 }
 
 void WebGpuAttention::write_quantized(val destination, val source, val rows) {
-  start_reuse();
-  val job = val::object();
-  job.set("buffers", val::array());
-  job.set("created", val::array());
+  val job = new_job();
   const bool int4 = rows["int4"].isTrue();
   const bool half = rows["float16"].isTrue();
   const val held = rows["held"], added = rows["added"];
@@ -488,11 +470,7 @@ void WebGpuAttention::encode_dispatch(val job, const val& pass, const val& pipel
   const val buffer = region["buffer"];
   if (bindings->group.isUndefined() || !buffer.strictlyEquals(bindings->uniform_buffer)) {
     val entries = val::array();
-    val uniform_resource = val::object();
-    uniform_resource.set("buffer", buffer);
-    uniform_resource.set("offset", 0);
-    uniform_resource.set("size", region["size"]);
-    entries.call<void>("push", bind_entry(0, uniform_resource));
+    entries.call<void>("push", bind_entry(0, buffer_range(buffer, 0, static_cast<uint64_t>(region["size"].as<double>()))));
     int binding = 1;
     for (const val& r : bindings->resources) entries.call<void>("push", bind_entry(binding++, r));
     val desc = val::object();
@@ -520,10 +498,7 @@ void WebGpuAttention::submit_and_destroy_buffers(const val& encoder, const val& 
 void WebGpuAttention::submit_write_float16(const val& destination, const val& source,
                                            const std::vector<std::array<uint64_t, 3>>& runs) {
   // Its buffers are destroyed once submitted: the submitted work still runs on them.
-  start_reuse();
-  val job = val::object();
-  job.set("buffers", val::array());
-  job.set("created", val::array());
+  val job = new_job();
   val encoder = device_.call<val>("createCommandEncoder");
   val pass = encoder.call<val>("beginComputePass");
   encode_write_float16(job, pass, destination, 0, source, runs);
@@ -715,11 +690,9 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
     const uint64_t out_gpu_at = output_on_gpu ? static_cast<uint64_t>(output_source["offset"].as<double>()) + out_at : 0;
     const bool out_in_place = output_on_gpu && !output_half && out_gpu_at % min_storage_offset_alignment_ == 0;
     val out = val::undefined();
-    val out_resource = val::object();
+    val out_resource = val::undefined();
     if (out_in_place) {
-      out_resource.set("buffer", output_source["buffer"]);
-      out_resource.set("offset", static_cast<double>(out_gpu_at));
-      out_resource.set("size", static_cast<double>(bytes.output));
+      out_resource = buffer_range(output_source["buffer"], out_gpu_at, bytes.output);
     } else {
       out = buffer(job, bytes.output, kStorage | kCopySrc);
       out_resource = whole(out);
@@ -979,10 +952,7 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
   const auto grid = [&](uint64_t x, uint64_t y) { return split_grid(x, y, limits_.max_workgroups_per_dim); };
   const auto tiles = [](uint64_t n, uint64_t per) { return (n + per - 1) / per; };
   if (!has_forward) {
-    val lse_resource = val::object();
-    lse_resource.set("buffer", rowstats);
-    lse_resource.set("offset", 0);
-    lse_resource.set("size", static_cast<double>(4 * rows));
+    const val lse_resource = buffer_range(rowstats, 0, 4 * rows);
     // With a key split the flash kernel writes a record per row and split into the stats
     // binding, and the merge the output and log-sum-exp from them.
     const val stats = key_split ? take(&records_, job, rows * flash.key_splits * flash.record_bytes()) : whole(stand_in_stats_);
@@ -1066,14 +1036,19 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
   return result;
 }
 
-val WebGpuAttention::open_job() {
-  const int id = next_job_++;
+val WebGpuAttention::new_job() {
+  for (ReusedBuffer* reused : {&uniform_uploads_, &storage_uploads_, &records_}) reused->used = 0;
   val job = val::object();
   job.set("buffers", val::array());
-  job.set("readbacks", val::array());
   job.set("created", val::array());
+  return job;
+}
+
+val WebGpuAttention::open_job() {
+  const int id = next_job_++;
+  val job = new_job();
+  job.set("readbacks", val::array());
   jobs_.call<void>("set", id, job);
-  start_reuse();
   device_.call<void>("pushErrorScope", std::string("internal"));
   device_.call<void>("pushErrorScope", std::string("out-of-memory"));
   device_.call<void>("pushErrorScope", std::string("validation"));

@@ -106,7 +106,10 @@ class WebGpuAttention {
   // then: building a kernel's source costs more than looking its key up).
   emscripten::val pipeline(const std::string& key, const std::function<std::string()>& source, Layout layout,
                            emscripten::val job);
-  // Starts a run's job ({ buffers, readbacks, created }: released by finish(), or by abandon()
+  // A job's { buffers, created }: the buffers its commands use, destroyed when it ends, and the
+  // pipelines it compiled. Its regions of the reused buffers start from their starts again.
+  emscripten::val new_job();
+  // Starts a run's job (new_job()'s, with readbacks: released by finish(), or by abandon()
   // until close_job()) and pushes its error scopes.
   emscripten::val open_job();
   // Submits `encoder`'s commands and ends the open job: result.promise resolves to its popped
@@ -133,8 +136,6 @@ class WebGpuAttention {
   };
   // A binding resource { buffer, offset, size } of `bytes` (at least 16) from `reused`.
   emscripten::val take(ReusedBuffer* reused, emscripten::val job, uint64_t bytes);
-  // A new call (or append) takes its regions from the reused buffers' starts again.
-  void start_reuse();
   // Regions of the reused buffers holding `bytes` of the heap at `data`: read-only storage, or
   // a dispatch's uniforms.
   emscripten::val upload(emscripten::val job, const void* data, uint64_t bytes);
