@@ -8,16 +8,25 @@
 //
 // Algorithm: one workgroup per (KV head of the chunk, block of DECODE_ROWS of the rows that read
 // it, split), of GROUPS groups of KEY_LANES consecutive lanes (a group lies in one subgroup: the
-// plan takes KEY_LANES ≤ subgroupMinSize). Group g takes the split's keys g, g + GROUPS, …: its
-// lane ℓ loads the vec4 columns ℓ, ℓ + KEY_LANES, … of the key's K row (the group's loads of a
-// row are one coalesced run) and holds the same columns of every row's query, so each row's q·k
-// is the lanes' parts summed by subgroupShuffleXor (a butterfly: every lane gets the same bits;
-// four rows share one vec4 shuffle). Each lane keeps every row's online-softmax state (max,
-// denominator, count, last key, NaN) and the same vec4 columns of the row's output, rescaled per
-// key, reading the V row as it read K, and only for a key some row uses: no workgroup memory and
-// no barrier in the key loop, so each lane keeps its loads in flight. After the loop the groups
-// combine their states through workgroup memory in group order (deterministic), and the record
-// is written as the tile kernel writes it (with its recomputation where l·o overflowed).
+// plan takes KEY_LANES ≤ subgroupMinSize). A group takes tiles of KEY_LANES consecutive keys
+// (group g the g-th tile of each GROUPS·KEY_LANES keys), each in three steps:
+//  1. scores, lanes along E: for each key of the tile, lane ℓ loads the vec4 columns ℓ,
+//     ℓ + KEY_LANES, … of its K row (one coalesced run) and dots them with the same columns of
+//     every row's query; the lanes' parts are summed by subgroupShuffleXor (a butterfly: every
+//     lane gets the same bits; four rows share one vec4 shuffle), and lane i keeps key i's;
+//  2. the online softmax, lanes along keys: each lane masks and scores its own key for every row
+//     (ranges, documents, mask, softcap, ALiBi: once per (row, key), not once per lane), the
+//     tile's max of each row is a butterfly, each lane weighs its key against the row's new max
+//     and keeps its part of the denominator, and the output is rescaled once per tile;
+//  3. O += P·V, lanes along Ev: key i's weights come from lane i (subgroupShuffle), and its V
+//     row is read as K was, only for a key some row uses and only into those rows (a hidden
+//     key's value is never read into an output).
+// Each lane keeps the same vec4 columns of every row's query and output, its part of each row's
+// denominator, visible count, last key and NaN flag; the group's running max is the same on
+// every lane. No workgroup memory and no barrier in the key loop, so loads stay in flight. After
+// it the lanes' parts are summed, the groups combine their states through workgroup memory in
+// group order (deterministic), and the record is written as the tile kernel writes it (with its
+// recomputation where l·o overflowed).
 // Variants (masks, ranges, softcap, ALiBi, documents) use the flash kernels' helpers; the sink
 // joins in the merge.
 //
@@ -38,10 +47,12 @@ fn recompute_output4(row: QueryRow, m: f32, l: f32, c4: u32) -> vec4<f32> {
 }
 
 @compute @workgroup_size(DECODE_INVOCATIONS)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32,
+        @builtin(subgroup_invocation_id) subgroup_lane: u32) {
   let work = decode_workgroup(wg);
   let lane = t % KEY_LANES;
   let g = t / KEY_LANES;
+  let group_base = subgroup_lane - lane;  // the group's lane 0 in the subgroup
   var rows: array<QueryRow, DECODE_ROWS>;
   var q: array<array<vec4<f32>, LANE_Q>, DECODE_ROWS>;
   for (var r = 0u; r < DECODE_ROWS; r++) {
@@ -54,65 +65,112 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   let wg_last = work.keys_last;
   let k_base = work.kv_local * p.key_stride;
   let v_base = work.kv_local * p.value_stride;
+  let no_key = bitcast<f32>(p.neg_inf_bits);  // run-time −∞: tested by its bits (is_neg_inf)
 
+  // The group's running max of each row (−∞ before its first key; the same bits on every lane),
+  // and this lane's part of the rest of the row's state: the denominator of the keys it owned,
+  // their count, the last of them, a NaN among them; its vec4 columns of the output.
   var m: array<f32, DECODE_ROWS>;
-  var l: array<f32, DECODE_ROWS>;
-  var count: array<u32, DECODE_ROWS>;
-  var last_key: array<u32, DECODE_ROWS>;
-  var nan_row: array<bool, DECODE_ROWS>;
+  for (var r = 0u; r < DECODE_ROWS; r++) { m[r] = no_key; }
+  var l: array<vec4<f32>, ROW_VEC4S>;
+  var count: array<vec4<u32>, ROW_VEC4S>;
+  var last_key: array<vec4<u32>, ROW_VEC4S>;
+  var nan_row: array<vec4<u32>, ROW_VEC4S>;
   var acc: array<array<vec4<f32>, LANE_V>, DECODE_ROWS>;
-  for (var j0 = wg_first; j0 <= wg_last; j0 += i32(GROUPS)) {
-    // Past the range, a group scores its last key again (the shuffles stay in uniform control
-    // flow) and uses nothing.
-    let j = j0 + i32(g);
-    let in_split = j <= wg_last;
-    let key_j = u32(min(j, wg_last));
-    var k: array<vec4<f32>, LANE_Q>;
-    for (var c = 0u; c < LANE_Q; c++) { k[c] = key4(k_base + key_j * p.E, 4u * (lane + c * KEY_LANES), p.E); }
-    var dots: array<vec4<f32>, ROW_VEC4S>;
-    for (var r = 0u; r < DECODE_ROWS; r++) {
-      var d = 0.0;
-      for (var c = 0u; c < LANE_Q; c++) { d += dot(q[r][c], k[c]); }
-      dots[r / 4u][r % 4u] = d;
-    }
-    for (var v = 0u; v < ROW_VEC4S; v++) { dots[v] = group_sum(dots[v]); }
+  for (var j0 = wg_first; j0 <= wg_last; j0 += i32(GROUPS * KEY_LANES)) {
+    let tile_first = j0 + i32(g * KEY_LANES);
 
-    var weight: array<f32, DECODE_ROWS>;
-    var alpha: array<f32, DECODE_ROWS>;
-    var used: array<bool, DECODE_ROWS>;
-    var any_used = false;
+    // 1. Scores of the group's tile of KEY_LANES keys, one key at a time with the lanes along E;
+    //    lane i keeps key i's. Past the range a group scores its last key again (the shuffles
+    //    stay in uniform control flow) and uses nothing.
+    var mine: array<vec4<f32>, ROW_VEC4S>;
+    for (var i = 0u; i < KEY_LANES; i++) {
+      let key_i = u32(min(tile_first + i32(i), wg_last));
+      var k: array<vec4<f32>, LANE_Q>;
+      for (var c = 0u; c < LANE_Q; c++) { k[c] = key4(k_base + key_i * p.E, 4u * (lane + c * KEY_LANES), p.E); }
+      var dots: array<vec4<f32>, ROW_VEC4S>;
+      for (var r = 0u; r < DECODE_ROWS; r++) {
+        var d = 0.0;
+        for (var c = 0u; c < LANE_Q; c++) { d += dot(q[r][c], k[c]); }
+        dots[r / 4u][r % 4u] = d;
+      }
+      for (var v = 0u; v < ROW_VEC4S; v++) { mine[v] = select(mine[v], group_sum(dots[v]), lane == i); }
+    }
+
+    // 2. The online softmax once per tile: each lane masks and scores its own key for every row;
+    //    the tile's max of each row over the group; each lane's weights against the new max.
+    let j = tile_first + i32(lane);
+    let key_j = u32(j);
+    var s: array<vec4<f32>, ROW_VEC4S>;
+    var used = 0u;  // bit r: row r uses this lane's key
+    for (var v = 0u; v < ROW_VEC4S; v++) { s[v] = vec4<f32>(no_key); }
     for (var r = 0u; r < DECODE_ROWS; r++) {
-      used[r] = false;  // set again: SwiftShader kept the last key's flags in this loop-scoped var
       let row = rows[r];
-      if (!in_split || i32(key_j) < row.first || i32(key_j) > row.last || !key_visible(row, key_j)) { continue; }
-      let scored = scaled_masked_score(dots[r / 4u][r % 4u], row.mask_row + key_j * p.mask_sk, alibi_bias(row.b, row.h, row.i, key_j));
+      if (j > wg_last || j < row.first || j > row.last || !key_visible(row, key_j)) { continue; }
+      let scored = scaled_masked_score(mine[r / 4u][r % 4u], row.mask_row + key_j * p.mask_sk, alibi_bias(row.b, row.h, row.i, key_j));
       if (scored.hidden) { continue; }
       if (is_nan(scored.s)) {
-        nan_row[r] = true;
+        nan_row[r / 4u][r % 4u] = 1u;
         continue;
       }
-      let m_new = select(scored.s, max(m[r], scored.s), count[r] > 0u);
-      alpha[r] = select(1.0, exp(m[r] - m_new), count[r] > 0u);  // l and acc are 0 before the first key
-      weight[r] = exp(scored.s - m_new);
-      m[r] = m_new;
-      l[r] = l[r] * alpha[r] + weight[r];
-      count[r] += 1u;
-      last_key[r] = key_j;
-      used[r] = true;
-      any_used = true;
+      s[r / 4u][r % 4u] = scored.s;
+      used |= 1u << r;
+      count[r / 4u][r % 4u] += 1u;
+      last_key[r / 4u][r % 4u] = key_j;  // a lane's keys ascend
     }
-    if (any_used) {
-      var v: array<vec4<f32>, LANE_V>;
-      for (var c = 0u; c < LANE_V; c++) { v[c] = value4(v_base + key_j * p.Ev, 4u * (lane + c * KEY_LANES), p.Ev); }
-      for (var r = 0u; r < DECODE_ROWS; r++) {
-        if (!used[r]) { continue; }
-        for (var c = 0u; c < LANE_V; c++) { acc[r][c] = acc[r][c] * alpha[r] + weight[r] * v[c]; }
+    var weights: array<vec4<f32>, ROW_VEC4S>;
+    for (var v = 0u; v < ROW_VEC4S; v++) { weights[v] = vec4<f32>(0.0); }  // SwiftShader keeps loop-scoped vars
+    var alpha: array<f32, DECODE_ROWS>;
+    for (var v = 0u; v < ROW_VEC4S; v++) {
+      let tile_max = group_max(s[v]);
+      for (var x = 0u; x < 4u; x++) {
+        let r = 4u * v + x;
+        if (r >= DECODE_ROWS) { break; }
+        alpha[r] = 1.0;
+        if (is_neg_inf(tile_max[x])) { continue; }  // no key of the tile for this row
+        let first = is_neg_inf(m[r]);  // l and acc are 0 before the row's first key
+        let m_new = select(max(m[r], tile_max[x]), tile_max[x], first);
+        alpha[r] = select(exp(m[r] - m_new), 1.0, first);
+        weights[v][x] = select(0.0, exp(s[v][x] - m_new), ((used >> r) & 1u) != 0u);
+        l[v][x] = l[v][x] * alpha[r] + weights[v][x];
+        m[r] = m_new;
+      }
+    }
+    for (var r = 0u; r < DECODE_ROWS; r++) {
+      for (var c = 0u; c < LANE_V; c++) { acc[r][c] *= alpha[r]; }
+    }
+
+    // 3. O += P·V over the tile, the lanes along Ev again: key i's weights and rows from lane i;
+    //    a V row is read only for a key some row uses, and only into those rows.
+    for (var i = 0u; i < KEY_LANES; i++) {
+      let key_used = subgroupShuffle(used, group_base + i);
+      var w: array<vec4<f32>, ROW_VEC4S>;
+      for (var v = 0u; v < ROW_VEC4S; v++) { w[v] = subgroupShuffle(weights[v], group_base + i); }
+      if (key_used != 0u) {
+        let key_i = u32(tile_first + i32(i));
+        var val: array<vec4<f32>, LANE_V>;
+        for (var c = 0u; c < LANE_V; c++) { val[c] = value4(v_base + key_i * p.Ev, 4u * (lane + c * KEY_LANES), p.Ev); }
+        for (var r = 0u; r < DECODE_ROWS; r++) {
+          if (((key_used >> r) & 1u) == 0u) { continue; }
+          for (var c = 0u; c < LANE_V; c++) { acc[r][c] += w[r / 4u][r % 4u] * val[c]; }
+        }
       }
     }
   }
 
+  // Each row's state summed over the group's lanes (every lane gets the same bits).
+  for (var v = 0u; v < ROW_VEC4S; v++) {
+    let l_sum = group_sum(l[v]);
+    let count_sum = group_sum_u32(count[v]);
+    let last = group_max_u32(last_key[v]);
+    let nan = group_max_u32(nan_row[v]);
+    for (var x = 0u; x < 4u; x++) {
+      let r = 4u * v + x;
+      if (r >= DECODE_ROWS) { break; }
+      store_group_state(g, r, lane, m[r], l_sum[x], count_sum[x], last[x], nan[x] != 0u);
+    }
+  }
   for (var r = 0u; r < DECODE_ROWS; r++) {
-    store_group_state(g, r, lane, m[r], l[r], count[r], last_key[r], nan_row[r]);
     for (var c = 0u; c < LANE_V; c++) { store_group_columns(g, r, lane + c * KEY_LANES, acc[r][c]); }
   }
   write_split_records(work, rows, t);
