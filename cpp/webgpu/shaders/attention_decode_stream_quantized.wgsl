@@ -10,19 +10,24 @@
 //
 // Algorithm: attention_decode_stream.wgsl's (one workgroup per (KV head of the chunk, block of
 // DECODE_ROWS of the rows that read it, split); GROUPS groups of KEY_LANES lanes of one subgroup;
-// no workgroup memory and no barrier in the key loop), with a group taking a whole tile of 4 keys
-// at a time. In the tile layout a vec4<u32> of the key binding holds word w of one block of the 4
-// keys (int8: elements 4w … 4w + 3, int4: 8w … 8w + 7 as nibbles); a tile's loads are
-// consecutive, so lane ℓ of the group loads the tile's vec4s ℓ, ℓ + KEY_LANES, … (one coalesced
-// run) and dots each with the query word(s) it holds for them, which gives the 4 keys' partial
-// integer sums at once (a vec4<i32>). The BLOCK_LANES lanes of one block sum them by
-// subgroupShuffleXor (exact integers); each lane then scales its blocks' sums by
-// scale_q · scale_k (the 4 keys' block scales: one vec4<f32> load per tile and block, the same
-// address for the block's lanes) and the rest of the butterfly sums the blocks, so every lane has
-// the 4 scores with the same bits. Each lane keeps every row's online-softmax state and the
-// output columns of its value loads (int8: column x of value vec4 x; int4: columns 2x, 2x + 1),
-// dequantized in registers (level · scale) only for the keys some row sees: a hidden key's value
-// is never added into an output. After the loop the groups combine their states
+// no workgroup memory and no barrier in the key loop; the online softmax once per step, each lane
+// for its own key), with a group taking KEY_LANES / 4 tiles of 4 keys a step, each in turn:
+//  1. scores: in the tile layout a vec4<u32> of the key binding holds word w of one block of the
+//     4 keys (int8: elements 4w … 4w + 3, int4: 8w … 8w + 7 as nibbles); a tile's loads are
+//     consecutive, so lane ℓ of the group loads the tile's vec4s ℓ, ℓ + KEY_LANES, … (one
+//     coalesced run) and dots each with the query word(s) it holds for them, which gives the 4
+//     keys' partial integer sums at once (a vec4<i32>). The BLOCK_LANES lanes of one block sum
+//     them by subgroupShuffleXor (exact integers); each lane then scales its blocks' sums by
+//     scale_q · scale_k (the 4 keys' block scales: one vec4<f32> load per tile and block, the
+//     same address for the block's lanes) and the rest of the butterfly sums the blocks, so every
+//     lane has the 4 scores with the same bits; lane ℓ keeps key ℓ % 4 of tile ℓ / 4;
+//  2. the online softmax as in attention_decode_stream.wgsl;
+//  3. P·V: a tile's 4 keys' weights come from lanes 4·tile … (subgroupShuffle); each lane loads
+//     its value words of a tile some row uses and keeps the output columns of them (int8: column
+//     x of value vec4 x; int4: columns 2x, 2x + 1), dequantized in registers (level · scale) and
+//     added only into the rows that use the key: a hidden key's value is never added into an
+//     output.
+// After the loop the lanes' parts are summed and the groups combine their states
 // (attention_decode_stream_common.wgsl.inc). Variants (masks, ranges, softcap, ALiBi, documents)
 // use the flash kernels' helpers; the sink joins in the merge.
 //
@@ -49,6 +54,7 @@ const LANE_K: u32 = LANE_SLOTS * SLOT_LOADS;
 const LANE_V: u32 = (VALUE_TILE_VEC4S + KEY_LANES - 1u) / KEY_LANES;
 const QUERY_WORDS: u32 = select(1u, 2u, KEY_INT4);      // query words a key word meets
 const VALUE_COLUMNS: u32 = select(1u, 2u, VALUE_INT4);  // output vec4 columns a value word holds
+const STEP_TILES: u32 = KEY_LANES / 4u;  // tiles a group takes per step: one key per lane
 
 // The row's query as a lane holds it: the words its key loads meet and (int4 keys) 8·Σ of those
 // query levels, which the keys' levels + 8 overcount; per slot, the block's query scale.
@@ -99,10 +105,12 @@ fn recompute_output4(row: QueryRow, m: f32, l: f32, c4: u32) -> vec4<f32> {
 }
 
 @compute @workgroup_size(DECODE_INVOCATIONS)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32,
+        @builtin(subgroup_invocation_id) subgroup_lane: u32) {
   let work = decode_workgroup(wg);
   let lane = t % KEY_LANES;
   let g = t / KEY_LANES;
+  let group_base = subgroup_lane - lane;  // the group's lane 0 in the subgroup
   var rows: array<QueryRow, DECODE_ROWS>;
   var q: array<LaneQuery, DECODE_ROWS>;
   for (var r = 0u; r < DECODE_ROWS; r++) {
@@ -123,106 +131,123 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   // The tiles of 4 keys that hold the keys any row here may see (none when there are none).
   let tile_first = work.keys_first / 4;
   let tile_last = select(-1, work.keys_last / 4, work.keys_first <= work.keys_last);
+  let no_key = bitcast<f32>(p.neg_inf_bits);  // run-time −∞: tested by its bits (is_neg_inf)
 
+  // As in attention_decode_stream.wgsl: the group's running max of each row (the same bits on
+  // every lane), and this lane's part of the rest of the row's state: the denominator of the keys
+  // it owned, their count, the last of them, a NaN among them; its output columns.
   var m: array<f32, DECODE_ROWS>;
-  var l: array<f32, DECODE_ROWS>;
-  var count: array<u32, DECODE_ROWS>;
-  var last_key: array<u32, DECODE_ROWS>;
-  var nan_row: array<bool, DECODE_ROWS>;
+  for (var r = 0u; r < DECODE_ROWS; r++) { m[r] = no_key; }
+  var l: array<vec4<f32>, ROW_VEC4S>;
+  var count: array<vec4<u32>, ROW_VEC4S>;
+  var last_key: array<vec4<u32>, ROW_VEC4S>;
+  var nan_row: array<vec4<u32>, ROW_VEC4S>;
   var acc: array<array<vec4<f32>, LANE_V * VALUE_COLUMNS>, DECODE_ROWS>;
-  for (var t0 = tile_first; t0 <= tile_last; t0 += i32(GROUPS)) {
-    // Past the range, a group scores its last tile again (the shuffles stay in uniform control
-    // flow) and uses nothing.
-    let in_split = t0 + i32(g) <= tile_last;
-    let tile = u32(min(t0 + i32(g), tile_last));
-    let k_tile = (head * (k_rows / 4u) + tile) * k_blocks;  // its first tile-block
-    var levels: array<vec4<u32>, LANE_K>;
-    var key_scales: array<vec4<f32>, LANE_SLOTS>;
-    for (var n = 0u; n < LANE_K; n++) {
-      let x = key_load(lane, n);
-      if (x < k_loads) {
-        levels[n] = key[k_tile * KEY_BLOCK_WORDS + x];
-        if (n % SLOT_LOADS == 0u) { key_scales[n / SLOT_LOADS] = bitcast<vec4<f32>>(key[k_scales + k_tile + x / KEY_BLOCK_WORDS]); }
+  for (var t0 = tile_first; t0 <= tile_last; t0 += i32(GROUPS * STEP_TILES)) {
+    let step_first = t0 + i32(g * STEP_TILES);  // the group's first tile of this step
+
+    // 1. Scores of the group's STEP_TILES tiles, one tile at a time; lane ℓ keeps those of key
+    //    ℓ % 4 of tile ℓ / 4. Past the range a group scores its last tile again (the shuffles
+    //    stay in uniform control flow) and uses nothing.
+    var mine: array<vec4<f32>, ROW_VEC4S>;
+    for (var tt = 0u; tt < STEP_TILES; tt++) {
+      let tile = u32(min(step_first + i32(tt), tile_last));
+      let k_tile = (head * (k_rows / 4u) + tile) * k_blocks;  // its first tile-block
+      var levels: array<vec4<u32>, LANE_K>;
+      var key_scales: array<vec4<f32>, LANE_SLOTS>;
+      for (var n = 0u; n < LANE_K; n++) {
+        let x = key_load(lane, n);
+        if (x < k_loads) {
+          levels[n] = key[k_tile * KEY_BLOCK_WORDS + x];
+          if (n % SLOT_LOADS == 0u) { key_scales[n / SLOT_LOADS] = bitcast<vec4<f32>>(key[k_scales + k_tile + x / KEY_BLOCK_WORDS]); }
+        }
       }
-    }
-    // Per row, the 4 keys' q·k: each slot's block summed over its lanes in integers, scaled,
-    // then the blocks summed over the lanes.
-    var dots: array<vec4<f32>, DECODE_ROWS>;
-    for (var r = 0u; r < DECODE_ROWS; r++) {
-      var part = vec4<f32>(0.0);
-      for (var s = 0u; s < LANE_SLOTS; s++) {
-        var d = vec4<i32>(0);
-        for (var i = 0u; i < SLOT_LOADS; i++) { d += load_dots(levels[s * SLOT_LOADS + i], q[r], s * SLOT_LOADS + i); }
-        for (var mask = 1u; mask < BLOCK_LANES; mask <<= 1u) { d += subgroupShuffleXor(d, mask); }
-        part += (q[r].scales[s] * key_scales[s]) * vec4<f32>(d);
+      // Per row, the 4 keys' q·k: each slot's block summed over its lanes in integers, scaled,
+      // then the blocks summed over the lanes.
+      for (var r = 0u; r < DECODE_ROWS; r++) {
+        var part = vec4<f32>(0.0);
+        for (var s = 0u; s < LANE_SLOTS; s++) {
+          var d = vec4<i32>(0);
+          for (var i = 0u; i < SLOT_LOADS; i++) { d += load_dots(levels[s * SLOT_LOADS + i], q[r], s * SLOT_LOADS + i); }
+          for (var mask = 1u; mask < BLOCK_LANES; mask <<= 1u) { d += subgroupShuffleXor(d, mask); }
+          part += (q[r].scales[s] * key_scales[s]) * vec4<f32>(d);
+        }
+        for (var mask = BLOCK_LANES; mask < KEY_LANES; mask <<= 1u) { part += shuffle_xor(part, mask); }
+        mine[r / 4u][r % 4u] = select(mine[r / 4u][r % 4u], part[lane % 4u], lane / 4u == tt);
       }
-      for (var mask = BLOCK_LANES; mask < KEY_LANES; mask <<= 1u) { part += shuffle_xor(part, mask); }
-      dots[r] = part;
     }
 
-    var weight: array<vec4<f32>, DECODE_ROWS>;
-    var alpha: array<f32, DECODE_ROWS>;
-    var used: array<vec4<bool>, DECODE_ROWS>;
-    var key_used = vec4<bool>(false);
+    // 2. The online softmax once per step, each lane for its own key (attention_decode_stream.wgsl).
+    let tile_l = step_first + i32(lane / 4u);
+    let key_j = 4u * u32(max(tile_l, 0)) + lane % 4u;
+    var s: array<vec4<f32>, ROW_VEC4S>;
+    var used = 0u;  // bit r: row r uses this lane's key
+    for (var v = 0u; v < ROW_VEC4S; v++) { s[v] = vec4<f32>(no_key); }
     for (var r = 0u; r < DECODE_ROWS; r++) {
-      // Set again: SwiftShader kept the last tile's values in loop-scoped vars.
-      used[r] = vec4<bool>(false);
-      weight[r] = vec4<f32>(0.0);
-      alpha[r] = 1.0;
       let row = rows[r];
-      var s: vec4<f32>;
-      var tile_max = 0.0;
-      var visible = 0u;
-      for (var k = 0u; k < 4u; k++) {
-        let j = 4u * tile + k;
-        if (!in_split || i32(j) < row.first || i32(j) > row.last || !key_visible(row, j)) { continue; }
-        let scored = scaled_masked_score(dots[r][k], row.mask_row + j * p.mask_sk, alibi_bias(row.b, row.h, row.i, j));
-        if (scored.hidden) { continue; }
-        if (is_nan(scored.s)) {
-          nan_row[r] = true;
-          continue;
-        }
-        s[k] = scored.s;
-        tile_max = select(scored.s, max(tile_max, scored.s), visible > 0u);
-        visible += 1u;
-        used[r][k] = true;
-        last_key[r] = j;  // keys ascend
+      if (tile_l > tile_last || i32(key_j) < row.first || i32(key_j) > row.last || !key_visible(row, key_j)) { continue; }
+      let scored = scaled_masked_score(mine[r / 4u][r % 4u], row.mask_row + key_j * p.mask_sk, alibi_bias(row.b, row.h, row.i, key_j));
+      if (scored.hidden) { continue; }
+      if (is_nan(scored.s)) {
+        nan_row[r / 4u][r % 4u] = 1u;
+        continue;
       }
-      if (visible == 0u) { continue; }
-      let m_new = select(tile_max, max(m[r], tile_max), count[r] > 0u);
-      alpha[r] = select(1.0, exp(m[r] - m_new), count[r] > 0u);  // l and acc are 0 before the first key
-      var l_new = l[r] * alpha[r];
-      for (var k = 0u; k < 4u; k++) {
-        if (used[r][k]) {
-          weight[r][k] = exp(s[k] - m_new);
-          l_new += weight[r][k];
-        }
-      }
-      m[r] = m_new;
-      l[r] = l_new;
-      count[r] += visible;
-      key_used = key_used | used[r];
+      s[r / 4u][r % 4u] = scored.s;
+      used |= 1u << r;
+      count[r / 4u][r % 4u] += 1u;
+      last_key[r / 4u][r % 4u] = key_j;  // a lane's keys ascend
     }
-    if (any(key_used)) {
-      let v_tile = (head * (v_rows / 4u) + tile) * v_blocks;
-      for (var r = 0u; r < DECODE_ROWS; r++) {
-        if (!any(used[r])) { continue; }
-        for (var c = 0u; c < LANE_V * VALUE_COLUMNS; c++) { acc[r][c] *= alpha[r]; }
+    var weights: array<vec4<f32>, ROW_VEC4S>;
+    for (var v = 0u; v < ROW_VEC4S; v++) { weights[v] = vec4<f32>(0.0); }  // SwiftShader keeps loop-scoped vars
+    var alpha: array<f32, DECODE_ROWS>;
+    for (var v = 0u; v < ROW_VEC4S; v++) {
+      let tile_max = group_max(s[v]);
+      for (var x = 0u; x < 4u; x++) {
+        let r = 4u * v + x;
+        if (r >= DECODE_ROWS) { break; }
+        alpha[r] = 1.0;
+        if (is_neg_inf(tile_max[x])) { continue; }  // no key of the step for this row
+        let first = is_neg_inf(m[r]);  // l and acc are 0 before the row's first key
+        let m_new = select(max(m[r], tile_max[x]), tile_max[x], first);
+        alpha[r] = select(exp(m[r] - m_new), 1.0, first);
+        weights[v][x] = select(0.0, exp(s[v][x] - m_new), ((used >> r) & 1u) != 0u);
+        l[v][x] = l[v][x] * alpha[r] + weights[v][x];
+        m[r] = m_new;
       }
-      for (var n = 0u; n < LANE_V; n++) {
-        let x = lane + n * KEY_LANES;
-        if (x >= v_loads) { continue; }
-        let words = value[v_tile * VALUE_BLOCK_WORDS + x];
-        let scales = bitcast<vec4<f32>>(value[v_scales + v_tile + x / VALUE_BLOCK_WORDS]);
-        for (var k = 0u; k < 4u; k++) {
-          if (!key_used[k]) { continue; }
-          for (var h = 0u; h < VALUE_COLUMNS; h++) {
-            // Output column VALUE_COLUMNS·x + h; columns past Ev are zeros: nothing is read for them.
-            let c4 = VALUE_COLUMNS * x + h;
-            if (c4 >= value_vec4s) { continue; }
-            let v4 = value_dequantized4(words[k], c4, scales[k]);
-            for (var r = 0u; r < DECODE_ROWS; r++) {
-              if (used[r][k]) { acc[r][n * VALUE_COLUMNS + h] += weight[r][k] * v4; }
+    }
+    for (var r = 0u; r < DECODE_ROWS; r++) {
+      for (var c = 0u; c < LANE_V * VALUE_COLUMNS; c++) { acc[r][c] *= alpha[r]; }
+    }
+
+    // 3. O += P·V, a tile at a time: its 4 keys' weights and rows from lanes 4·tt … 4·tt + 3; the
+    //    value words are loaded only for a tile some row uses, and a key's dequantized values are
+    //    added only into the rows that use it.
+    for (var tt = 0u; tt < STEP_TILES; tt++) {
+      var key_used: vec4<u32>;
+      var w: array<array<vec4<f32>, ROW_VEC4S>, 4>;
+      for (var k = 0u; k < 4u; k++) {
+        let src = group_base + 4u * tt + k;
+        key_used[k] = subgroupShuffle(used, src);
+        for (var v = 0u; v < ROW_VEC4S; v++) { w[k][v] = subgroupShuffle(weights[v], src); }
+      }
+      if (any(key_used != vec4<u32>(0u))) {
+        let tile = u32(step_first + i32(tt));
+        let v_tile = (head * (v_rows / 4u) + tile) * v_blocks;
+        for (var n = 0u; n < LANE_V; n++) {
+          let x = lane + n * KEY_LANES;
+          if (x >= v_loads) { continue; }
+          let words = value[v_tile * VALUE_BLOCK_WORDS + x];
+          let scales = bitcast<vec4<f32>>(value[v_scales + v_tile + x / VALUE_BLOCK_WORDS]);
+          for (var k = 0u; k < 4u; k++) {
+            if (key_used[k] == 0u) { continue; }
+            for (var h = 0u; h < VALUE_COLUMNS; h++) {
+              // Output column VALUE_COLUMNS·x + h; columns past Ev are zeros: nothing is read for them.
+              let c4 = VALUE_COLUMNS * x + h;
+              if (c4 >= value_vec4s) { continue; }
+              let v4 = value_dequantized4(words[k], c4, scales[k]);
+              for (var r = 0u; r < DECODE_ROWS; r++) {
+                if (((key_used[k] >> r) & 1u) != 0u) { acc[r][n * VALUE_COLUMNS + h] += w[k][r / 4u][r % 4u] * v4; }
+              }
             }
           }
         }
@@ -230,8 +255,19 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     }
   }
 
+  // Each row's state summed over the group's lanes (every lane gets the same bits).
+  for (var v = 0u; v < ROW_VEC4S; v++) {
+    let l_sum = group_sum(l[v]);
+    let count_sum = group_sum_u32(count[v]);
+    let last = group_max_u32(last_key[v]);
+    let nan = group_max_u32(nan_row[v]);
+    for (var x = 0u; x < 4u; x++) {
+      let r = 4u * v + x;
+      if (r >= DECODE_ROWS) { break; }
+      store_group_state(g, r, lane, m[r], l_sum[x], count_sum[x], last[x], nan[x] != 0u);
+    }
+  }
   for (var r = 0u; r < DECODE_ROWS; r++) {
-    store_group_state(g, r, lane, m[r], l[r], count[r], last_key[r], nan_row[r]);
     for (var n = 0u; n < LANE_V; n++) {
       for (var h = 0u; h < VALUE_COLUMNS; h++) {
         let c4 = VALUE_COLUMNS * (lane + n * KEY_LANES) + h;
