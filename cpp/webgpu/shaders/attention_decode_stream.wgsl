@@ -75,17 +75,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   let wg_last = work.keys_last;
   let k_base = work.kv_local * p.key_stride;
   let v_base = work.kv_local * p.value_stride;
-  let no_key = bitcast<f32>(p.neg_inf_bits);  // run-time −∞: tested by its bits (is_neg_inf)
-
-  // The group's running max of each row (−∞ before its first key; the same bits on every lane),
-  // and this lane's part of the rest of the row's state: the denominator of the keys it owned,
-  // their count, the last of them, a NaN among them; its vec4 columns of the output.
-  var m: array<f32, DECODE_ROWS>;
-  for (var r = 0u; r < DECODE_ROWS; r++) { m[r] = no_key; }
-  var l: array<vec4<f32>, ROW_VEC4S>;
-  var count: array<vec4<u32>, ROW_VEC4S>;
-  var last_key: array<vec4<u32>, ROW_VEC4S>;
-  var nan_row: array<vec4<u32>, ROW_VEC4S>;
+  // The rows' online-softmax state (StreamState) and this lane's output columns of every row.
+  var state = stream_state();
   var acc: array<array<vec4<f32>, LANE_V>, DECODE_ROWS>;
   for (var j0 = wg_first; j0 <= wg_last; j0 += i32(GROUPS * KEY_LANES)) {
     let tile_first = j0 + i32(g * KEY_LANES);
@@ -129,56 +120,20 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
       }
     }
 
-    // 2. The online softmax once per tile: each lane masks and scores its own key for every row;
-    //    the tile's max of each row over the group; each lane's weights against the new max.
+    // 2. The online softmax once per tile, each lane for its own key.
     let j = tile_first + i32(own_key(lane));
-    let key_j = u32(j);
-    var s: array<vec4<f32>, ROW_VEC4S>;
-    var used = 0u;  // bit r: row r uses this lane's key
-    for (var v = 0u; v < ROW_VEC4S; v++) { s[v] = vec4<f32>(no_key); }
+    let step = step_softmax(&state, rows, mine, u32(j), j <= wg_last);
     for (var r = 0u; r < DECODE_ROWS; r++) {
-      let row = rows[r];
-      if (j > wg_last || j < row.first || j > row.last || !key_visible(row, key_j)) { continue; }
-      let scored = scaled_masked_score(mine[r / 4u][r % 4u], row.mask_row + key_j * p.mask_sk, alibi_bias(row.b, row.h, row.i, key_j));
-      if (scored.hidden) { continue; }
-      if (is_nan(scored.s)) {
-        nan_row[r / 4u][r % 4u] = 1u;
-        continue;
-      }
-      s[r / 4u][r % 4u] = scored.s;
-      used |= 1u << r;
-      count[r / 4u][r % 4u] += 1u;
-      last_key[r / 4u][r % 4u] = key_j;  // a lane's keys ascend
-    }
-    var weights: array<vec4<f32>, ROW_VEC4S>;
-    for (var v = 0u; v < ROW_VEC4S; v++) { weights[v] = vec4<f32>(0.0); }  // SwiftShader keeps loop-scoped vars
-    var alpha: array<f32, DECODE_ROWS>;
-    for (var v = 0u; v < ROW_VEC4S; v++) {
-      let tile_max = group_max(s[v]);
-      for (var x = 0u; x < 4u; x++) {
-        let r = 4u * v + x;
-        if (r >= DECODE_ROWS) { break; }
-        alpha[r] = 1.0;
-        if (is_neg_inf(tile_max[x])) { continue; }  // no key of the tile for this row
-        let first = is_neg_inf(m[r]);  // l and acc are 0 before the row's first key
-        let m_new = select(max(m[r], tile_max[x]), tile_max[x], first);
-        alpha[r] = select(exp(m[r] - m_new), 1.0, first);
-        weights[v][x] = select(0.0, exp(s[v][x] - m_new), ((used >> r) & 1u) != 0u);
-        l[v][x] = l[v][x] * alpha[r] + weights[v][x];
-        m[r] = m_new;
-      }
-    }
-    for (var r = 0u; r < DECODE_ROWS; r++) {
-      for (var c = 0u; c < LANE_V; c++) { acc[r][c] *= alpha[r]; }
+      for (var c = 0u; c < LANE_V; c++) { acc[r][c] *= step.alpha[r]; }
     }
 
     // 3. O += P·V over the tile, the lanes along Ev again: key i's weights and rows from its lane;
     //    a V row is read only for a key some row uses, and only into those rows.
     for (var i = 0u; i < KEY_LANES; i++) {
       let owner = group_base + owner_lane(i);
-      let key_used = subgroupShuffle(used, owner);
+      let key_used = subgroupShuffle(step.used, owner);
       var w: array<vec4<f32>, ROW_VEC4S>;
-      for (var v = 0u; v < ROW_VEC4S; v++) { w[v] = subgroupShuffle(weights[v], owner); }
+      for (var v = 0u; v < ROW_VEC4S; v++) { w[v] = subgroupShuffle(step.weights[v], owner); }
       if (key_used != 0u) {
         let key_i = u32(tile_first + i32(i));
         var val: array<vec4<f32>, LANE_V>;
@@ -191,18 +146,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     }
   }
 
-  // Each row's state summed over the group's lanes (every lane gets the same bits).
-  for (var v = 0u; v < ROW_VEC4S; v++) {
-    let l_sum = group_sum(l[v]);
-    let count_sum = group_sum_u32(count[v]);
-    let last = group_max_u32(last_key[v]);
-    let nan = group_max_u32(nan_row[v]);
-    for (var x = 0u; x < 4u; x++) {
-      let r = 4u * v + x;
-      if (r >= DECODE_ROWS) { break; }
-      store_group_state(g, r, lane, m[r], l_sum[x], count_sum[x], last[x], nan[x] != 0u);
-    }
-  }
+  store_stream_state(g, lane, state);
   for (var r = 0u; r < DECODE_ROWS; r++) {
     for (var c = 0u; c < LANE_V; c++) { store_group_columns(g, r, lane + c * KEY_LANES, acc[r][c]); }
   }

@@ -131,17 +131,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   // The tiles of 4 keys that hold the keys any row here may see (none when there are none).
   let tile_first = work.keys_first / 4;
   let tile_last = select(-1, work.keys_last / 4, work.keys_first <= work.keys_last);
-  let no_key = bitcast<f32>(p.neg_inf_bits);  // run-time −∞: tested by its bits (is_neg_inf)
-
-  // As in attention_decode_stream.wgsl: the group's running max of each row (the same bits on
-  // every lane), and this lane's part of the rest of the row's state: the denominator of the keys
-  // it owned, their count, the last of them, a NaN among them; its output columns.
-  var m: array<f32, DECODE_ROWS>;
-  for (var r = 0u; r < DECODE_ROWS; r++) { m[r] = no_key; }
-  var l: array<vec4<f32>, ROW_VEC4S>;
-  var count: array<vec4<u32>, ROW_VEC4S>;
-  var last_key: array<vec4<u32>, ROW_VEC4S>;
-  var nan_row: array<vec4<u32>, ROW_VEC4S>;
+  // The rows' online-softmax state (StreamState) and this lane's output columns of every row.
+  var state = stream_state();
   var acc: array<array<vec4<f32>, LANE_V * VALUE_COLUMNS>, DECODE_ROWS>;
   for (var t0 = tile_first; t0 <= tile_last; t0 += i32(GROUPS * STEP_TILES)) {
     let step_first = t0 + i32(g * STEP_TILES);  // the group's first tile of this step
@@ -177,46 +168,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
       }
     }
 
-    // 2. The online softmax once per step, each lane for its own key (attention_decode_stream.wgsl).
+    // 2. The online softmax once per step, each lane for its own key.
     let tile_l = step_first + i32(lane / 4u);
-    let key_j = 4u * u32(max(tile_l, 0)) + lane % 4u;
-    var s: array<vec4<f32>, ROW_VEC4S>;
-    var used = 0u;  // bit r: row r uses this lane's key
-    for (var v = 0u; v < ROW_VEC4S; v++) { s[v] = vec4<f32>(no_key); }
+    let step = step_softmax(&state, rows, mine, 4u * u32(max(tile_l, 0)) + lane % 4u, tile_l <= tile_last);
     for (var r = 0u; r < DECODE_ROWS; r++) {
-      let row = rows[r];
-      if (tile_l > tile_last || i32(key_j) < row.first || i32(key_j) > row.last || !key_visible(row, key_j)) { continue; }
-      let scored = scaled_masked_score(mine[r / 4u][r % 4u], row.mask_row + key_j * p.mask_sk, alibi_bias(row.b, row.h, row.i, key_j));
-      if (scored.hidden) { continue; }
-      if (is_nan(scored.s)) {
-        nan_row[r / 4u][r % 4u] = 1u;
-        continue;
-      }
-      s[r / 4u][r % 4u] = scored.s;
-      used |= 1u << r;
-      count[r / 4u][r % 4u] += 1u;
-      last_key[r / 4u][r % 4u] = key_j;  // a lane's keys ascend
-    }
-    var weights: array<vec4<f32>, ROW_VEC4S>;
-    for (var v = 0u; v < ROW_VEC4S; v++) { weights[v] = vec4<f32>(0.0); }  // SwiftShader keeps loop-scoped vars
-    var alpha: array<f32, DECODE_ROWS>;
-    for (var v = 0u; v < ROW_VEC4S; v++) {
-      let tile_max = group_max(s[v]);
-      for (var x = 0u; x < 4u; x++) {
-        let r = 4u * v + x;
-        if (r >= DECODE_ROWS) { break; }
-        alpha[r] = 1.0;
-        if (is_neg_inf(tile_max[x])) { continue; }  // no key of the step for this row
-        let first = is_neg_inf(m[r]);  // l and acc are 0 before the row's first key
-        let m_new = select(max(m[r], tile_max[x]), tile_max[x], first);
-        alpha[r] = select(exp(m[r] - m_new), 1.0, first);
-        weights[v][x] = select(0.0, exp(s[v][x] - m_new), ((used >> r) & 1u) != 0u);
-        l[v][x] = l[v][x] * alpha[r] + weights[v][x];
-        m[r] = m_new;
-      }
-    }
-    for (var r = 0u; r < DECODE_ROWS; r++) {
-      for (var c = 0u; c < LANE_V * VALUE_COLUMNS; c++) { acc[r][c] *= alpha[r]; }
+      for (var c = 0u; c < LANE_V * VALUE_COLUMNS; c++) { acc[r][c] *= step.alpha[r]; }
     }
 
     // 3. O += P·V, a tile at a time: its 4 keys' weights and rows from lanes 4·tt … 4·tt + 3; the
@@ -227,8 +183,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
       var w: array<array<vec4<f32>, ROW_VEC4S>, 4>;
       for (var k = 0u; k < 4u; k++) {
         let src = group_base + 4u * tt + k;
-        key_used[k] = subgroupShuffle(used, src);
-        for (var v = 0u; v < ROW_VEC4S; v++) { w[k][v] = subgroupShuffle(weights[v], src); }
+        key_used[k] = subgroupShuffle(step.used, src);
+        for (var v = 0u; v < ROW_VEC4S; v++) { w[k][v] = subgroupShuffle(step.weights[v], src); }
       }
       if (any(key_used != vec4<u32>(0u))) {
         let tile = u32(step_first + i32(tt));
@@ -255,18 +211,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     }
   }
 
-  // Each row's state summed over the group's lanes (every lane gets the same bits).
-  for (var v = 0u; v < ROW_VEC4S; v++) {
-    let l_sum = group_sum(l[v]);
-    let count_sum = group_sum_u32(count[v]);
-    let last = group_max_u32(last_key[v]);
-    let nan = group_max_u32(nan_row[v]);
-    for (var x = 0u; x < 4u; x++) {
-      let r = 4u * v + x;
-      if (r >= DECODE_ROWS) { break; }
-      store_group_state(g, r, lane, m[r], l_sum[x], count_sum[x], last[x], nan[x] != 0u);
-    }
-  }
+  store_stream_state(g, lane, state);
   for (var r = 0u; r < DECODE_ROWS; r++) {
     for (var n = 0u; n < LANE_V; n++) {
       for (var h = 0u; h < VALUE_COLUMNS; h++) {
