@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// npm run gpu-check -- OUTDIR [--quick] [--icd FILE] [--suites FILES]: what a machine's GPU does with sdpa-web's
+// npm run gpu-check -- OUTDIR [--quick] [--icd FILE] [--suites FILES] [--baseline DIR]: what a machine's GPU does with sdpa-web's
 // WebGPU backend, in one command that needs only this working tree (node_modules and a built
 // dist/), no network and no rebuild, in at most 8 minutes:
 //   1. the adapter: every Vulkan ICD of the machine (/etc/vulkan/icd.d, /usr/share/vulkan/icd.d,
@@ -9,7 +9,9 @@
 //   2. the WebGPU test suites (tests/node/*webgpu*.test.ts, or the comma-separated --suites) on
 //      that adapter.
 //   3. `bench --mode webgpu --profile`: whole calls, GPU-resident prefill, decode steps on a GPU
-//      KV cache of every dtype the build has, and onnxruntime-web's WebGPU EP where it runs.
+//      KV cache of every dtype the build has, and onnxruntime-web's WebGPU EP where it runs; with
+//      --baseline DIR also the GPU-resident engines of another build's dist/ in the same rounds,
+//      and time new/old (a kernel change timed against its predecessor in one run).
 //   4. `bench --mode backward --profile`: the WebGPU backward beside the GPU forward that saves
 //      its log-sum-exp (backward/forward at 1×4096×64 causal and 8×1024×64), and each pass's GPU
 //      time.
@@ -27,6 +29,7 @@ import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { baselinePairs } from './bench/webgpu-resident.mjs';
 import { subgroupsWithheld } from './webgpu-subgroups.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -56,11 +59,13 @@ const PLANS = {
   },
 };
 
-const HELP = `npm run gpu-check -- OUTDIR [--quick] [--icd FILE] [--suites FILES]
+const HELP = `npm run gpu-check -- OUTDIR [--quick] [--icd FILE] [--suites FILES] [--baseline DIR]
   OUTDIR          where gpu-check.json and gpu-check.md (and the pieces) go
   --quick         one suite and a reduced bench (CI smoke test on a CPU Vulkan)
   --icd FILE      use this Vulkan ICD instead of probing the machine's
-  --suites FILES  these WebGPU test files only (comma-separated, e.g. tests/node/decode-webgpu.test.ts)`;
+  --suites FILES  these WebGPU test files only (comma-separated, e.g. tests/node/decode-webgpu.test.ts)
+  --baseline DIR  another build's dist/: its GPU-resident engines beside this build's in the
+                  webgpu bench, same device and rounds, and a table of time new/old`;
 
 /** Run in a child with VK_ICD_FILENAMES set: prints the adapter dawn.node finds, as JSON. */
 async function probe() {
@@ -166,6 +171,13 @@ function markdown(report) {
       lines.push(`| ${r.part} | ${r.case} | ${r.engine} | ${r.ms?.toFixed(3) ?? ''} | ${rate(r)} | ${r.pipelined?.ms.toFixed(3) ?? ''} | ${rate(r.pipelined)} | ${r.pipelined?.submitMs.toFixed(3) ?? ''} | ${result} |`);
     }
     lines.push('');
+    const pairs = baselinePairs(report.bench.resident);
+    if (pairs.length) {
+      lines.push(`Time new/old against \`--baseline ${report.baseline}\` (same device, same rounds; below 1: this build is faster): one call, pipelined, and the GPU time of the profiled call (the median of 5):`, '', '| part | case | engine | one call | pipelined | GPU |', '|---|---|---|---:|---:|---:|');
+      const ratio = (a, b) => (a > 0 && b > 0 ? (a / b).toFixed(3) : '');
+      for (const { mine, theirs } of pairs) lines.push(`| ${mine.part} | ${mine.case} | ${mine.engine} | ${ratio(mine.ms, theirs.ms)} | ${ratio(mine.pipelined?.ms, theirs.pipelined?.ms)} | ${ratio(mine.profile?.gpuMs, theirs.profile?.gpuMs)} |`);
+      lines.push('');
+    }
   }
   lines.push('## bench --mode backward', '');
   for (const run of report.backward) {
@@ -201,7 +213,7 @@ function suiteResults(file) {
 }
 
 async function main() {
-  const { values, positionals } = parseArgs({ allowPositionals: true, options: { quick: { type: 'boolean', default: false }, icd: { type: 'string' }, suites: { type: 'string' }, probe: { type: 'boolean', default: false }, help: { type: 'boolean', default: false } } });
+  const { values, positionals } = parseArgs({ allowPositionals: true, options: { quick: { type: 'boolean', default: false }, icd: { type: 'string' }, suites: { type: 'string' }, baseline: { type: 'string' }, probe: { type: 'boolean', default: false }, help: { type: 'boolean', default: false } } });
   if (values.probe) {
     console.log(JSON.stringify(await probe()));
     process.exit(0);
@@ -209,6 +221,7 @@ async function main() {
   if (values.help) return console.log(HELP);
   if (positionals.length !== 1) throw Object.assign(new Error(`want one OUTDIR; got ${positionals.length ? positionals.join(' ') : 'none'}\n${HELP}`), { usage: true });
   if (!existsSync(join(ROOT, 'dist/index.js'))) throw Object.assign(new Error('dist/ is missing: build first (npm run build:lib)'), { usage: true });
+  if (values.baseline && !existsSync(join(resolve(values.baseline), 'index.js'))) throw Object.assign(new Error(`--baseline ${values.baseline}: want another build's dist/ (its index.js is missing)\n${HELP}`), { usage: true });
   const out = resolve(positionals[0]);
   mkdirSync(out, { recursive: true });
   const plan = values.quick ? PLANS.quick : PLANS.full;
@@ -216,7 +229,7 @@ async function main() {
   const files = values.suites?.split(',').filter(Boolean) ?? plan.suites ?? everyFile;
   const unknown = files.filter((f) => !everyFile.includes(f));
   if (unknown.length) throw Object.assign(new Error(`--suites: ${unknown.join(', ')} is not a WebGPU test file; they are ${everyFile.join(', ')}`), { usage: true });
-  const report = { startedAt: new Date().toISOString(), quick: values.quick, subgroupsWithheld: subgroupsWithheldHere() };
+  const report = { startedAt: new Date().toISOString(), quick: values.quick, subgroupsWithheld: subgroupsWithheldHere(), baseline: values.baseline };
 
   const { probed, chosen } = chooseAdapter(values.icd);
   report.probed = probed.map((p) => ({ icd: p.icd, adapter: p.adapter ? adapterName(p.adapter) : null, error: p.error }));
@@ -240,7 +253,7 @@ async function main() {
   report.suites = { files, exitCode: suites.code, timedOut: suites.timedOut, seconds: suites.seconds, ...suiteResults(vitestJson) };
 
   const benchJson = join(out, 'bench.json');
-  const benchArgs = ['--mode', 'webgpu', '--profile', ...plan.bench, '--json', benchJson, '--results', join(out, 'bench.md'), '--note', `gpu-check on ${adapterName(chosen.adapter)}`];
+  const benchArgs = ['--mode', 'webgpu', '--profile', ...plan.bench, ...(values.baseline ? ['--baseline', resolve(values.baseline)] : []), '--json', benchJson, '--results', join(out, 'bench.md'), '--note', `gpu-check on ${adapterName(chosen.adapter)}`];
   console.log(`[gpu-check] bench: npm run bench -- ${benchArgs.join(' ')}`);
   const bench = await runStep(process.execPath, [join(ROOT, 'scripts/bench/cli.mjs'), ...benchArgs], profileEnv, plan.limits.benchS);
   const benchReport = existsSync(benchJson) && bench.code === 0 ? JSON.parse(readFileSync(benchJson, 'utf8')) : { rows: [], resident: [] };

@@ -3,7 +3,7 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, loadavg } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { ENGINES } from './engines.mjs';
@@ -70,8 +70,11 @@ const HELP = `npm run bench -- [options]: sdpa-web's speed in Node, against its 
                     about MS at most per case (default 4000)
   --threads N       threads of sdpa-simd-mt (default every core)
   --causal          isCausal: true (sdpa engines only; GFLOP/s count the visible half)
-  --baseline DIR    adds sdpa-simd-1t@baseline and sdpa-simd-mt@baseline from another build's dist/,
-                    interleaved with the current ones, and prints time new/old per case
+  --baseline DIR    another build's dist/, timed beside this one's and printed as time new/old per
+                    case: sdpa-simd-1t@baseline and sdpa-simd-mt@baseline, interleaved with the
+                    current ones; in webgpu mode instead, every GPU-resident engine of that build
+                    ("… @baseline") on the same device in the same rounds, and with --profile each
+                    profiled call the median of 5 (a kernel change against its predecessor)
   --probes LIST     diagnose: ${MODES.diagnose.probes} (default all):
                     peak: f32x4 mul+add and relaxed_madd throughput on one core;
                     long: Lq = Lk = 32768 and 16384 (full, causal), E = 64, 1 thread and threads;
@@ -146,7 +149,8 @@ async function options(argv) {
     for (const name of engines) if (!DECODE_ENGINES.includes(name)) throw new Error(`unknown decode engine ${name}; known: ${DECODE_ENGINES.join(' ')}`);
     return { ...values, decodeCases, engines, reps: positive('reps', values.reps ?? String(mode.reps)), threads: values.threads === undefined ? undefined : positive('threads', values.threads), json: values.json ?? join(ROOT, 'bench-output', 'decode.json') };
   }
-  if (values.baseline) engines.push('sdpa-simd-1t@baseline', 'sdpa-simd-mt@baseline');
+  if (values.baseline && !existsSync(join(resolve(values.baseline), 'index.js'))) throw new Error(`--baseline ${values.baseline}: want another build's dist/ (its index.js is missing)`);
+  if (values.baseline && values.mode !== 'webgpu') engines.push('sdpa-simd-1t@baseline', 'sdpa-simd-mt@baseline');
   const probes = list(values.probes ?? mode.probes ?? '');
   for (const [kind, names, known] of [['engine', engines, Object.keys(ENGINES)], ['probe', probes, list(MODES.diagnose.probes)]]) {
     for (const name of names) if (!known.includes(name)) throw new Error(`unknown ${kind} ${name}; known: ${known.join(' ')}`);

@@ -6,6 +6,8 @@
 // MatMul/Softmax graph (prefill) and com.microsoft GroupQueryAttention (decode). Outputs are
 // checked against the float64 reference before timing. With no GPU (dawn.node on SwiftShader)
 // the numbers prove only that everything runs and is right, never speed.
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { createAttention, toFloat16 } from '../../dist/index.js';
 import { flops, makeCheck, makeInputs as prefillInputs } from './cases.mjs';
 import { makeInputs as decodeInputs, oracle, parseDecodeCase } from './decode.mjs';
@@ -170,6 +172,16 @@ async function decodeEngines(c, inputs, attn, device, ortEnv) {
   return engines;
 }
 
+const PROFILE_ROUNDS = 5;
+
+/** The profile of the call whose GPU time is the median of `rounds` profiled calls. */
+async function medianProfile(profiler, run, rounds) {
+  const profiles = [];
+  for (let i = 0; i < rounds; i++) profiles.push(await profiler.profile(run));
+  profiles.sort((a, b) => a.gpuMs - b.gpuMs);
+  return { ...profiles[rounds >> 1], ...(rounds > 1 ? { rounds, gpuMsRange: [profiles[0].gpuMs, profiles[rounds - 1].gpuMs] } : {}) };
+}
+
 /** Checks then times each case's engines; rows { part, case, engine, ms, gflops | gbPerS, error }. */
 export async function benchWebGpuResident(opts, gpu) {
   let ortEnv = {};
@@ -185,6 +197,15 @@ export async function benchWebGpuResident(opts, gpu) {
   }
   const profiler = opts.profile ? gpuProfiler(device) : undefined;
   const attn = await createAttention({ backend: 'webgpu', gpuDevice: device });
+  // --baseline DIR: the same engines from another build's dist/ on the same device (named
+  // "… @baseline"), in the same interleaved rounds, so that a kernel change is timed against its
+  // predecessor in one process; each profiled call is then the median of PROFILE_ROUNDS.
+  const baseline = opts.baseline ? await (await import(pathToFileURL(resolve(opts.baseline, 'index.js')).href)).createAttention({ backend: 'webgpu', gpuDevice: device }) : undefined;
+  const withBaseline = async (engines) => {
+    if (!baseline) return engines(attn, ortEnv);
+    const theirs = (await engines(baseline, {})).map((e) => ({ ...e, name: `${e.name} @baseline` }));
+    return [...(await engines(attn, ortEnv)), ...theirs];
+  };
   const scalar = await createAttention({ backend: 'scalar' });
   const rows = [];
   // Calls submitted back to back and waited for once: the GPU's time per call without the
@@ -228,7 +249,7 @@ export async function benchWebGpuResident(opts, gpu) {
       }
       // sdpa-web's calls only: the profiler stands in for the compute passes of every encoder the
       // device makes while it runs, and onnxruntime-web's passes may use what it does not model.
-      if (profiler && !e.name.startsWith('ort')) row.profile = profiler.unavailable ? { error: profiler.unavailable } : await profiler.profile(e.run).catch((err) => ({ error: message(err) }));
+      if (profiler && !e.name.startsWith('ort')) row.profile = profiler.unavailable ? { error: profiler.unavailable } : await medianProfile(profiler, e.run, baseline ? PROFILE_ROUNDS : 1).catch((err) => ({ error: message(err) }));
       e.dispose();
     }
   };
@@ -242,7 +263,8 @@ export async function benchWebGpuResident(opts, gpu) {
         if (!v.ok) throw new Error(`wrong result: max error ${v.error.toExponential(2)} > bound ${v.bound.toExponential(2)}`);
         return v.error;
       };
-      await time(causal ? 'prefill causal' : 'prefill', c, await prefillEngines(c, inputs, attn, device, ortEnv, causal), verdict, (ms) => ({ gflops: flops(c, { causal }) / ms / 1e6 }));
+      const engines = await withBaseline((a, ort) => prefillEngines(c, inputs, a, device, ort, causal));
+      await time(causal ? 'prefill causal' : 'prefill', c, engines, verdict, (ms) => ({ gflops: flops(c, { causal }) / ms / 1e6 }));
     }
   }
   for (const text of opts.decodeCases) {
@@ -251,10 +273,12 @@ export async function benchWebGpuResident(opts, gpu) {
     const check = oracle(scalar, c, inputs);
     // K/V bytes a step reads: every visible key and value once.
     const elements = c.Hkv * c.lengths.reduce((a, b) => a + b, 0) * 2 * c.E;
-    await time('decode', c, await decodeEngines(c, inputs, attn, device, ortEnv), (output, e) => check('webgpu', output, e.dtype), (ms, e) => ({ gbPerS: (e.elementBytes ?? 4) * elements / ms / 1e6 }));
+    const engines = await withBaseline((a, ort) => decodeEngines(c, inputs, a, device, ort));
+    await time('decode', c, engines, (output, e) => check('webgpu', output, e.dtype), (ms, e) => ({ gbPerS: (e.elementBytes ?? 4) * elements / ms / 1e6 }));
   }
   profiler?.dispose?.();
   attn.dispose();
+  baseline?.dispose();
   scalar.dispose();
   await ortEnv.first?.release();
   // The kernels a device runs depend on its features (subgroups, shader-f16): onnxruntime-web's
@@ -273,4 +297,21 @@ export function printWebGpuResident({ rows, device }) {
     print(`${r.part.padEnd(14)} ${r.case.padEnd(27)} ${r.engine.padEnd(31)} ${tail}`);
   }
   printProfiles(rows);
+  const pairs = baselinePairs(rows);
+  if (pairs.length) {
+    print('\ntime new/old (this dist/ over --baseline, same device and rounds; below 1: the new build is faster): one call, pipelined, GPU time of the profiled call');
+    const ratio = (a, b) => (a > 0 && b > 0 ? (a / b).toFixed(3) : '-');
+    for (const { mine, theirs } of pairs) {
+      print(`  ${mine.part.padEnd(14)} ${mine.case.padEnd(27)} ${mine.engine.padEnd(31)} ${ratio(mine.ms, theirs.ms).padStart(6)}  ${ratio(mine.pipelined?.ms, theirs.pipelined?.ms).padStart(6)}  ${ratio(mine.profile?.gpuMs, theirs.profile?.gpuMs).padStart(6)}`);
+    }
+  }
+}
+
+/** Each timed row beside its "… @baseline" twin: [{ mine, theirs }]. */
+export function baselinePairs(rows) {
+  const timed = rows.filter((r) => r.ms !== undefined);
+  return timed
+    .filter((r) => !r.engine.endsWith(' @baseline'))
+    .map((mine) => ({ mine, theirs: timed.find((r) => r.part === mine.part && r.case === mine.case && r.engine === `${mine.engine} @baseline`) }))
+    .filter((p) => p.theirs);
 }

@@ -59,6 +59,20 @@ describe('npm run bench', () => {
     }
   }, 120_000);
 
+  it('webgpu --baseline: the GPU-resident engines of another build on the same device, in the same rounds, and time new/old', () => {
+    // This build's dist/ stands in for another one: the rows and the ratios are what is checked.
+    // Prefill only (decode steps take the same path, at E = 128 too slow for SwiftShader here).
+    const out = bench('--mode', 'webgpu', '--cases', '1x64x16', '--engines', 'sdpa-webgpu', '--decode-cases', '', '--reps', '1', '--budget-ms', '300', '--baseline', 'dist');
+    expect(out).not.toMatch(/wrong result|error:/i);
+    for (const engine of ['sdpa-webgpu (GPU tensors float32)', 'sdpa-webgpu (GPU tensors float16)']) {
+      expect(out).toMatch(new RegExp(`${engine.replace(/[()]/g, '\\$&')} @baseline +\\d+\\.\\d{3} `));
+    }
+    const ratios = out.slice(out.indexOf('time new/old'));
+    expect(ratios).toMatch(/^ +prefill +1x64x16 +sdpa-webgpu \(GPU tensors float32\) +\d+\.\d{3} /m);
+    expect(ratios).toMatch(/^ +prefill causal +1x64x16 +sdpa-webgpu \(GPU tensors float16\) +\d+\.\d{3} /m);
+    expect(() => bench('--mode', 'webgpu', '--baseline', '/nonexistent')).toThrow(/--baseline \/nonexistent: want another build's dist\//);
+  }, 300_000);
+
   it('rejects an unknown option in one line', () => {
     expect(() => bench('--mdoe', 'forward')).toThrow(/mdoe/);
     expect(() => bench('--note', 'no file for it')).toThrow(/--note goes into the file of --results/);
