@@ -29,7 +29,7 @@ import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { baselinePairs } from './bench/webgpu-resident.mjs';
+import { baselinePairs } from './bench/results.mjs';
 import { subgroupsWithheld } from './webgpu-subgroups.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));

@@ -1,6 +1,7 @@
 // What the bench prints, kept for the results file; and that file (`--results`): one Markdown
 // page per run with the command line, the date (UTC), the machine and build, the notes given
-// with --note, and the printed tables as they came out.
+// with --note, and the printed tables as they came out; and the pairs of rows that --baseline
+// sets side by side.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, extname, isAbsolute, join, relative } from 'node:path';
 
@@ -74,4 +75,13 @@ function trimBlankEdges(lines) {
   while (start < end && !lines[start].trim()) start++;
   while (end > start && !lines[end - 1].trim()) end--;
   return lines.slice(start, end);
+}
+
+/** Each timed GPU-resident row beside its "… @baseline" twin (bench --baseline): [{ mine, theirs }]. */
+export function baselinePairs(rows) {
+  const timed = rows.filter((r) => r.ms !== undefined);
+  return timed
+    .filter((r) => !r.engine.endsWith(' @baseline'))
+    .map((mine) => ({ mine, theirs: timed.find((r) => r.part === mine.part && r.case === mine.case && r.engine === `${mine.engine} @baseline`) }))
+    .filter((p) => p.theirs);
 }

@@ -14,7 +14,7 @@ import { makeInputs as decodeInputs, oracle, parseDecodeCase } from './decode.mj
 import { benchDevice, COPY_DST, COPY_SRC, readBack, STORAGE, upload } from './gpu-buffers.mjs';
 import { gpuProfiler } from './gpu-profile.mjs';
 import { attentionGraphModel, groupQueryAttentionModel } from './onnx.mjs';
-import { print } from './results.mjs';
+import { baselinePairs, print } from './results.mjs';
 import { log, printProfiles } from './run.mjs';
 import { interleave, median, now, warmUp } from './timing.mjs';
 
@@ -307,11 +307,3 @@ export function printWebGpuResident({ rows, device }) {
   }
 }
 
-/** Each timed row beside its "… @baseline" twin: [{ mine, theirs }]. */
-export function baselinePairs(rows) {
-  const timed = rows.filter((r) => r.ms !== undefined);
-  return timed
-    .filter((r) => !r.engine.endsWith(' @baseline'))
-    .map((mine) => ({ mine, theirs: timed.find((r) => r.part === mine.part && r.case === mine.case && r.engine === `${mine.engine} @baseline`) }))
-    .filter((p) => p.theirs);
-}
