@@ -29,7 +29,7 @@ import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { baselinePairs } from './bench/results.mjs';
+import { baselinePairs, baselineProblem } from './bench/results.mjs';
 import { subgroupsWithheld } from './webgpu-subgroups.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -221,7 +221,8 @@ async function main() {
   if (values.help) return console.log(HELP);
   if (positionals.length !== 1) throw Object.assign(new Error(`want one OUTDIR; got ${positionals.length ? positionals.join(' ') : 'none'}\n${HELP}`), { usage: true });
   if (!existsSync(join(ROOT, 'dist/index.js'))) throw Object.assign(new Error('dist/ is missing: build first (npm run build:lib)'), { usage: true });
-  if (values.baseline && !existsSync(join(resolve(values.baseline), 'index.js'))) throw Object.assign(new Error(`--baseline ${values.baseline}: want another build's dist/ (its index.js is missing)\n${HELP}`), { usage: true });
+  const baselineWrong = values.baseline && baselineProblem(resolve(values.baseline));
+  if (baselineWrong) throw Object.assign(new Error(`${baselineWrong}\n${HELP}`), { usage: true });
   const out = resolve(positionals[0]);
   mkdirSync(out, { recursive: true });
   const plan = values.quick ? PLANS.quick : PLANS.full;

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { ENGINES } from './engines.mjs';
 import { probeModule } from './peak.mjs';
-import { commandLine, resultsPath, writeResults } from './results.mjs';
+import { baselineProblem, commandLine, resultsPath, writeResults } from './results.mjs';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -149,7 +149,8 @@ async function options(argv) {
     for (const name of engines) if (!DECODE_ENGINES.includes(name)) throw new Error(`unknown decode engine ${name}; known: ${DECODE_ENGINES.join(' ')}`);
     return { ...values, decodeCases, engines, reps: positive('reps', values.reps ?? String(mode.reps)), threads: values.threads === undefined ? undefined : positive('threads', values.threads), json: values.json ?? join(ROOT, 'bench-output', 'decode.json') };
   }
-  if (values.baseline && !existsSync(join(resolve(values.baseline), 'index.js'))) throw new Error(`--baseline ${values.baseline}: want another build's dist/ (its index.js is missing)`);
+  const baselineWrong = values.baseline && baselineProblem(resolve(values.baseline));
+  if (baselineWrong) throw new Error(baselineWrong);
   if (values.baseline && values.mode !== 'webgpu') engines.push('sdpa-simd-1t@baseline', 'sdpa-simd-mt@baseline');
   const probes = list(values.probes ?? mode.probes ?? '');
   for (const [kind, names, known] of [['engine', engines, Object.keys(ENGINES)], ['probe', probes, list(MODES.diagnose.probes)]]) {

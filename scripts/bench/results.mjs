@@ -2,7 +2,7 @@
 // page per run with the command line, the date (UTC), the machine and build, the notes given
 // with --note, and the printed tables as they came out; and the pairs of rows that --baseline
 // sets side by side.
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, extname, isAbsolute, join, relative } from 'node:path';
 
 const printed = [];
@@ -84,4 +84,9 @@ export function baselinePairs(rows) {
     .filter((r) => !r.engine.endsWith(' @baseline'))
     .map((mine) => ({ mine, theirs: timed.find((r) => r.part === mine.part && r.case === mine.case && r.engine === `${mine.engine} @baseline`) }))
     .filter((p) => p.theirs);
+}
+
+/** What is wrong with --baseline DIR (another build's dist/), or undefined when it is one. */
+export function baselineProblem(dir) {
+  return existsSync(join(dir, 'index.js')) ? undefined : `--baseline ${dir}: want another build's dist/ (its index.js is missing)`;
 }

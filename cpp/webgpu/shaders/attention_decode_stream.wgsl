@@ -130,17 +130,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     // 3. O += P·V over the tile, the lanes along Ev again: key i's weights and rows from its lane;
     //    a V row is read only for a key some row uses, and only into those rows.
     for (var i = 0u; i < KEY_LANES; i++) {
-      let owner = group_base + owner_lane(i);
-      let key_used = subgroupShuffle(step.used, owner);
-      var w: array<vec4<f32>, ROW_VEC4S>;
-      for (var v = 0u; v < ROW_VEC4S; v++) { w[v] = subgroupShuffle(step.weights[v], owner); }
-      if (key_used != 0u) {
+      let key = owner_weights(step, group_base + owner_lane(i));
+      if (key.used != 0u) {
         let key_i = u32(tile_first + i32(i));
         var val: array<vec4<f32>, LANE_V>;
         for (var c = 0u; c < LANE_V; c++) { val[c] = value4(v_base + key_i * p.Ev, 4u * (lane + c * KEY_LANES), p.Ev); }
         for (var r = 0u; r < DECODE_ROWS; r++) {
-          if (((key_used >> r) & 1u) == 0u) { continue; }
-          for (var c = 0u; c < LANE_V; c++) { acc[r][c] += w[r / 4u][r % 4u] * val[c]; }
+          if (((key.used >> r) & 1u) == 0u) { continue; }
+          for (var c = 0u; c < LANE_V; c++) { acc[r][c] += key.weights[r / 4u][r % 4u] * val[c]; }
         }
       }
     }

@@ -179,12 +179,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     //    value words are loaded only for a tile some row uses, and a key's dequantized values are
     //    added only into the rows that use it.
     for (var tt = 0u; tt < STEP_TILES; tt++) {
+      var keys: array<StepWeights, 4>;
       var key_used: vec4<u32>;
-      var w: array<array<vec4<f32>, ROW_VEC4S>, 4>;
       for (var k = 0u; k < 4u; k++) {
-        let src = group_base + 4u * tt + k;
-        key_used[k] = subgroupShuffle(step.used, src);
-        for (var v = 0u; v < ROW_VEC4S; v++) { w[k][v] = subgroupShuffle(step.weights[v], src); }
+        keys[k] = owner_weights(step, group_base + 4u * tt + k);
+        key_used[k] = keys[k].used;
       }
       if (any(key_used != vec4<u32>(0u))) {
         let tile = u32(step_first + i32(tt));
@@ -202,7 +201,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
               if (c4 >= value_vec4s) { continue; }
               let v4 = value_dequantized4(words[k], c4, scales[k]);
               for (var r = 0u; r < DECODE_ROWS; r++) {
-                if (((key_used[k] >> r) & 1u) != 0u) { acc[r][n * VALUE_COLUMNS + h] += w[k][r / 4u][r % 4u] * v4; }
+                if (((key_used[k] >> r) & 1u) != 0u) { acc[r][n * VALUE_COLUMNS + h] += keys[k].weights[r / 4u][r % 4u] * v4; }
               }
             }
           }
