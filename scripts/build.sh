@@ -65,10 +65,20 @@ if has dist; then
   step "dist: tsc -p tsconfig.build.json, copy web/src/wasm -> dist/wasm"
   [[ -x node_modules/.bin/tsc ]] || die "node_modules missing: run bash scripts/setup.sh"
   [[ -f web/src/wasm/sdpa_core.wasm ]] || die "web/src/wasm/sdpa_core.wasm missing: build the wasm step first"
-  rm -rf dist
-  node_modules/.bin/tsc -p tsconfig.build.json
-  mkdir -p dist/wasm
-  cp -R web/src/wasm/. dist/wasm/
+  # Built beside dist/ (the same depth: the source maps' relative paths hold), then put in its
+  # place by renames, and only where it changed: the tests that read dist/ (bench.test.ts) run
+  # while npm pack's prepack runs this step (pack.test.ts) and never see it half-written.
+  rm -rf dist.next dist.old
+  node_modules/.bin/tsc -p tsconfig.build.json --outDir dist.next
+  mkdir -p dist.next/wasm
+  cp -R web/src/wasm/. dist.next/wasm/
+  if diff -rq dist.next dist >/dev/null 2>&1; then
+    rm -rf dist.next
+  else
+    [[ ! -d dist ]] || mv dist dist.old
+    mv dist.next dist
+    rm -rf dist.old
+  fi
 fi
 
 if has demo; then
