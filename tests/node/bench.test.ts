@@ -7,11 +7,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { testDawnFlags } from './support/dawn-flags.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
 function bench(...args: string[]): string {
-  return execFileSync(process.execPath, ['scripts/bench/cli.mjs', '--json', '/dev/null', ...args], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  const env = { ...process.env, SDPA_DAWN_FLAGS: testDawnFlags().join(',') };
+  return execFileSync(process.execPath, ['scripts/bench/cli.mjs', '--json', '/dev/null', ...args], { cwd: root, env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
 describe('npm run bench', () => {

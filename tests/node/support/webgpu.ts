@@ -6,6 +6,7 @@ import { create, globals } from 'webgpu';
 import { afterAll, beforeAll, expect } from 'vitest';
 import { createAttention, type Attention, type GpuLike } from 'sdpa-web';
 import { subgroupsWithheld, withoutSubgroups } from '../../../scripts/webgpu-subgroups.mjs';
+import { testDawnFlags } from './dawn-flags.js';
 
 export const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
 // Read by the Vulkan loader when dawn.node creates its instance (vitest.config.ts sets it too).
@@ -14,10 +15,9 @@ Object.assign(globalThis, globals);
 
 /**
  * dawn.node's `navigator.gpu`. Module-level on purpose: it must stay referenced for the whole
- * run (dropping it gave random SIGSEGVs and hung mapAsync). SDPA_DAWN_FLAGS (comma-separated
- * dawn.node options, e.g. `enable-dawn-features=vulkan_enable_f16_on_nvidia`) reach `create`.
+ * run (dropping it gave random SIGSEGVs and hung mapAsync). Its options: support/dawn-flags.ts.
  */
-const dawn = create(process.env.SDPA_DAWN_FLAGS?.split(',').filter(Boolean) ?? []);
+const dawn = create(testDawnFlags());
 
 /**
  * SDPA_WEBGPU_SUBGROUPS=0 presents the adapter without subgroups (scripts/webgpu-subgroups.mjs,
