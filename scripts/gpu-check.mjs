@@ -29,7 +29,7 @@ import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { baselinePairs, baselineProblem } from './bench/results.mjs';
+import { baselineProblem, baselineRatios } from './bench/results.mjs';
 import { subgroupsWithheld } from './webgpu-subgroups.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -171,11 +171,11 @@ function markdown(report) {
       lines.push(`| ${r.part} | ${r.case} | ${r.engine} | ${r.ms?.toFixed(3) ?? ''} | ${rate(r)} | ${r.pipelined?.ms.toFixed(3) ?? ''} | ${rate(r.pipelined)} | ${r.pipelined?.submitMs.toFixed(3) ?? ''} | ${result} |`);
     }
     lines.push('');
-    const pairs = baselinePairs(report.bench.resident);
-    if (pairs.length) {
+    const ratios = baselineRatios(report.bench.resident);
+    if (ratios.length) {
       lines.push(`Time new/old against \`--baseline ${report.baseline}\` (same device, same rounds; below 1: this build is faster): one call, pipelined, and the GPU time of the profiled call (the median of 5):`, '', '| part | case | engine | one call | pipelined | GPU |', '|---|---|---|---:|---:|---:|');
-      const ratio = (a, b) => (a > 0 && b > 0 ? (a / b).toFixed(3) : '');
-      for (const { mine, theirs } of pairs) lines.push(`| ${mine.part} | ${mine.case} | ${mine.engine} | ${ratio(mine.ms, theirs.ms)} | ${ratio(mine.pipelined?.ms, theirs.pipelined?.ms)} | ${ratio(mine.profile?.gpuMs, theirs.profile?.gpuMs)} |`);
+      const shown = (x) => x?.toFixed(3) ?? '';
+      for (const { row, oneCall, pipelined, gpu } of ratios) lines.push(`| ${row.part} | ${row.case} | ${row.engine} | ${shown(oneCall)} | ${shown(pipelined)} | ${shown(gpu)} |`);
       lines.push('');
     }
   }

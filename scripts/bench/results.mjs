@@ -77,13 +77,23 @@ function trimBlankEdges(lines) {
   return lines.slice(start, end);
 }
 
-/** Each timed GPU-resident row beside its "… @baseline" twin (bench --baseline): [{ mine, theirs }]. */
-export function baselinePairs(rows) {
+/**
+ * Each timed GPU-resident row beside its "… @baseline" twin (bench --baseline), as time new/old:
+ * [{ row, oneCall, pipelined, gpu }], each ratio undefined where either side lacks that time.
+ */
+export function baselineRatios(rows) {
   const timed = rows.filter((r) => r.ms !== undefined);
+  const ratio = (a, b) => (a > 0 && b > 0 ? a / b : undefined);
   return timed
     .filter((r) => !r.engine.endsWith(' @baseline'))
-    .map((mine) => ({ mine, theirs: timed.find((r) => r.part === mine.part && r.case === mine.case && r.engine === `${mine.engine} @baseline`) }))
-    .filter((p) => p.theirs);
+    .map((mine) => [mine, timed.find((r) => r.part === mine.part && r.case === mine.case && r.engine === `${mine.engine} @baseline`)])
+    .filter(([, theirs]) => theirs)
+    .map(([mine, theirs]) => ({
+      row: mine,
+      oneCall: ratio(mine.ms, theirs.ms),
+      pipelined: ratio(mine.pipelined?.ms, theirs.pipelined?.ms),
+      gpu: ratio(mine.profile?.gpuMs, theirs.profile?.gpuMs),
+    }));
 }
 
 /** What is wrong with --baseline DIR (another build's dist/), or undefined when it is one. */

@@ -14,7 +14,7 @@ import { makeInputs as decodeInputs, oracle, parseDecodeCase } from './decode.mj
 import { benchDevice, COPY_DST, COPY_SRC, readBack, STORAGE, upload } from './gpu-buffers.mjs';
 import { gpuProfiler } from './gpu-profile.mjs';
 import { attentionGraphModel, groupQueryAttentionModel } from './onnx.mjs';
-import { baselinePairs, print } from './results.mjs';
+import { baselineRatios, print } from './results.mjs';
 import { log, printProfiles } from './run.mjs';
 import { interleave, median, now, warmUp } from './timing.mjs';
 
@@ -297,13 +297,12 @@ export function printWebGpuResident({ rows, device }) {
     print(`${r.part.padEnd(14)} ${r.case.padEnd(27)} ${r.engine.padEnd(31)} ${tail}`);
   }
   printProfiles(rows);
-  const pairs = baselinePairs(rows);
-  if (pairs.length) {
+  const ratios = baselineRatios(rows);
+  if (ratios.length) {
     print('\ntime new/old (this dist/ over --baseline, same device and rounds; below 1: the new build is faster): one call, pipelined, GPU time of the profiled call');
-    const ratio = (a, b) => (a > 0 && b > 0 ? (a / b).toFixed(3) : '-');
-    for (const { mine, theirs } of pairs) {
-      print(`  ${mine.part.padEnd(14)} ${mine.case.padEnd(27)} ${mine.engine.padEnd(31)} ${ratio(mine.ms, theirs.ms).padStart(6)}  ${ratio(mine.pipelined?.ms, theirs.pipelined?.ms).padStart(6)}  ${ratio(mine.profile?.gpuMs, theirs.profile?.gpuMs).padStart(6)}`);
+    const shown = (x) => (x === undefined ? '-' : x.toFixed(3)).padStart(6);
+    for (const { row, oneCall, pipelined, gpu } of ratios) {
+      print(`  ${row.part.padEnd(14)} ${row.case.padEnd(27)} ${row.engine.padEnd(31)} ${shown(oneCall)}  ${shown(pipelined)}  ${shown(gpu)}`);
     }
   }
 }
-
