@@ -7,19 +7,23 @@
 //
 //  - Scores: the query rows are quantized once per call to int8 blocks of 32 (quantize_block, as
 //    docs/kv-cache-formats.md defines a call on such a cache), kept as int16. A tile of 4 keys ×
-//    4 consecutive elements is one 16-byte load (int4: the low or high nibbles of one); widened
-//    to int16, its dot products with a row's 4 elements repeated (i32x4.dot_i16x8_s) leave keys
+//    4 consecutive elements is one 16-byte load (int4: the low or high nibbles of one, unpacked
+//    as level·16 and the 16 taken out with the scales); widened to int16, its dot products with a row's 4 elements repeated (i32x4.dot_i16x8_s) leave keys
 //    0-1 and 2-3 in lane pairs: summed per block, each key's exact integer dot product lands in
 //    its own lane. Each block adds (int dot)·(query scale · key scale) to the score in float64
 //    (two f64x2 per 4 keys: a product of two float32 scales neither overflows nor underflows
 //    there, and the sum over blocks is that of the dequantized products up to their float32
 //    rounding), rounded to float32 once; every tile load serves up to 4 rows.
 //  - Values: per block of 32 value columns, each row's weights are multiplied by the keys' block
-//    scales once (w = p·scale; 0 for a hidden key), then each 16-byte quad of levels (4 keys × 4
-//    columns) is widened and converted to float32 in registers once and multiplied into every
-//    row's accumulators (add_weighted_levels): no dequantized copy of V is written. A value reads
-//    as level·scale, so the sum is Σ (p·scale)·level where the scalar path forms p·(level·scale):
-//    the same up to float32 rounding (the tests' tolerance rule, against float64).
+//    scales once (w = p·scale·2^-24, or 2^-28 for int4; 0 for a hidden key), then each key's 4
+//    columns of a 16-byte quad of levels (4 keys × 4 columns) are moved to the top bytes of
+//    int32 lanes and converted to float32 (level·2^24, exact) in registers once, and multiplied
+//    into every row's accumulators (add_weighted_levels): no dequantized copy of V is written. A
+//    value reads as level·scale, so the sum is Σ (p·scale)·level where the scalar path forms
+//    p·(level·scale): the same up to float32 rounding (the tests' tolerance rule, against
+//    float64; the power-of-two factors are exact unless a weight falls below float32's normal
+//    range, p·scale < 2^-102 (int4: 2^-98), where its error, 2^-149, times a lane (< 2^31) stays
+//    under 2^-118, far below the rule's 1e-5·max(1, |V|max)).
 //  - Chunks start at whole tiles: keys of a tile outside the split's range get the score −inf
 //    (hidden), so each key is counted by exactly one split; the bytes of such neighbours (at most
 //    3 per split end, inside the cache's rows) are loaded but never reach a result.
@@ -70,17 +74,24 @@ idx scratch_floats_per_thread(const AttentionPlan& p) {
   return R * kChunk + std::max<idx>(R * kChunk, round_up(static_cast<idx>(p.Ev), 4));
 }
 
-// Calls quad(levels, g) for the 8 quads g of one tile-block (a tile's 4 keys × one block of 32
-// elements): levels holds elements 4g…4g+3 of each of the 4 keys as int8, 4 lanes per key.
+// What one unit of the int8 lanes of for_each_quad and load_quad_pair is worth in levels: 1
+// (int8), or 1/16 (int4, unpacked as level·16).
+template <KvQuant kKind>
+constexpr double kLaneUnit = kKind == KvQuant::kInt8 ? 1.0 : 1.0 / 16;
+
+// Calls quad(lanes, g) for the 8 quads g of one tile-block (a tile's 4 keys × one block of 32
+// elements): lanes holds elements 4g…4g+3 of each of the 4 keys as int8 levels ÷ kLaneUnit, 4
+// lanes per key.
 template <KvQuant kKind, typename Quad>
 inline void for_each_quad(const uint8_t* tile, const Quad& quad) {
   if constexpr (kKind == KvQuant::kInt8) {
     for (idx g = 0; g < 8; ++g) quad(load_i8x16(tile + 16 * g), g);
   } else {
     for (idx w = 0; w < 4; ++w) {
-      const i8x16 packed = load_i8x16(tile + 16 * w);
-      quad(low_nibble_levels(packed), 2 * w);
-      quad(high_nibble_levels(packed), 2 * w + 1);
+      i8x16 low, high;
+      int4_levels_times_16(load_i8x16(tile + 16 * w), &low, &high);
+      quad(low, 2 * w);
+      quad(high, 2 * w + 1);
     }
   }
 }
@@ -106,22 +117,22 @@ inline ChunkTiles chunk_tiles(const QuantizedLayout& layout, const uint8_t* tens
 
 // Scores of kRows rows (levels q[r], block scales qs[r]) against `tiles` tiles of keys whose first
 // tile-block is at `levels` (its scales at `scales`), times the attention scale, into s[r][4t + k];
-// the tiles of `touch` are loaded line by line along the way.
+// the tiles of `touch` and `touch_next` are loaded line by line along the way.
 template <int kRows, KvQuant kKind>
 void score_tiles(const int16_t* const* q, const float* const* qs, const uint8_t* levels, const float* scales, idx tiles,
-                 idx blocks, float scale, float* const* s, const ChunkTiles& touch) {
+                 idx blocks, float scale, float* const* s, const ChunkTiles& touch, const ChunkTiles& touch_next) {
   constexpr idx kTileBlockBytes = kQuantTileKeys * quant_block_bytes(kKind);
   const f64x2 attention_scale = splat_f64(scale);
   uint32_t touched = 0;
   for (idx t = 0; t < tiles; ++t) {
-    touched ^= touch.touch(t);
+    touched ^= touch.touch(t) ^ touch_next.touch(t);
     f64x2 acc[kRows][2];
     for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = splat_f64(0.0);
     for (idx c = 0; c < blocks; ++c) {
       const uint8_t* tile = levels + (t * blocks + c) * kTileBlockBytes;
       i32x4 lo[kRows], hi[kRows];
       for (int r = 0; r < kRows; ++r) lo[r] = hi[r] = zero_i32();
-      // Quad g (elements 4g…4g+3 of the block) of the 4 keys, as int8 levels.
+      // Quad g (elements 4g…4g+3 of the block) of the 4 keys.
       const auto quad = [&](i8x16 k, idx g) {
         const i16x8 k01 = widen_low(k), k23 = widen_high(k);
         for (int r = 0; r < kRows; ++r) {
@@ -136,7 +147,7 @@ void score_tiles(const int16_t* const* q, const float* const* qs, const uint8_t*
       for (int r = 0; r < kRows; ++r) {
         f64x2 dots[2];
         to_f64(pair_sums(lo[r], hi[r]), dots);
-        const f64x2 query_scale = splat_f64(qs[r][c]);
+        const f64x2 query_scale = splat_f64(qs[r][c] * kLaneUnit<kKind>);
         for (int h = 0; h < 2; ++h) acc[r][h] = add_f64(acc[r][h], mul_f64(dots[h], mul_f64(key_scales[h], query_scale)));
       }
     }
@@ -148,24 +159,33 @@ void score_tiles(const int16_t* const* q, const float* const* qs, const uint8_t*
   (void)keep;
 }
 
-// Quads 2·pair and 2·pair + 1 of a tile-block (its 4 keys × elements 8·pair…8·pair + 7) as int8
-// levels: two loads (int8), or the low and high nibbles of one (int4).
+// Quads 2·pair and 2·pair + 1 of a tile-block (its 4 keys × elements 8·pair…8·pair + 7), as
+// for_each_quad gives them: two loads (int8), or the low and high nibbles of one (int4).
 template <KvQuant kKind>
 inline void load_quad_pair(const uint8_t* tile_block, idx pair, i8x16* quads) {
   if constexpr (kKind == KvQuant::kInt8) {
     quads[0] = load_i8x16(tile_block + 32 * pair);
     quads[1] = load_i8x16(tile_block + 32 * pair + 16);
   } else {
-    const i8x16 packed = load_i8x16(tile_block + 16 * pair);
-    quads[0] = low_nibble_levels(packed);
-    quads[1] = high_nibble_levels(packed);
+    int4_levels_times_16(load_i8x16(tile_block + 16 * pair), &quads[0], &quads[1]);
   }
 }
 
-// o_r[0, 4·kQuads) += Σ_j w_r[j]·level_j over `tiles` tiles of value levels: columns
+// What a float32 lane of lane_bytes_to_float_2p24 on load_quad_pair's quads is worth in levels.
+template <KvQuant kKind>
+constexpr float kValueLaneUnit = static_cast<float>(kLaneUnit<kKind> * 0x1p-24);
+
+// o_r[0, 4·kQuads) += Σ_j w_r[j]·lane_j over `tiles` tiles of value levels: columns
 // 8·pair…8·pair + 4·kQuads − 1 of one block (the tiles' blocks `tile_stride` bytes apart from
-// `tile_block`), w_r[j] the weight of key j times its block scale. Each quad of levels is widened
-// and converted once for all kRows rows; each output lane is a chain of multiply-adds in key order.
+// `tile_block`), w_r[j] the weight of key j times its block scale and kValueLaneUnit. Each key's
+// lanes are converted once for all kRows rows (a swizzle and a conversion per quad); each output
+// lane is a chain of multiply-adds in key order.
+//
+// Written for V8's register allocator (15 vector registers on x64): each row's weights are read
+// through their own pointer, made opaque to loop strength reduction, so that a key's weight is a
+// load at a constant offset rather than an address computed per load; and a compiler barrier ends
+// each key, so that its weights are loaded next to their multiply-adds. (-5% at L = 8192 on int8,
+// -4 to -6% on int4, in one process against the previous kernel.)
 template <int kRows, KvQuant kKind, int kQuads>
 void add_weighted_levels(const float* const* w, const uint8_t* tile_block, idx tile_stride, idx tiles, idx pair,
                          float* const* o) {
@@ -173,31 +193,30 @@ void add_weighted_levels(const float* const* w, const uint8_t* tile_block, idx t
   for (int r = 0; r < kRows; ++r) {
     for (int g = 0; g < kQuads; ++g) acc[r][g] = load(o[r] + 4 * g);
   }
+  const float* weights[kRows];
+  for (int r = 0; r < kRows; ++r) weights[r] = w[r];
   for (idx t = 0; t < tiles; ++t, tile_block += tile_stride) {
     i8x16 quads[2];
     load_quad_pair<kKind>(tile_block, pair, quads);
-    i16x8 keys01[kQuads], keys23[kQuads];
-    for (int g = 0; g < kQuads; ++g) {
-      keys01[g] = widen_low(quads[g]);
-      keys23[g] = widen_high(quads[g]);
-    }
     const auto add_key = [&](auto key_constant) {
       constexpr int key = decltype(key_constant)::value;
       f32x4 x[kQuads];
-      for (int g = 0; g < kQuads; ++g) {
-        const i16x8 pair_of_keys = key < 2 ? keys01[g] : keys23[g];
-        x[g] = key % 2 == 0 ? low_to_float(pair_of_keys) : high_to_float(pair_of_keys);
-      }
+      for (int g = 0; g < kQuads; ++g) x[g] = lane_bytes_to_float_2p24<key>(quads[g]);
       for (int r = 0; r < kRows; ++r) {
-        const f32x4 weight = splat(w[r][kQuantTileKeys * t + key]);
+        const f32x4 weight = splat(weights[r][key]);
         for (int g = 0; g < kQuads; ++g) acc[r][g] = madd(weight, x[g], acc[r][g]);
       }
+      __asm__ volatile("" ::: "memory");
     };
-    // The 4 keys spelled out: the halves each key converts are fixed at compile time.
+    // The 4 keys spelled out: the bytes each key's swizzle picks are fixed at compile time.
     add_key(std::integral_constant<int, 0>{});
     add_key(std::integral_constant<int, 1>{});
     add_key(std::integral_constant<int, 2>{});
     add_key(std::integral_constant<int, 3>{});
+    for (int r = 0; r < kRows; ++r) {
+      weights[r] += kQuantTileKeys;
+      __asm__("" : "+r"(weights[r]));
+    }
   }
   for (int r = 0; r < kRows; ++r) {
     for (int g = 0; g < kQuads; ++g) store(o[r] + 4 * g, acc[r][g]);
@@ -220,13 +239,14 @@ class QuantizedSplitTask {
 
   // Scores of every row against keys [j0, j0 + n) (j0 a whole tile, n a multiple of 4), softcapped,
   // biased and masked as the reference does; keys outside [lo, hi) are −inf.
-  void compute_scores(idx j0, idx n, int64_t lo, int64_t hi) const {
+  void compute_scores(idx j0, idx n, int64_t lo, int64_t hi, idx next_tiles) const {
     const AttentionPlan& p = d_.p;
     const QuantizedLayout& k = d_.keys;
     const idx tiles = n / kQuantTileKeys;
     const ChunkTiles keys = chunk_tiles(k, d_.in.key_quantized, head_, j0, tiles);
     // This chunk's value tiles, loaded along the first row block's scores.
     const ChunkTiles values = chunk_tiles(d_.values, d_.in.value_quantized, head_, j0, tiles);
+    const ChunkTiles next_keys = chunk_tiles(k, d_.in.key_quantized, head_, j0 + n, next_tiles);
     const int16_t* q[4];
     const float* qs[4];
     float* s[4];
@@ -239,7 +259,8 @@ class QuantizedSplitTask {
         qs[x] = d_.query_scales + row * k.blocks;
         s[x] = scores_ + (r + x) * kChunk;
       }
-      score_tiles<kRows, kKind>(q, qs, keys.levels, keys.scales, tiles, k.blocks, p.scale, s, r == 0 ? values : ChunkTiles{});
+      score_tiles<kRows, kKind>(q, qs, keys.levels, keys.scales, tiles, k.blocks, p.scale, s, r == 0 ? values : ChunkTiles{},
+                                r == 0 ? next_keys : ChunkTiles{});
     });
 
     shape_chunk_scores(d_, b_, kv_, j0, n, n, scores_, kChunk);
@@ -259,6 +280,7 @@ class QuantizedSplitTask {
     const idx tiles = n / kQuantTileKeys;
     const ChunkTiles values = chunk_tiles(v, d_.in.value_quantized, head_, j0, tiles);
     const f32x4 hidden = from_bits(kNegativeZeroBits);
+    const f32x4 value_lane_unit = splat(kValueLaneUnit<kKind>);
     for (idx c = 0; c < v.blocks; ++c) {
       const idx quads = std::min<idx>(kQuantBlock, d_.shape.ev4 - c * kQuantBlock) / 4;
       for (idx row = 0; row < d_.R; ++row) {
@@ -267,7 +289,7 @@ class QuantizedSplitTask {
         for (idx t = 0; t < tiles; ++t) {
           const f32x4 pt = load(p + kQuantTileKeys * t);
           const f32x4 block_scales = load(values.scales + t * values.scale_floats + c * kQuantTileKeys);
-          store(w + kQuantTileKeys * t, keep_where(mul(pt, block_scales), bits_differ(pt, hidden)));
+          store(w + kQuantTileKeys * t, keep_where(mul(mul(pt, block_scales), value_lane_unit), bits_differ(pt, hidden)));
         }
       }
       const uint8_t* tile_block = values.levels + c * v.tile_block_bytes();
@@ -292,7 +314,8 @@ class QuantizedSplitTask {
     start_partials(d_.shape, d_.R, partial);
     for (int64_t j0 = begin / kQuantTileKeys * kQuantTileKeys; j0 < end; j0 += kChunk) {
       const idx n = static_cast<idx>(round_up<int64_t>(std::min<int64_t>(kChunk, end - j0), kQuantTileKeys));
-      compute_scores(static_cast<idx>(j0), n, begin, end);
+      const idx next_tiles = static_cast<idx>(std::clamp<int64_t>(end - j0 - n, 0, kChunk) + kQuantTileKeys - 1) / kQuantTileKeys;
+      compute_scores(static_cast<idx>(j0), n, begin, end, next_tiles);
       online_softmax_chunk(d_.shape, d_.R, n, scores_, kChunk, partial);
       accumulate(static_cast<idx>(j0), n, partial);
     }
@@ -303,7 +326,7 @@ class QuantizedSplitTask {
     std::fill(out, out + d_.Ev, 0.0f);
     for (int64_t j0 = first_key_ / kQuantTileKeys * kQuantTileKeys; j0 < end_key_; j0 += kChunk) {
       const idx n = static_cast<idx>(round_up<int64_t>(std::min<int64_t>(kChunk, end_key_ - j0), kQuantTileKeys));
-      compute_scores(static_cast<idx>(j0), n, first_key_, end_key_);
+      compute_scores(static_cast<idx>(j0), n, first_key_, end_key_, 0);
       const float* s = scores_ + row * kChunk;
       for (idx j = 0; j < n; ++j) {
         if (s[j] == kNegInf) continue;  // hidden: its V (even NaN) is left out

@@ -1,6 +1,7 @@
 // Integer vectors for the quantized KV-cache kernels: int8 levels widened to int16, int16 dot
-// products into int32 (i32x4.dot_i16x8_s), int16 lanes converted to f32x4, and int32 lanes scaled
-// in float64 pairs (f64x2: products of two block scales neither overflow nor underflow there).
+// products into int32 (i32x4.dot_i16x8_s), the bytes of one int32 lane spread over four float32
+// lanes (one swizzle, one conversion), and int32 lanes scaled in float64 pairs (f64x2: products of
+// two block scales neither overflow nor underflow there).
 // wasm SIMD128 under Emscripten, GCC/Clang vector extensions natively (same results lane for lane).
 #pragma once
 
@@ -20,11 +21,13 @@ using i32x4 = v128_t;
 inline i8x16 load_i8x16(const uint8_t* p) { return wasm_v128_load(p); }
 inline i16x8 widen_low(i8x16 v) { return wasm_i16x8_extend_low_i8x16(v); }
 inline i16x8 widen_high(i8x16 v) { return wasm_i16x8_extend_high_i8x16(v); }
-// int4 levels stored as level + 8 in nibbles: the low and the high nibbles as int8 levels.
-inline i8x16 low_nibble_levels(i8x16 v) {
-  return wasm_i8x16_sub(wasm_v128_and(v, wasm_i8x16_const_splat(15)), wasm_i8x16_const_splat(8));
+// int4 levels stored as level + 8 in nibbles, as int8 lanes of level·16: the low nibbles and the
+// high nibbles (xor 8 turns level + 8 into the level's 4-bit two's complement).
+inline void int4_levels_times_16(i8x16 packed, i8x16* low, i8x16* high) {
+  const i8x16 levels = wasm_v128_xor(packed, wasm_i8x16_const_splat(static_cast<int8_t>(0x88)));
+  *low = wasm_i8x16_shl(levels, 4);
+  *high = wasm_v128_and(levels, wasm_i8x16_const_splat(static_cast<int8_t>(0xF0)));
 }
-inline i8x16 high_nibble_levels(i8x16 v) { return wasm_i8x16_sub(wasm_u8x16_shr(v, 4), wasm_i8x16_const_splat(8)); }
 // p[0, 4) in both halves.
 inline i16x8 load_i16x4_twice(const int16_t* p) { return wasm_v128_load64_splat(p); }
 // Lane i: a[2i]·b[2i] + a[2i+1]·b[2i+1].
@@ -51,16 +54,14 @@ inline void promote(f32x4 v, f64x2* out) {
 inline f32x4 demote(f64x2 lo, f64x2 hi) {
   return wasm_i32x4_shuffle(wasm_f32x4_demote_f64x2_zero(lo), wasm_f32x4_demote_f64x2_zero(hi), 0, 1, 4, 5);
 }
-// Lanes 0-3 (low) or 4-7 (high) of an i16x8 as an f32x4: widened to i32x4, then converted. The
-// empty asm keeps LLVM 14 from folding the two into a conversion of <4 x i16>, which it lowers
-// lane by lane (4 extracts, 4 scalar conversions, 4 inserts) instead of one f32x4.convert_i32x4_s.
-inline f32x4 to_float(i32x4 v) {
-  __asm__("" : "+r"(v));
-  return wasm_f32x4_convert_i32x4(v);
+// Bytes 4K…4K+3 of v, as int8, in float32 lanes times 2^24 (exact): a swizzle moves byte 4K + i
+// to the top of int32 lane i (indices 0x80 give zero bytes), then one conversion.
+template <int K>
+inline f32x4 lane_bytes_to_float_2p24(i8x16 v) {
+  constexpr int8_t z = static_cast<int8_t>(0x80);
+  return wasm_f32x4_convert_i32x4(
+      wasm_i8x16_swizzle(v, wasm_i8x16_const(z, z, z, 4 * K, z, z, z, 4 * K + 1, z, z, z, 4 * K + 2, z, z, z, 4 * K + 3)));
 }
-inline f32x4 low_to_float(i16x8 v) { return to_float(wasm_i32x4_extend_low_i16x8(v)); }
-inline f32x4 high_to_float(i16x8 v) { return to_float(wasm_i32x4_extend_high_i16x8(v)); }
-
 #else
 
 using i8x16 = int8_t __attribute__((vector_size(16)));
@@ -77,8 +78,11 @@ inline i16x8 widen_low(i8x16 v) { return __builtin_convertvector(__builtin_shuff
 inline i16x8 widen_high(i8x16 v) {
   return __builtin_convertvector(__builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15), i16x8);
 }
-inline i8x16 low_nibble_levels(i8x16 v) { return (v & 15) - 8; }
-inline i8x16 high_nibble_levels(i8x16 v) { return bit_cast<i8x16>(bit_cast<u8x16>(v) >> 4) - 8; }
+inline void int4_levels_times_16(i8x16 packed, i8x16* low, i8x16* high) {
+  const i8x16 levels = packed ^ static_cast<int8_t>(0x88);
+  *low = bit_cast<i8x16>(bit_cast<u8x16>(levels) << 4);
+  *high = levels & static_cast<int8_t>(0xF0);
+}
 inline i16x8 load_i16x4_twice(const int16_t* p) {
   i16x8 v;
   std::memcpy(&v, p, 8);
@@ -114,8 +118,11 @@ inline f32x4 demote(f64x2 lo, f64x2 hi) {
   const f32x2 a = __builtin_convertvector(lo, f32x2), b = __builtin_convertvector(hi, f32x2);
   return __builtin_shufflevector(a, b, 0, 1, 2, 3);
 }
-inline f32x4 low_to_float(i16x8 v) { return __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1, 2, 3), f32x4); }
-inline f32x4 high_to_float(i16x8 v) { return __builtin_convertvector(__builtin_shufflevector(v, v, 4, 5, 6, 7), f32x4); }
+template <int K>
+inline f32x4 lane_bytes_to_float_2p24(i8x16 v) {
+  const i32x4 bytes = __builtin_convertvector(__builtin_shufflevector(v, v, 4 * K, 4 * K + 1, 4 * K + 2, 4 * K + 3), i32x4);
+  return __builtin_convertvector(bytes, f32x4) * 0x1p24f;
+}
 
 #endif
 
