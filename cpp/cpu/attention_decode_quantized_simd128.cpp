@@ -85,8 +85,10 @@ constexpr double kLaneUnit = kKind == KvQuant::kInt8 ? 1.0 : 1.0 / 16;
 template <KvQuant kKind, typename Quad>
 inline void for_each_quad(const uint8_t* tile, const Quad& quad) {
   if constexpr (kKind == KvQuant::kInt8) {
+#pragma clang loop unroll(full)
     for (idx g = 0; g < 8; ++g) quad(load_i8x16(tile + 16 * g), g);
   } else {
+#pragma clang loop unroll(full)
     for (idx w = 0; w < 4; ++w) {
       i8x16 low, high;
       int4_levels_times_16(load_i8x16(tile + 16 * w), &low, &high);
@@ -131,12 +133,17 @@ void score_tiles(const int16_t* const* q, const float* const* qs, const uint8_t*
     for (idx c = 0; c < blocks; ++c) {
       const uint8_t* tile = levels + (t * blocks + c) * kTileBlockBytes;
       i32x4 lo[kRows], hi[kRows];
-      for (int r = 0; r < kRows; ++r) lo[r] = hi[r] = zero_i32();
+      const int16_t* block_levels[kRows];
+      for (int r = 0; r < kRows; ++r) {
+        lo[r] = hi[r] = zero_i32();
+        block_levels[r] = q[r] + c * kQuantBlock;
+        __asm__("" : "+r"(block_levels[r]));
+      }
       // Quad g (elements 4g…4g+3 of the block) of the 4 keys.
       const auto quad = [&](i8x16 k, idx g) {
         const i16x8 k01 = widen_low(k), k23 = widen_high(k);
         for (int r = 0; r < kRows; ++r) {
-          const i16x8 x = load_i16x4_twice(q[r] + c * kQuantBlock + 4 * g);
+          const i16x8 x = load_i16x4_twice(block_levels[r] + 4 * g);
           lo[r] = add_i32(lo[r], dot_pairs(k01, x));
           hi[r] = add_i32(hi[r], dot_pairs(k23, x));
         }
