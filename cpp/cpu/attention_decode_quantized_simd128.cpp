@@ -137,7 +137,7 @@ void score_tiles(const int16_t* const* q, const float* const* qs, const uint8_t*
       for (int r = 0; r < kRows; ++r) {
         lo[r] = hi[r] = zero_i32();
         block_levels[r] = q[r] + c * kQuantBlock;
-        __asm__("" : "+r"(block_levels[r]));
+        opaque_pointer(block_levels[r]);
       }
       // Quad g (elements 4g…4g+3 of the block) of the 4 keys.
       const auto quad = [&](i8x16 k, idx g) {
@@ -222,7 +222,7 @@ void add_weighted_levels(const float* const* w, const uint8_t* tile_block, idx t
     add_key(std::integral_constant<int, 3>{});
     for (int r = 0; r < kRows; ++r) {
       weights[r] += kQuantTileKeys;
-      __asm__("" : "+r"(weights[r]));
+      opaque_pointer(weights[r]);
     }
   }
   for (int r = 0; r < kRows; ++r) {

@@ -89,17 +89,29 @@ template <int kRows, bool kFused, typename T>
 inline void dot_rows_2keys_unchecked(const float* const* q, const T* k0, const T* k1, idx E_main, f32x4* a) {
   using Load = ValueLoad<T>;
   for (int i = 0; i < 2 * kRows; ++i) a[i] = splat(0.0f);
+  const float* rows[kRows];
+  for (int r = 0; r < kRows; ++r) rows[r] = q[r];
   for (idx e = 0; e < E_main; e += Load::kWidth) {
     f32x4 x0[Load::kVectors], x1[Load::kVectors];
-    Load::load(k0 + e, x0);
-    Load::load(k1 + e, x1);
+    Load::load(k0, x0);
+    Load::load(k1, x1);
     for (int v = 0; v < Load::kVectors; ++v) {
       for (int r = 0; r < kRows; ++r) {
-        const f32x4 qv = load(q[r] + e + 4 * v);
+        const f32x4 qv = load(rows[r] + 4 * v);
         a[2 * r] = dot_madd<kFused>(qv, x0[v], a[2 * r]);
         a[2 * r + 1] = dot_madd<kFused>(qv, x1[v], a[2 * r + 1]);
       }
     }
+    // Each row and key through its own pointer, opaque to loop strength reduction: a load at a
+    // constant offset, where one index shared by the rows costs an address computation per load.
+    for (int r = 0; r < kRows; ++r) {
+      rows[r] += Load::kWidth;
+      opaque_pointer(rows[r]);
+    }
+    k0 += Load::kWidth;
+    k1 += Load::kWidth;
+    opaque_pointer(k0);
+    opaque_pointer(k1);
   }
 }
 

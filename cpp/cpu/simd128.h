@@ -16,6 +16,15 @@
 
 namespace sdpa::simd {
 
+// Hides a pointer's value from the optimizer (no instruction). A pointer advanced this way in a
+// loop stays a value of its own, so loads through it take constant offsets (wasm load offsets,
+// x64 displacements); several pointers that loop strength reduction merges into one base plus a
+// shared index instead cost V8 an address computation per load.
+template <typename T>
+inline void opaque_pointer(T*& p) {
+  __asm__("" : "+r"(p));
+}
+
 #if defined(__wasm_simd128__)
 
 using f32x4 = v128_t;
