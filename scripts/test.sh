@@ -20,6 +20,13 @@ run_cycles()    { step "cycles: madge --circular --extensions ts web/src"; node_
 run_ctest()     { step "ctest (build/native)"; ctest --test-dir build/native --output-on-failure -j "$(nproc 2>/dev/null || echo 2)"; }
 run_ctest_wasm() { step "ctest (build/wasm: fuzz corpus replayed by the wasm kernels under node)"; ctest --test-dir build/wasm --output-on-failure; }
 run_vitest()    { step "vitest run (tests/node)"; node_modules/.bin/vitest run --config vitest.config.ts; }
+# The WebGPU files again on SwiftShader with 'subgroups' withheld from the adapter: the kernels that
+# combine lanes through workgroup memory (flash-decoding's tile kernel, the backward's lanes), which
+# the vitest step's device, having subgroups, runs only where a file forces them.
+run_webgpu_wgmem() {
+  step "WebGPU files without 'subgroups' (SDPA_WEBGPU_SUBGROUPS=0, SwiftShader)"
+  SDPA_WEBGPU_SUBGROUPS=0 node_modules/.bin/vitest run --config vitest.config.ts tests/node/*webgpu*.test.ts
+}
 run_browser()   { step "browser tests of the demo (tests/browser: vite build + preview, the vite dev server of npm start; headless /usr/bin/chromium)"; node_modules/.bin/vitest run --config vitest.browser.config.ts; }
 # The packed package in fresh apps (tests/browser/apps): npm pack, installed offline into a Vite app
 # (vite dev, vite build + preview) and an esbuild app, with and without COOP/COEP, in chromium.
@@ -43,6 +50,6 @@ run_webgpu_f16() {
 # The WebGPU backend in headless Debian Chromium (tests/browser/webgpu-*.test.ts, SwiftShader).
 run_browser_webgpu() { step "browser WebGPU tests (tests/browser/webgpu-*, chromium)"; node_modules/.bin/vitest run --config vitest.browser-webgpu.config.ts; }
 
-STEPS=(${SDPA_TEST_STEPS:-setup build typecheck cycles ctest ctest_wasm vitest webgpu_f16 browser browser_webgpu browser_apps})
+STEPS=(${SDPA_TEST_STEPS:-setup build typecheck cycles ctest ctest_wasm vitest webgpu_wgmem webgpu_f16 browser browser_webgpu browser_apps})
 for s in "${STEPS[@]}"; do "run_$s"; done
 step "all tests passed (${STEPS[*]})"
