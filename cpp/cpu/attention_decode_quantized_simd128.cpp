@@ -8,12 +8,13 @@
 //  - Scores: the query rows are quantized once per call to int8 blocks of 32 (quantize_block, as
 //    docs/kv-cache-formats.md defines a call on such a cache), kept as int16. A tile of 4 keys ×
 //    4 consecutive elements is one 16-byte load (int4: the low or high nibbles of one, unpacked
-//    as level·16 and the 16 taken out with the scales); widened to int16, its dot products with a row's 4 elements repeated (i32x4.dot_i16x8_s) leave keys
-//    0-1 and 2-3 in lane pairs: summed per block, each key's exact integer dot product lands in
-//    its own lane. Each block adds (int dot)·(query scale · key scale) to the score in float64
-//    (two f64x2 per 4 keys: a product of two float32 scales neither overflows nor underflows
-//    there, and the sum over blocks is that of the dequantized products up to their float32
-//    rounding), rounded to float32 once; every tile load serves up to 4 rows.
+//    as level·16 and the 16 taken out with the scales); widened to int16, its dot products with
+//    a row's 4 elements repeated (i32x4.dot_i16x8_s) leave keys 0-1 and 2-3 in lane pairs:
+//    summed per block, each key's exact integer dot product lands in its own lane. Each block
+//    adds (int dot)·(query scale · key scale) to the score in float64 (two f64x2 per 4 keys: a
+//    product of two float32 scales neither overflows nor underflows there, and the sum over
+//    blocks is that of the dequantized products up to their float32 rounding), rounded to
+//    float32 once; every tile load serves up to 4 rows.
 //  - Values: per block of 32 value columns, each row's weights are multiplied by the keys' block
 //    scales once (w = p·scale·2^-24, or 2^-28 for int4; 0 for a hidden key), then each key's 4
 //    columns of a 16-byte quad of levels (4 keys × 4 columns) are moved to the top bytes of
@@ -188,11 +189,10 @@ constexpr float kValueLaneUnit = static_cast<float>(kLaneUnit<kKind> * 0x1p-24);
 // lanes are converted once for all kRows rows (a swizzle and a conversion per quad); each output
 // lane is a chain of multiply-adds in key order.
 //
-// Written for V8's register allocator (15 vector registers on x64): each row's weights are read
-// through their own pointer, made opaque to loop strength reduction, so that a key's weight is a
-// load at a constant offset rather than an address computed per load; and a compiler barrier ends
-// each key, so that its weights are loaded next to their multiply-adds. (-5% at L = 8192 on int8,
-// -4 to -6% on int4, in one process against the previous kernel.)
+// Written for V8's code (15 vector registers on x64; docs/decode.md): each row's weights are read
+// through a pointer of their own (opaque_pointer), so that a key's weight is a load at a constant
+// offset rather than an address computed per load, and a compiler barrier ends each key, so that
+// its weights are loaded next to their multiply-adds.
 template <int kRows, KvQuant kKind, int kQuads>
 void add_weighted_levels(const float* const* w, const uint8_t* tile_block, idx tile_stride, idx tiles, idx pair,
                          float* const* o) {
@@ -213,7 +213,7 @@ void add_weighted_levels(const float* const* w, const uint8_t* tile_block, idx t
         const f32x4 weight = splat(weights[r][key]);
         for (int g = 0; g < kQuads; ++g) acc[r][g] = madd(weight, x[g], acc[r][g]);
       }
-      __asm__ volatile("" ::: "memory");
+      compiler_barrier();
     };
     // The 4 keys spelled out: the bytes each key's swizzle picks are fixed at compile time.
     add_key(std::integral_constant<int, 0>{});
