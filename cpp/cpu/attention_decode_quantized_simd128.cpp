@@ -8,12 +8,12 @@
 //  - Scores: the query rows are quantized once per call to int8 blocks of 32 (quantize_block, as
 //    docs/kv-cache-formats.md defines a call on such a cache), kept as int16. A tile of 4 keys ×
 //    4 consecutive elements is one 16-byte load (int4: the low or high nibbles of one, unpacked
-//    as level·16 and the 16 taken out with the scales); widened to int16, its dot products with
-//    a row's 4 elements repeated (i32x4.dot_i16x8_s) leave keys 0-1 and 2-3 in lane pairs:
-//    summed per block, each key's exact integer dot product lands in its own lane. Each block
-//    adds (int dot)·(query scale · key scale) to the score in float64 (two f64x2 per 4 keys: a
-//    product of two float32 scales neither overflows nor underflows there, and the sum over
-//    blocks is that of the dequantized products up to their float32 rounding), rounded to
+//    as level·16, the 16 taken out with the attention scale); widened to int16, its dot
+//    products with a row's 4 elements repeated (i32x4.dot_i16x8_s) leave keys 0-1 and 2-3 in
+//    lane pairs: summed per block, each key's exact integer dot product lands in its own lane.
+//    Each block adds (int dot)·(query scale · key scale) to the score in float64 (two f64x2 per
+//    4 keys: a product of two float32 scales neither overflows nor underflows there, and the sum
+//    over blocks is that of the dequantized products up to their float32 rounding), rounded to
 //    float32 once; every tile load serves up to 4 rows.
 //  - Values: per block of 32 value columns, each row's weights are multiplied by the keys' block
 //    scales once (w = p·scale·2^-24, or 2^-28 for int4; 0 for a hidden key), then each key's 4
@@ -125,7 +125,8 @@ template <int kRows, KvQuant kKind>
 void score_tiles(const int16_t* const* q, const float* const* qs, const uint8_t* levels, const float* scales, idx tiles,
                  idx blocks, float scale, float* const* s, const ChunkTiles& touch, const ChunkTiles& touch_next) {
   constexpr idx kTileBlockBytes = kQuantTileKeys * quant_block_bytes(kKind);
-  const f64x2 attention_scale = splat_f64(scale);
+  // The lanes' unit joins the attention scale once per call (a power of two: exact in float64).
+  const f64x2 attention_scale = splat_f64(scale * kLaneUnit<kKind>);
   uint32_t touched = 0;
   for (idx t = 0; t < tiles; ++t) {
     touched ^= touch.touch(t) ^ touch_next.touch(t);
@@ -155,7 +156,7 @@ void score_tiles(const int16_t* const* q, const float* const* qs, const uint8_t*
       for (int r = 0; r < kRows; ++r) {
         f64x2 dots[2];
         to_f64(pair_sums(lo[r], hi[r]), dots);
-        const f64x2 query_scale = splat_f64(qs[r][c] * kLaneUnit<kKind>);
+        const f64x2 query_scale = splat_f64(qs[r][c]);
         for (int h = 0; h < 2; ++h) acc[r][h] = add_f64(acc[r][h], mul_f64(dots[h], mul_f64(key_scales[h], query_scale)));
       }
     }
