@@ -24,8 +24,9 @@ constexpr uint32_t kMapModeRead = 0x1;
 constexpr uint32_t kWriteFloat16Words = 64;
 // Invocations (blocks of 32 elements) per workgroup of kv_quantize.wgsl.
 constexpr uint32_t kQuantizeInvocations = 64;
-// The reused buffers' first size (WebGpuAttention::ReusedBuffer; the most: kWebGpuReusedBufferMaxBytes).
+// The reused buffers' first size, and the most they grow to (WebGpuAttention::ReusedBuffer).
 constexpr uint64_t kReusedBufferMinBytes = 64 << 10;
+constexpr uint64_t kReusedBufferMaxBytes = 32 << 20;
 
 uint64_t round_up4(uint64_t n) { return (n + 3) & ~uint64_t{3}; }
 
@@ -234,7 +235,7 @@ val WebGpuAttention::take(ReusedBuffer* reused, val job, uint64_t bytes) {
   const uint64_t size = std::max<uint64_t>(16, round_up4(bytes));
   uint64_t at = (reused->used + reused->alignment - 1) / reused->alignment * reused->alignment;
   if (at + size > reused->bytes) {
-    const uint64_t most = std::min(kWebGpuReusedBufferMaxBytes, limits_.max_buffer_bytes);
+    const uint64_t most = std::min(kReusedBufferMaxBytes, limits_.max_buffer_bytes);
     if (size > most) return buffer_range(buffer(job, size, reused->usage), 0, size);
     // Sized for all this call took, so that the next such call fits; the regions taken so far
     // stay in the old buffer, destroyed with this call's own buffers.

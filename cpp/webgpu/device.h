@@ -121,7 +121,7 @@ class WebGpuAttention {
   // and bound with their size. The queue runs a call's writes (queue.writeBuffer, its encoder's
   // copies and kernels) after the commands of the calls before, so calls never see each other's
   // data, and no call makes a buffer for it. Outgrown, it is replaced by one sized for the whole
-  // call (the old one is destroyed with the call's buffers), up to kWebGpuReusedBufferMaxBytes; a
+  // call (the old one is destroyed with the call's buffers), up to kReusedBufferMaxBytes; a
   // larger region is a buffer of the call's own. An instance has three: for uniforms; for what
   // a call gives its kernels to read from the CPU (inputs, masks, the variants' data, segments),
   // which no kernel writes (a dispatch may bind a buffer read-only several times, never also

@@ -468,19 +468,9 @@ FlashVariant webgpu_flash_key_splits(const AttentionPlan& plan, const WebGpuLimi
   const uint64_t workgroups = static_cast<uint64_t>(plan.B * plan.Hq) * flash.row_tiles(plan.Lq);
   if (workgroups == 0 || workgroups >= kWebGpuTargetWorkgroups) return v;
   const uint64_t most = static_cast<uint64_t>(plan.Lk) / std::max<uint32_t>(limits.min_split_keys, 1);
-  const auto records_fit = [&](uint64_t splits, uint64_t room) {
-    return static_cast<uint64_t>(chunk_rows) * splits * flash.record_bytes() <= room;
-  };
   uint64_t splits = 1;
   while (2 * splits <= most && workgroups * splits < kWebGpuTargetWorkgroups) splits *= 2;
-  while (splits >= 2 && !records_fit(splits, limits.largest_binding_bytes())) splits /= 2;
-  if (flash.heaviest_first && splits >= 2) {
-    const uint64_t reused_room = std::min(limits.largest_binding_bytes(), kWebGpuReusedBufferMaxBytes);
-    while (2 * splits <= most && workgroups * splits < kWebGpuCausalSplitTargetWorkgroups &&
-           records_fit(2 * splits, reused_room)) {
-      splits *= 2;
-    }
-  }
+  while (splits >= 2 && static_cast<uint64_t>(chunk_rows) * splits * flash.record_bytes() > limits.largest_binding_bytes()) splits /= 2;
   if (splits < 2) return v;
   const uint64_t lk = static_cast<uint64_t>(plan.Lk);
   const uint64_t keys = ((lk + splits - 1) / splits + flash.block_keys - 1) / flash.block_keys * flash.block_keys;

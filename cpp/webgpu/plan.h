@@ -134,12 +134,6 @@ constexpr uint32_t kWebGpuTiledLanes = 4;
 // estimate: an SM holds at most 2048 invocations, fewer at a kernel's register use); a smaller
 // GPU is full sooner and then pays only the extra reads.
 constexpr uint64_t kWebGpuTargetWorkgroups = 512;
-// The prefill key split's target where a row tile's chain of key tiles grows with its rows (a
-// causal mask, or a window with a right side: webgpu_flash_key_splits).
-constexpr uint64_t kWebGpuCausalSplitTargetWorkgroups = 4 * kWebGpuTargetWorkgroups;
-// The most an instance's reused buffers grow to (uniforms, uploads, partial records: each call
-// takes regions from their start); a larger region is a buffer of its own, made for that call.
-constexpr uint64_t kWebGpuReusedBufferMaxBytes = 32 << 20;
 uint32_t webgpu_tile_for_grid(int64_t length, int64_t heads, uint32_t largest, uint32_t smallest);
 
 // The tiled kernel's rows per workgroup: webgpu_tile_for_grid over the B·Hq heads of Lq rows,
@@ -312,15 +306,10 @@ Status webgpu_flash_variant(const AttentionPlan& plan, const WebGpuLimits& limit
 //   split's fixed costs, its query load, record and merge share, stay small beside its key loop).
 // S is the smallest power of two with which the grid reaches kWebGpuTargetWorkgroups, at most
 // Lk / min_split_keys, halved while the records of `chunk_rows` rows (the most query rows a chunk
-// of the call holds: webgpu_most_chunk_rows) exceed maxStorageBufferBindingSize. Where the chains
-// grow with the rows (heaviest_first: causal, or a window with a right side), the call lasts as
-// long as its last row tile's chain, so S then keeps doubling up to
-// kWebGpuCausalSplitTargetWorkgroups while the records still fit the reused records buffer
-// (kWebGpuReusedBufferMaxBytes): those splits never cost a buffer made per call. The keys per
-// split are ⌈Lk / S⌉ rounded up to the key tile (documents' per-tile ids stay whole), S then
-// ⌈Lk / split_keys⌉. It depends on the plan and the limits only: every run gives the same bits.
-// 1×4096×64 (16 rows, 256 workgroups): S = 2 of 2048 keys, causal S = 8 of 512 keys;
-// 32×2048×64: no split.
+// of the call holds: webgpu_most_chunk_rows) exceed maxStorageBufferBindingSize; the
+// keys per split are ⌈Lk / S⌉ rounded up to the key tile (documents' per-tile ids stay whole), S
+// then ⌈Lk / split_keys⌉. It depends on the plan and the limits only: every run gives the same
+// bits. 1×4096×64 (16 rows, 256 workgroups): S = 2 of 2048 keys; 32×2048×64: no split.
 FlashVariant webgpu_flash_key_splits(const AttentionPlan& plan, const WebGpuLimits& limits, const FlashVariant& flash,
                                      int64_t chunk_rows);
 // attention_decode_merge.wgsl's variant, combining the records of the flash variant `flash`

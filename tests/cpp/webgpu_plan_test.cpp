@@ -257,22 +257,19 @@ TEST(WebGpuPlan, PrefillSplitsTheKeysOfSmallGridsOverLongKeys) {
     EXPECT_EQ(full.key_splits, 1u);
     EXPECT_EQ(full.key().find(":split"), std::string::npos);
     EXPECT_NE(full.wgsl_constants().find("const SPLIT: bool = false;"), std::string::npos);
-    // One head of 4096: 256 workgroups of 16 rows, two splits of 2048 keys reach 512; under a
-    // causal mask eight splits of 512 keys reach the causal target of 2048.
-    const bool chains_grow = causal != CausalAlignment::kNone;
-    const uint32_t splits = chains_grow ? 8u : 2u;
+    // One head of 4096: 256 workgroups of 16 rows, two splits of 2048 keys reach 512.
     const FlashVariant one = split(1, 4096, 4096, 64, causal, h100);
     EXPECT_TRUE(one.tiled);
     EXPECT_EQ(one.rows, 16u);
-    EXPECT_EQ(one.key_splits, splits);
-    EXPECT_EQ(one.split_keys, 4096u / splits);
+    EXPECT_EQ(one.key_splits, 2u);
+    EXPECT_EQ(one.split_keys, 2048u);
     EXPECT_EQ(one.record_bytes(), 276u);  // 4 × (5 header floats + 64 value columns)
     EXPECT_NE(one.key().find(":split"), std::string::npos);
     EXPECT_NE(one.wgsl_constants().find("const SPLIT: bool = true;"), std::string::npos);
     // The head axis holds head·splits + split; tile-major (heaviest first) under causal.
     const FlashGrid g = one.grid(4096, 1);
-    EXPECT_EQ(chains_grow ? g.y : g.x, 256u);
-    EXPECT_EQ(chains_grow ? g.x : g.y, splits);
+    EXPECT_EQ(causal == CausalAlignment::kNone ? g.x : g.y, 256u);
+    EXPECT_EQ(causal == CausalAlignment::kNone ? g.y : g.x, 2u);
     // The same bits on every call: a pure function of the plan and the limits.
     const FlashVariant again = split(1, 4096, 4096, 64, causal, h100);
     EXPECT_EQ(again.key(), one.key());
@@ -320,14 +317,6 @@ TEST(WebGpuPlan, PrefillSplitsTheKeysOfSmallGridsOverLongKeys) {
     EXPECT_EQ(webgpu_flash_key_splits(p, small_binding, flash, 256).key_splits, 8u);
     EXPECT_EQ(webgpu_flash_key_splits(p, small_binding, flash, 4096).key_splits, 1u);  // 2 × 4096 × 276 > 1 MiB
   }
-  // The causal target's extra splits only while a chunk's records fit the reused records buffer:
-  // the per-row kernel (E = Ev = 256, 64 rows: 64 workgroups) reaches 512 at 8 splits, where
-  // 4096 rows × 8 × 1044 bytes of records are 33 MB; 16 splits would be 68 MB, over 32 MiB.
-  EXPECT_EQ(split(1, 4096, 16384, 256, CausalAlignment::kNone, h100).key_splits, 8u);
-  EXPECT_EQ(split(1, 4096, 16384, 256, CausalAlignment::kTopLeft, h100).key_splits, 8u);
-  // 1024 rows of E = 64: 64 workgroups of 16 rows, 8 splits unmasked, 32 (the most, 16384 / 512) causal.
-  EXPECT_EQ(split(1, 1024, 16384, 64, CausalAlignment::kNone, h100).key_splits, 8u);
-  EXPECT_EQ(split(1, 1024, 16384, 64, CausalAlignment::kTopLeft, h100).key_splits, 32u);
   // A lower min_split_keys (gpuLimits.prefillSplitKeys) splits small calls; splits stay whole tiles.
   WebGpuLimits tests;
   tests.min_split_keys = 16;
