@@ -74,7 +74,9 @@ const HELP = `npm run bench -- [options]: sdpa-web's speed in Node, against its 
                     case: sdpa-simd-1t@baseline and sdpa-simd-mt@baseline, interleaved with the
                     current ones; in webgpu mode instead, every GPU-resident engine of that build
                     ("… @baseline") on the same device in the same rounds, and with --profile each
-                    profiled call the median of 5 (a kernel change against its predecessor)
+                    profiled call the median of 5; the pipelined bursts and the profiled calls
+                    in rounds too, each round's order rotated (a kernel change against its
+                    predecessor)
   --probes LIST     diagnose: ${MODES.diagnose.probes} (default all):
                     peak: f32x4 mul+add and relaxed_madd throughput on one core;
                     long: Lq = Lk = 32768 and 16384 (full, causal), E = 64, 1 thread and threads;

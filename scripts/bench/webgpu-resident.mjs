@@ -173,13 +173,13 @@ async function decodeEngines(c, inputs, attn, device, ortEnv) {
 }
 
 const PROFILE_ROUNDS = 5;
+const PIPELINED_ROUNDS = 3;
 
-/** The profile of the call whose GPU time is the median of `rounds` profiled calls. */
-async function medianProfile(profiler, run, rounds) {
-  const profiles = [];
-  for (let i = 0; i < rounds; i++) profiles.push(await profiler.profile(run));
-  profiles.sort((a, b) => a.gpuMs - b.gpuMs);
-  return { ...profiles[rounds >> 1], ...(rounds > 1 ? { rounds, gpuMsRange: [profiles[0].gpuMs, profiles[rounds - 1].gpuMs] } : {}) };
+/** Of profiled calls, the one whose GPU time is the median (and, of several, their range). */
+function medianProfile(profiles) {
+  const sorted = [...profiles].sort((a, b) => a.gpuMs - b.gpuMs);
+  const rounds = sorted.length;
+  return { ...sorted[rounds >> 1], ...(rounds > 1 ? { rounds, gpuMsRange: [sorted[0].gpuMs, sorted[rounds - 1].gpuMs] } : {}) };
 }
 
 /** Checks then times each case's engines; rows { part, case, engine, ms, gflops | gbPerS, error }. */
@@ -211,17 +211,13 @@ export async function benchWebGpuResident(opts, gpu) {
   // Calls submitted back to back and waited for once: the GPU's time per call without the
   // submission-to-completion latency of one call (about 0.4 ms through dawn.node on an H100),
   // unless submitting (encoding on the CPU) is slower: submitMs is that CPU time per call.
-  const pipelinedMs = async (e, calls = 20) => {
-    const times = [], submits = [];
-    for (let round = 0; round < 3; round++) {
-      await e.run();
-      const start = now();
-      for (let i = 0; i < calls; i++) await e.submit();
-      submits.push((now() - start) / calls);
-      await device.queue.onSubmittedWorkDone();
-      times.push((now() - start) / calls);
-    }
-    return { ms: median(times), submitMs: median(submits) };
+  const pipelinedBurst = async (e, calls = 20) => {
+    await e.run();
+    const start = now();
+    for (let i = 0; i < calls; i++) await e.submit();
+    const submitMs = (now() - start) / calls;
+    await device.queue.onSubmittedWorkDone();
+    return { ms: (now() - start) / calls, submitMs };
   };
   const time = async (part, c, engines, check, metric) => {
     const ok = [];
@@ -241,15 +237,38 @@ export async function benchWebGpuResident(opts, gpu) {
     }
     log(`${part} ${c.name}: ${ok.map(({ e }) => e.name).join(', ')} interleaved, ${opts.reps} rounds`);
     const timed = await interleave(ok.map(({ e }) => ({ run: e.run, reps: opts.reps })));
-    for (const [i, { e, row }] of ok.entries()) {
-      Object.assign(row, { ms: timed[i].medianMs }, metric(timed[i].medianMs, e));
-      if (e.submit) {
-        const { ms, submitMs } = await pipelinedMs(e);
-        row.pipelined = { ms, submitMs, ...metric(ms, e) };
+    for (const [i, { e, row }] of ok.entries()) Object.assign(row, { ms: timed[i].medianMs }, metric(timed[i].medianMs, e));
+    // The pipelined bursts and the profiled calls in rounds as well, each round's order rotated:
+    // the GPU lowers its clocks in the idle gaps of one call at a time, and the engine measured
+    // first after them would otherwise meet the low clocks alone (on an H200, the same kernels
+    // 2-3x apart). sdpa-web's calls only are profiled: the profiler stands in for the compute
+    // passes of every encoder the device makes while it runs, and onnxruntime-web's passes may
+    // use what it does not model.
+    const profileRounds = baseline ? PROFILE_ROUNDS : 1;
+    const samples = ok.map(() => ({ bursts: [], profiles: [], error: undefined }));
+    const profiled = (e) => profiler && !profiler.unavailable && !e.name.startsWith('ort');
+    for (let round = 0; round < Math.max(PIPELINED_ROUNDS, profileRounds); round++) {
+      for (let i = 0; i < ok.length; i++) {
+        const index = (i + round) % ok.length;
+        const { e } = ok[index];
+        const s = samples[index];
+        if (e.submit && round < PIPELINED_ROUNDS) s.bursts.push(await pipelinedBurst(e));
+        if (profiled(e) && round < profileRounds && !s.error) {
+          try {
+            s.profiles.push(await profiler.profile(e.run));
+          } catch (err) {
+            s.error = message(err);
+          }
+        }
       }
-      // sdpa-web's calls only: the profiler stands in for the compute passes of every encoder the
-      // device makes while it runs, and onnxruntime-web's passes may use what it does not model.
-      if (profiler && !e.name.startsWith('ort')) row.profile = profiler.unavailable ? { error: profiler.unavailable } : await medianProfile(profiler, e.run, baseline ? PROFILE_ROUNDS : 1).catch((err) => ({ error: message(err) }));
+    }
+    for (const [i, { e, row }] of ok.entries()) {
+      const { bursts, profiles, error } = samples[i];
+      if (bursts.length) {
+        const ms = median(bursts.map((b) => b.ms));
+        row.pipelined = { ms, submitMs: median(bursts.map((b) => b.submitMs)), ...metric(ms, e) };
+      }
+      if (profiler && !e.name.startsWith('ort')) row.profile = profiler.unavailable ? { error: profiler.unavailable } : error ? { error } : medianProfile(profiles);
       e.dispose();
     }
   };
