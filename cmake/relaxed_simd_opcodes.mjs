@@ -1,10 +1,14 @@
 // node cmake/relaxed_simd_opcodes.mjs <module.wasm | program.cjs>
 //
-// Rewrites the relaxed-SIMD fused multiply-add of Emscripten 3.1.6 (LLVM 14) to the opcode the
-// relaxed-SIMD standard settled on, in place: LLVM 14 emits the proposal's early encoding
-// `f32x4.fma` (0xfd 0xaf 0x01), which today's engines reject; the standard's
-// `f32x4.relaxed_madd` (0xfd 0x85 0x02) takes the same operands (a, b, c) and computes a·b + c,
-// fused or not. Both encodings are three bytes, so nothing else in the module moves.
+// Rewrites two relaxed-SIMD instructions of Emscripten 3.1.6 (LLVM 14) to the opcodes the
+// relaxed-SIMD standard settled on, in place:
+//  - LLVM 14 emits the proposal's early encoding `f32x4.fma` (0xfd 0xaf 0x01), which today's
+//    engines reject; the standard's `f32x4.relaxed_madd` (0xfd 0x85 0x02) takes the same operands
+//    (a, b, c) and computes a·b + c, fused or not;
+//  - LLVM 14 has no `i16x8.relaxed_dot_i8x16_i7x16_s` (0xfd 0x92 0x02): the code writes
+//    `i8x16.relaxed_swizzle` in its place (cpu/simd128_int.h's dot_pairs_i8_u7), whose early
+//    encoding (0xfd 0xa2 0x01) no engine runs either; both take two vectors and give one.
+// All four encodings are three bytes, so nothing else in the module moves.
 //
 // Only instructions are rewritten: every function body is decoded instruction by instruction
 // (the byte pattern may also occur inside immediates or data), and a body that does not decode
@@ -94,6 +98,10 @@ function instruction() {
       bytes[at] = 0x85;
       bytes[at + 1] = 0x02;
       patched++;
+    } else if (simd === 0xa2 && pos - at === 2) {
+      bytes[at] = 0x92;
+      bytes[at + 1] = 0x02;
+      dots++;
     }
     simdImmediates(simd);
   } else if (op > 0xc4 && op !== 0xd1) {
@@ -102,6 +110,7 @@ function instruction() {
 }
 
 let patched = 0;
+let dots = 0;
 if (bytes.readUInt32LE(0) !== 0x6d736100) throw new Error(`${file} is not a wasm module`);
 pos = 8;
 while (pos < bytes.length) {
@@ -124,4 +133,4 @@ while (pos < bytes.length) {
 }
 if (patched === 0) throw new Error(`${file}: no f32x4.fma to rewrite (was it built with -mrelaxed-simd?)`);
 writeFileSync(file, embedded ? program.replace(DATA_URL, `data:application/octet-stream;base64,${bytes.toString('base64')}`) : bytes);
-console.log(`${file}: ${patched} f32x4.fma -> f32x4.relaxed_madd`);
+console.log(`${file}: ${patched} f32x4.fma -> f32x4.relaxed_madd, ${dots} i8x16.relaxed_swizzle -> i16x8.relaxed_dot_i8x16_i7x16_s`);

@@ -14,7 +14,10 @@
 //    Each block adds (int dot)·(query scale · key scale) to the score in float64 (two f64x2 per
 //    4 keys: a product of two float32 scales neither overflows nor underflows there, and the sum
 //    over blocks is that of the dequantized products up to their float32 rounding), rounded to
-//    float32 once; every tile load serves up to 4 rows.
+//    float32 once; every tile load serves up to 4 rows. int4 keys on the relaxed-SIMD build
+//    instead multiply the stored nibbles (level + 8, 0…15) by the int8 query levels with
+//    i16x8.relaxed_dot_i8x16_i7x16_s, a block's 8·Σ query levels taken out after
+//    (score_tiles_nibbles): the same integer dot products in fewer instructions.
 //  - Values: per block of 32 value columns, each row's weights are multiplied by the keys' block
 //    scales once (w = p·scale·2^-24, or 2^-28 for int4; 0 for a hidden key), then each key's 4
 //    columns of a 16-byte quad of levels (4 keys × 4 columns) are moved to the top bytes of
@@ -66,8 +69,20 @@ struct QuantizedDecode {
   float* scratch;              // per thread: scores [R][kChunk], then weights [R][kChunk] (or a row of Ev)
   idx scratch_floats;          // per thread
   const float* query_scales;   // [B·Hq·Lq][key blocks]
-  const int16_t* query_levels;  // [B·Hq·Lq][key blocks·32]
+  const int16_t* query_levels;  // [B·Hq·Lq][key blocks·32]; int4 keys with kNibbleDots: none
+  const int8_t* query_bytes;    // kNibbleDots on int4 keys: the levels as int8 [B·Hq·Lq][key blocks·32]
+  const int32_t* query_bias;    // and 8·Σ of each block's levels [B·Hq·Lq][key blocks]
 };
+
+// int4 keys on the relaxed-SIMD build: scores by i16x8.relaxed_dot_i8x16_i7x16_s on the stored
+// nibbles (score_tiles_nibbles).
+#if defined(SDPA_SIMD_DOT_I8X16_I7)
+template <KvQuant kKind>
+constexpr bool kNibbleDots = kKind == KvQuant::kInt4;
+#else
+template <KvQuant kKind>
+constexpr bool kNibbleDots = false;
+#endif
 
 idx query_rows(const AttentionPlan& p) { return static_cast<idx>(p.B * p.Hq * p.Lq); }
 idx scratch_floats_per_thread(const AttentionPlan& p) {
@@ -168,6 +183,61 @@ void score_tiles(const int16_t* const* q, const float* const* qs, const uint8_t*
   (void)keep;
 }
 
+// score_tiles for int4 keys on the relaxed-SIMD build, from the query rows' int8 levels q[r] and
+// their blocks' 8·Σ levels bias[r]: a tile-block's 4 loads of 16 bytes hold its 8 quads as nibbles
+// of level + 8 (0…15, the 7-bit operand of i16x8.relaxed_dot_i8x16_i7x16_s, exact on every
+// engine), each multiplied by the row's 4 query levels of the quad in every int32 lane: the
+// int16 lanes 2k, 2k + 1 sum key k's products (at most 8 quads · 2 · 127 · 15 = 30480 in a block),
+// one pairwise widening gives each key's Σ q·(level + 8) in its lane, and the bias takes the 8s
+// out. The same integer dot products as score_tiles, so the same scores, bit for bit.
+#if defined(SDPA_SIMD_DOT_I8X16_I7)
+template <int kRows>
+void score_tiles_nibbles(const int8_t* const* q, const int32_t* const* bias, const float* const* qs, const uint8_t* levels,
+                         const float* scales, idx tiles, idx blocks, float scale, float* const* s, const ChunkTiles& touch,
+                         const ChunkTiles& touch_next) {
+  constexpr idx kTileBlockBytes = kQuantTileKeys * quant_block_bytes(KvQuant::kInt4);
+  const f64x2 attention_scale = splat_f64(scale);
+  uint32_t touched = 0;
+  for (idx t = 0; t < tiles; ++t) {
+    touched ^= touch.touch(t) ^ touch_next.touch(t);
+    f64x2 acc[kRows][2];
+    for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = splat_f64(0.0);
+    for (idx c = 0; c < blocks; ++c) {
+      const uint8_t* tile = levels + (t * blocks + c) * kTileBlockBytes;
+      i16x8 sums[kRows];
+      const int8_t* block_levels[kRows];
+      for (int r = 0; r < kRows; ++r) {
+        sums[r] = zero_i16();
+        block_levels[r] = q[r] + c * kQuantBlock;
+        opaque_pointer(block_levels[r]);
+      }
+#pragma clang loop unroll(full)
+      for (idx w = 0; w < 4; ++w) {
+        i8x16 low, high;  // quads 2w and 2w + 1: elements 8w…8w+3 and 8w+4…8w+7 of the 4 keys
+        int4_nibbles(load_i8x16(tile + 16 * w), &low, &high);
+        for (int r = 0; r < kRows; ++r) {
+          sums[r] = add_i16(sums[r], dot_pairs_i8_u7(load_i8x4_splat(block_levels[r] + 8 * w), low));
+          sums[r] = add_i16(sums[r], dot_pairs_i8_u7(load_i8x4_splat(block_levels[r] + 8 * w + 4), high));
+        }
+      }
+      f64x2 key_scales[2];
+      promote(load(scales + (t * blocks + c) * kQuantTileKeys), key_scales);
+      for (int r = 0; r < kRows; ++r) {
+        f64x2 dots[2];
+        to_f64(sub_i32(pair_sums_i16(sums[r]), splat_i32(bias[r][c])), dots);
+        const f64x2 query_scale = splat_f64(qs[r][c]);
+        for (int h = 0; h < 2; ++h) acc[r][h] = add_f64(acc[r][h], mul_f64(dots[h], mul_f64(key_scales[h], query_scale)));
+      }
+    }
+    for (int r = 0; r < kRows; ++r) {
+      store(s[r] + kQuantTileKeys * t, demote(mul_f64(acc[r][0], attention_scale), mul_f64(acc[r][1], attention_scale)));
+    }
+  }
+  volatile uint32_t keep = touched;  // the touching loads must not be optimized away
+  (void)keep;
+}
+#endif
+
 // Quads 2·pair and 2·pair + 1 of a tile-block (its 4 keys × elements 8·pair…8·pair + 7), as
 // for_each_quad gives them: two loads (int8), or the low and high nibbles of one (int4).
 template <KvQuant kKind>
@@ -256,6 +326,8 @@ class QuantizedSplitTask {
     const ChunkTiles values = chunk_tiles(d_.values, d_.in.value_quantized, head_, j0, tiles);
     const ChunkTiles next_keys = chunk_tiles(k, d_.in.key_quantized, head_, j0 + n, next_tiles);
     const int16_t* q[4];
+    const int8_t* q_bytes[4];
+    const int32_t* q_bias[4];
     const float* qs[4];
     float* s[4];
     for_row_blocks(d_.R, [&](auto count, idx r) {
@@ -263,12 +335,23 @@ class QuantizedSplitTask {
       for (int x = 0; x < kRows; ++x) {
         const GroupRow g = group_row(d_, kv_, r + x);
         const idx row = (b_ * d_.Hq + g.h) * d_.Lq + g.i;
-        q[x] = d_.query_levels + row * k.blocks * kQuantBlock;
+        if constexpr (kNibbleDots<kKind>) {
+          q_bytes[x] = d_.query_bytes + row * k.blocks * kQuantBlock;
+          q_bias[x] = d_.query_bias + row * k.blocks;
+        } else {
+          q[x] = d_.query_levels + row * k.blocks * kQuantBlock;
+        }
         qs[x] = d_.query_scales + row * k.blocks;
         s[x] = scores_ + (r + x) * kChunk;
       }
-      score_tiles<kRows, kKind>(q, qs, keys.levels, keys.scales, tiles, k.blocks, p.scale, s, r == 0 ? values : ChunkTiles{},
-                                r == 0 ? next_keys : ChunkTiles{});
+      const ChunkTiles touch = r == 0 ? values : ChunkTiles{}, touch_next = r == 0 ? next_keys : ChunkTiles{};
+#if defined(SDPA_SIMD_DOT_I8X16_I7)
+      if constexpr (kNibbleDots<kKind>) {
+        score_tiles_nibbles<kRows>(q_bytes, q_bias, qs, keys.levels, keys.scales, tiles, k.blocks, p.scale, s, touch, touch_next);
+        return;
+      }
+#endif
+      score_tiles<kRows, kKind>(q, qs, keys.levels, keys.scales, tiles, k.blocks, p.scale, s, touch, touch_next);
     });
 
     shape_chunk_scores(d_, b_, kv_, j0, n, n, scores_, kChunk);
@@ -359,10 +442,11 @@ void run_decode(const QuantizedDecode& d, float* output, int threads, float* lse
 }
 
 // Floats of the partials of every task, then the per-thread scratch, then the query scales; the
-// query levels (int16) follow.
+// query levels follow: int16, or (kNibbleDots on int4 keys) int8 levels and int32 block biases.
 struct WorkspaceParts {
   uint64_t partials, scratch, query_scales, query_levels_bytes;
 };
+bool nibble_dots(const AttentionPlan& p) { return p.kv_quant() == KvQuant::kInt4 && kNibbleDots<KvQuant::kInt4>; }
 WorkspaceParts workspace_parts(const AttentionPlan& p, const DecodeSplit& split, int threads) {
   const uint64_t R = static_cast<uint64_t>(p.Hkv == 0 ? 0 : p.heads_per_kv() * p.Lq);
   const uint64_t blocks = static_cast<uint64_t>((p.E + kQuantBlock - 1) / kQuantBlock);
@@ -371,7 +455,8 @@ WorkspaceParts workspace_parts(const AttentionPlan& p, const DecodeSplit& split,
                static_cast<uint64_t>(round_up(static_cast<idx>(p.Ev), 4) + 2);
   w.scratch = static_cast<uint64_t>(std::max(threads, 1)) * static_cast<uint64_t>(scratch_floats_per_thread(p));
   w.query_scales = static_cast<uint64_t>(query_rows(p)) * blocks;
-  w.query_levels_bytes = static_cast<uint64_t>(query_rows(p)) * blocks * kQuantBlock * sizeof(int16_t);
+  w.query_levels_bytes = static_cast<uint64_t>(query_rows(p)) * blocks *
+                         (nibble_dots(p) ? kQuantBlock * sizeof(int8_t) + sizeof(int32_t) : kQuantBlock * sizeof(int16_t));
   return w;
 }
 
@@ -387,15 +472,26 @@ void attention_decode_quantized_simd128(const AttentionPlan& p, const AttentionI
   if (p.B * p.Hq * p.Lq == 0) return;
   const WorkspaceParts w = workspace_parts(p, split, threads);
   float* query_scales = workspace + w.partials + w.scratch;
-  auto* query_levels = reinterpret_cast<int16_t*>(query_scales + w.query_scales);
   const QuantizedLayout keys = p.key_layout();
-  // The query rows quantized once: int8 levels of each block (zero-padded to 32), kept as int16.
-  for (idx row = 0; row < query_rows(p); ++row) {
-    for (idx c = 0; c < keys.blocks; ++c) {
-      int8_t levels[kQuantBlock];
-      const int n = static_cast<int>(std::min<int64_t>(kQuantBlock, p.E - c * kQuantBlock));
-      query_scales[row * keys.blocks + c] = quantize_block(KvQuant::kInt8, in.query + row * p.E + c * kQuantBlock, n, levels);
-      std::copy(levels, levels + kQuantBlock, query_levels + (row * keys.blocks + c) * kQuantBlock);
+  const idx query_blocks = query_rows(p) * keys.blocks;
+  // The query rows quantized once: int8 levels of each block (zero-padded to 32), kept as int16,
+  // or as int8 with their 8·Σ for the nibble dot products.
+  const bool bytes = nibble_dots(p);
+  auto* query_levels = bytes ? nullptr : reinterpret_cast<int16_t*>(query_scales + w.query_scales);
+  auto* query_bias = bytes ? reinterpret_cast<int32_t*>(query_scales + w.query_scales) : nullptr;
+  auto* query_bytes = bytes ? reinterpret_cast<int8_t*>(query_bias + query_blocks) : nullptr;
+  for (idx block = 0; block < query_blocks; ++block) {
+    const idx row = block / keys.blocks, c = block % keys.blocks;
+    int8_t levels[kQuantBlock];
+    const int n = static_cast<int>(std::min<int64_t>(kQuantBlock, p.E - c * kQuantBlock));
+    query_scales[block] = quantize_block(KvQuant::kInt8, in.query + row * p.E + c * kQuantBlock, n, levels);
+    if (bytes) {
+      std::copy(levels, levels + kQuantBlock, query_bytes + block * kQuantBlock);
+      int32_t sum = 0;
+      for (int8_t level : levels) sum += level;
+      query_bias[block] = 8 * sum;
+    } else {
+      std::copy(levels, levels + kQuantBlock, query_levels + block * kQuantBlock);
     }
   }
   const idx ev4 = round_up(static_cast<idx>(p.Ev), 4);
@@ -417,7 +513,9 @@ void attention_decode_quantized_simd128(const AttentionPlan& p, const AttentionI
                           workspace + w.partials,
                           scratch_floats_per_thread(p),
                           query_scales,
-                          query_levels};
+                          query_levels,
+                          query_bytes,
+                          query_bias};
   if (p.kv_quant() == KvQuant::kInt4) {
     run_decode<KvQuant::kInt4>(d, output, threads, lse);
   } else {

@@ -54,6 +54,29 @@ inline void promote(f32x4 v, f64x2* out) {
 inline f32x4 demote(f64x2 lo, f64x2 hi) {
   return wasm_i32x4_shuffle(wasm_f32x4_demote_f64x2_zero(lo), wasm_f32x4_demote_f64x2_zero(hi), 0, 1, 4, 5);
 }
+// int4 levels as stored, level + 8 (0…15), in the int8 lanes of the low and the high nibbles.
+inline void int4_nibbles(i8x16 packed, i8x16* low, i8x16* high) {
+  *low = wasm_v128_and(packed, wasm_i8x16_const_splat(0x0F));
+  *high = wasm_u8x16_shr(packed, 4);
+}
+// 4 bytes at p in every int32 lane.
+inline i8x16 load_i8x4_splat(const int8_t* p) { return wasm_v128_load32_splat(p); }
+inline i16x8 add_i16(i16x8 a, i16x8 b) { return wasm_i16x8_add(a, b); }
+inline i16x8 zero_i16() { return wasm_i16x8_const_splat(0); }
+// (a0 + a1, a2 + a3, a4 + a5, a6 + a7) of int16 lanes, widened to int32.
+inline i32x4 pair_sums_i16(i16x8 v) { return wasm_i32x4_extadd_pairwise_i16x8(v); }
+inline i32x4 sub_i32(i32x4 a, i32x4 b) { return wasm_i32x4_sub(a, b); }
+inline i32x4 splat_i32(int32_t x) { return wasm_i32x4_splat(x); }
+#if defined(__wasm_relaxed_simd__)
+// Lane i (int16): a[2i]·b[2i] + a[2i+1]·b[2i+1], for int8 a and b in [0, 127]
+// (i16x8.relaxed_dot_i8x16_i7x16_s: the same on every engine for such b; one pmaddubsw on x86).
+// LLVM 14 has no builtin for it: i8x16.relaxed_swizzle's early encoding, which no engine runs,
+// stands in for it, and cmake/relaxed_simd_opcodes.mjs rewrites it after the link.
+#define SDPA_SIMD_DOT_I8X16_I7 1
+inline i16x8 dot_pairs_i8_u7(i8x16 a, i8x16 b) {
+  return reinterpret_cast<i16x8>(__builtin_wasm_relaxed_swizzle_i8x16(reinterpret_cast<__i8x16>(a), reinterpret_cast<__i8x16>(b)));
+}
+#endif
 // Bytes 4K…4K+3 of v, as int8, in float32 lanes times 2^24 (exact): a swizzle moves byte 4K + i
 // to the top of int32 lane i (indices 0x80 give zero bytes), then one conversion.
 template <int K>
@@ -118,6 +141,35 @@ inline f32x4 demote(f64x2 lo, f64x2 hi) {
   const f32x2 a = __builtin_convertvector(lo, f32x2), b = __builtin_convertvector(hi, f32x2);
   return __builtin_shufflevector(a, b, 0, 1, 2, 3);
 }
+inline void int4_nibbles(i8x16 packed, i8x16* low, i8x16* high) {
+  *low = packed & static_cast<int8_t>(0x0F);
+  *high = bit_cast<i8x16>(bit_cast<u8x16>(packed) >> 4);
+}
+inline i8x16 load_i8x4_splat(const int8_t* p) {
+  i8x16 v;
+  for (int i = 0; i < 16; i += 4) std::memcpy(reinterpret_cast<char*>(&v) + i, p, 4);
+  return v;
+}
+inline i16x8 add_i16(i16x8 a, i16x8 b) { return a + b; }
+inline i16x8 zero_i16() { return i16x8{0, 0, 0, 0, 0, 0, 0, 0}; }
+inline i32x4 pair_sums_i16(i16x8 v) {
+  return __builtin_convertvector(__builtin_shufflevector(v, v, 0, 2, 4, 6), i32x4) +
+         __builtin_convertvector(__builtin_shufflevector(v, v, 1, 3, 5, 7), i32x4);
+}
+inline i32x4 sub_i32(i32x4 a, i32x4 b) { return a - b; }
+inline i32x4 splat_i32(int32_t x) { return i32x4{x, x, x, x}; }
+#if defined(SDPA_EMULATE_FUSED_MADD)
+// A stand-in for the relaxed-SIMD build's i16x8.relaxed_dot_i8x16_i7x16_s, so that the fuzzer's
+// relaxed-build replay also runs its code path.
+#define SDPA_SIMD_DOT_I8X16_I7 1
+inline i16x8 dot_pairs_i8_u7(i8x16 a, i8x16 b) {
+  const i16x8 ae = __builtin_convertvector(__builtin_shufflevector(a, a, 0, 2, 4, 6, 8, 10, 12, 14), i16x8);
+  const i16x8 ao = __builtin_convertvector(__builtin_shufflevector(a, a, 1, 3, 5, 7, 9, 11, 13, 15), i16x8);
+  const i16x8 be = __builtin_convertvector(__builtin_shufflevector(b, b, 0, 2, 4, 6, 8, 10, 12, 14), i16x8);
+  const i16x8 bo = __builtin_convertvector(__builtin_shufflevector(b, b, 1, 3, 5, 7, 9, 11, 13, 15), i16x8);
+  return ae * be + ao * bo;
+}
+#endif
 template <int K>
 inline f32x4 lane_bytes_to_float_2p24(i8x16 v) {
   const i32x4 bytes = __builtin_convertvector(__builtin_shufflevector(v, v, 4 * K, 4 * K + 1, 4 * K + 2, 4 * K + 3), i32x4);
