@@ -17,7 +17,7 @@
 //    float32 once; every tile load serves up to 4 rows. int4 keys on the relaxed-SIMD build
 //    instead multiply the stored nibbles (level + 8, 0…15) by the int8 query levels with
 //    i16x8.relaxed_dot_i8x16_i7x16_s, a block's 8·Σ query levels taken out after
-//    (score_tiles_nibbles): the same integer dot products in fewer instructions.
+//    (nibble_block_dots): the same integer dot products in fewer instructions.
 //  - Values: per block of 32 value columns, each row's weights are multiplied by the keys' block
 //    scales once (w = p·scale·2^-24, or 2^-28 for int4; 0 for a hidden key), then each key's 4
 //    columns of a 16-byte quad of levels (4 keys × 4 columns) are moved to the top bytes of
@@ -75,7 +75,7 @@ struct QuantizedDecode {
 };
 
 // int4 keys on the relaxed-SIMD build: scores by i16x8.relaxed_dot_i8x16_i7x16_s on the stored
-// nibbles (score_tiles_nibbles).
+// nibbles (nibble_block_dots).
 #if defined(SDPA_SIMD_DOT_I8X16_I7)
 template <KvQuant kKind>
 constexpr bool kNibbleDots = kKind == KvQuant::kInt4;
@@ -133,44 +133,29 @@ inline ChunkTiles chunk_tiles(const QuantizedLayout& layout, const uint8_t* tens
           static_cast<idx>(layout.blocks * layout.tile_block_bytes()), static_cast<idx>(layout.blocks * kQuantTileKeys), tiles};
 }
 
-// Scores of kRows rows (levels q[r], block scales qs[r]) against `tiles` tiles of keys whose first
-// tile-block is at `levels` (its scales at `scales`), times the attention scale, into s[r][4t + k];
-// the tiles of `touch` and `touch_next` are loaded line by line along the way.
-template <int kRows, KvQuant kKind>
-void score_tiles(const int16_t* const* q, const float* const* qs, const uint8_t* levels, const float* scales, idx tiles,
-                 idx blocks, float scale, float* const* s, const ChunkTiles& touch, const ChunkTiles& touch_next) {
+// Scores of kRows rows (block scales qs[r]) against `tiles` tiles of keys whose first tile-block
+// is at `levels` (its scales at `scales`), times `scale`, into s[r][4t + k]; the tiles of `touch`
+// and `touch_next` are loaded line by line along the way. block_dots(tile_block, c, dots) gives
+// each row's exact integer dot products with the 4 keys of block c (key k in lane k), always
+// inlined: as a call per block, int8 and int4 steps took 8-15% longer (scripts/bench/ab.mjs).
+template <int kRows, KvQuant kKind, typename BlockDots>
+void score_tiles(const float* const* qs, const uint8_t* levels, const float* scales, idx tiles, idx blocks, double scale, float* const* s, const ChunkTiles& touch, const ChunkTiles& touch_next,
+                 const BlockDots& block_dots) {
   constexpr idx kTileBlockBytes = kQuantTileKeys * quant_block_bytes(kKind);
-  // The lanes' unit joins the attention scale once per call (a power of two: exact in float64).
-  const f64x2 attention_scale = splat_f64(scale * kLaneUnit<kKind>);
+  const f64x2 attention_scale = splat_f64(scale);
   uint32_t touched = 0;
   for (idx t = 0; t < tiles; ++t) {
     touched ^= touch.touch(t) ^ touch_next.touch(t);
     f64x2 acc[kRows][2];
     for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = splat_f64(0.0);
     for (idx c = 0; c < blocks; ++c) {
-      const uint8_t* tile = levels + (t * blocks + c) * kTileBlockBytes;
-      i32x4 lo[kRows], hi[kRows];
-      const int16_t* block_levels[kRows];
-      for (int r = 0; r < kRows; ++r) {
-        lo[r] = hi[r] = zero_i32();
-        block_levels[r] = q[r] + c * kQuantBlock;
-        opaque_pointer(block_levels[r]);
-      }
-      // Quad g (elements 4g…4g+3 of the block) of the 4 keys.
-      const auto quad = [&](i8x16 k, idx g) {
-        const i16x8 k01 = widen_low(k), k23 = widen_high(k);
-        for (int r = 0; r < kRows; ++r) {
-          const i16x8 x = load_i16x4_twice(block_levels[r] + 4 * g);
-          lo[r] = add_i32(lo[r], dot_pairs(k01, x));
-          hi[r] = add_i32(hi[r], dot_pairs(k23, x));
-        }
-      };
-      for_each_quad<kKind>(tile, quad);
+      i32x4 block[kRows];
+      block_dots(levels + (t * blocks + c) * kTileBlockBytes, c, block);
       f64x2 key_scales[2];
       promote(load(scales + (t * blocks + c) * kQuantTileKeys), key_scales);
       for (int r = 0; r < kRows; ++r) {
         f64x2 dots[2];
-        to_f64(pair_sums(lo[r], hi[r]), dots);
+        to_f64(block[r], dots);
         const f64x2 query_scale = splat_f64(qs[r][c]);
         for (int h = 0; h < 2; ++h) acc[r][h] = add_f64(acc[r][h], mul_f64(dots[h], mul_f64(key_scales[h], query_scale)));
       }
@@ -183,58 +168,58 @@ void score_tiles(const int16_t* const* q, const float* const* qs, const uint8_t*
   (void)keep;
 }
 
-// score_tiles for int4 keys on the relaxed-SIMD build, from the query rows' int8 levels q[r] and
-// their blocks' 8·Σ levels bias[r]: a tile-block's 4 loads of 16 bytes hold its 8 quads as nibbles
-// of level + 8 (0…15, the 7-bit operand of i16x8.relaxed_dot_i8x16_i7x16_s, exact on every
-// engine), each multiplied by the row's 4 query levels of the quad in every int32 lane: the
-// int16 lanes 2k, 2k + 1 sum key k's products (at most 8 quads · 2 · 127 · 15 = 30480 in a block),
-// one pairwise widening gives each key's Σ q·(level + 8) in its lane, and the bias takes the 8s
-// out. The same integer dot products as score_tiles, so the same scores, bit for bit.
+// score_tiles' block_dots from the query rows' levels q[r] kept as int16: each quad widened to
+// int16 and dotted (i32x4.dot_i16x8_s) with the row's 4 levels repeated leaves keys 0-1 and 2-3
+// in lane pairs, summed once per block. int4 lanes are level·16 (kLaneUnit).
+template <int kRows, KvQuant kKind>
+__attribute__((always_inline)) inline void int16_block_dots(const int16_t* const* q, const uint8_t* tile, idx c, i32x4* dots) {
+  i32x4 lo[kRows], hi[kRows];
+  const int16_t* block_levels[kRows];
+  for (int r = 0; r < kRows; ++r) {
+    lo[r] = hi[r] = zero_i32();
+    block_levels[r] = q[r] + c * kQuantBlock;
+    opaque_pointer(block_levels[r]);
+  }
+  // Quad g (elements 4g…4g+3 of the block) of the 4 keys.
+  const auto quad = [&](i8x16 k, idx g) {
+    const i16x8 k01 = widen_low(k), k23 = widen_high(k);
+    for (int r = 0; r < kRows; ++r) {
+      const i16x8 x = load_i16x4_twice(block_levels[r] + 4 * g);
+      lo[r] = add_i32(lo[r], dot_pairs(k01, x));
+      hi[r] = add_i32(hi[r], dot_pairs(k23, x));
+    }
+  };
+  for_each_quad<kKind>(tile, quad);
+  for (int r = 0; r < kRows; ++r) dots[r] = pair_sums(lo[r], hi[r]);
+}
+
+// score_tiles' block_dots for int4 keys on the relaxed-SIMD build, from the query rows' int8
+// levels q[r] and their blocks' 8·Σ levels bias[r]: a tile-block's 4 loads of 16 bytes hold its 8
+// quads as nibbles of level + 8 (0…15, the 7-bit operand of i16x8.relaxed_dot_i8x16_i7x16_s,
+// exact on every engine), each multiplied by the row's 4 query levels of the quad in every int32
+// lane: the int16 lanes 2k, 2k + 1 sum key k's products (at most 8 quads · 2 · 127 · 15 = 30480 in
+// a block), one pairwise widening gives each key's Σ q·(level + 8) in its lane, and the bias takes
+// the 8s out. The same integer dot products as int16_block_dots, so the same scores, bit for bit.
 #if defined(SDPA_SIMD_DOT_I8X16_I7)
 template <int kRows>
-void score_tiles_nibbles(const int8_t* const* q, const int32_t* const* bias, const float* const* qs, const uint8_t* levels,
-                         const float* scales, idx tiles, idx blocks, float scale, float* const* s, const ChunkTiles& touch,
-                         const ChunkTiles& touch_next) {
-  constexpr idx kTileBlockBytes = kQuantTileKeys * quant_block_bytes(KvQuant::kInt4);
-  const f64x2 attention_scale = splat_f64(scale);
-  uint32_t touched = 0;
-  for (idx t = 0; t < tiles; ++t) {
-    touched ^= touch.touch(t) ^ touch_next.touch(t);
-    f64x2 acc[kRows][2];
-    for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = splat_f64(0.0);
-    for (idx c = 0; c < blocks; ++c) {
-      const uint8_t* tile = levels + (t * blocks + c) * kTileBlockBytes;
-      i16x8 sums[kRows];
-      const int8_t* block_levels[kRows];
-      for (int r = 0; r < kRows; ++r) {
-        sums[r] = zero_i16();
-        block_levels[r] = q[r] + c * kQuantBlock;
-        opaque_pointer(block_levels[r]);
-      }
+__attribute__((always_inline)) inline void nibble_block_dots(const int8_t* const* q, const int32_t* const* bias, const uint8_t* tile, idx c, i32x4* dots) {
+  i16x8 sums[kRows];
+  const int8_t* block_levels[kRows];
+  for (int r = 0; r < kRows; ++r) {
+    sums[r] = zero_i16();
+    block_levels[r] = q[r] + c * kQuantBlock;
+    opaque_pointer(block_levels[r]);
+  }
 #pragma clang loop unroll(full)
-      for (idx w = 0; w < 4; ++w) {
-        i8x16 low, high;  // quads 2w and 2w + 1: elements 8w…8w+3 and 8w+4…8w+7 of the 4 keys
-        int4_nibbles(load_i8x16(tile + 16 * w), &low, &high);
-        for (int r = 0; r < kRows; ++r) {
-          sums[r] = add_i16(sums[r], dot_pairs_i8_u7(load_i8x4_splat(block_levels[r] + 8 * w), low));
-          sums[r] = add_i16(sums[r], dot_pairs_i8_u7(load_i8x4_splat(block_levels[r] + 8 * w + 4), high));
-        }
-      }
-      f64x2 key_scales[2];
-      promote(load(scales + (t * blocks + c) * kQuantTileKeys), key_scales);
-      for (int r = 0; r < kRows; ++r) {
-        f64x2 dots[2];
-        to_f64(sub_i32(pair_sums_i16(sums[r]), splat_i32(bias[r][c])), dots);
-        const f64x2 query_scale = splat_f64(qs[r][c]);
-        for (int h = 0; h < 2; ++h) acc[r][h] = add_f64(acc[r][h], mul_f64(dots[h], mul_f64(key_scales[h], query_scale)));
-      }
-    }
+  for (idx w = 0; w < 4; ++w) {
+    i8x16 low, high;  // quads 2w and 2w + 1: elements 8w…8w+3 and 8w+4…8w+7 of the 4 keys
+    int4_nibbles(load_i8x16(tile + 16 * w), &low, &high);
     for (int r = 0; r < kRows; ++r) {
-      store(s[r] + kQuantTileKeys * t, demote(mul_f64(acc[r][0], attention_scale), mul_f64(acc[r][1], attention_scale)));
+      sums[r] = add_i16(sums[r], dot_pairs_i8_u7(load_i8x4_splat(block_levels[r] + 8 * w), low));
+      sums[r] = add_i16(sums[r], dot_pairs_i8_u7(load_i8x4_splat(block_levels[r] + 8 * w + 4), high));
     }
   }
-  volatile uint32_t keep = touched;  // the touching loads must not be optimized away
-  (void)keep;
+  for (int r = 0; r < kRows; ++r) dots[r] = sub_i32(pair_sums_i16(sums[r]), splat_i32(bias[r][c]));
 }
 #endif
 
@@ -347,11 +332,14 @@ class QuantizedSplitTask {
       const ChunkTiles touch = r == 0 ? values : ChunkTiles{}, touch_next = r == 0 ? next_keys : ChunkTiles{};
 #if defined(SDPA_SIMD_DOT_I8X16_I7)
       if constexpr (kNibbleDots<kKind>) {
-        score_tiles_nibbles<kRows>(q_bytes, q_bias, qs, keys.levels, keys.scales, tiles, k.blocks, p.scale, s, touch, touch_next);
+        score_tiles<kRows, kKind>(qs, keys.levels, keys.scales, tiles, k.blocks, p.scale, s, touch, touch_next,
+                           [&](const uint8_t* tile, idx c, i32x4* dots) __attribute__((always_inline)) { nibble_block_dots<kRows>(q_bytes, q_bias, tile, c, dots); });
         return;
       }
 #endif
-      score_tiles<kRows, kKind>(q, qs, keys.levels, keys.scales, tiles, k.blocks, p.scale, s, touch, touch_next);
+      // The lanes' unit joins the attention scale (a power of two: exact in float64).
+      score_tiles<kRows, kKind>(qs, keys.levels, keys.scales, tiles, k.blocks, p.scale * kLaneUnit<kKind>, s, touch, touch_next,
+                                [&](const uint8_t* tile, idx c, i32x4* dots) __attribute__((always_inline)) { int16_block_dots<kRows, kKind>(q, tile, c, dots); });
     });
 
     shape_chunk_scores(d_, b_, kv_, j0, n, n, scores_, kChunk);
