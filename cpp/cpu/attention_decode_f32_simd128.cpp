@@ -29,7 +29,8 @@
 //    is recomputed unfused (as dot_madd in cpu/simd128.h explains).
 // Keys and values may be float32 or float16 (a float16 KV cache known to hold no Inf/NaN): halves
 // are converted in registers as they are loaded, 8 per 16-byte load, to their values·2^-112
-// (simd::load_half8_scaled: 3 instructions per 4 values), and each score and output row is
+// (simd::load_half8_scaled: 3 instructions per 4 values; P·V loads each 8 values' even ones and
+// odd ones apart, load_half8_scaled_split, 5 instructions per 8), and each score and output row is
 // multiplied by 2^112 once; a step reads half the bytes, and every sum stays float32.
 // Chosen by dispatch/dispatch.cpp for the 'simd' backend when the query rows per KV head are few and
 // the keys many, with no weights or score output.
@@ -125,16 +126,35 @@ void score_rows(const float* const* q, const KV* keys, idx n, idx E, float scale
 // pv_block (cpu/microkernels.h): on float16 values with 4 rows, pv_block's per-row pointers and
 // weights outgrow the registers, and a decode step ran 7-12% slower (paired A/B, 1 thread, L = 2048
 // and 8192, Hq = 32, Hkv = 8, E = Ev = 128); its keys are indexed, V loaded once per key for all rows.
+//
+// float16 values load as each 8 columns' even ones, then the odd ones (load_half8_scaled_split: a
+// step took 0.93-0.95 of its time so, CPU time, 1 thread, L = 2048-32768): their accumulators
+// hold the columns in that order, taken apart from the output rows and put back around the loop.
 template <int kRows, int NV, bool kDropHidden, typename KV>
 inline void accumulate_pv(const float* const* p, const KV* v, idx v_stride, idx n, float* const* o) {
+  constexpr bool kSplit = std::is_same_v<KV, uint16_t>;
+  static_assert(!kSplit || NV % 2 == 0, "float16 columns come in 8s");
   f32x4 a[kRows][NV];
   for (int r = 0; r < kRows; ++r) {
     for (int c = 0; c < NV; ++c) a[r][c] = load(o[r] + 4 * c);
+    if constexpr (kSplit) {
+      for (int c = 0; c < NV; c += 2) {
+        const f32x4 low = a[r][c], high = a[r][c + 1];
+        a[r][c] = shuffle<0, 2, 4, 6>(low, high);
+        a[r][c + 1] = shuffle<1, 3, 5, 7>(low, high);
+      }
+    }
   }
   const f32x4 hidden = from_bits(kNegativeZeroBits);
   for (idx j = 0; j < n; ++j, v += v_stride) {
     f32x4 vc[NV];
-    for (int c = 0; c < NV; c += ValueLoad<KV>::kVectors) ValueLoad<KV>::load(v + 4 * c, vc + c);
+    for (int c = 0; c < NV; c += ValueLoad<KV>::kVectors) {
+      if constexpr (kSplit) {
+        load_half8_scaled_split(v + 4 * c, vc + c);
+      } else {
+        ValueLoad<KV>::load(v + 4 * c, vc + c);
+      }
+    }
     for (int r = 0; r < kRows; ++r) {
       const f32x4 x = splat(p[r][j]);
       const mask32x4 visible = bits_differ(x, hidden);
@@ -142,6 +162,13 @@ inline void accumulate_pv(const float* const* p, const KV* v, idx v_stride, idx 
     }
   }
   for (int r = 0; r < kRows; ++r) {
+    if constexpr (kSplit) {
+      for (int c = 0; c < NV; c += 2) {
+        const f32x4 even = a[r][c], odd = a[r][c + 1];
+        a[r][c] = shuffle<0, 4, 1, 5>(even, odd);
+        a[r][c + 1] = shuffle<2, 6, 3, 7>(even, odd);
+      }
+    }
     for (int c = 0; c < NV; ++c) store(o[r] + 4 * c, a[r][c]);
   }
 }

@@ -98,6 +98,15 @@ inline void load_half8_scaled(const uint16_t* p, f32x4* v) {
   v[0] = half_bits_to_scaled(wasm_i16x8_shuffle(zero, halves, 0, 8, 1, 9, 2, 10, 3, 11));
   v[1] = half_bits_to_scaled(wasm_i16x8_shuffle(zero, halves, 4, 12, 5, 13, 6, 14, 7, 15));
 }
+// Halves p[0, 8) as load_half8_scaled gives them, but the even-indexed ones (0, 2, 4, 6) in v[0]
+// and the odd ones (1, 3, 5, 7) in v[1]: 5 instructions instead of 6, no lane shuffle. An even
+// half moves to its lane's top by a shift; an odd one is there already, and the shift right and
+// the mask drop its even neighbour's bits.
+inline void load_half8_scaled_split(const uint16_t* p, f32x4* v) {
+  const v128_t halves = wasm_v128_load(p);
+  v[0] = half_bits_to_scaled(wasm_i32x4_shl(halves, 16));
+  v[1] = wasm_v128_and(wasm_i32x4_shr(halves, 3), wasm_i32x4_const_splat(static_cast<int32_t>(0x8FFFE000)));
+}
 inline float lane(f32x4 v, int i) {
   switch (i) {
     case 0: return wasm_f32x4_extract_lane(v, 0);
@@ -181,6 +190,11 @@ inline f32x4 load_half4_scaled(const uint16_t* p) {
 inline void load_half8_scaled(const uint16_t* p, f32x4* v) {
   v[0] = load_half4_scaled(p);
   v[1] = load_half4_scaled(p + 4);
+}
+inline void load_half8_scaled_split(const uint16_t* p, f32x4* v) {
+  const uint16_t even[4] = {p[0], p[2], p[4], p[6]}, odd[4] = {p[1], p[3], p[5], p[7]};
+  v[0] = load_half4_scaled(even);
+  v[1] = load_half4_scaled(odd);
 }
 
 #endif

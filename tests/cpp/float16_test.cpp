@@ -72,9 +72,10 @@ TEST(Float16, SimdLoadersGiveEveryFiniteHalfTimes2ToTheMinus112Exactly) {
     if ((h & 0x7C00) != 0x7C00) halves.push_back(static_cast<uint16_t>(h));
   }
   for (size_t i = 0; i + 8 <= halves.size(); i += 8) {
-    simd::f32x4 v[3];
+    simd::f32x4 v[3], split[2];
     simd::load_half8_scaled(halves.data() + i, v);
     v[2] = simd::load_half4_scaled(halves.data() + i + 4);
+    simd::load_half8_scaled_split(halves.data() + i, split);
     for (int lane = 0; lane < 8; ++lane) {
       const float got = simd::lane(v[lane / 4], lane % 4), want = float16_to_float32(halves[i + lane]);
       ASSERT_EQ(float_bits(got * 0x1p112f), float_bits(want)) << std::hex << halves[i + lane];
@@ -82,6 +83,7 @@ TEST(Float16, SimdLoadersGiveEveryFiniteHalfTimes2ToTheMinus112Exactly) {
       if (lane >= 4) {
         ASSERT_EQ(float_bits(simd::lane(v[2], lane - 4)), float_bits(got));
       }
+      ASSERT_EQ(float_bits(simd::lane(split[lane % 2], lane / 2)), float_bits(got));  // even lanes, then odd
     }
   }
   EXPECT_TRUE(float16_any_nonfinite(std::vector<uint16_t>{0, 0x7C00}.data(), 2));
