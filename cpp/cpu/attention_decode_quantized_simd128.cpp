@@ -139,8 +139,8 @@ inline ChunkTiles chunk_tiles(const QuantizedLayout& layout, const uint8_t* tens
 // each row's exact integer dot products with the 4 keys of block c (key k in lane k), always
 // inlined: as a call per block, int8 and int4 steps took 8-15% longer (scripts/bench/ab.mjs).
 template <int kRows, KvQuant kKind, typename BlockDots>
-void score_tiles(const float* const* qs, const uint8_t* levels, const float* scales, idx tiles, idx blocks, double scale, float* const* s, const ChunkTiles& touch, const ChunkTiles& touch_next,
-                 const BlockDots& block_dots) {
+void score_tiles(const float* const* qs, const uint8_t* levels, const float* scales, idx tiles, idx blocks, double scale,
+                 float* const* s, const ChunkTiles& touch, const ChunkTiles& touch_next, const BlockDots& block_dots) {
   constexpr idx kTileBlockBytes = kQuantTileKeys * quant_block_bytes(kKind);
   const f64x2 attention_scale = splat_f64(scale);
   uint32_t touched = 0;
@@ -172,7 +172,8 @@ void score_tiles(const float* const* qs, const uint8_t* levels, const float* sca
 // int16 and dotted (i32x4.dot_i16x8_s) with the row's 4 levels repeated leaves keys 0-1 and 2-3
 // in lane pairs, summed once per block. int4 lanes are level·16 (kLaneUnit).
 template <int kRows, KvQuant kKind>
-__attribute__((always_inline)) inline void int16_block_dots(const int16_t* const* q, const uint8_t* tile, idx c, i32x4* dots) {
+__attribute__((always_inline)) inline void int16_block_dots(const int16_t* const* q, const uint8_t* tile, idx c,
+                                                            i32x4* dots) {
   i32x4 lo[kRows], hi[kRows];
   const int16_t* block_levels[kRows];
   for (int r = 0; r < kRows; ++r) {
@@ -202,7 +203,8 @@ __attribute__((always_inline)) inline void int16_block_dots(const int16_t* const
 // the 8s out. The same integer dot products as int16_block_dots, so the same scores, bit for bit.
 #if defined(SDPA_SIMD_DOT_I8X16_I7)
 template <int kRows>
-__attribute__((always_inline)) inline void nibble_block_dots(const int8_t* const* q, const int32_t* const* bias, const uint8_t* tile, idx c, i32x4* dots) {
+__attribute__((always_inline)) inline void nibble_block_dots(const int8_t* const* q, const int32_t* const* bias,
+                                                             const uint8_t* tile, idx c, i32x4* dots) {
   i16x8 sums[kRows];
   const int8_t* block_levels[kRows];
   for (int r = 0; r < kRows; ++r) {
@@ -332,14 +334,19 @@ class QuantizedSplitTask {
       const ChunkTiles touch = r == 0 ? values : ChunkTiles{}, touch_next = r == 0 ? next_keys : ChunkTiles{};
 #if defined(SDPA_SIMD_DOT_I8X16_I7)
       if constexpr (kNibbleDots<kKind>) {
-        score_tiles<kRows, kKind>(qs, keys.levels, keys.scales, tiles, k.blocks, p.scale, s, touch, touch_next,
-                           [&](const uint8_t* tile, idx c, i32x4* dots) __attribute__((always_inline)) { nibble_block_dots<kRows>(q_bytes, q_bias, tile, c, dots); });
+        const auto nibbles = [&](const uint8_t* tile, idx c, i32x4* dots) __attribute__((always_inline)) {
+          nibble_block_dots<kRows>(q_bytes, q_bias, tile, c, dots);
+        };
+        score_tiles<kRows, kKind>(qs, keys.levels, keys.scales, tiles, k.blocks, p.scale, s, touch, touch_next, nibbles);
         return;
       }
 #endif
       // The lanes' unit joins the attention scale (a power of two: exact in float64).
-      score_tiles<kRows, kKind>(qs, keys.levels, keys.scales, tiles, k.blocks, p.scale * kLaneUnit<kKind>, s, touch, touch_next,
-                                [&](const uint8_t* tile, idx c, i32x4* dots) __attribute__((always_inline)) { int16_block_dots<kRows, kKind>(q, tile, c, dots); });
+      const auto int16s = [&](const uint8_t* tile, idx c, i32x4* dots) __attribute__((always_inline)) {
+        int16_block_dots<kRows, kKind>(q, tile, c, dots);
+      };
+      score_tiles<kRows, kKind>(qs, keys.levels, keys.scales, tiles, k.blocks, p.scale * kLaneUnit<kKind>, s, touch,
+                                touch_next, int16s);
     });
 
     shape_chunk_scores(d_, b_, kv_, j0, n, n, scores_, kChunk);

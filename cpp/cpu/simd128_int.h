@@ -74,7 +74,8 @@ inline i32x4 splat_i32(int32_t x) { return wasm_i32x4_splat(x); }
 // stands in for it, and cmake/relaxed_simd_opcodes.mjs rewrites it after the link.
 #define SDPA_SIMD_DOT_I8X16_I7 1
 inline i16x8 dot_pairs_i8_u7(i8x16 a, i8x16 b) {
-  return reinterpret_cast<i16x8>(__builtin_wasm_relaxed_swizzle_i8x16(reinterpret_cast<__i8x16>(a), reinterpret_cast<__i8x16>(b)));
+  return reinterpret_cast<i16x8>(
+      __builtin_wasm_relaxed_swizzle_i8x16(reinterpret_cast<__i8x16>(a), reinterpret_cast<__i8x16>(b)));
 }
 #endif
 // Bytes 4K…4K+3 of v, as int8, in float32 lanes times 2^24 (exact): a swizzle moves byte 4K + i
