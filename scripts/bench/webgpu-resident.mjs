@@ -246,14 +246,14 @@ export async function benchWebGpuResident(opts, gpu) {
     // use what it does not model.
     const profileRounds = baseline ? PROFILE_ROUNDS : 1;
     const samples = ok.map(() => ({ bursts: [], profiles: [], error: undefined }));
-    const profiled = (e) => profiler && !profiler.unavailable && !e.name.startsWith('ort');
+    const profiled = (e) => profiler && !e.name.startsWith('ort');
     for (let round = 0; round < Math.max(PIPELINED_ROUNDS, profileRounds); round++) {
       for (let i = 0; i < ok.length; i++) {
         const index = (i + round) % ok.length;
         const { e } = ok[index];
         const s = samples[index];
         if (e.submit && round < PIPELINED_ROUNDS) s.bursts.push(await pipelinedBurst(e));
-        if (profiled(e) && round < profileRounds && !s.error) {
+        if (profiled(e) && !profiler.unavailable && round < profileRounds && !s.error) {
           try {
             s.profiles.push(await profiler.profile(e.run));
           } catch (err) {
@@ -268,7 +268,7 @@ export async function benchWebGpuResident(opts, gpu) {
         const ms = median(bursts.map((b) => b.ms));
         row.pipelined = { ms, submitMs: median(bursts.map((b) => b.submitMs)), ...metric(ms, e) };
       }
-      if (profiler && !e.name.startsWith('ort')) row.profile = profiler.unavailable ? { error: profiler.unavailable } : error ? { error } : medianProfile(profiles);
+      if (profiled(e)) row.profile = profiler.unavailable ? { error: profiler.unavailable } : error ? { error } : medianProfile(profiles);
       e.dispose();
     }
   };
