@@ -8,13 +8,14 @@
 //  - Scores: the query rows are quantized once per call to int8 blocks of 32 (quantize_block, as
 //    docs/kv-cache-formats.md defines a call on such a cache), kept as int16. A tile of 4 keys ×
 //    4 consecutive elements is one 16-byte load (int4: the low or high nibbles of one, unpacked
-//    as level·16, the 16 taken out with the attention scale); widened to int16, its dot
+//    as level·16, the 16 taken out with the query's scales); widened to int16, its dot
 //    products with a row's 4 elements repeated (i32x4.dot_i16x8_s) leave keys 0-1 and 2-3 in
 //    lane pairs: summed per block, each key's exact integer dot product lands in its own lane.
-//    Each block adds (int dot)·(query scale · key scale) to the score in float64 (two f64x2 per
-//    4 keys: a product of two float32 scales neither overflows nor underflows there, and the sum
-//    over blocks is that of the dequantized products up to their float32 rounding), rounded to
-//    float32 once; every tile load serves up to 4 rows. int4 keys on the relaxed-SIMD build
+//    Each block's dot products (exact in float32: |dot| ≤ 32·127² < 2^24) are converted and
+//    multiply-added into the scores as (int dot)·(key scale · query scale), the query's block
+//    scale kept times the attention scale: float32 arithmetic, as the float32 kernel's, whose
+//    rounding the tolerance rule covers (docs/decode.md: float64 pairs cost 2-10% of an int8
+//    step); every tile load serves up to 4 rows. int4 keys on the relaxed-SIMD build
 //    instead multiply the stored nibbles (level + 8, 0…15) by the int8 query levels with
 //    i16x8.relaxed_dot_i8x16_i7x16_s, a block's 8·Σ query levels taken out after
 //    (nibble_block_dots): the same integer dot products in fewer instructions.
@@ -68,7 +69,7 @@ struct QuantizedDecode {
   float* partials;             // [B·Hkv·splits][R][partial_row]
   float* scratch;              // per thread: scores [R][kChunk], then weights [R][kChunk] (or a row of Ev)
   idx scratch_floats;          // per thread
-  const float* query_scales;   // [B·Hq·Lq][key blocks]
+  const float* query_scales;   // [B·Hq·Lq][key blocks], times the attention scale and the dots' unit
   const int16_t* query_levels;  // [B·Hq·Lq][key blocks·32]; int4 keys with kNibbleDots: none
   const int8_t* query_bytes;    // kNibbleDots on int4 keys: the levels as int8 [B·Hq·Lq][key blocks·32]
   const int32_t* query_bias;    // and 8·Σ of each block's levels [B·Hq·Lq][key blocks]
@@ -133,36 +134,27 @@ inline ChunkTiles chunk_tiles(const QuantizedLayout& layout, const uint8_t* tens
           static_cast<idx>(layout.blocks * layout.tile_block_bytes()), static_cast<idx>(layout.blocks * kQuantTileKeys), tiles};
 }
 
-// Scores of kRows rows (block scales qs[r]) against `tiles` tiles of keys whose first tile-block
-// is at `levels` (its scales at `scales`), times `scale`, into s[r][4t + k]; the tiles of `touch`
+// Scores of kRows rows (block scales times the attention scale qs[r]) against `tiles` tiles of
+// keys whose first tile-block is at `levels` (its scales at `scales`) into s[r][4t + k]; the tiles of `touch`
 // and `touch_next` are loaded line by line along the way. block_dots(tile_block, c, dots) gives
 // each row's exact integer dot products with the 4 keys of block c (key k in lane k), always
 // inlined: as a call per block, int8 and int4 steps took 8-15% longer (scripts/bench/ab.mjs).
 template <int kRows, KvQuant kKind, typename BlockDots>
-void score_tiles(const float* const* qs, const uint8_t* levels, const float* scales, idx tiles, idx blocks, double scale,
+void score_tiles(const float* const* qs, const uint8_t* levels, const float* scales, idx tiles, idx blocks,
                  float* const* s, const ChunkTiles& touch, const ChunkTiles& touch_next, const BlockDots& block_dots) {
   constexpr idx kTileBlockBytes = kQuantTileKeys * quant_block_bytes(kKind);
-  const f64x2 attention_scale = splat_f64(scale);
   uint32_t touched = 0;
   for (idx t = 0; t < tiles; ++t) {
     touched ^= touch.touch(t) ^ touch_next.touch(t);
-    f64x2 acc[kRows][2];
-    for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = splat_f64(0.0);
+    f32x4 acc[kRows];
+    for (int r = 0; r < kRows; ++r) acc[r] = splat(0.0f);
     for (idx c = 0; c < blocks; ++c) {
       i32x4 block[kRows];
       block_dots(levels + (t * blocks + c) * kTileBlockBytes, c, block);
-      f64x2 key_scales[2];
-      promote(load(scales + (t * blocks + c) * kQuantTileKeys), key_scales);
-      for (int r = 0; r < kRows; ++r) {
-        f64x2 dots[2];
-        to_f64(block[r], dots);
-        const f64x2 query_scale = splat_f64(qs[r][c]);
-        for (int h = 0; h < 2; ++h) acc[r][h] = add_f64(acc[r][h], mul_f64(dots[h], mul_f64(key_scales[h], query_scale)));
-      }
+      const f32x4 key_scales = load(scales + (t * blocks + c) * kQuantTileKeys);
+      for (int r = 0; r < kRows; ++r) acc[r] = madd(to_float(block[r]), mul(key_scales, splat(qs[r][c])), acc[r]);
     }
-    for (int r = 0; r < kRows; ++r) {
-      store(s[r] + kQuantTileKeys * t, demote(mul_f64(acc[r][0], attention_scale), mul_f64(acc[r][1], attention_scale)));
-    }
+    for (int r = 0; r < kRows; ++r) store(s[r] + kQuantTileKeys * t, acc[r]);
   }
   volatile uint32_t keep = touched;  // the touching loads must not be optimized away
   (void)keep;
@@ -337,16 +329,14 @@ class QuantizedSplitTask {
         const auto nibbles = [&](const uint8_t* tile, idx c, i32x4* dots) __attribute__((always_inline)) {
           nibble_block_dots<kRows>(q_bytes, q_bias, tile, c, dots);
         };
-        score_tiles<kRows, kKind>(qs, keys.levels, keys.scales, tiles, k.blocks, p.scale, s, touch, touch_next, nibbles);
+        score_tiles<kRows, kKind>(qs, keys.levels, keys.scales, tiles, k.blocks, s, touch, touch_next, nibbles);
         return;
       }
 #endif
-      // The lanes' unit joins the attention scale (a power of two: exact in float64).
       const auto int16s = [&](const uint8_t* tile, idx c, i32x4* dots) __attribute__((always_inline)) {
         int16_block_dots<kRows, kKind>(q, tile, c, dots);
       };
-      score_tiles<kRows, kKind>(qs, keys.levels, keys.scales, tiles, k.blocks, p.scale * kLaneUnit<kKind>, s, touch,
-                                touch_next, int16s);
+      score_tiles<kRows, kKind>(qs, keys.levels, keys.scales, tiles, k.blocks, s, touch, touch_next, int16s);
     });
 
     shape_chunk_scores(d_, b_, kv_, j0, n, n, scores_, kChunk);
@@ -470,8 +460,12 @@ void attention_decode_quantized_simd128(const AttentionPlan& p, const AttentionI
   const QuantizedLayout keys = p.key_layout();
   const idx query_blocks = query_rows(p) * keys.blocks;
   // The query rows quantized once: int8 levels of each block (zero-padded to 32), kept as int16,
-  // or as int8 with their 8·Σ for the nibble dot products.
+  // or as int8 with their 8·Σ for the nibble dot products; each block's scale is kept times the
+  // attention scale and what a unit of the dot products is worth in levels (int4 lanes of
+  // level·16 on the int16 path: 1/16).
   const bool bytes = nibble_dots(p);
+  const double dot_unit = bytes || p.kv_quant() == KvQuant::kInt8 ? 1.0 : kLaneUnit<KvQuant::kInt4>;
+  const float score_unit = static_cast<float>(p.scale * dot_unit);
   auto* query_levels = bytes ? nullptr : reinterpret_cast<int16_t*>(query_scales + w.query_scales);
   auto* query_bias = bytes ? reinterpret_cast<int32_t*>(query_scales + w.query_scales) : nullptr;
   auto* query_bytes = bytes ? reinterpret_cast<int8_t*>(query_bias + query_blocks) : nullptr;
@@ -479,7 +473,7 @@ void attention_decode_quantized_simd128(const AttentionPlan& p, const AttentionI
     const idx row = block / keys.blocks, c = block % keys.blocks;
     int8_t levels[kQuantBlock];
     const int n = static_cast<int>(std::min<int64_t>(kQuantBlock, p.E - c * kQuantBlock));
-    query_scales[block] = quantize_block(KvQuant::kInt8, in.query + row * p.E + c * kQuantBlock, n, levels);
+    query_scales[block] = quantize_block(KvQuant::kInt8, in.query + row * p.E + c * kQuantBlock, n, levels) * score_unit;
     if (bytes) {
       std::copy(levels, levels + kQuantBlock, query_bytes + block * kQuantBlock);
       int32_t sum = 0;

@@ -1,7 +1,6 @@
 // Integer vectors for the quantized KV-cache kernels: int8 levels widened to int16, int16 dot
 // products into int32 (i32x4.dot_i16x8_s), the bytes of one int32 lane spread over four float32
-// lanes (one swizzle, one conversion), and int32 lanes scaled in float64 pairs (f64x2: products of
-// two block scales neither overflow nor underflow there).
+// lanes (one swizzle, one conversion), and int32 lanes converted to float32.
 // wasm SIMD128 under Emscripten, GCC/Clang vector extensions natively (same results lane for lane).
 #pragma once
 
@@ -38,22 +37,6 @@ inline i32x4 zero_i32() { return wasm_i32x4_const_splat(0); }
 inline i32x4 pair_sums(i32x4 a, i32x4 b) {
   return wasm_i32x4_add(wasm_i32x4_shuffle(a, b, 0, 2, 4, 6), wasm_i32x4_shuffle(a, b, 1, 3, 5, 7));
 }
-using f64x2 = v128_t;
-inline f64x2 splat_f64(double x) { return wasm_f64x2_splat(x); }
-inline f64x2 add_f64(f64x2 a, f64x2 b) { return wasm_f64x2_add(a, b); }
-inline f64x2 mul_f64(f64x2 a, f64x2 b) { return wasm_f64x2_mul(a, b); }
-// Lanes 0-1 and 2-3 of an i32x4 or f32x4 as two f64x2; and two f64x2 rounded back to one f32x4.
-inline void to_f64(i32x4 v, f64x2* out) {
-  out[0] = wasm_f64x2_convert_low_i32x4(v);
-  out[1] = wasm_f64x2_convert_low_i32x4(wasm_i32x4_shuffle(v, v, 2, 3, 2, 3));
-}
-inline void promote(f32x4 v, f64x2* out) {
-  out[0] = wasm_f64x2_promote_low_f32x4(v);
-  out[1] = wasm_f64x2_promote_low_f32x4(wasm_i32x4_shuffle(v, v, 2, 3, 2, 3));
-}
-inline f32x4 demote(f64x2 lo, f64x2 hi) {
-  return wasm_i32x4_shuffle(wasm_f32x4_demote_f64x2_zero(lo), wasm_f32x4_demote_f64x2_zero(hi), 0, 1, 4, 5);
-}
 // int4 levels as stored, level + 8 (0…15), in the int8 lanes of the low and the high nibbles.
 inline void int4_nibbles(i8x16 packed, i8x16* low, i8x16* high) {
   *low = wasm_v128_and(packed, wasm_i8x16_const_splat(0x0F));
@@ -67,6 +50,7 @@ inline i16x8 zero_i16() { return wasm_i16x8_const_splat(0); }
 inline i32x4 pair_sums_i16(i16x8 v) { return wasm_i32x4_extadd_pairwise_i16x8(v); }
 inline i32x4 sub_i32(i32x4 a, i32x4 b) { return wasm_i32x4_sub(a, b); }
 inline i32x4 splat_i32(int32_t x) { return wasm_i32x4_splat(x); }
+inline f32x4 to_float(i32x4 v) { return wasm_f32x4_convert_i32x4(v); }
 #if defined(__wasm_relaxed_simd__)
 // Lane i (int16): a[2i]·b[2i] + a[2i+1]·b[2i+1], for int8 a and b in [0, 127]
 // (i16x8.relaxed_dot_i8x16_i7x16_s: the same on every engine for such b; one pmaddubsw on x86).
@@ -125,23 +109,6 @@ inline i32x4 zero_i32() { return i32x4{0, 0, 0, 0}; }
 inline i32x4 pair_sums(i32x4 a, i32x4 b) {
   return __builtin_shufflevector(a, b, 0, 2, 4, 6) + __builtin_shufflevector(a, b, 1, 3, 5, 7);
 }
-using f64x2 = double __attribute__((vector_size(16)));
-inline f64x2 splat_f64(double x) { return f64x2{x, x}; }
-inline f64x2 add_f64(f64x2 a, f64x2 b) { return a + b; }
-inline f64x2 mul_f64(f64x2 a, f64x2 b) { return a * b; }
-inline void to_f64(i32x4 v, f64x2* out) {
-  out[0] = __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1), f64x2);
-  out[1] = __builtin_convertvector(__builtin_shufflevector(v, v, 2, 3), f64x2);
-}
-inline void promote(f32x4 v, f64x2* out) {
-  out[0] = __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1), f64x2);
-  out[1] = __builtin_convertvector(__builtin_shufflevector(v, v, 2, 3), f64x2);
-}
-inline f32x4 demote(f64x2 lo, f64x2 hi) {
-  using f32x2 = float __attribute__((vector_size(8)));
-  const f32x2 a = __builtin_convertvector(lo, f32x2), b = __builtin_convertvector(hi, f32x2);
-  return __builtin_shufflevector(a, b, 0, 1, 2, 3);
-}
 inline void int4_nibbles(i8x16 packed, i8x16* low, i8x16* high) {
   *low = packed & static_cast<int8_t>(0x0F);
   *high = bit_cast<i8x16>(bit_cast<u8x16>(packed) >> 4);
@@ -159,6 +126,7 @@ inline i32x4 pair_sums_i16(i16x8 v) {
 }
 inline i32x4 sub_i32(i32x4 a, i32x4 b) { return a - b; }
 inline i32x4 splat_i32(int32_t x) { return i32x4{x, x, x, x}; }
+inline f32x4 to_float(i32x4 v) { return __builtin_convertvector(v, f32x4); }
 #if defined(SDPA_EMULATE_FUSED_MADD)
 // A stand-in for the relaxed-SIMD build's i16x8.relaxed_dot_i8x16_i7x16_s, so that the fuzzer's
 // relaxed-build replay also runs its code path.
