@@ -67,8 +67,7 @@ struct Decode {
   idx R, group, Lq, E, Ev, Hq, Hkv;
   idx keys_per_split, splits;
   DecodePartialShape shape;  // of one row's partial
-  float* partials;           // [B·Hkv·splits][R][shape.partial_row]
-  float* scratch;            // per thread: scores [R][kChunk]
+  DecodeWorkspace workspace;  // partials [B·Hkv·splits][R][shape.partial_row]; per thread: scores [R][kChunk]
 };
 
 // The key and value pointers of the element type KV.
@@ -316,16 +315,24 @@ class SplitTask {
 
 template <typename KV>
 void run_decode(const Decode& d, float* output, int threads, float* lse) {
-  run_split_k_decode<SplitTask<KV>>(d, d.R * kChunk, ValueLoad<KV>::kUnscale, output, threads, lse);
+  run_split_k_decode<SplitTask<KV>>(d, ValueLoad<KV>::kUnscale, output, threads, lse);
+}
+
+DecodePartialShape partial_shape(const AttentionPlan& p) {
+  const idx ev4 = round_up(static_cast<idx>(p.Ev), 4);
+  return {ev4, ev4 + 2};
+}
+
+DecodeWorkspace workspace_layout(const AttentionPlan& p, const DecodeSplit& split, int threads) {
+  const idx rows = static_cast<idx>(p.Hkv == 0 ? 0 : p.heads_per_kv() * p.Lq);
+  return DecodeWorkspace(static_cast<idx>(p.B * p.Hkv * split.splits_per_head), rows, partial_shape(p), rows * kChunk,
+                         threads);
 }
 
 }  // namespace
 
 uint64_t decode_workspace_bytes(const AttentionPlan& plan, const DecodeSplit& split, int threads) {
-  const uint64_t rows = static_cast<uint64_t>(plan.Hkv == 0 ? 0 : plan.heads_per_kv() * plan.Lq);
-  const uint64_t partials = static_cast<uint64_t>(plan.B * plan.Hkv) * static_cast<uint64_t>(split.splits_per_head) *
-                            rows * static_cast<uint64_t>(round_up(static_cast<idx>(plan.Ev), 4) + 2);
-  return (partials + static_cast<uint64_t>(std::max(threads, 1)) * rows * kChunk) * sizeof(float);
+  return workspace_layout(plan, split, threads).floats() * sizeof(float);
 }
 
 void attention_decode_f32_simd128(const AttentionPlan& p, const AttentionInputs& in, const DecodeSplit& split,
@@ -333,9 +340,9 @@ void attention_decode_f32_simd128(const AttentionPlan& p, const AttentionInputs&
   if (p.B * p.Hq * p.Lq == 0) return;
   const idx group = static_cast<idx>(p.heads_per_kv());
   const idx R = group * static_cast<idx>(p.Lq);
-  const idx ev4 = round_up(static_cast<idx>(p.Ev), 4);
   const idx splits = static_cast<idx>(split.splits_per_head);
-  const idx partial_floats = static_cast<idx>(p.B * p.Hkv) * splits * R * (ev4 + 2);
+  DecodeWorkspace workspace_parts = workspace_layout(p, split, threads);
+  workspace_parts.place(workspace);
   const Decode d{p,
                  in,
                  R,
@@ -347,9 +354,8 @@ void attention_decode_f32_simd128(const AttentionPlan& p, const AttentionInputs&
                  static_cast<idx>(p.Hkv),
                  static_cast<idx>(split.keys_per_split),
                  splits,
-                 DecodePartialShape{ev4, ev4 + 2},
-                 workspace,
-                 workspace + partial_floats};
+                 partial_shape(p),
+                 workspace_parts};
   if (p.key_type == ElementType::kFloat16) {
     run_decode<uint16_t>(d, output, threads, lse);
   } else {

@@ -66,9 +66,8 @@ struct QuantizedDecode {
   idx R, group, Lq, E, Ev, Hq, Hkv;
   DecodePartialShape shape;
   idx keys_per_split, splits;
-  float* partials;             // [B·Hkv·splits][R][partial_row]
-  float* scratch;              // per thread: scores [R][kChunk], then weights [R][kChunk] (or a row of Ev)
-  idx scratch_floats;          // per thread
+  DecodeWorkspace workspace;   // partials [B·Hkv·splits][R][partial_row]; per thread: scores [R][kChunk],
+                               // then weights [R][kChunk] (or a row of Ev)
   const float* query_scales;   // [B·Hq·Lq][key blocks], times the attention scale and the dots' unit
   const int16_t* query_levels;  // [B·Hq·Lq][key blocks·32]; int4 keys with kNibbleDots: none
   const int8_t* query_bytes;    // kNibbleDots on int4 keys: the levels as int8 [B·Hq·Lq][key blocks·32]
@@ -297,7 +296,6 @@ class QuantizedSplitTask {
   // Scores of every row against keys [j0, j0 + n) (j0 a whole tile, n a multiple of 4), softcapped,
   // biased and masked as the reference does; keys outside [lo, hi) are −inf.
   void compute_scores(idx j0, idx n, int64_t lo, int64_t hi, idx next_tiles) const {
-    const AttentionPlan& p = d_.p;
     const QuantizedLayout& k = d_.keys;
     const idx tiles = n / kQuantTileKeys;
     const ChunkTiles keys = chunk_tiles(k, d_.in.key_quantized, head_, j0, tiles);
@@ -423,22 +421,28 @@ class QuantizedSplitTask {
 
 template <KvQuant kKind>
 void run_decode(const QuantizedDecode& d, float* output, int threads, float* lse) {
-  run_split_k_decode<QuantizedSplitTask<kKind>>(d, d.scratch_floats, 1.0f, output, threads, lse);
+  run_split_k_decode<QuantizedSplitTask<kKind>>(d, 1.0f, output, threads, lse);
 }
 
-// Floats of the partials of every task, then the per-thread scratch, then the query scales; the
-// query levels follow: int16, or (kNibbleDots on int4 keys) int8 levels and int32 block biases.
+DecodePartialShape partial_shape(const AttentionPlan& p) {
+  const idx ev4 = round_up(static_cast<idx>(p.Ev), 4);
+  return {ev4, ev4 + 2};
+}
+
+// The partials of every task and the per-thread scratch (DecodeWorkspace), then the query scales
+// (floats); the query levels follow: int16, or (kNibbleDots on int4 keys) int8 levels and int32
+// block biases.
 struct WorkspaceParts {
-  uint64_t partials, scratch, query_scales, query_levels_bytes;
+  DecodeWorkspace split_k;
+  uint64_t query_scales, query_levels_bytes;
 };
 bool nibble_dots(const AttentionPlan& p) { return p.kv_quant() == KvQuant::kInt4 && kNibbleDots<KvQuant::kInt4>; }
 WorkspaceParts workspace_parts(const AttentionPlan& p, const DecodeSplit& split, int threads) {
-  const uint64_t R = static_cast<uint64_t>(p.Hkv == 0 ? 0 : p.heads_per_kv() * p.Lq);
+  const idx R = static_cast<idx>(p.Hkv == 0 ? 0 : p.heads_per_kv() * p.Lq);
   const uint64_t blocks = static_cast<uint64_t>((p.E + kQuantBlock - 1) / kQuantBlock);
-  WorkspaceParts w;
-  w.partials = static_cast<uint64_t>(p.B * p.Hkv) * static_cast<uint64_t>(split.splits_per_head) * R *
-               static_cast<uint64_t>(round_up(static_cast<idx>(p.Ev), 4) + 2);
-  w.scratch = static_cast<uint64_t>(std::max(threads, 1)) * static_cast<uint64_t>(scratch_floats_per_thread(p));
+  WorkspaceParts w{DecodeWorkspace(static_cast<idx>(p.B * p.Hkv * split.splits_per_head), R, partial_shape(p),
+                                   scratch_floats_per_thread(p), threads),
+                   0, 0};
   w.query_scales = static_cast<uint64_t>(query_rows(p)) * blocks;
   w.query_levels_bytes = static_cast<uint64_t>(query_rows(p)) * blocks *
                          (nibble_dots(p) ? kQuantBlock * sizeof(int8_t) + sizeof(int32_t) : kQuantBlock * sizeof(int16_t));
@@ -449,14 +453,14 @@ WorkspaceParts workspace_parts(const AttentionPlan& p, const DecodeSplit& split,
 
 uint64_t decode_quantized_workspace_bytes(const AttentionPlan& plan, const DecodeSplit& split, int threads) {
   const WorkspaceParts w = workspace_parts(plan, split, threads);
-  return (w.partials + w.scratch + w.query_scales) * sizeof(float) + w.query_levels_bytes;
+  return (w.split_k.floats() + w.query_scales) * sizeof(float) + w.query_levels_bytes;
 }
 
 void attention_decode_quantized_simd128(const AttentionPlan& p, const AttentionInputs& in, const DecodeSplit& split,
                                         float* output, float* workspace, int threads, float* lse) {
   if (p.B * p.Hq * p.Lq == 0) return;
-  const WorkspaceParts w = workspace_parts(p, split, threads);
-  float* query_scales = workspace + w.partials + w.scratch;
+  WorkspaceParts w = workspace_parts(p, split, threads);
+  float* query_scales = w.split_k.place(workspace);
   const QuantizedLayout keys = p.key_layout();
   const idx query_blocks = query_rows(p) * keys.blocks;
   // The query rows quantized once: int8 levels of each block (zero-padded to 32), kept as int16,
@@ -483,7 +487,6 @@ void attention_decode_quantized_simd128(const AttentionPlan& p, const AttentionI
       std::copy(levels, levels + kQuantBlock, query_levels + block * kQuantBlock);
     }
   }
-  const idx ev4 = round_up(static_cast<idx>(p.Ev), 4);
   const QuantizedDecode d{p,
                           in,
                           keys,
@@ -495,12 +498,10 @@ void attention_decode_quantized_simd128(const AttentionPlan& p, const AttentionI
                           static_cast<idx>(p.Ev),
                           static_cast<idx>(p.Hq),
                           static_cast<idx>(p.Hkv),
-                          DecodePartialShape{ev4, ev4 + 2},
+                          partial_shape(p),
                           static_cast<idx>(split.keys_per_split),
                           static_cast<idx>(split.splits_per_head),
-                          workspace,
-                          workspace + w.partials,
-                          scratch_floats_per_thread(p),
+                          w.split_k,
                           query_scales,
                           query_levels,
                           query_bytes,

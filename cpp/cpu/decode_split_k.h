@@ -57,6 +57,42 @@ struct DecodePartialShape {
   simd::idx partial_row;  // floats per row: ev4 + 2
 };
 
+// A decode call's split partials and its threads' scratch in its workspace: each task's partials
+// ([R][partial_row]) and each thread's scratch start on a 64-byte line of their own, so that no two
+// threads write one cache line (packed edge to edge, 2-thread steps took up to 1.1× as long:
+// docs/decode.md).
+struct DecodeWorkspace {
+  static constexpr simd::idx kLineFloats = 64 / sizeof(float);
+  simd::idx task_floats = 0, thread_floats = 0;  // strides: whole lines
+  simd::idx tasks = 0, threads = 0;
+  float* partials = nullptr;  // [tasks][task_floats], set by place()
+  float* scratch = nullptr;   // [threads][thread_floats]
+
+  DecodeWorkspace(simd::idx task_count, simd::idx rows, const DecodePartialShape& shape, simd::idx scratch_floats,
+                  int thread_count)
+      : task_floats(lines(rows * shape.partial_row)),
+        thread_floats(lines(scratch_floats)),
+        tasks(task_count),
+        threads(std::max(thread_count, 1)) {}
+  // Floats they take in a workspace, with a line's worth to align their start.
+  uint64_t floats() const {
+    return static_cast<uint64_t>(tasks) * static_cast<uint64_t>(task_floats) +
+           static_cast<uint64_t>(threads) * static_cast<uint64_t>(thread_floats) + kLineFloats;
+  }
+  // Places them from `workspace` on; returns the first float after them.
+  float* place(float* workspace) {
+    const uintptr_t line = 64, at = reinterpret_cast<uintptr_t>(workspace);
+    partials = workspace + ((line - at % line) % line) / sizeof(float);
+    scratch = partials + tasks * task_floats;
+    return workspace + floats();
+  }
+  float* task_partials(simd::idx task) const { return partials + task * task_floats; }
+  float* thread_scratch(int worker) const { return scratch + worker * thread_floats; }
+
+ private:
+  static simd::idx lines(simd::idx floats) { return (floats + kLineFloats - 1) / kLineFloats * kLineFloats; }
+};
+
 // Starts the partials of `rows` rows: O = 0, m = −inf, l = 0.
 inline void start_partials(const DecodePartialShape& shape, simd::idx rows, float* partial) {
   for (simd::idx row = 0; row < rows; ++row) {
@@ -187,33 +223,33 @@ void shape_chunk_scores(const Decode& d, simd::idx b, simd::idx kv_head, simd::i
 }
 
 // Runs a decode call: every (batch·KV head, split) task of `d` on `threads` (each worker's `Task`
-// on its own `scratch_floats` of d.scratch), then each row's split partials merged into its output
-// row (times `out_scale`) and log-sum-exp. `Task(d, b, kv_head, scratch)` is one KV head's split
+// on its own scratch of d.workspace), then each row's split partials merged into its output row
+// (times `out_scale`) and log-sum-exp. `Task(d, b, kv_head, scratch)` is one KV head's split
 // runner (first_key, end_key, run, recompute_row); group_row(d, kv_head, row) names a row's query
 // head and position.
 template <typename Task, typename Decode>
-void run_split_k_decode(const Decode& d, simd::idx scratch_floats, float out_scale, float* output, int threads, float* lse) {
+void run_split_k_decode(const Decode& d, float out_scale, float* output, int threads, float* lse) {
   using simd::idx;
   const AttentionPlan& p = d.p;
+  const DecodeWorkspace& w = d.workspace;
   const idx splits = d.splits;
   const idx heads = static_cast<idx>(p.B * p.Hkv);
-  const idx part_floats = d.R * d.shape.partial_row;
   parallel_for(threads, static_cast<int64_t>(heads * splits), [&](int64_t task, int worker) {
     const idx head = static_cast<idx>(task) / splits, s = static_cast<idx>(task) % splits;
-    const Task split_task(d, head / d.Hkv, head % d.Hkv, d.scratch + worker * scratch_floats);
+    const Task split_task(d, head / d.Hkv, head % d.Hkv, w.thread_scratch(worker));
     const int64_t begin = split_task.first_key() + s * d.keys_per_split;
     const int64_t end = std::min(split_task.end_key(), begin + d.keys_per_split);
-    split_task.run(begin, std::max(begin, end), d.partials + (head * splits + s) * part_floats);
+    split_task.run(begin, std::max(begin, end), w.task_partials(static_cast<idx>(task)));
   });
   for (idx head = 0; head < heads; ++head) {
     const idx b = head / d.Hkv, kv_head = head % d.Hkv;
-    const Task task(d, b, kv_head, d.scratch);
-    const float* parts = d.partials + head * splits * part_floats;
+    const Task task(d, b, kv_head, w.thread_scratch(0));
+    const float* parts = w.task_partials(head * splits);
     for (idx row = 0; row < d.R; ++row) {
       const auto g = group_row(d, kv_head, row);
       const idx out_row = (b * d.Hq + g.h) * d.Lq + g.i;
       const bool has_sink = !p.sinks.empty();
-      merge_split_partials(d.shape, parts + row * d.shape.partial_row, splits, part_floats, d.Ev, has_sink,
+      merge_split_partials(d.shape, parts + row * d.shape.partial_row, splits, w.task_floats, d.Ev, has_sink,
                            has_sink ? p.sinks[static_cast<size_t>(g.h)] : -std::numeric_limits<float>::infinity(),
                            out_scale, output + out_row * d.Ev, lse ? lse + out_row : nullptr,
                            [&](float M, float L, float* out) { task.recompute_row(row, M, L, out); });
