@@ -37,10 +37,11 @@ inline i32x4 zero_i32() { return wasm_i32x4_const_splat(0); }
 inline i32x4 pair_sums(i32x4 a, i32x4 b) {
   return wasm_i32x4_add(wasm_i32x4_shuffle(a, b, 0, 2, 4, 6), wasm_i32x4_shuffle(a, b, 1, 3, 5, 7));
 }
-// int4 levels as stored, level + 8 (0…15), in the int8 lanes of the low and the high nibbles.
+// int4 levels as stored, level + 8 (0…15), in the int8 lanes of the low and the high nibbles (the
+// high ones by a 16-bit shift and a mask: V8 builds i8x16.shr_u's mask anew at each use).
 inline void int4_nibbles(i8x16 packed, i8x16* low, i8x16* high) {
   *low = wasm_v128_and(packed, wasm_i8x16_const_splat(0x0F));
-  *high = wasm_u8x16_shr(packed, 4);
+  *high = wasm_v128_and(wasm_u16x8_shr(packed, 4), wasm_i8x16_const_splat(0x0F));
 }
 // 4 bytes at p in every int32 lane.
 inline i8x16 load_i8x4_splat(const int8_t* p) { return wasm_v128_load32_splat(p); }
