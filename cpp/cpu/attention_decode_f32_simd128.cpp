@@ -318,14 +318,9 @@ void run_decode(const Decode& d, float* output, int threads, float* lse) {
   run_split_k_decode<SplitTask<KV>>(d, ValueLoad<KV>::kUnscale, output, threads, lse);
 }
 
-DecodePartialShape partial_shape(const AttentionPlan& p) {
-  const idx ev4 = round_up(static_cast<idx>(p.Ev), 4);
-  return {ev4, ev4 + 2};
-}
-
+// Per thread: scores [R][kChunk].
 DecodeWorkspace workspace_layout(const AttentionPlan& p, const DecodeSplit& split, int threads) {
-  const idx rows = static_cast<idx>(p.Hkv == 0 ? 0 : p.heads_per_kv() * p.Lq);
-  return DecodeWorkspace(static_cast<idx>(p.B * p.Hkv * split.splits_per_head), rows, partial_shape(p), rows * kChunk,
+  return DecodeWorkspace(p, split.splits_per_head, static_cast<idx>(p.Hkv == 0 ? 0 : p.heads_per_kv() * p.Lq) * kChunk,
                          threads);
 }
 
@@ -341,8 +336,8 @@ void attention_decode_f32_simd128(const AttentionPlan& p, const AttentionInputs&
   const idx group = static_cast<idx>(p.heads_per_kv());
   const idx R = group * static_cast<idx>(p.Lq);
   const idx splits = static_cast<idx>(split.splits_per_head);
-  DecodeWorkspace workspace_parts = workspace_layout(p, split, threads);
-  workspace_parts.place(workspace);
+  DecodeWorkspace split_k = workspace_layout(p, split, threads);
+  split_k.place(workspace);
   const Decode d{p,
                  in,
                  R,
@@ -354,8 +349,8 @@ void attention_decode_f32_simd128(const AttentionPlan& p, const AttentionInputs&
                  static_cast<idx>(p.Hkv),
                  static_cast<idx>(split.keys_per_split),
                  splits,
-                 partial_shape(p),
-                 workspace_parts};
+                 decode_partial_shape(p),
+                 split_k};
   if (p.key_type == ElementType::kFloat16) {
     run_decode<uint16_t>(d, output, threads, lse);
   } else {

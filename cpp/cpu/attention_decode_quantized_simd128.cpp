@@ -426,11 +426,6 @@ void run_decode(const QuantizedDecode& d, float* output, int threads, float* lse
   run_split_k_decode<QuantizedSplitTask<kKind>>(d, 1.0f, output, threads, lse);
 }
 
-DecodePartialShape partial_shape(const AttentionPlan& p) {
-  const idx ev4 = round_up(static_cast<idx>(p.Ev), 4);
-  return {ev4, ev4 + 2};
-}
-
 // The partials of every task and the per-thread scratch (DecodeWorkspace), then the query scales
 // (floats); the query levels follow: int16, or (kNibbleDots on int4 keys) int8 levels and int32
 // block biases.
@@ -440,11 +435,8 @@ struct WorkspaceParts {
 };
 bool nibble_dots(const AttentionPlan& p) { return p.kv_quant() == KvQuant::kInt4 && kNibbleDots<KvQuant::kInt4>; }
 WorkspaceParts workspace_parts(const AttentionPlan& p, const DecodeSplit& split, int threads) {
-  const idx R = static_cast<idx>(p.Hkv == 0 ? 0 : p.heads_per_kv() * p.Lq);
   const uint64_t blocks = static_cast<uint64_t>((p.E + kQuantBlock - 1) / kQuantBlock);
-  WorkspaceParts w{DecodeWorkspace(static_cast<idx>(p.B * p.Hkv * split.splits_per_head), R, partial_shape(p),
-                                   scratch_floats_per_thread(p), threads),
-                   0, 0};
+  WorkspaceParts w{DecodeWorkspace(p, split.splits_per_head, scratch_floats_per_thread(p), threads), 0, 0};
   w.query_scales = static_cast<uint64_t>(query_rows(p)) * blocks;
   w.query_levels_bytes = static_cast<uint64_t>(query_rows(p)) * blocks *
                          (nibble_dots(p) ? kQuantBlock * sizeof(int8_t) + sizeof(int32_t) : kQuantBlock * sizeof(int16_t));
@@ -500,7 +492,7 @@ void attention_decode_quantized_simd128(const AttentionPlan& p, const AttentionI
                           static_cast<idx>(p.Ev),
                           static_cast<idx>(p.Hq),
                           static_cast<idx>(p.Hkv),
-                          partial_shape(p),
+                          decode_partial_shape(p),
                           static_cast<idx>(split.keys_per_split),
                           static_cast<idx>(split.splits_per_head),
                           w.split_k,

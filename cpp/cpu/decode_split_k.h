@@ -57,6 +57,12 @@ struct DecodePartialShape {
   simd::idx partial_row;  // floats per row: ev4 + 2
 };
 
+// The partial shape of each query row of a decode call.
+inline DecodePartialShape decode_partial_shape(const AttentionPlan& p) {
+  const simd::idx ev4 = (static_cast<simd::idx>(p.Ev) + 3) / 4 * 4;
+  return {ev4, ev4 + 2};
+}
+
 // A decode call's split partials and its threads' scratch in its workspace: each task's partials
 // ([R][partial_row]) and each thread's scratch start on a 64-byte line of their own, so that no two
 // threads write one cache line (packed edge to edge, 2-thread steps took up to 1.1× as long:
@@ -68,11 +74,13 @@ struct DecodeWorkspace {
   float* partials = nullptr;  // [tasks][task_floats], set by place()
   float* scratch = nullptr;   // [threads][thread_floats]
 
-  DecodeWorkspace(simd::idx task_count, simd::idx rows, const DecodePartialShape& shape, simd::idx scratch_floats,
-                  int thread_count)
-      : task_floats(lines(rows * shape.partial_row)),
+  // The (batch·KV head, split) tasks of `p` cut into `splits_per_head` splits, with
+  // `scratch_floats` of scratch for each of `thread_count` threads.
+  DecodeWorkspace(const AttentionPlan& p, int64_t splits_per_head, simd::idx scratch_floats, int thread_count)
+      : task_floats(lines(static_cast<simd::idx>(p.Hkv == 0 ? 0 : p.heads_per_kv() * p.Lq) *
+                          decode_partial_shape(p).partial_row)),
         thread_floats(lines(scratch_floats)),
-        tasks(task_count),
+        tasks(static_cast<simd::idx>(p.B * p.Hkv * splits_per_head)),
         threads(std::max(thread_count, 1)) {}
   // Floats they take in a workspace, with a line's worth to align their start.
   uint64_t floats() const {
