@@ -82,6 +82,13 @@ inline QuantizedLayout quantized_layout(KvQuant kind, int64_t heads, int64_t max
   return q;
 }
 
+// The scale of a block whose largest magnitude is amax (finite, > 0) at largest level L: amax / L,
+// or the next float toward 0 where scale · L would round above amax.
+inline float quantized_scale(float amax, float L) {
+  const float scale = amax / L;
+  return scale * L > amax ? std::nextafter(scale, 0.0f) : scale;
+}
+
 // Quantizes x[0, n) (n ≤ 32; the block's other elements are zeros) into levels[0, 32) and returns
 // its scale: max|x| / L (one float below where L times it rounds above max|x|), NaN when x holds a
 // NaN or ±Inf (levels then all 0), 0 for an all-zero block. Each level is x / max|x| · L (float32 operations) rounded to nearest, ties to even, so
@@ -98,8 +105,7 @@ inline float quantize_block(KvQuant kind, const float* x, int n, int8_t* levels)
   if (!finite) return std::numeric_limits<float>::quiet_NaN();
   if (amax == 0.0f) return 0.0f;
   for (int i = 0; i < n; ++i) levels[i] = static_cast<int8_t>(std::nearbyint(x[i] / amax * L));
-  const float scale = amax / L;
-  return scale * L > amax ? std::nextafter(scale, 0.0f) : scale;
+  return quantized_scale(amax, L);
 }
 
 // The value of a level (as float32 arithmetic gives it; the float64 reference multiplies exactly).

@@ -4,9 +4,12 @@
 // wasm SIMD128 under Emscripten, GCC/Clang vector extensions natively (same results lane for lane).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
+#include "core/kv_cache_format.h"
 #include "cpu/simd128.h"
 
 namespace sdpa::simd {
@@ -52,6 +55,12 @@ inline i32x4 pair_sums_i16(i16x8 v) { return wasm_i32x4_extadd_pairwise_i16x8(v)
 inline i32x4 sub_i32(i32x4 a, i32x4 b) { return wasm_i32x4_sub(a, b); }
 inline i32x4 splat_i32(int32_t x) { return wasm_i32x4_splat(x); }
 inline f32x4 to_float(i32x4 v) { return wasm_f32x4_convert_i32x4(v); }
+// Lanes of a, b, c, d (integers in [-128, 127]) rounded to nearest, ties to even, as int8 lanes.
+inline i8x16 round_to_int8(f32x4 a, f32x4 b, f32x4 c, f32x4 d) {
+  const auto whole = [](f32x4 v) { return wasm_i32x4_trunc_sat_f32x4(wasm_f32x4_nearest(v)); };
+  return wasm_i8x16_narrow_i16x8(wasm_i16x8_narrow_i32x4(whole(a), whole(b)), wasm_i16x8_narrow_i32x4(whole(c), whole(d)));
+}
+inline void store_i8x16(int8_t* p, i8x16 v) { wasm_v128_store(p, v); }
 #if defined(__wasm_relaxed_simd__)
 // Lane i (int16): a[2i]·b[2i] + a[2i+1]·b[2i+1], for int8 a and b in [0, 127]
 // (i16x8.relaxed_dot_i8x16_i7x16_s: the same on every engine for such b; one pmaddubsw on x86).
@@ -128,6 +137,15 @@ inline i32x4 pair_sums_i16(i16x8 v) {
 inline i32x4 sub_i32(i32x4 a, i32x4 b) { return a - b; }
 inline i32x4 splat_i32(int32_t x) { return i32x4{x, x, x, x}; }
 inline f32x4 to_float(i32x4 v) { return __builtin_convertvector(v, f32x4); }
+inline i8x16 round_to_int8(f32x4 a, f32x4 b, f32x4 c, f32x4 d) {
+  const f32x4 lanes[4] = {a, b, c, d};
+  i8x16 out;
+  for (int k = 0; k < 4; ++k) {
+    for (int i = 0; i < 4; ++i) out[4 * k + i] = static_cast<int8_t>(std::nearbyint(lanes[k][i]));
+  }
+  return out;
+}
+inline void store_i8x16(int8_t* p, i8x16 v) { std::memcpy(p, &v, sizeof v); }
 #if defined(SDPA_EMULATE_FUSED_MADD)
 // A stand-in for the relaxed-SIMD build's i16x8.relaxed_dot_i8x16_i7x16_s, so that the fuzzer's
 // relaxed-build replay also runs its code path.
@@ -147,5 +165,31 @@ inline f32x4 lane_bytes_to_float_2p24(i8x16 v) {
 }
 
 #endif
+
+// quantize_block(KvQuant::kInt8, x, 32, levels) (core/kv_cache_format.h) on a whole block, four
+// lanes at a time: the same division, product and rounding in every lane, so the same levels and
+// scale, bit for bit.
+inline float quantize_int8_block(const float* x, int8_t* levels) {
+  constexpr float kLevels = 127.0f;
+  f32x4 v[8];
+  f32x4 amax = splat(0.0f);
+  for (int g = 0; g < 8; ++g) {
+    v[g] = load(x + 4 * g);
+    amax = max(amax, and_bits(v[g], from_bits(0x7FFFFFFF)));
+  }
+  const bool finite = all_finite(x, kQuantBlock);
+  const float largest = horizontal_max(amax);
+  if (!finite || largest == 0.0f) {
+    std::memset(levels, 0, kQuantBlock);
+    return finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+  }
+  const f32x4 divisor = splat(largest), level_max = splat(kLevels);
+  for (int h = 0; h < 2; ++h) {
+    f32x4 scaled[4];
+    for (int g = 0; g < 4; ++g) scaled[g] = mul(div(v[4 * h + g], divisor), level_max);
+    store_i8x16(levels + 16 * h, round_to_int8(scaled[0], scaled[1], scaled[2], scaled[3]));
+  }
+  return quantized_scale(largest, kLevels);
+}
 
 }  // namespace sdpa::simd

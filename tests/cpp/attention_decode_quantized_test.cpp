@@ -2,16 +2,19 @@
 // scalar backend's dequantizing path: against the float64 reference on the dequantized cache
 // with the query rounded through int8 blocks (docs/kv-cache-formats.md), by the tolerance rule,
 // at lengths straddling its chunks, tiles and splits, on 1-4 threads (bit-identical), with the
-// variants, odd dims and NaN rules.
+// variants, odd dims and NaN rules; and its vector query quantizer against the format's.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "attention_test_support.h"
 #include "core/kv_cache_format.h"
+#include "cpu/simd128_int.h"
 #include "cpu/thread_pool.h"
 
 namespace sdpa::testing {
@@ -82,6 +85,53 @@ void ExpectMatchesDequantized(const Problem& p, const std::string& what, int64_t
       const Result many = run_with_canaries(Backend::kSimd128, plan, c.inputs(), threads);
       EXPECT_TRUE(same_bits(many.output, one.output)) << label << " threads=" << threads;
     }
+  }
+}
+
+// The kernel quantizes whole query blocks four lanes at a time (simd::quantize_int8_block): the
+// same levels and scale bits as quantize_block, on random blocks of every magnitude, exact ties,
+// zero, constant, subnormal, ±FLT_MAX and non-finite blocks.
+TEST(QuantizedDecode, VectorQueryQuantizerMatchesTheFormatsBitForBit) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<uint32_t> bits(0, 0xFFFFFFFFu);
+  std::uniform_int_distribution<int> level(-127, 127), position(0, kQuantBlock - 1);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  const auto finite_bits = [&] {
+    float x;
+    do {
+      const uint32_t u = bits(rng);
+      std::memcpy(&x, &u, sizeof x);
+    } while (!std::isfinite(x));
+    return x;
+  };
+  std::vector<std::vector<float>> blocks;
+  for (int trial = 0; trial < 20000; ++trial) {
+    std::vector<float> x(kQuantBlock);
+    switch (trial % 5) {
+      case 0: for (float& v : x) v = finite_bits(); break;
+      case 1: for (float& v : x) v = unit(rng) * std::ldexp(1.0f, trial % 200 - 100); break;
+      case 2:  // ties: amax 127, so x / amax · 127 is x, a half-integer
+        for (float& v : x) v = static_cast<float>(level(rng)) + 0.5f * static_cast<float>(trial % 2);
+        x[static_cast<size_t>(position(rng))] = 127.0f;
+        break;
+      case 3: for (float& v : x) v = unit(rng) * std::numeric_limits<float>::denorm_min() * 64.0f; break;
+      default: for (float& v : x) v = unit(rng);
+    }
+    blocks.push_back(x);
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (float special : {0.0f, -0.0f, 1.0f, std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(), nan, inf, -inf}) {
+    blocks.emplace_back(kQuantBlock, special);
+    std::vector<float> one(kQuantBlock, 0.25f);
+    one[7] = special;
+    blocks.push_back(one);
+  }
+  for (const std::vector<float>& x : blocks) {
+    int8_t want[kQuantBlock], got[kQuantBlock];
+    const float want_scale = quantize_block(KvQuant::kInt8, x.data(), kQuantBlock, want);
+    const float got_scale = simd::quantize_int8_block(x.data(), got);
+    ASSERT_EQ(std::memcmp(&want_scale, &got_scale, sizeof want_scale), 0) << want_scale << " " << got_scale;
+    ASSERT_EQ(std::memcmp(want, got, sizeof want), 0);
   }
 }
 

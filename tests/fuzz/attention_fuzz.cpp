@@ -24,7 +24,8 @@
 // (core/kv_cache_format.h; NaN/Inf blocks read NaN), read in place by the quantized decode kernel
 // or dequantized for the others, held to the same rule against the references of the dequantized
 // keys and values and the query rounded through int8 blocks (the float64 one also standing in for
-// r32: the kernel's integer dot products round differently from a float32 one).
+// r32: the kernel's integer dot products round differently from a float32 one); the kernel's
+// vector quantizer of the query's whole blocks gives the format's levels and scales bit for bit.
 // Every input also runs on 2 threads with its query, key and value streamed in while the kernel
 // runs (core/input_arrival.h): bit for bit the 1-thread result.
 // The backward pass runs on every input too (ASan/UBSan and the canaries around its outputs
@@ -65,6 +66,7 @@
 #include "../cpp/attention_backward_support.h"
 #include "core/kv_cache_format.h"
 #include "cpu/simd128.h"
+#include "cpu/simd128_int.h"
 
 namespace sdpa::testing {
 namespace {
@@ -416,6 +418,22 @@ void check_float16(const FuzzCase& c) {
   if (plan.return_weights) compare("float16 weights", half.weights, r32.weights, r32f.weights, r64.weights, 1.0, true);
 }
 
+// The decode kernel's vector quantizer of whole int8 blocks (simd::quantize_int8_block) gives
+// quantize_block's levels and scale bit for bit, on every whole block of the query, key and value.
+void check_block_quantizer(const FuzzCase& c) {
+  for (const std::vector<float>* tensor : {&c.p.query, &c.p.key, &c.p.value}) {
+    for (size_t at = 0; at + kQuantBlock <= tensor->size(); at += kQuantBlock) {
+      int8_t want[kQuantBlock], got[kQuantBlock];
+      const float want_scale = quantize_block(KvQuant::kInt8, tensor->data() + at, kQuantBlock, want);
+      const float got_scale = simd::quantize_int8_block(tensor->data() + at, got);
+      if (std::memcmp(&want_scale, &got_scale, sizeof want_scale) != 0 || std::memcmp(want, got, sizeof want) != 0) {
+        std::fprintf(stderr, "the vector int8 block quantizer differs from quantize_block at element %zu\n", at);
+        std::abort();
+      }
+    }
+  }
+}
+
 void check_quantized(const FuzzCase& c, KvQuant kind) {
   const AttentionPlan& plan = c.plan;
   if (plan.E == 0 || plan.Ev == 0) return;  // a cache has headDim, valueDim ≥ 1
@@ -483,6 +501,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::abort();
   }
   check_float16(fuzz_case);
+  check_block_quantizer(fuzz_case);
   check_quantized(fuzz_case, sdpa::KvQuant::kInt8);
   check_quantized(fuzz_case, sdpa::KvQuant::kInt4);
   check_backward(fuzz_case, plan);
