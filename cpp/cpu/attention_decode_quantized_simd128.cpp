@@ -240,10 +240,10 @@ constexpr float kValueLaneUnit = static_cast<float>(kLaneUnit<kKind> * 0x1p-24);
 // lanes are converted once for all kRows rows (a swizzle and a conversion per quad); each output
 // lane is a chain of multiply-adds in key order.
 //
-// Written for V8's code (15 vector registers on x64; docs/decode.md): each row's weights are read
-// through a pointer of their own (opaque_pointer), so that a key's weight is a load at a constant
-// offset rather than an address computed per load, and a compiler barrier ends each key, so that
-// its weights are loaded next to their multiply-adds.
+// Written for V8's code (15 vector registers on x64; docs/decode.md): V8 issues a loop body's loads
+// first, so each row's 4 weights of a tile are one load, splatted for each key by a shuffle, not
+// 16 loads held in registers; and each row's weights are read through a pointer of their own
+// (opaque_pointer), a load at a constant offset rather than an address computed per load.
 template <int kRows, KvQuant kKind, int kQuads>
 void add_weighted_levels(const float* const* w, const uint8_t* tile_block, idx tile_stride, idx tiles, idx pair,
                          float* const* o) {
@@ -256,15 +256,16 @@ void add_weighted_levels(const float* const* w, const uint8_t* tile_block, idx t
   for (idx t = 0; t < tiles; ++t, tile_block += tile_stride) {
     i8x16 quads[2];
     load_quad_pair<kKind>(tile_block, pair, quads);
+    f32x4 tile_weights[kRows];
+    for (int r = 0; r < kRows; ++r) tile_weights[r] = load(weights[r]);
     const auto add_key = [&](auto key_constant) {
       constexpr int key = decltype(key_constant)::value;
       f32x4 x[kQuads];
       for (int g = 0; g < kQuads; ++g) x[g] = lane_bytes_to_float_2p24<key>(quads[g]);
       for (int r = 0; r < kRows; ++r) {
-        const f32x4 weight = splat(weights[r][key]);
+        const f32x4 weight = shuffle<key, key, key, key>(tile_weights[r], tile_weights[r]);
         for (int g = 0; g < kQuads; ++g) acc[r][g] = madd(weight, x[g], acc[r][g]);
       }
-      compiler_barrier();
     };
     // The 4 keys spelled out: the bytes each key's swizzle picks are fixed at compile time.
     add_key(std::integral_constant<int, 0>{});

@@ -25,10 +25,6 @@ inline void opaque_pointer(T*& p) {
   __asm__("" : "+r"(p));
 }
 
-// Keeps the compiler from moving memory accesses across this point (no instruction): the loads
-// after it are emitted after the work before it, so fewer values are live at once.
-inline void compiler_barrier() { __asm__ volatile("" ::: "memory"); }
-
 #if defined(__wasm_simd128__)
 
 using f32x4 = v128_t;
