@@ -320,8 +320,7 @@ void run_decode(const Decode& d, float* output, int threads, float* lse) {
 
 // Per thread: scores [R][kChunk].
 DecodeWorkspace workspace_layout(const AttentionPlan& p, const DecodeSplit& split, int threads) {
-  return DecodeWorkspace(p, split.splits_per_head, static_cast<idx>(p.Hkv == 0 ? 0 : p.heads_per_kv() * p.Lq) * kChunk,
-                         threads);
+  return DecodeWorkspace(p, split.splits_per_head, decode_group_rows(p) * kChunk, threads);
 }
 
 }  // namespace
@@ -334,7 +333,7 @@ void attention_decode_f32_simd128(const AttentionPlan& p, const AttentionInputs&
                                   float* output, float* workspace, int threads, float* lse) {
   if (p.B * p.Hq * p.Lq == 0) return;
   const idx group = static_cast<idx>(p.heads_per_kv());
-  const idx R = group * static_cast<idx>(p.Lq);
+  const idx R = decode_group_rows(p);
   const idx splits = static_cast<idx>(split.splits_per_head);
   DecodeWorkspace split_k = workspace_layout(p, split, threads);
   split_k.place(workspace);

@@ -86,7 +86,7 @@ constexpr bool kNibbleDots = false;
 
 idx query_rows(const AttentionPlan& p) { return static_cast<idx>(p.B * p.Hq * p.Lq); }
 idx scratch_floats_per_thread(const AttentionPlan& p) {
-  const idx R = static_cast<idx>(p.heads_per_kv() * p.Lq);
+  const idx R = decode_group_rows(p);
   return R * kChunk + std::max<idx>(R * kChunk, round_up(static_cast<idx>(p.Ev), 4));
 }
 
@@ -488,7 +488,7 @@ void attention_decode_quantized_simd128(const AttentionPlan& p, const AttentionI
                           in,
                           keys,
                           p.value_layout(),
-                          static_cast<idx>(p.heads_per_kv() * p.Lq),
+                          decode_group_rows(p),
                           static_cast<idx>(p.heads_per_kv()),
                           static_cast<idx>(p.Lq),
                           static_cast<idx>(p.E),

@@ -16,6 +16,7 @@
 
 #include "core/masks.h"
 #include "core/problem.h"
+#include "core/round_up.h"
 #include "cpu/microkernels.h"
 #include "cpu/simd128.h"
 #include "cpu/thread_pool.h"
@@ -57,9 +58,14 @@ struct DecodePartialShape {
   simd::idx partial_row;  // floats per row: ev4 + 2
 };
 
+// The query rows of a decode call that share one (batch, KV head): its GQA group's heads' Lq rows.
+inline simd::idx decode_group_rows(const AttentionPlan& p) {
+  return static_cast<simd::idx>(p.Hkv == 0 ? 0 : p.heads_per_kv() * p.Lq);
+}
+
 // The partial shape of each query row of a decode call.
 inline DecodePartialShape decode_partial_shape(const AttentionPlan& p) {
-  const simd::idx ev4 = (static_cast<simd::idx>(p.Ev) + 3) / 4 * 4;
+  const simd::idx ev4 = round_up(static_cast<simd::idx>(p.Ev), 4);
   return {ev4, ev4 + 2};
 }
 
@@ -68,7 +74,8 @@ inline DecodePartialShape decode_partial_shape(const AttentionPlan& p) {
 // threads write one cache line (packed edge to edge, 2-thread steps took up to 1.1× as long:
 // docs/decode.md).
 struct DecodeWorkspace {
-  static constexpr simd::idx kLineFloats = 64 / sizeof(float);
+  static constexpr uintptr_t kLineBytes = 64;
+  static constexpr simd::idx kLineFloats = kLineBytes / sizeof(float);
   simd::idx task_floats = 0, thread_floats = 0;  // strides: whole lines
   simd::idx tasks = 0, threads = 0;
   float* partials = nullptr;  // [tasks][task_floats], set by place()
@@ -77,9 +84,8 @@ struct DecodeWorkspace {
   // The (batch·KV head, split) tasks of `p` cut into `splits_per_head` splits, with
   // `scratch_floats` of scratch for each of `thread_count` threads.
   DecodeWorkspace(const AttentionPlan& p, int64_t splits_per_head, simd::idx scratch_floats, int thread_count)
-      : task_floats(lines(static_cast<simd::idx>(p.Hkv == 0 ? 0 : p.heads_per_kv() * p.Lq) *
-                          decode_partial_shape(p).partial_row)),
-        thread_floats(lines(scratch_floats)),
+      : task_floats(round_up(decode_group_rows(p) * decode_partial_shape(p).partial_row, kLineFloats)),
+        thread_floats(round_up(scratch_floats, kLineFloats)),
         tasks(static_cast<simd::idx>(p.B * p.Hkv * splits_per_head)),
         threads(std::max(thread_count, 1)) {}
   // Floats they take in a workspace, with a line's worth to align their start.
@@ -89,16 +95,13 @@ struct DecodeWorkspace {
   }
   // Places them from `workspace` on; returns the first float after them.
   float* place(float* workspace) {
-    const uintptr_t line = 64, at = reinterpret_cast<uintptr_t>(workspace);
-    partials = workspace + ((line - at % line) % line) / sizeof(float);
+    const uintptr_t at = reinterpret_cast<uintptr_t>(workspace);
+    partials = workspace + (round_up(at, kLineBytes) - at) / sizeof(float);
     scratch = partials + tasks * task_floats;
     return workspace + floats();
   }
   float* task_partials(simd::idx task) const { return partials + task * task_floats; }
   float* thread_scratch(int worker) const { return scratch + worker * thread_floats; }
-
- private:
-  static simd::idx lines(simd::idx floats) { return (floats + kLineFloats - 1) / kLineFloats * kLineFloats; }
 };
 
 // Starts the partials of `rows` rows: O = 0, m = −inf, l = 0.
