@@ -172,12 +172,12 @@ inline f32x4 lane_bytes_to_float_2p24(i8x16 v) {
 inline float quantize_int8_block(const float* x, int8_t* levels) {
   constexpr float kLevels = 127.0f;
   f32x4 v[8];
-  f32x4 amax = splat(0.0f);
+  f32x4 amax = splat(0.0f);  // max propagates NaN, and |±Inf| is +Inf: a lane below +Inf is finite
   for (int g = 0; g < 8; ++g) {
     v[g] = load(x + 4 * g);
     amax = max(amax, and_bits(v[g], from_bits(0x7FFFFFFF)));
   }
-  const bool finite = all_finite(x, kQuantBlock);
+  const bool finite = all(less(amax, splat(std::numeric_limits<float>::infinity())));
   const float largest = horizontal_max(amax);
   if (!finite || largest == 0.0f) {
     std::memset(levels, 0, kQuantBlock);
