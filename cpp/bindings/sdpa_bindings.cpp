@@ -26,6 +26,7 @@
 #include "core/problem.h"
 #include "core/reference.h"
 #include "cpu/attention_f32_simd128.h"
+#include "cpu/kv_cache_append_simd128.h"
 #include "cpu/thread_pool.h"
 #include "dispatch/dispatch.h"
 #include "extras/modules.h"
@@ -927,15 +928,16 @@ void quantize_kv_rows_js(bool int4, double tensor, double all_heads, double max_
   const QuantizedLayout layout = quantized_layout(int4 ? KvQuant::kInt4 : KvQuant::kInt8, static_cast<int64_t>(all_heads),
                                                   static_cast<int64_t>(max_length), static_cast<int64_t>(dim));
   auto* target = reinterpret_cast<uint8_t*>(static_cast<uintptr_t>(tensor));
-  const auto d = static_cast<int64_t>(dim);
-  std::vector<float> row(static_cast<size_t>(d));
+  const auto d = static_cast<int64_t>(dim), count = static_cast<int64_t>(rows);
+  std::vector<float> widened(float16 ? static_cast<size_t>(count * d) : 0);
   for (int64_t h = 0; h < static_cast<int64_t>(heads); ++h) {
-    for (int64_t t = 0; t < static_cast<int64_t>(rows); ++t) {
-      const int64_t at = (h * static_cast<int64_t>(n) + t) * d;
-      if (float16) widen_float16(reinterpret_cast<const uint16_t*>(static_cast<uintptr_t>(source)) + at, row.data(), d);
-      else std::copy_n(reinterpret_cast<const float*>(static_cast<uintptr_t>(source)) + at, d, row.data());
-      store_quantized_row(layout, target, static_cast<int64_t>(first_head) + h, static_cast<int64_t>(first_row) + t, row.data());
+    const int64_t at = h * static_cast<int64_t>(n) * d;
+    const float* head_rows = reinterpret_cast<const float*>(static_cast<uintptr_t>(source)) + at;
+    if (float16) {
+      widen_float16(reinterpret_cast<const uint16_t*>(static_cast<uintptr_t>(source)) + at, widened.data(), count * d);
+      head_rows = widened.data();
     }
+    store_quantized_rows_simd128(layout, target, static_cast<int64_t>(first_head) + h, static_cast<int64_t>(first_row), head_rows, count);
   }
 }
 

@@ -166,11 +166,11 @@ inline f32x4 lane_bytes_to_float_2p24(i8x16 v) {
 
 #endif
 
-// quantize_block(KvQuant::kInt8, x, 32, levels) (core/kv_cache_format.h) on a whole block, four
-// lanes at a time: the same division, product and rounding in every lane, so the same levels and
-// scale, bit for bit.
-inline float quantize_int8_block(const float* x, int8_t* levels) {
-  constexpr float kLevels = 127.0f;
+// quantize_block(kind, x, 32, levels) (core/kv_cache_format.h) on a whole block, four lanes at a
+// time: the same division, product and rounding in every lane, so the same levels and scale, bit
+// for bit.
+inline float quantize_whole_block(KvQuant kind, const float* x, int8_t* levels) {
+  const float level_count = static_cast<float>(quant_max_level(kind));
   f32x4 v[8];
   f32x4 amax = splat(0.0f);  // max propagates NaN, and |±Inf| is +Inf: a lane below +Inf is finite
   for (int g = 0; g < 8; ++g) {
@@ -183,13 +183,13 @@ inline float quantize_int8_block(const float* x, int8_t* levels) {
     std::memset(levels, 0, kQuantBlock);
     return finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
   }
-  const f32x4 divisor = splat(largest), level_max = splat(kLevels);
+  const f32x4 divisor = splat(largest), level_max = splat(level_count);
   for (int h = 0; h < 2; ++h) {
     f32x4 scaled[4];
     for (int g = 0; g < 4; ++g) scaled[g] = mul(div(v[4 * h + g], divisor), level_max);
     store_i8x16(levels + 16 * h, round_to_int8(scaled[0], scaled[1], scaled[2], scaled[3]));
   }
-  return quantized_scale(largest, kLevels);
+  return quantized_scale(largest, level_count);
 }
 
 }  // namespace sdpa::simd

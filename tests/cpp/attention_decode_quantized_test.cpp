@@ -14,6 +14,7 @@
 
 #include "attention_test_support.h"
 #include "core/kv_cache_format.h"
+#include "cpu/kv_cache_append_simd128.h"
 #include "cpu/simd128_int.h"
 #include "cpu/thread_pool.h"
 
@@ -88,50 +89,76 @@ void ExpectMatchesDequantized(const Problem& p, const std::string& what, int64_t
   }
 }
 
-// The kernel quantizes whole query blocks four lanes at a time (simd::quantize_int8_block): the
-// same levels and scale bits as quantize_block, on random blocks of every magnitude, exact ties,
-// zero, constant, subnormal, ±FLT_MAX and non-finite blocks.
-TEST(QuantizedDecode, VectorQueryQuantizerMatchesTheFormatsBitForBit) {
-  std::mt19937 rng(11);
-  std::uniform_int_distribution<uint32_t> bits(0, 0xFFFFFFFFu);
-  std::uniform_int_distribution<int> level(-127, 127), position(0, kQuantBlock - 1);
-  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
-  const auto finite_bits = [&] {
-    float x;
-    do {
-      const uint32_t u = bits(rng);
-      std::memcpy(&x, &u, sizeof x);
-    } while (!std::isfinite(x));
-    return x;
-  };
-  std::vector<std::vector<float>> blocks;
-  for (int trial = 0; trial < 20000; ++trial) {
-    std::vector<float> x(kQuantBlock);
-    switch (trial % 5) {
-      case 0: for (float& v : x) v = finite_bits(); break;
-      case 1: for (float& v : x) v = unit(rng) * std::ldexp(1.0f, trial % 200 - 100); break;
-      case 2:  // ties: amax 127, so x / amax · 127 is x, a half-integer
-        for (float& v : x) v = static_cast<float>(level(rng)) + 0.5f * static_cast<float>(trial % 2);
-        x[static_cast<size_t>(position(rng))] = 127.0f;
-        break;
-      case 3: for (float& v : x) v = unit(rng) * std::numeric_limits<float>::denorm_min() * 64.0f; break;
-      default: for (float& v : x) v = unit(rng);
+// The query's whole blocks (int8) and an append's (int8, int4) are quantized four lanes at a time
+// (simd::quantize_whole_block): the same levels and scale bits as quantize_block, on random blocks
+// of every magnitude, exact ties, zero, constant, subnormal, ±FLT_MAX and non-finite blocks.
+TEST(QuantizedDecode, VectorBlockQuantizerMatchesTheFormatsBitForBit) {
+  for (KvQuant kind : {KvQuant::kInt8, KvQuant::kInt4}) {
+    const int top = quant_max_level(kind);
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<uint32_t> bits(0, 0xFFFFFFFFu);
+    std::uniform_int_distribution<int> level(-top, top), position(0, kQuantBlock - 1);
+    std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+    const auto finite_bits = [&] {
+      float x;
+      do {
+        const uint32_t u = bits(rng);
+        std::memcpy(&x, &u, sizeof x);
+      } while (!std::isfinite(x));
+      return x;
+    };
+    std::vector<std::vector<float>> blocks;
+    for (int trial = 0; trial < 20000; ++trial) {
+      std::vector<float> x(kQuantBlock);
+      switch (trial % 5) {
+        case 0: for (float& v : x) v = finite_bits(); break;
+        case 1: for (float& v : x) v = unit(rng) * std::ldexp(1.0f, trial % 200 - 100); break;
+        case 2:  // ties: amax is the top level, so x / amax · top is x, a half-integer
+          for (float& v : x) v = static_cast<float>(level(rng)) + 0.5f * static_cast<float>(trial % 2);
+          x[static_cast<size_t>(position(rng))] = static_cast<float>(top);
+          break;
+        case 3: for (float& v : x) v = unit(rng) * std::numeric_limits<float>::denorm_min() * 64.0f; break;
+        default: for (float& v : x) v = unit(rng);
+      }
+      blocks.push_back(x);
     }
-    blocks.push_back(x);
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    for (float special : {0.0f, -0.0f, 1.0f, std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(), nan, inf, -inf}) {
+      blocks.emplace_back(kQuantBlock, special);
+      std::vector<float> one(kQuantBlock, 0.25f);
+      one[7] = special;
+      blocks.push_back(one);
+    }
+    for (const std::vector<float>& x : blocks) {
+      int8_t want[kQuantBlock], got[kQuantBlock];
+      const float want_scale = quantize_block(kind, x.data(), kQuantBlock, want);
+      const float got_scale = simd::quantize_whole_block(kind, x.data(), got);
+      ASSERT_EQ(std::memcmp(&want_scale, &got_scale, sizeof want_scale), 0) << want_scale << " " << got_scale;
+      ASSERT_EQ(std::memcmp(want, got, sizeof want), 0);
+    }
   }
-  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
-  for (float special : {0.0f, -0.0f, 1.0f, std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(), nan, inf, -inf}) {
-    blocks.emplace_back(kQuantBlock, special);
-    std::vector<float> one(kQuantBlock, 0.25f);
-    one[7] = special;
-    blocks.push_back(one);
-  }
-  for (const std::vector<float>& x : blocks) {
-    int8_t want[kQuantBlock], got[kQuantBlock];
-    const float want_scale = quantize_block(KvQuant::kInt8, x.data(), kQuantBlock, want);
-    const float got_scale = simd::quantize_int8_block(x.data(), got);
-    ASSERT_EQ(std::memcmp(&want_scale, &got_scale, sizeof want_scale), 0) << want_scale << " " << got_scale;
-    ASSERT_EQ(std::memcmp(want, got, sizeof want), 0);
+}
+
+// An append's rows (store_quantized_rows_simd128) are the bytes store_quantized_row writes: every
+// dim (whole blocks and a partial last one), rows starting mid-tile, NaN/Inf blocks among them.
+TEST(QuantizedDecode, AppendedRowsMatchTheFormatsBytes) {
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> unit(-2.0f, 2.0f);
+  for (KvQuant kind : {KvQuant::kInt8, KvQuant::kInt4}) {
+    for (int64_t dim : {1, 5, 31, 32, 33, 64, 100, 128, 200}) {
+      const QuantizedLayout layout = quantized_layout(kind, 3, 13, dim);
+      std::vector<float> rows(static_cast<size_t>(13 * dim));
+      for (float& v : rows) v = unit(rng);
+      rows[static_cast<size_t>(2 * dim)] = std::numeric_limits<float>::quiet_NaN();
+      rows[static_cast<size_t>(5 * dim + dim / 2)] = -std::numeric_limits<float>::infinity();
+      std::vector<uint8_t> want(static_cast<size_t>(layout.total_bytes), 0xA5), got = want;
+      for (int64_t head = 0; head < 3; ++head) {
+        const int64_t first = head, count = 13 - head;  // rows first … 12 of each head
+        for (int64_t t = 0; t < count; ++t) store_quantized_row(layout, want.data(), head, first + t, rows.data() + t * dim);
+        store_quantized_rows_simd128(layout, got.data(), head, first, rows.data(), count);
+      }
+      ASSERT_EQ(want, got) << (kind == KvQuant::kInt8 ? "int8" : "int4") << " dim " << dim;
+    }
   }
 }
 

@@ -65,6 +65,7 @@
 
 #include "../cpp/attention_backward_support.h"
 #include "core/kv_cache_format.h"
+#include "cpu/kv_cache_append_simd128.h"
 #include "cpu/simd128.h"
 #include "cpu/simd128_int.h"
 
@@ -418,17 +419,20 @@ void check_float16(const FuzzCase& c) {
   if (plan.return_weights) compare("float16 weights", half.weights, r32.weights, r32f.weights, r64.weights, 1.0, true);
 }
 
-// The decode kernel's vector quantizer of whole int8 blocks (simd::quantize_int8_block) gives
-// quantize_block's levels and scale bit for bit, on every whole block of the query, key and value.
+// The vector quantizer of whole blocks (simd::quantize_whole_block: the decode kernel's query,
+// int8; an append's keys and values, int8 and int4) gives quantize_block's levels and scale bit for
+// bit, on every whole block of the query, key and value.
 void check_block_quantizer(const FuzzCase& c) {
-  for (const std::vector<float>* tensor : {&c.p.query, &c.p.key, &c.p.value}) {
-    for (size_t at = 0; at + kQuantBlock <= tensor->size(); at += kQuantBlock) {
-      int8_t want[kQuantBlock], got[kQuantBlock];
-      const float want_scale = quantize_block(KvQuant::kInt8, tensor->data() + at, kQuantBlock, want);
-      const float got_scale = simd::quantize_int8_block(tensor->data() + at, got);
-      if (std::memcmp(&want_scale, &got_scale, sizeof want_scale) != 0 || std::memcmp(want, got, sizeof want) != 0) {
-        std::fprintf(stderr, "the vector int8 block quantizer differs from quantize_block at element %zu\n", at);
-        std::abort();
+  for (KvQuant kind : {KvQuant::kInt8, KvQuant::kInt4}) {
+    for (const std::vector<float>* tensor : {&c.p.query, &c.p.key, &c.p.value}) {
+      for (size_t at = 0; at + kQuantBlock <= tensor->size(); at += kQuantBlock) {
+        int8_t want[kQuantBlock], got[kQuantBlock];
+        const float want_scale = quantize_block(kind, tensor->data() + at, kQuantBlock, want);
+        const float got_scale = simd::quantize_whole_block(kind, tensor->data() + at, got);
+        if (std::memcmp(&want_scale, &got_scale, sizeof want_scale) != 0 || std::memcmp(want, got, sizeof want) != 0) {
+          std::fprintf(stderr, "the vector block quantizer differs from quantize_block at element %zu\n", at);
+          std::abort();
+        }
       }
     }
   }
@@ -449,6 +453,16 @@ void check_quantized(const FuzzCase& c, KvQuant kind) {
       load_quantized_row(kl, keys.data(), h, j, dense.key.data() + (h * plan.Lk + j) * plan.E);
       load_quantized_row(vl, values.data(), h, j, dense.value.data() + (h * plan.Lk + j) * plan.Ev);
     }
+  }
+  // An append's vector path (KvCache.append) writes the same bytes.
+  std::vector<uint8_t> appended_keys(keys.size()), appended_values(values.size());
+  for (int64_t h = 0; h < plan.B * plan.Hkv; ++h) {
+    store_quantized_rows_simd128(kl, appended_keys.data(), h, 0, c.p.key.data() + h * plan.Lk * plan.E, plan.Lk);
+    store_quantized_rows_simd128(vl, appended_values.data(), h, 0, c.p.value.data() + h * plan.Lk * plan.Ev, plan.Lk);
+  }
+  if (appended_keys != keys || appended_values != values) {
+    std::fprintf(stderr, "%s: the appended rows' bytes differ from store_quantized_row's\n", kind == KvQuant::kInt8 ? "int8" : "int4");
+    std::abort();
   }
   for (int64_t r = 0; r < plan.B * plan.Hq * plan.Lq; ++r) {
     round_query_row(c.p.query.data() + r * plan.E, plan.E, dense.query.data() + r * plan.E);
