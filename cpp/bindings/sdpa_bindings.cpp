@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -26,6 +27,7 @@
 #include "core/problem.h"
 #include "core/reference.h"
 #include "cpu/attention_f32_simd128.h"
+#include "cpu/float16_convert_simd128.h"
 #include "cpu/kv_cache_append_simd128.h"
 #include "cpu/thread_pool.h"
 #include "dispatch/dispatch.h"
@@ -934,11 +936,39 @@ void quantize_kv_rows_js(bool int4, double tensor, double all_heads, double max_
     const int64_t at = h * static_cast<int64_t>(n) * d;
     const float* head_rows = reinterpret_cast<const float*>(static_cast<uintptr_t>(source)) + at;
     if (float16) {
-      widen_float16(reinterpret_cast<const uint16_t*>(static_cast<uintptr_t>(source)) + at, widened.data(), count * d);
+      widen_float16_simd128(reinterpret_cast<const uint16_t*>(static_cast<uintptr_t>(source)) + at, widened.data(), count * d);
       head_rows = widened.data();
     }
     store_quantized_rows_simd128(layout, target, static_cast<int64_t>(first_head) + h, static_cast<int64_t>(first_row), head_rows, count);
   }
+}
+
+// KvCache.append on a float16 cache, or of float16 rows to a float32 one: rows [0, rows) of heads
+// [0, heads) of the appended tensor at `source` (float32, or float16 bit patterns: `from_float16`;
+// row t of head h at (h·n + t)·dim elements) go to rows first_row + t of heads first_head + h of the
+// cache tensor at `tensor` ([heads, max_length, dim], float16 or float32: `to_float16`), copied,
+// rounded to float16 or widened. Returns whether a stored half is Inf or NaN.
+bool store_kv_rows_js(bool to_float16, bool from_float16, double tensor, double max_length, double dim, double source,
+                      double n, double first_head, double heads, double first_row, double rows) {
+  const auto d = static_cast<int64_t>(dim), count = static_cast<int64_t>(rows) * d;
+  const auto at = [](double address) { return reinterpret_cast<char*>(static_cast<uintptr_t>(address)); };
+  const int64_t source_bytes = from_float16 ? 2 : 4, target_bytes = to_float16 ? 2 : 4;
+  bool any_nonfinite = false;
+  for (int64_t h = 0; h < static_cast<int64_t>(heads); ++h) {
+    const char* from = at(source) + h * static_cast<int64_t>(n) * d * source_bytes;
+    char* to = at(tensor) + ((static_cast<int64_t>(first_head) + h) * static_cast<int64_t>(max_length) + static_cast<int64_t>(first_row)) * d * target_bytes;
+    if (to_float16 && from_float16) {
+      std::memcpy(to, from, static_cast<size_t>(count) * 2);
+      any_nonfinite |= float16_any_nonfinite(reinterpret_cast<const uint16_t*>(to), count);
+    } else if (to_float16) {
+      any_nonfinite |= round_to_float16_simd128(reinterpret_cast<const float*>(from), reinterpret_cast<uint16_t*>(to), count);
+    } else if (from_float16) {
+      widen_float16_simd128(reinterpret_cast<const uint16_t*>(from), reinterpret_cast<float*>(to), count);
+    } else {
+      std::memcpy(to, from, static_cast<size_t>(count) * 4);
+    }
+  }
+  return any_nonfinite;
 }
 
 // { name: slot index } of the call record's float64 slots (call_record.h), and its address.
@@ -1289,6 +1319,7 @@ EMSCRIPTEN_BINDINGS(sdpa) {
   emscripten::function("softmax", &sdpa::softmax_js);
   emscripten::function("heapBytesInUse", &sdpa::heap_bytes_in_use);
   emscripten::function("quantizeKvRows", &sdpa::quantize_kv_rows_js);
+  emscripten::function("storeKvRows", &sdpa::store_kv_rows_js);
   emscripten::function("xavierUniform", &sdpa::xavier_uniform_js);
   emscripten::function("randomUniform", &sdpa::random_uniform_js);
   emscripten::function("dropout", &sdpa::dropout_js);

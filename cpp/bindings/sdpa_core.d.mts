@@ -199,6 +199,8 @@ export interface SdpaModule extends EmscriptenModule {
   heapBytesInUse(): number;
   /** KvCache.append on an int8/int4 cache: quantizes appended rows into the cache (sdpa_bindings.cpp quantize_kv_rows_js). */
   quantizeKvRows(int4: boolean, tensor: number, allHeads: number, maxLength: number, dim: number, source: number, float16: boolean, n: number, firstHead: number, heads: number, firstRow: number, rows: number): void;
+  /** KvCache.append on a float16 cache, or of float16 rows to a float32 one (sdpa_bindings.cpp store_kv_rows_js): copied, rounded or widened; whether a stored half is Inf or NaN. */
+  storeKvRows(toFloat16: boolean, fromFloat16: boolean, tensor: number, maxLength: number, dim: number, source: number, n: number, firstHead: number, heads: number, firstRow: number, rows: number): boolean;
   /** Most threads a call may use: 1 in sdpa_core, preloaded workers + 1 in sdpa_core_mt. */
   maxThreads(): number;
   setMaxThreads(n: number): void;

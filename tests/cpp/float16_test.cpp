@@ -4,6 +4,7 @@
 // float32, or read in place by the decode kernel) match the float64 reference of the same values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "attention_test_support.h"
 #include "core/float16.h"
+#include "cpu/float16_convert_simd128.h"
 #include "cpu/simd128.h"
 #include "cpu/thread_pool.h"
 
@@ -64,6 +66,47 @@ TEST(Float16, FloatsRoundToTheNearestHalfTiesToEven) {
   EXPECT_EQ(float32_to_float16(-1e30f), 0xFC00);
   EXPECT_EQ(float32_to_float16(std::ldexp(1.0f, -25)), 0);  // a tie to the even zero
   EXPECT_EQ(float32_to_float16(std::ldexp(1.5f, -25)), 1);
+}
+
+// The array conversions of KvCache.append (cpu/float16_convert_simd128) give the scalar rules'
+// bits: every half widened, and floats rounded at every exponent with the low 13 bits at and around
+// each rounding boundary (ties, just above and below), NaN payloads and Inf included, lengths that
+// leave a scalar tail.
+TEST(Float16, ArrayConversionsAreTheScalarRulesBitForBit) {
+  std::vector<uint16_t> halves(65536);
+  for (uint32_t h = 0; h < 65536; ++h) halves[h] = static_cast<uint16_t>(h);
+  std::vector<float> widened(halves.size());
+  for (int64_t n : {int64_t{65536}, int64_t{65531}}) {
+    widen_float16_simd128(halves.data() + (65536 - n), widened.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const uint16_t h = halves[static_cast<size_t>(65536 - n + i)];
+      ASSERT_EQ(float_bits(widened[static_cast<size_t>(i)]), float_bits(float16_to_float32(h))) << std::hex << h;
+    }
+  }
+  std::vector<float> floats;
+  for (uint32_t high = 0; high < (1u << 19); ++high) {
+    for (uint32_t low : {0x0u, 0x1u, 0x7FFu, 0x800u, 0xFFFu, 0x1000u, 0x1001u, 0x1FFFu}) {
+      floats.push_back(float_from_bits(high << 13 | low));
+    }
+  }
+  for (uint64_t u = 7; u < (uint64_t{1} << 32); u += 4099) floats.push_back(float_from_bits(static_cast<uint32_t>(u)));
+  std::vector<uint16_t> rounded(floats.size());
+  for (size_t chunk = 0; chunk < floats.size(); chunk += 4093) {  // chunks of 4093: each ends in a tail of 5
+    const int64_t n = static_cast<int64_t>(std::min<size_t>(4093, floats.size() - chunk));
+    const bool any = round_to_float16_simd128(floats.data() + chunk, rounded.data() + chunk, n);
+    bool want_any = false;
+    for (int64_t i = 0; i < n; ++i) {
+      const uint16_t want = float32_to_float16(floats[chunk + static_cast<size_t>(i)]);
+      ASSERT_EQ(rounded[chunk + static_cast<size_t>(i)], want) << std::hex << float_bits(floats[chunk + static_cast<size_t>(i)]);
+      want_any |= (want & 0x7C00) == 0x7C00;
+    }
+    ASSERT_EQ(any, want_any) << chunk;
+  }
+  const float finite[9] = {1.0f, -2.5f, 65504.0f, -65519.0f, 1e-8f, 0.0f, -0.0f, 3.0f, 4.0f};
+  uint16_t out[9];
+  EXPECT_FALSE(round_to_float16_simd128(finite, out, 9));
+  const float overflow[9] = {1.0f, 65520.0f, 0, 0, 0, 0, 0, 0, 0};
+  EXPECT_TRUE(round_to_float16_simd128(overflow, out, 9));  // finite, but rounds to Inf
 }
 
 TEST(Float16, SimdLoadersGiveEveryFiniteHalfTimes2ToTheMinus112Exactly) {

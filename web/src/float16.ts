@@ -93,8 +93,3 @@ export function float16Output(values: Float32Array, shape: readonly number[], ou
   return { data: type && isFloat16Array(like) ? new type(bits.buffer, bits.byteOffset, bits.length) : bits, shape, dtype: 'float16' };
 }
 
-/** Whether some half of `bits` is Inf or NaN. */
-export function anyNonFinite(bits: Uint16Array): boolean {
-  for (let i = 0; i < bits.length; i++) if ((bits[i]! & 0x7c00) === 0x7c00) return true;
-  return false;
-}

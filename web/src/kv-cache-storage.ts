@@ -5,7 +5,7 @@
 // holds the format of cpp/core/kv_cache_format.h, read whole).
 import { tensorDtype } from './arguments.js';
 import type { CallRecord } from './core-call.js';
-import { anyNonFinite, float16Bits, fromFloat16, toFloat16 } from './float16.js';
+import { float16Bits, fromFloat16, toFloat16 } from './float16.js';
 import { formatBytes, HeapScope, withHeap } from './heap.js';
 import type { CpuTensor, DType, GpuBufferLike, KvCacheDType, TensorInput } from './types.js';
 import { GPU_USAGE, isGpuTensor, WebGPUError, type GpuState } from './webgpu.js';
@@ -108,23 +108,36 @@ export class HeapKvStorage implements KvStorage {
     else this.writeFloat(rows, this.shape.dtype);
   }
 
-  /** Copies each (batch, KV head)'s new rows in the cache's float type. */
+  /**
+   * Copies each (batch, KV head)'s new rows into a float32 cache straight from the caller's float32
+   * array; float16 rows, or any rows of a float16 cache, go through the heap to the core, which
+   * copies, rounds or widens them and says whether a stored half is Inf or NaN.
+   */
   private writeFloat({ key, value, n, added, held }: AppendRows, dtype: DType): void {
     const { batch, kvHeads, maxLength, headDim, valueDim } = this.shape;
-    const keys = stored(key as CpuTensor, dtype), values = stored(value as CpuTensor, dtype);
-    const half = dtype === 'float16';
-    const heap = half ? this.module.HEAPU16 : this.module.HEAPF32;
-    const bytes = half ? 2 : 4;
-    for (let b = 0; b < batch; b++) {
-      for (let h = 0; h < kvHeads; h++) {
-        const head = b * kvHeads + h;
-        for (const [data, dim, address] of [[keys, headDim, this.keyAddress], [values, valueDim, this.valueAddress]] as const) {
-          const from = head * n * dim;
-          const rows = data.subarray(from, from + added(b) * dim);
-          if (half && !this.holdsNonFinite) this.holdsNonFinite = anyNonFinite(rows as Uint16Array);
-          heap.set(rows, address / bytes + (head * maxLength + held[b]!) * dim);
+    const toHalf = dtype === 'float16';
+    for (const [tensor, dim, address] of [[key, headDim, this.keyAddress], [value, valueDim, this.valueAddress]] as const) {
+      const source = tensor as CpuTensor;
+      const fromHalf = tensorDtype(source) === 'float16';
+      if (!toHalf && !fromHalf) {
+        const data = source.data as Float32Array;
+        for (let b = 0; b < batch; b++) {
+          for (let h = 0; h < kvHeads; h++) {
+            const head = b * kvHeads + h;
+            this.module.HEAPF32.set(data.subarray(head * n * dim, (head * n + added(b)) * dim), address / 4 + (head * maxLength + held[b]!) * dim);
+          }
         }
+        continue;
       }
+      withHeap(this.module, (heap) => {
+        const from = heap.copyIn(fromHalf ? float16Bits(source.data as Uint16Array) : source.data, 'the appended rows');
+        const elementBytes = fromHalf ? 2 : 4;
+        for (let b = 0; b < batch; b++) {
+          if (added(b) === 0) continue;
+          const nonFinite = this.module.storeKvRows(toHalf, fromHalf, address, maxLength, dim, from + b * kvHeads * n * dim * elementBytes, n, b * kvHeads, kvHeads, held[b]!, added(b));
+          if (nonFinite) this.holdsNonFinite = true;
+        }
+      });
     }
   }
 

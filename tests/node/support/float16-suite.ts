@@ -201,19 +201,24 @@ export function defineFloat16Suite(label: string, { factor, create }: Float16Sui
     it('a float16 KV cache: token by token equals the reference of the concatenation, in place or widened', async () => {
       const [B, Hq, Hkv, E, Ev] = [2, 8, 2, 64, 48];
       let seed = 100;
-      for (const finite of [true, false]) {
+      // An Inf in the cache (appended as a half, or a finite float32 past 65504 rounded to it) makes
+      // the calls widen it instead of reading it in place.
+      for (const holding of ['nothing', 'an Inf half', 'a float32 rounded to Inf'] as const) {
+        const finite = holding === 'nothing';
         const cache = attn.createKvCache({ batch: B, kvHeads: Hkv, maxLength: 600, headDim: E, valueDim: Ev, dtype: 'float16' });
         expect(cache.dtype).toBe('float16');
         const keys: Float32Array[] = [], values: Float32Array[] = [];
         const append = (n: number, asFloat32: boolean) => {
           const k = randomHalf([B, Hkv, n, E], seed++), v = randomHalf([B, Hkv, n, Ev], seed++);
-          if (!finite && keys.length === 1) {
-            (v.half.data as Uint16Array)[3] = 0x7c00; // +Infinity: the cache then widens instead of reading in place
-            v.float.data[3] = Infinity;
+          const stored = v.float.data.slice();
+          if (!finite && keys.length === (holding === 'an Inf half' ? 1 : 2)) {
+            (v.half.data as Uint16Array)[3] = 0x7c00;
+            v.float.data[3] = holding === 'an Inf half' ? Infinity : 70000;
+            stored[3] = Infinity;
           }
           cache.append(asFloat32 ? k.float : k.half, asFloat32 ? v.float : v.half); // float32 rows are rounded to float16
           keys.push(k.float.data);
-          values.push(v.float.data);
+          values.push(stored);
         };
         const dense = (rows: Float32Array[], dim: number): Tensor => concatLengths(rows, B, Hkv, dim);
         append(300, false);
@@ -223,7 +228,7 @@ export function defineFloat16Suite(label: string, { factor, create }: Float16Sui
           const options: AttentionOptions = { enableGqa: true, isCausal: 'bottom-right' };
           const { output } = await attn.scaledDotProductAttention(q.half, cache, options);
           const k = dense(keys, E), v = dense(values, Ev);
-          expectFloat16Result(output as Float16Tensor, q.float, k, v, options, undefined, `cache step ${step} (${finite ? 'finite' : 'holding Inf'})`);
+          expectFloat16Result(output as Float16Tensor, q.float, k, v, options, undefined, `cache step ${step} (holding ${holding})`);
         }
         cache.reset();
         cache.dispose();
