@@ -9,6 +9,7 @@
 #include "cpu/attention_decode_f32_simd128.h"
 #include "cpu/attention_decode_quantized_simd128.h"
 #include "cpu/attention_f32_simd128.h"
+#include "cpu/float16_convert_simd128.h"
 #include "cpu/thread_pool.h"
 #include "dispatch/cost_model.h"
 
@@ -162,7 +163,7 @@ char* convert_inputs(const AttentionPlan& plan, const Widened& w, const Attentio
   const auto widen = [&](const uint16_t*& half, const float*& full, int64_t heads, int64_t head_stride,
                          int64_t head_elements) {
     float* dense = reinterpret_cast<float*>(next);
-    for (int64_t h = 0; h < heads; ++h) widen_float16(half + h * head_stride, dense + h * head_elements, head_elements);
+    for (int64_t h = 0; h < heads; ++h) widen_float16_simd128(half + h * head_stride, dense + h * head_elements, head_elements);
     full = dense;
     half = nullptr;
     next += widened_bytes(heads * head_elements);
@@ -179,7 +180,7 @@ char* convert_inputs(const AttentionPlan& plan, const Widened& w, const Attentio
   };
   if (w.query) {
     float* rows = reinterpret_cast<float*>(next);
-    if (plan.query_type == ElementType::kFloat16) widen_float16(in.query_f16, rows, plan.query_elements());
+    if (plan.query_type == ElementType::kFloat16) widen_float16_simd128(in.query_f16, rows, plan.query_elements());
     else std::copy(in.query, in.query + plan.query_elements(), rows);
     if (w.round_query) {
       for (int64_t r = 0; r < plan.B * plan.Hq * plan.Lq; ++r) round_query_row(rows + r * plan.E, plan.E, rows + r * plan.E);
