@@ -133,7 +133,8 @@ int threads_to_run(Backend backend, const AttentionPlan& plan, int threads, cons
 
 bool uses_decode_kernel(const AttentionPlan& plan) {
   return !plan.return_weights && plan.return_scores == ScoreStage::kNone && plan.Hkv > 0 &&
-         plan.heads_per_kv() * plan.Lq <= kDecodeMaxRows && plan.Lk >= kDecodeMinKeys;
+         plan.heads_per_kv() * plan.Lq <= (plan.quantized_kv() ? kDecodeMaxRowsQuantized : kDecodeMaxRows) &&
+         plan.Lk >= kDecodeMinKeys;
 }
 
 DecodeSplit decode_split(const AttentionPlan& plan) {

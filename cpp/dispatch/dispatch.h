@@ -52,8 +52,10 @@ int threads_for(Backend backend, Pass pass, const AttentionPlan& plan, int reque
 int threads_to_run(Backend backend, const AttentionPlan& plan, int threads, const PoolWakeState& wake);
 
 // Whether the SIMD forward of `plan` runs the decode kernel: at most kDecodeMaxRows query rows per
-// KV head ((Hq/Hkv)·Lq), at least kDecodeMinKeys keys, and no weights or score output.
+// KV head ((Hq/Hkv)·Lq; kDecodeMaxRowsQuantized on an int8/int4 cache, which the tile kernel would
+// first dequantize whole), at least kDecodeMinKeys keys, and no weights or score output.
 constexpr int64_t kDecodeMaxRows = 16;
+constexpr int64_t kDecodeMaxRowsQuantized = 64;
 constexpr int64_t kDecodeMinKeys = 64;
 bool uses_decode_kernel(const AttentionPlan& plan);
 

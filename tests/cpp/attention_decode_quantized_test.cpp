@@ -175,7 +175,26 @@ TEST(QuantizedDecode, RowsAndDims) {
   ExpectMatchesDequantized(decode_problem(1, 3, 1, 1, 200, 33, 100, 32), "MQA R=3");
   ExpectMatchesDequantized(decode_problem(1, 5, 1, 1, 200, 128, 128, 33), "R=5");
   ExpectMatchesDequantized(decode_problem(1, 8, 2, 4, 300, 96, 64, 34), "R=16 (Lq=4)");
+  ExpectMatchesDequantized(decode_problem(2, 8, 2, 8, 300, 64, 64, 36), "R=32 (Lq=8)");
+  Problem causal = decode_problem(1, 8, 2, 16, 500, 64, 48, 37);
+  causal.request.causal = CausalAlignment::kBottomRight;
+  ExpectMatchesDequantized(causal, "R=64 (Lq=16), causal: every row another visible range");
+  ExpectMatchesDequantized(decode_problem(1, 2, 2, 64, 260, 32, 32, 38), "MHA R=64 (Lq=64)");
+  ExpectMatchesDequantized(decode_problem(1, 2, 2, 65, 260, 32, 32, 39), "R=65: the tile kernel on the dequantized cache");
   ExpectMatchesDequantized(decode_problem(1, 8, 2, 1, 40, 64, 64, 35), "below the decode kernel: the tile kernel on the dequantized cache");
+}
+
+// The decode kernel reads a quantized cache in place for up to kDecodeMaxRowsQuantized rows per KV
+// head (the tile kernel would dequantize the whole cache first); a float cache, up to kDecodeMaxRows.
+TEST(QuantizedDecode, RowsReadInPlace) {
+  const auto plan_on = [](int64_t Hq, int64_t Lq, bool quantized) {
+    const Problem p = decode_problem(1, Hq, 2, Lq, 512, 64, 64, 1);
+    return plan_or_die(quantized ? quantize(p, KvQuant::kInt8, 512).original.request : p.request);
+  };
+  EXPECT_TRUE(uses_decode_kernel(plan_on(8, 16, true)));   // R = 64
+  EXPECT_FALSE(uses_decode_kernel(plan_on(2, 65, true)));  // R = 65
+  EXPECT_TRUE(uses_decode_kernel(plan_on(8, 4, false)));   // R = 16
+  EXPECT_FALSE(uses_decode_kernel(plan_on(8, 8, false)));  // R = 32
 }
 
 TEST(QuantizedDecode, Variants) {

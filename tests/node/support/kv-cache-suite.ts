@@ -109,6 +109,12 @@ export function defineKvCacheSuite(label: string, { factor, create, dtype = 'flo
           appended.append(key, value);
         }
         while (cache.length < target) await step();
+        // Several query rows on the cache (draft tokens to verify, a chunk of a prompt): 12, 64 and
+        // 68 rows per KV head (an int8/int4 cache is read in place by the decode kernel up to 64,
+        // dequantized for the tile kernel beyond).
+        for (const rows of [3, 16, 17]) {
+          await expectCacheCall(cache, appended, draw([B, Hq, rows, E]), { isCausal: true, enableGqa: true }, `${rows} query rows at ${cache.length}`);
+        }
       }
       // Token by token equals one append of the concatenation, bit for bit.
       const whole = attn.createKvCache({ batch: B, kvHeads: Hkv, maxLength: 600, headDim: E, valueDim: Ev, dtype });
