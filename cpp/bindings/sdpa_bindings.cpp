@@ -28,7 +28,7 @@
 #include "core/reference.h"
 #include "cpu/attention_f32_simd128.h"
 #include "cpu/float16_convert_simd128.h"
-#include "cpu/kv_cache_append_simd128.h"
+#include "cpu/quantized_rows_simd128.h"
 #include "cpu/thread_pool.h"
 #include "dispatch/dispatch.h"
 #include "extras/modules.h"

@@ -10,6 +10,7 @@
 #include "cpu/attention_decode_quantized_simd128.h"
 #include "cpu/attention_f32_simd128.h"
 #include "cpu/float16_convert_simd128.h"
+#include "cpu/quantized_rows_simd128.h"
 #include "cpu/thread_pool.h"
 #include "dispatch/cost_model.h"
 
@@ -172,9 +173,7 @@ char* convert_inputs(const AttentionPlan& plan, const Widened& w, const Attentio
   // A quantized cache's keys or values, dequantized to dense floats at `next`.
   const auto dequantize = [&](const uint8_t*& tensor, const float*& full, const QuantizedLayout& layout) {
     float* dense = reinterpret_cast<float*>(next);
-    for (int64_t h = 0; h < layout.heads; ++h) {
-      for (int64_t j = 0; j < plan.Lk; ++j) load_quantized_row(layout, tensor, h, j, dense + (h * plan.Lk + j) * layout.dim);
-    }
+    for (int64_t h = 0; h < layout.heads; ++h) load_quantized_rows_simd128(layout, tensor, h, 0, plan.Lk, dense + h * plan.Lk * layout.dim);
     full = dense;
     tensor = nullptr;
     next += widened_bytes(layout.heads * plan.Lk * layout.dim);

@@ -14,7 +14,7 @@
 
 #include "attention_test_support.h"
 #include "core/kv_cache_format.h"
-#include "cpu/kv_cache_append_simd128.h"
+#include "cpu/quantized_rows_simd128.h"
 #include "cpu/simd128_int.h"
 #include "cpu/thread_pool.h"
 
@@ -139,9 +139,10 @@ TEST(QuantizedDecode, VectorBlockQuantizerMatchesTheFormatsBitForBit) {
   }
 }
 
-// An append's rows (store_quantized_rows_simd128) are the bytes store_quantized_row writes: every
-// dim (whole blocks and a partial last one), rows starting mid-tile, NaN/Inf blocks among them.
-TEST(QuantizedDecode, AppendedRowsMatchTheFormatsBytes) {
+// An append's rows (store_quantized_rows_simd128) are the bytes store_quantized_row writes, and
+// load_quantized_rows_simd128 reads load_quantized_row's floats: every dim (whole blocks and a
+// partial last one), rows starting mid-tile, NaN/Inf blocks among them.
+TEST(QuantizedDecode, RowsWrittenAndReadAsTheFormatsScalarCode) {
   std::mt19937 rng(12);
   std::uniform_real_distribution<float> unit(-2.0f, 2.0f);
   for (KvQuant kind : {KvQuant::kInt8, KvQuant::kInt4}) {
@@ -158,6 +159,13 @@ TEST(QuantizedDecode, AppendedRowsMatchTheFormatsBytes) {
         store_quantized_rows_simd128(layout, got.data(), head, first, rows.data(), count);
       }
       ASSERT_EQ(want, got) << (kind == KvQuant::kInt8 ? "int8" : "int4") << " dim " << dim;
+      // Read back whole (the dequantized copy): load_quantized_row<float>'s floats, bit for bit.
+      for (int64_t head = 0; head < 3; ++head) {
+        std::vector<float> want_rows(static_cast<size_t>(13 * dim)), got_rows(want_rows.size());
+        for (int64_t j = 0; j < 13; ++j) load_quantized_row(layout, want.data(), head, j, want_rows.data() + j * dim);
+        load_quantized_rows_simd128(layout, got.data(), head, 0, 13, got_rows.data());
+        ASSERT_EQ(std::memcmp(want_rows.data(), got_rows.data(), want_rows.size() * sizeof(float)), 0) << "read back, dim " << dim;
+      }
     }
   }
 }

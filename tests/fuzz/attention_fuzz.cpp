@@ -65,7 +65,7 @@
 
 #include "../cpp/attention_backward_support.h"
 #include "core/kv_cache_format.h"
-#include "cpu/kv_cache_append_simd128.h"
+#include "cpu/quantized_rows_simd128.h"
 #include "cpu/simd128.h"
 #include "cpu/simd128_int.h"
 
@@ -462,6 +462,17 @@ void check_quantized(const FuzzCase& c, KvQuant kind) {
   }
   if (appended_keys != keys || appended_values != values) {
     std::fprintf(stderr, "%s: the appended rows' bytes differ from store_quantized_row's\n", kind == KvQuant::kInt8 ? "int8" : "int4");
+    std::abort();
+  }
+  // The dequantized copy's vector path (dispatch) reads load_quantized_row's floats.
+  std::vector<float> read_keys(dense.key.size()), read_values(dense.value.size());
+  for (int64_t h = 0; h < plan.B * plan.Hkv; ++h) {
+    load_quantized_rows_simd128(kl, keys.data(), h, 0, plan.Lk, read_keys.data() + h * plan.Lk * plan.E);
+    load_quantized_rows_simd128(vl, values.data(), h, 0, plan.Lk, read_values.data() + h * plan.Lk * plan.Ev);
+  }
+  if (std::memcmp(read_keys.data(), dense.key.data(), read_keys.size() * sizeof(float)) != 0 ||
+      std::memcmp(read_values.data(), dense.value.data(), read_values.size() * sizeof(float)) != 0) {
+    std::fprintf(stderr, "%s: the rows read back differ from load_quantized_row's\n", kind == KvQuant::kInt8 ? "int8" : "int4");
     std::abort();
   }
   for (int64_t r = 0; r < plan.B * plan.Hq * plan.Lq; ++r) {
