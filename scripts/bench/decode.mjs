@@ -10,7 +10,8 @@
 // process: its thread count is fixed per process). Beside them, a wasm SIMD streaming read of
 // 64 MiB: the memory bandwidth one core reaches, the ceiling of a step that reads K and V once.
 // Every engine's output is checked against the float64 reference (first and last KV-head
-// groups) before it is timed.
+// groups) before it is timed. sdpa-web's rows also time appending one token (onnxruntime-web's op
+// appends as it attends), and tokens per second of a 16-layer model count both.
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { createAttention, fromFloat16, maxAbsDiff, toFloat16, toleranceBound } from '../../dist/index.js';
@@ -207,6 +208,24 @@ async function sdpaEngine(name, attn, c, inputs, dtype = 'float32') {
       }
       return heap;
     },
+    /**
+     * Milliseconds to append one token (every sequence's row of every KV head, float32 in, as a
+     * model's layer appends its new key and value): the median of 15 rounds of 256 appends to a
+     * cache of its own, reset between rounds, after 4 rounds of warm-up.
+     */
+    appendMs: () => {
+      const token = { data: inputs.key.data.subarray(0, c.B * c.Hkv * c.E), shape: [c.B, c.Hkv, 1, c.E] };
+      const own = attn.createKvCache({ batch: c.B, kvHeads: c.Hkv, maxLength: 256, headDim: c.E, dtype });
+      const rounds = [];
+      for (let round = 0; round < 19; round++) {
+        own.reset();
+        const start = performance.now();
+        for (let i = 0; i < 256; i++) own.append(token, token);
+        if (round >= 4) rounds.push((performance.now() - start) / 256);
+      }
+      own.dispose();
+      return rounds.sort((a, b) => a - b)[rounds.length >> 1];
+    },
     dispose: () => cache.dispose(),
   };
 }
@@ -329,7 +348,9 @@ export async function benchDecode(opts) {
     for (const [i, e] of engines.entries()) {
       const ms = timed[i].medianMs;
       const row = { case: c.name, engine: e.name, ms, cpuMs: timed[i].cpuMs, gbPerS: gbPerS(e.bytes ?? 4 * elements, ms), error: errors[e.name] };
-      if (e.name !== 'probe') row.tokensPerS16Layers = 1000 / (16 * ms);
+      // A generated token's layer appends its key and value and attends; onnxruntime-web's op does both.
+      if (e.appendMs) row.appendMs = e.appendMs();
+      if (e.name !== 'probe') row.tokensPerS16Layers = 1000 / (16 * (ms + (row.appendMs ?? 0)));
       if (heap[e.name]) row.heapFlatOver32Steps = new Set(heap[e.name]).size === 1;
       rows.push(row);
     }
@@ -346,11 +367,11 @@ export async function benchDecode(opts) {
 export function printDecode({ rows }) {
   const cases = [...new Set(rows.map((r) => r.case))];
   const summary = [];
-  print('\ncase                       engine                        ms/step  CPU ms    GB/s  tok/s×16L  error      heap flat');
+  print('\ncase                       engine                        ms/step  CPU ms    GB/s  append µs  tok/s×16L  error      heap flat');
   for (const name of cases) {
     const of = (engine) => rows.find((r) => r.case === name && (r.engine === engine || r.engine.startsWith(`${engine} (`)));
     for (const r of rows.filter((x) => x.case === name)) {
-      print(`${name.padEnd(26)} ${r.engine.padEnd(29)} ${r.ms.toFixed(3).padStart(8)} ${(r.cpuMs ?? NaN).toFixed(3).padStart(7)} ${r.gbPerS.toFixed(2).padStart(7)} ${r.tokensPerS16Layers === undefined ? '         -' : r.tokensPerS16Layers.toFixed(1).padStart(10)}   ${r.error === undefined ? '       -' : r.error.toExponential(1).padStart(8)}   ${r.heapFlatOver32Steps === undefined ? '-' : r.heapFlatOver32Steps ? 'yes' : 'NO'}`);
+      print(`${name.padEnd(26)} ${r.engine.padEnd(29)} ${r.ms.toFixed(3).padStart(8)} ${(r.cpuMs ?? NaN).toFixed(3).padStart(7)} ${r.gbPerS.toFixed(2).padStart(7)} ${r.appendMs === undefined ? '         -' : (1000 * r.appendMs).toFixed(1).padStart(10)} ${r.tokensPerS16Layers === undefined ? '         -' : r.tokensPerS16Layers.toFixed(1).padStart(10)}   ${r.error === undefined ? '       -' : r.error.toExponential(1).padStart(8)}   ${r.heapFlatOver32Steps === undefined ? '-' : r.heapFlatOver32Steps ? 'yes' : 'NO'}`);
     }
     const one = of('sdpa-simd-1t'), many = of('sdpa-simd-mt'), probe = of('probe'), ort1 = of('ort-gqa-1t'), ort2 = of('ort-gqa-2t');
     const one16 = of('sdpa-simd-1t-f16'), many16 = of('sdpa-simd-mt-f16');
