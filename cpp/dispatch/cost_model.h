@@ -5,6 +5,8 @@
 // calls of one case).
 #pragma once
 
+#include <algorithm>
+
 #include "core/problem.h"
 
 namespace sdpa::cost {
@@ -32,11 +34,13 @@ inline double forward_serial_micros(const AttentionPlan& plan) {
   return plan.multiply_adds() / kForwardMultiplyAddsPerMicro;
 }
 
-// About how long the decode kernel takes on one thread, in µs.
+// About how long the decode kernel takes on one thread, in µs: the K/V bytes it reads, or with
+// many query rows per KV head (up to 64 on a quantized cache) its multiply-adds at the forward
+// kernel's speed, whichever is longer.
 inline double decode_serial_micros(const AttentionPlan& plan) {
   const double elements = static_cast<double>(plan.B * plan.Hkv) * static_cast<double>(plan.Lk) *
                           static_cast<double>(plan.E + plan.Ev);
-  return elements * sizeof(float) / kDecodeBytesPerMicro;
+  return std::max(elements * sizeof(float) / kDecodeBytesPerMicro, forward_serial_micros(plan));
 }
 
 }  // namespace sdpa::cost
