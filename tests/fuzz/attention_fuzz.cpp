@@ -19,13 +19,15 @@
 // float16 paths of dispatch (widened; finite keys/values read in place by the decode kernel, whose
 // 2^-112-scaled sums cannot overflow where the float32 reference's do), held to the same rule
 // against the references of the rounded values, the float64 one also standing in for r32 (as with
-// a fused multiply-add).
+// a fused multiply-add); the array conversions (KvCache.append's rounding, dispatch's widening)
+// give the scalar ones' bits.
 // int8/int4: every input also runs with its keys and values quantized into a KV cache
 // (core/kv_cache_format.h; NaN/Inf blocks read NaN), read in place by the quantized decode kernel
 // or dequantized for the others, held to the same rule against the references of the dequantized
 // keys and values and the query rounded through int8 blocks (the float64 one also standing in for
-// r32: the kernel's integer dot products round differently from a float32 one); the kernel's
-// vector quantizer of the query's whole blocks gives the format's levels and scales bit for bit.
+// r32: the kernel's integer dot products round differently from a float32 one); the vector
+// quantizer of whole blocks (the query's, an append's) gives the format's levels and scales, and
+// an append's rows and the dequantized copy the scalar code's bytes and floats, bit for bit.
 // Every input also runs on 2 threads with its query, key and value streamed in while the kernel
 // runs (core/input_arrival.h): bit for bit the 1-thread result.
 // The backward pass runs on every input too (ASan/UBSan and the canaries around its outputs
@@ -65,6 +67,7 @@
 
 #include "../cpp/attention_backward_support.h"
 #include "core/kv_cache_format.h"
+#include "cpu/float16_convert_simd128.h"
 #include "cpu/quantized_rows_simd128.h"
 #include "cpu/simd128.h"
 #include "cpu/simd128_int.h"
@@ -388,11 +391,23 @@ void check_backward(const FuzzCase& c, const AttentionPlan& plan) {
   }
 }
 
+// v rounded to float16 in place (the scalar rules); the halves returned. The array conversions
+// (cpu/float16_convert_simd128: KvCache.append, dispatch's widening) must give the same bits.
 std::vector<uint16_t> round_to_float16(std::vector<float>& v) {
-  std::vector<uint16_t> halves(v.size());
+  const auto n = static_cast<int64_t>(v.size());
+  std::vector<uint16_t> halves(v.size()), array_halves(v.size());
+  const bool array_special = round_to_float16_simd128(v.data(), array_halves.data(), n);
+  bool special = false;
   for (size_t i = 0; i < v.size(); ++i) {
     halves[i] = float32_to_float16(v[i]);
+    special |= (halves[i] & 0x7C00) == 0x7C00;
     v[i] = float16_to_float32(halves[i]);
+  }
+  std::vector<float> widened(v.size());
+  widen_float16_simd128(halves.data(), widened.data(), n);
+  if (array_halves != halves || array_special != special || !same_bits(widened, v)) {
+    std::fprintf(stderr, "the array float16 conversions differ from the scalar ones\n");
+    std::abort();
   }
   return halves;
 }
@@ -470,8 +485,7 @@ void check_quantized(const FuzzCase& c, KvQuant kind) {
     load_quantized_rows_simd128(kl, keys.data(), h, 0, plan.Lk, read_keys.data() + h * plan.Lk * plan.E);
     load_quantized_rows_simd128(vl, values.data(), h, 0, plan.Lk, read_values.data() + h * plan.Lk * plan.Ev);
   }
-  if (std::memcmp(read_keys.data(), dense.key.data(), read_keys.size() * sizeof(float)) != 0 ||
-      std::memcmp(read_values.data(), dense.value.data(), read_values.size() * sizeof(float)) != 0) {
+  if (!same_bits(read_keys, dense.key) || !same_bits(read_values, dense.value)) {
     std::fprintf(stderr, "%s: the rows read back differ from load_quantized_row's\n", kind == KvQuant::kInt8 ? "int8" : "int4");
     std::abort();
   }
