@@ -34,8 +34,9 @@ const HELP = `npm run bench -- [options]: sdpa-web's speed in Node, against its 
                     on a KV cache of each length, and B = 4 ragged, beside a 64 MiB wasm SIMD
                     streaming read (the memory ceiling) and onnxruntime-web's GroupQueryAttention
                     (past KV in, present out; ort-gqa-2t in a child process); ms per step, GB/s
-                    of K/V read (the bytes the cache holds for those tokens), tokens/s of a
-                    16-layer model of that shape, and whether the heap stays flat over 32 steps. webgpu also runs
+                    of K/V read (the bytes the cache holds for those tokens), µs to append a
+                    token, tokens/s of a 16-layer model of that shape (append and step), and
+                    whether the heap stays flat over 32 steps. webgpu also runs
                     prefill on GPU tensors (--cases) and decode steps on a GPU KV cache
                     (--decode-cases), beside onnxruntime-web's WebGPU EP (gpu-buffer in and out)
   --cases LIST      comma-separated cases: HxLxE (B = 1, Lq = Lk = L, Ev = E), BxHxLxE, or
