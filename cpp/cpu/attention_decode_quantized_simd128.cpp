@@ -473,8 +473,7 @@ void attention_decode_quantized_simd128(const AttentionPlan& p, const AttentionI
     int8_t levels[kQuantBlock];
     const int n = static_cast<int>(std::min<int64_t>(kQuantBlock, p.E - c * kQuantBlock));
     const float* x = in.query + row * p.E + c * kQuantBlock;
-    query_scales[block] = (n == kQuantBlock ? quantize_whole_block(KvQuant::kInt8, x, levels) : quantize_block(KvQuant::kInt8, x, n, levels)) *
-                          score_unit;
+    query_scales[block] = quantize_block_lanes(KvQuant::kInt8, x, n, levels) * score_unit;
     if (bytes) {
       std::copy(levels, levels + kQuantBlock, query_bytes + block * kQuantBlock);
       int32_t sum = 0;

@@ -38,7 +38,7 @@ u32x4 choose(i32x4 m, u32x4 a, u32x4 b) {
   return (a & mu) | (b & ~mu);
 }
 
-// float32_to_float16 of 4 float bit patterns, each in the low 16 bits of its lane.
+// float32_to_float16 of 4 float bit patterns: each lane's half in its low 16 bits.
 u32x4 round_lanes(u32x4 u) {
   const u32x4 sign = (u >> 16) & 0x8000u;
   const u32x4 magnitude = u & 0x7FFFFFFFu;

@@ -11,8 +11,9 @@
 // of a tile-block (4 keys × 4 elements; int4 unpacked as level·16), the key's 4 bytes go to the
 // tops of int32 lanes and convert exactly (level·2^24, or level·2^28), a multiply by the power of
 // two back gives the level, and one by the block's scale its float32 value.
-// A row's last block, when dim is not a multiple of 32, takes the scalar code. Chosen for every
-// quantized cache in the wasm heap: the bytes are the format's, so every backend reads the same.
+// A row's last block, when dim is not a multiple of 32, takes the scalar code (quantize_block,
+// and on reading the core's per-element level). Chosen for every quantized cache in the wasm
+// heap: the bytes are the format's, so every backend reads the same.
 #include "cpu/quantized_rows_simd128.h"
 
 #include <algorithm>
@@ -87,22 +88,15 @@ void load_rows(const QuantizedLayout& layout, const uint8_t* tensor, int64_t hea
 void store_quantized_rows_simd128(const QuantizedLayout& layout, uint8_t* tensor, int64_t head, int64_t first_row,
                                   const float* rows, int64_t count) {
   auto* scales = reinterpret_cast<float*>(tensor + layout.scale_offset);
-  const int64_t whole_blocks = layout.dim / kQuantBlock;
   for (int64_t t = 0; t < count; ++t) {
     const int64_t j = first_row + t;
     const float* x = rows + t * layout.dim;
-    for (int64_t c = 0; c < whole_blocks; ++c) {
+    for (int64_t c = 0; c < layout.blocks; ++c) {
       int8_t levels[kQuantBlock];
-      const float scale = simd::quantize_whole_block(layout.kind, x + c * kQuantBlock, levels);
+      const int n = static_cast<int>(std::min<int64_t>(kQuantBlock, layout.dim - c * kQuantBlock));
+      const float scale = simd::quantize_block_lanes(layout.kind, x + c * kQuantBlock, n, levels);
       std::memcpy(scales + layout.scale_index(head, j, c), &scale, sizeof scale);
       store_block_words(layout.kind, levels, j % kQuantTileKeys, tensor + layout.level_offset(head, j, c));
-    }
-    if (whole_blocks < layout.blocks) {
-      int8_t levels[kQuantBlock];
-      const int n = static_cast<int>(layout.dim - whole_blocks * kQuantBlock);
-      const float scale = quantize_block(layout.kind, x + whole_blocks * kQuantBlock, n, levels);
-      std::memcpy(scales + layout.scale_index(head, j, whole_blocks), &scale, sizeof scale);
-      store_block_words(layout.kind, levels, j % kQuantTileKeys, tensor + layout.level_offset(head, j, whole_blocks));
     }
   }
 }

@@ -192,4 +192,9 @@ inline float quantize_whole_block(KvQuant kind, const float* x, int8_t* levels) 
   return quantized_scale(largest, level_count);
 }
 
+// quantize_block(kind, x, n, levels) with a whole block (n = 32) four lanes at a time.
+inline float quantize_block_lanes(KvQuant kind, const float* x, int n, int8_t* levels) {
+  return n == kQuantBlock ? quantize_whole_block(kind, x, levels) : quantize_block(kind, x, n, levels);
+}
+
 }  // namespace sdpa::simd
