@@ -5,8 +5,6 @@
 // calls of one case).
 #pragma once
 
-#include <algorithm>
-
 #include "core/problem.h"
 
 namespace sdpa::cost {
@@ -34,13 +32,11 @@ inline double forward_serial_micros(const AttentionPlan& plan) {
   return plan.multiply_adds() / kForwardMultiplyAddsPerMicro;
 }
 
-// About how long the decode kernel takes on one thread, in µs: the K/V bytes it reads, or with
-// many query rows per KV head (up to 64 on a quantized cache) its multiply-adds at the forward
-// kernel's speed, whichever is longer.
+// About how long the decode kernel takes on one thread, in µs.
 inline double decode_serial_micros(const AttentionPlan& plan) {
   const double elements = static_cast<double>(plan.B * plan.Hkv) * static_cast<double>(plan.Lk) *
                           static_cast<double>(plan.E + plan.Ev);
-  return std::max(elements * sizeof(float) / kDecodeBytesPerMicro, forward_serial_micros(plan));
+  return elements * sizeof(float) / kDecodeBytesPerMicro;
 }
 
 }  // namespace sdpa::cost
