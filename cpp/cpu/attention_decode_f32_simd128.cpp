@@ -105,8 +105,10 @@ void score_rows(const float* const* q, const KV* keys, idx n, idx E, float scale
     const KV* k1 = j + 1 < n ? k0 + E : k0;
     f32x4 a[2 * kRows];
     dot_rows_2keys<kRows>(q, k0, k1, E_main, neg_inf, a);
+    float dots[2 * kRows];
+    horizontal_sums<2 * kRows>(a, dots);
     for (int r = 0; r < kRows; ++r) {
-      float d0 = horizontal_sum(a[2 * r]), d1 = horizontal_sum(a[2 * r + 1]);
+      float d0 = dots[2 * r], d1 = dots[2 * r + 1];
       for (idx e = E_main; e < E; ++e) {
         d0 += q[r][e] * Load::scaled(k0[e]);
         d1 += q[r][e] * Load::scaled(k1[e]);

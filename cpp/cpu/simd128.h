@@ -249,6 +249,19 @@ inline float max_propagating_nan(float a, float b) {
   return (a != a || b != b) ? a + b : (a > b ? a : b);
 }
 inline float horizontal_sum(f32x4 v) { return (lane(v, 0) + lane(v, 1)) + (lane(v, 2) + lane(v, 3)); }
+// The lane sums of v[0, n), each formed as horizontal_sum forms it (bit for bit), into sums[0, n):
+// four registers at a time by a transpose, 6 shuffles and 3 adds for the four sums where four
+// horizontal_sums take 12 lane extracts and 12 adds.
+template <int n>
+inline void horizontal_sums(const f32x4* v, float* sums) {
+  int i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const f32x4 ab = add(shuffle<0, 2, 4, 6>(v[i], v[i + 1]), shuffle<1, 3, 5, 7>(v[i], v[i + 1]));
+    const f32x4 cd = add(shuffle<0, 2, 4, 6>(v[i + 2], v[i + 3]), shuffle<1, 3, 5, 7>(v[i + 2], v[i + 3]));
+    store(sums + i, add(shuffle<0, 2, 4, 6>(ab, cd), shuffle<1, 3, 5, 7>(ab, cd)));
+  }
+  for (; i < n; ++i) sums[i] = horizontal_sum(v[i]);
+}
 // Whether x[0, n) holds no NaN or Inf: x − x is 0 for a finite x (−0, subnormals and FLT_MAX
 // included) and NaN otherwise, so the sum of them stays 0 exactly when every element is finite.
 inline bool all_finite(const float* x, std::ptrdiff_t n) {
