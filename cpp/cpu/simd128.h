@@ -251,7 +251,7 @@ inline float max_propagating_nan(float a, float b) {
 inline float horizontal_sum(f32x4 v) { return (lane(v, 0) + lane(v, 1)) + (lane(v, 2) + lane(v, 3)); }
 // The lane sums of v[0, n), each formed as horizontal_sum forms it (bit for bit), into sums[0, n):
 // four registers at a time by a transpose, 6 shuffles and 3 adds for the four sums where four
-// horizontal_sums take 12 lane extracts and 12 adds.
+// horizontal_sums take 16 lane extracts and 12 adds.
 template <int n>
 inline void horizontal_sums(const f32x4* v, float* sums) {
   int i = 0;

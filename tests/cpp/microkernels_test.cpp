@@ -183,6 +183,48 @@ TEST(Microkernels, DotRows2Keys) {
   CheckDotRows2Keys<4, uint16_t>(340);
 }
 
+// horizontal_sums against horizontal_sum register by register, bit for bit (NaN payloads aside):
+// counts below, at and past a group of 4, lanes of ±Inf, NaN, −0.0, subnormals and sums that
+// overflow or cancel.
+template <int n>
+void CheckHorizontalSums(uint32_t seed) {
+  std::mt19937 rng(seed);
+  const float specials[] = {kInf, -kInf, kNaN, -0.0f, 0.0f, FLT_MAX, -FLT_MAX, FLT_TRUE_MIN, 1e-40f, 1.0f, -1.0f};
+  std::uniform_real_distribution<float> uniform(-4.0f, 4.0f);
+  std::uniform_int_distribution<int> pick(0, 3 * static_cast<int>(std::size(specials)) - 1);
+  for (int trial = 0; trial < 200; ++trial) {
+    alignas(16) float lanes[4 * n];
+    for (float& x : lanes) {
+      const int k = pick(rng);
+      x = k < static_cast<int>(std::size(specials)) ? specials[k] : uniform(rng);
+    }
+    f32x4 v[n];
+    for (int i = 0; i < n; ++i) v[i] = load(lanes + 4 * i);
+    float sums[n];
+    horizontal_sums<n>(v, sums);
+    for (int i = 0; i < n; ++i) {
+      const float want = horizontal_sum(v[i]);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(sums[i])) << "n=" << n << " register " << i;
+      } else {
+        uint32_t got_bits, want_bits;
+        std::memcpy(&got_bits, &sums[i], 4);
+        std::memcpy(&want_bits, &want, 4);
+        EXPECT_EQ(got_bits, want_bits) << "n=" << n << " register " << i << ": " << sums[i] << " vs " << want;
+      }
+    }
+  }
+}
+
+TEST(Microkernels, HorizontalSums) {
+  CheckHorizontalSums<1>(400);
+  CheckHorizontalSums<3>(401);
+  CheckHorizontalSums<4>(402);
+  CheckHorizontalSums<6>(403);
+  CheckHorizontalSums<8>(404);
+  CheckHorizontalSums<9>(405);
+}
+
 // ---- pv_block, pv_columns ------------------------------------------------------------------------
 
 // How a P·V test fills its inputs.
