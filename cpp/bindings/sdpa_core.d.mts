@@ -136,21 +136,21 @@ export interface WebGpuAttention {
   /** After run() threw part-way: pops its error scopes, destroys its buffers. */
   abandon(): void;
   /**
-   * Writes halves into `destination` (packed float16, STORAGE) and submits: `runs` holds
-   * [destination element, source element, count] triples at any element offsets; the source is
-   * a Uint16Array of halves, or a GPUBuffer of halves (`float32: true`: of floats, rounded to the
-   * nearest half) from byte `offset`.
+   * Writes float16 elements, for each of `writes`, into `destination` (a GPUBuffer of packed
+   * halves) at `runs`: [destination element, source element, count] triples at any element
+   * offsets; the source is a Uint16Array of halves, or a GPUBuffer of halves (`float32: true`: of
+   * floats, rounded to the nearest half) from byte `offset`. One command buffer, submitted.
    */
-  writeFloat16(destination: object, source: { array: Uint16Array } | { buffer: object; offset: number; float32?: boolean }, runs: number[]): void;
+  writeFloat16(writes: { destination: object; source: { array: Uint16Array } | { buffer: object; offset: number; float32?: boolean }; runs: number[] }[]): void;
   /**
-   * Appends rows [B·Hkv, n, dim] of `source` (a Float32Array, a Uint16Array of halves, or a
+   * Appends rows [B·Hkv, n, dim] of each `source` (a Float32Array, a Uint16Array of halves, or a
    * GPUBuffer from byte `offset`) to an int8/int4 KV cache's keys or values (`destination`),
-   * quantized on the GPU: row t of batch b's heads to key held[b] + t when t < added[b]. Submits.
+   * quantized on the GPU: row t of batch b's heads to key held[b] + t when t < added[b]. One
+   * command buffer for all the writes, submitted.
    */
   writeQuantized(
-    destination: object,
-    source: { array: Float32Array | Uint16Array } | { buffer: object; offset: number },
-    rows: { int4: boolean; float16: boolean; kvHeads: number; n: number; dim: number; maxLength: number; held: number[]; added: number[] },
+    writes: { destination: object; source: { array: Float32Array | Uint16Array } | { buffer: object; offset: number }; float16: boolean; dim: number }[],
+    rows: { int4: boolean; kvHeads: number; n: number; maxLength: number; held: number[]; added: number[] },
   ): void;
   info(): {
     limits: {

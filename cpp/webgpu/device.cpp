@@ -27,6 +27,9 @@ constexpr uint32_t kQuantizeInvocations = 64;
 // The reused buffers' first size, and the most they grow to (WebGpuAttention::ReusedBuffer).
 constexpr uint64_t kReusedBufferMinBytes = 64 << 10;
 constexpr uint64_t kReusedBufferMaxBytes = 32 << 20;
+// Bind groups an instance keeps (bind_group): a 32-layer model's appends and decode steps of one
+// token (two to four groups a layer) fit.
+constexpr int kBindGroupCacheSize = 256;
 
 uint64_t round_up4(uint64_t n) { return (n + 3) & ~uint64_t{3}; }
 
@@ -109,6 +112,8 @@ WebGpuAttention::WebGpuAttention(val device, val caps)
       queue_(device["queue"]),
       pipelines_(val::global("Map").new_()),
       jobs_(val::global("Map").new_()),
+      bind_groups_(val::global("Map").new_()),
+      object_ids_(val::global("WeakMap").new_()),
       flash_layout_(val::undefined()),
       weights_layout_(val::undefined()),
       write_layout_(val::undefined()),
@@ -139,6 +144,8 @@ WebGpuAttention::WebGpuAttention(val device, val caps)
   storage_uploads_.alignment = min_storage_offset_alignment_;
   records_.usage = kStorage;
   records_.alignment = min_storage_offset_alignment_;
+  workspaces_.usage = kStorage;
+  workspaces_.alignment = min_storage_offset_alignment_;
   const val features = device["features"];
   limits_.shader_f16 = !features.isUndefined() && features.call<bool>("has", std::string("shader-f16"));
   if (!caps.isUndefined() && !caps.isNull() && caps["shaderF16"].isFalse()) limits_.shader_f16 = false;
@@ -193,7 +200,7 @@ WebGpuAttention::WebGpuAttention(val device, val caps)
 
 WebGpuAttention::~WebGpuAttention() {
   for (val* b : {&stand_in_read_, &stand_in_stats_, &stand_in_lse_}) b->call<void>("destroy");
-  for (ReusedBuffer* reused : {&uniform_uploads_, &storage_uploads_, &records_}) {
+  for (ReusedBuffer* reused : {&uniform_uploads_, &storage_uploads_, &records_, &workspaces_}) {
     if (reused->bytes > 0) reused->buffer.call<void>("destroy");
   }
 }
@@ -411,46 +418,49 @@ void WebGpuAttention::encode_quantize(val job, val pass, const QuantizePass& q, 
   }
 }
 
-void WebGpuAttention::write_quantized(val destination, val source, val rows) {
+void WebGpuAttention::write_quantized(val writes, val rows) {
   val job = new_job();
   const bool int4 = rows["int4"].isTrue();
-  const bool half = rows["float16"].isTrue();
   const val held = rows["held"], added = rows["added"];
   const auto batch = held["length"].as<uint32_t>();
-  QuantizePass q;
-  q.out = int4 ? 1 : 0;
-  q.source_f16 = half;
-  q.hkv = rows["kvHeads"].as<uint32_t>();
-  q.n = rows["n"].as<uint32_t>();
-  q.dim = rows["dim"].as<uint32_t>();
-  const QuantizedLayout layout = quantized_layout(int4 ? KvQuant::kInt4 : KvQuant::kInt8, int64_t{batch} * q.hkv,
-                                                  static_cast<int64_t>(rows["maxLength"].as<double>()), q.dim);
-  q.blocks = static_cast<uint32_t>(layout.blocks);
-  q.rows = static_cast<uint32_t>(layout.rows);
-  q.scale_start = static_cast<uint32_t>(layout.scale_offset / 4);
-  q.units = batch * q.hkv * q.n * q.blocks;
-  std::vector<uint32_t> segments;
+  const auto hkv = rows["kvHeads"].as<uint32_t>();
+  const auto n = rows["n"].as<uint32_t>();
+  const auto max_length = static_cast<int64_t>(rows["maxLength"].as<double>());
+  std::vector<uint32_t> segment_words;
   for (uint32_t b = 0; b < batch; ++b) {
-    segments.push_back(held[b].as<uint32_t>());
-    segments.push_back(added[b].as<uint32_t>());
+    segment_words.push_back(held[b].as<uint32_t>());
+    segment_words.push_back(added[b].as<uint32_t>());
   }
-  const uint64_t elements = uint64_t{batch} * q.hkv * q.n * q.dim;
-  const uint64_t element_bytes = half ? 2 : 4;
-  val from = val::undefined();
-  if (source["buffer"].isUndefined()) {
-    if (half) {
-      from = upload_halves(job, source["array"], 0, elements);
-    } else {
-      from = upload_floats(job, source["array"], 0, elements);
-    }
-  } else {
-    uint64_t skipped;
-    from = bind_from(source["buffer"], static_cast<uint64_t>(source["offset"].as<double>()), element_bytes * elements, &skipped);
-    q.source_base = static_cast<uint32_t>(skipped / element_bytes);
-  }
+  const val segments = upload(job, segment_words.data(), 4 * segment_words.size());
   val encoder = device_.call<val>("createCommandEncoder");
   val pass = encoder.call<val>("beginComputePass");
-  encode_quantize(job, pass, q, upload(job, segments.data(), 4 * segments.size()), from, whole(destination));
+  const int count = writes["length"].as<int>();
+  for (int w = 0; w < count; ++w) {
+    const val write = writes[w], source = write["source"];
+    const bool half = write["float16"].isTrue();
+    QuantizePass q;
+    q.out = int4 ? 1 : 0;
+    q.source_f16 = half;
+    q.hkv = hkv;
+    q.n = n;
+    q.dim = write["dim"].as<uint32_t>();
+    const QuantizedLayout layout = quantized_layout(int4 ? KvQuant::kInt4 : KvQuant::kInt8, int64_t{batch} * hkv, max_length, q.dim);
+    q.blocks = static_cast<uint32_t>(layout.blocks);
+    q.rows = static_cast<uint32_t>(layout.rows);
+    q.scale_start = static_cast<uint32_t>(layout.scale_offset / 4);
+    q.units = batch * hkv * n * q.blocks;
+    const uint64_t elements = uint64_t{batch} * hkv * n * q.dim;
+    val from = val::undefined();
+    if (source["buffer"].isUndefined()) {
+      from = half ? upload_halves(job, source["array"], 0, elements) : upload_floats(job, source["array"], 0, elements);
+    } else {
+      const uint64_t element_bytes = half ? 2 : 4;
+      uint64_t skipped;
+      from = bind_from(source["buffer"], static_cast<uint64_t>(source["offset"].as<double>()), element_bytes * elements, &skipped);
+      q.source_base = static_cast<uint32_t>(skipped / element_bytes);
+    }
+    encode_quantize(job, pass, q, segments, from, whole(write["destination"]));
+  }
   pass.call<void>("end");
   submit_and_destroy_buffers(encoder, job);
 }
@@ -469,14 +479,8 @@ void WebGpuAttention::encode_dispatch(val job, const val& pass, const val& pipel
   const val region = upload_uniforms(job, uniforms, bytes);
   const val buffer = region["buffer"];
   if (bindings->group.isUndefined() || !buffer.strictlyEquals(bindings->uniform_buffer)) {
-    val entries = val::array();
-    entries.call<void>("push", bind_entry(0, buffer_range(buffer, 0, static_cast<uint64_t>(region["size"].as<double>()))));
-    int binding = 1;
-    for (const val& r : bindings->resources) entries.call<void>("push", bind_entry(binding++, r));
-    val desc = val::object();
-    desc.set("layout", bindings->layout);
-    desc.set("entries", entries);
-    bindings->group = device_.call<val>("createBindGroup", desc);
+    const val uniforms = buffer_range(buffer, 0, static_cast<uint64_t>(region["size"].as<double>()));
+    bindings->group = bind_group(job, bindings->layout, uniforms, bindings->resources);
     bindings->uniform_buffer = buffer;
   }
   val offsets = val::array();
@@ -484,6 +488,56 @@ void WebGpuAttention::encode_dispatch(val job, const val& pass, const val& pipel
   pass.call<void>("setPipeline", pipeline);
   pass.call<void>("setBindGroup", 0, bindings->group, offsets);
   pass.call<void>("dispatchWorkgroups", part.x, part.y);
+}
+
+uint64_t WebGpuAttention::object_id(const val& object) {
+  const val id = object_ids_.call<val>("get", object);
+  if (!id.isUndefined()) return static_cast<uint64_t>(id.as<double>());
+  object_ids_.call<void>("set", object, static_cast<double>(++next_object_id_));
+  return next_object_id_;
+}
+
+val WebGpuAttention::bind_group(val job, const val& layout, const val& uniforms, const std::vector<val>& resources) {
+  std::string key = std::to_string(object_id(layout));
+  const auto add_to_key = [&](const val& resource) {
+    key += ' ';
+    key += std::to_string(object_id(resource["buffer"]));
+    const val offset = resource["offset"];
+    if (offset.isUndefined()) return;  // the whole buffer
+    key += ',';
+    key += std::to_string(static_cast<uint64_t>(offset.as<double>()));
+    key += ',';
+    key += std::to_string(static_cast<uint64_t>(resource["size"].as<double>()));
+  };
+  add_to_key(uniforms);
+  for (const val& r : resources) add_to_key(r);
+  const val cached = bind_groups_.call<val>("get", key);
+  if (!cached.isUndefined()) {
+    bind_groups_.call<bool>("delete", key);  // to the end: the most recently used
+    bind_groups_.call<void>("set", key, cached);
+    return cached;
+  }
+  val entries = val::array();
+  entries.call<void>("push", bind_entry(0, uniforms));
+  int binding = 1;
+  for (const val& r : resources) entries.call<void>("push", bind_entry(binding++, r));
+  val desc = val::object();
+  desc.set("layout", layout);
+  desc.set("entries", entries);
+  val group = device_.call<val>("createBindGroup", desc);
+  bind_groups_.call<void>("set", key, group);
+  job["groups"].call<void>("push", key);
+  if (bind_groups_["size"].as<int>() > kBindGroupCacheSize) {
+    bind_groups_.call<bool>("delete", bind_groups_.call<val>("keys").call<val>("next")["value"]);
+  }
+  return group;
+}
+
+void WebGpuAttention::forget_created(const val& job) {
+  const val created = job["created"], groups = job["groups"];
+  const int pipelines = created["length"].as<int>(), bind_groups = groups["length"].as<int>();
+  for (int c = 0; c < pipelines; ++c) pipelines_.call<bool>("delete", created[c]);
+  for (int g = 0; g < bind_groups; ++g) bind_groups_.call<bool>("delete", groups[g]);
 }
 
 void WebGpuAttention::submit_and_destroy_buffers(const val& encoder, const val& job) {
@@ -506,14 +560,23 @@ void WebGpuAttention::submit_write_float16(const val& destination, const val& so
   submit_and_destroy_buffers(encoder, job);
 }
 
-void WebGpuAttention::write_float16(val destination, val source, val runs) {
-  std::vector<std::array<uint64_t, 3>> parsed;
-  const int count = runs["length"].as<int>();
-  for (int n = 0; n + 2 < count; n += 3) {
-    parsed.push_back({static_cast<uint64_t>(runs[n].as<double>()), static_cast<uint64_t>(runs[n + 1].as<double>()),
-                      static_cast<uint64_t>(runs[n + 2].as<double>())});
+void WebGpuAttention::write_float16(val writes) {
+  val job = new_job();
+  val encoder = device_.call<val>("createCommandEncoder");
+  val pass = encoder.call<val>("beginComputePass");
+  const int count = writes["length"].as<int>();
+  for (int w = 0; w < count; ++w) {
+    const val write = writes[w], runs = write["runs"];
+    std::vector<std::array<uint64_t, 3>> parsed;
+    const int values = runs["length"].as<int>();
+    for (int i = 0; i + 2 < values; i += 3) {
+      parsed.push_back({static_cast<uint64_t>(runs[i].as<double>()), static_cast<uint64_t>(runs[i + 1].as<double>()),
+                        static_cast<uint64_t>(runs[i + 2].as<double>())});
+    }
+    encode_write_float16(job, pass, write["destination"], 0, write["source"], parsed);
   }
-  submit_write_float16(destination, source, parsed);
+  pass.call<void>("end");
+  submit_and_destroy_buffers(encoder, job);
 }
 
 val WebGpuAttention::trace_layout(const AttentionPlan& plan, const val& sources) const {
@@ -720,9 +783,9 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       qz.source_base = q_base;
       qz.scale_start = qz.units * kQuantBlock / 4;
       const uint64_t workspace = splits ? uint64_t{qz.units} * (kQuantBlock + 4) : 4ull * qz.n * qz.dim;
-      const val levels = buffer(job, workspace, kStorage);
-      encode_quantize(job, pass, qz, whole(stand_in_read_), q, whole(levels));
-      query_binding = whole(levels);
+      const val levels = take(&workspaces_, job, workspace);
+      encode_quantize(job, pass, qz, whole(stand_in_read_), q, levels);
+      query_binding = levels;
       q_base = 0;
     }
     // The uniforms of a dispatch over `part` of its grid.
@@ -1037,10 +1100,11 @@ val WebGpuAttention::run_backward(const AttentionPlan& plan, const AttentionInpu
 }
 
 val WebGpuAttention::new_job() {
-  for (ReusedBuffer* reused : {&uniform_uploads_, &storage_uploads_, &records_}) reused->used = 0;
+  for (ReusedBuffer* reused : {&uniform_uploads_, &storage_uploads_, &records_, &workspaces_}) reused->used = 0;
   val job = val::object();
   job.set("buffers", val::array());
   job.set("created", val::array());
+  job.set("groups", val::array());
   return job;
 }
 
@@ -1078,9 +1142,7 @@ void WebGpuAttention::abandon() {
   for (int n = 0; n < 3; ++n) device_.call<val>("popErrorScope");  // what they caught is moot now
   const val job = jobs_.call<val>("get", id);
   if (job.isUndefined()) return;
-  const val created = job["created"];
-  const int count = created["length"].as<int>();
-  for (int c = 0; c < count; ++c) pipelines_.call<void>("delete", created[c]);
+  forget_created(job);
   release(id);
 }
 
@@ -1092,10 +1154,9 @@ val WebGpuAttention::finish(int id, val results) {
   for (int n = 0; n < 3; ++n) {
     const val error = results[n];
     if (!error.isNull() && !error.isUndefined()) {
-      // Forget pipelines this call created: they may be the cause (e.g. a shader that does not compile).
-      const val created = job["created"];
-      const int count = created["length"].as<int>();
-      for (int c = 0; c < count; ++c) pipelines_.call<void>("delete", created[c]);
+      // Forget the pipelines and bind groups this call made: they may be the cause (e.g. a
+      // shader that does not compile).
+      forget_created(job);
       val e = val::object();
       e.set("kind", kKinds[n]);
       e.set("message", error["message"]);

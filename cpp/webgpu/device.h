@@ -81,20 +81,21 @@ class WebGpuAttention {
   // buffers. Does nothing when no run() is left open.
   void abandon();
 
-  // Writes float16 elements into `destination` (a GPUBuffer of packed halves, STORAGE) from
-  // `source`: { array } a Uint16Array of halves, or { buffer, offset, float32? } a GPUBuffer of
-  // halves (float32: of floats, rounded to the nearest half) from byte `offset`. `runs`:
-  // [destination element, source element, count, ...] triples, at any element offsets
-  // (write_float16.wgsl keeps the halves around each run). Submits at once.
-  void write_float16(emscripten::val destination, emscripten::val source, emscripten::val runs);
+  // Writes float16 elements, for each of `writes` ({ destination, source, runs }), into
+  // `destination` (a GPUBuffer of packed halves, STORAGE) from `source`: { array } a Uint16Array
+  // of halves, or { buffer, offset, float32? } a GPUBuffer of halves (float32: of floats, rounded
+  // to the nearest half) from byte `offset`. `runs`: [destination element, source element,
+  // count, ...] triples, at any element offsets (write_float16.wgsl keeps the halves around each
+  // run). One command buffer for all, submitted at once.
+  void write_float16(emscripten::val writes);
 
-  // Appends rows to an int8/int4 KV cache's keys or values (`destination`, the format of
-  // core/kv_cache_format.h), quantized on the GPU by kv_quantize.wgsl, and submits at once.
-  // `source`: { array } (a Float32Array, or a Uint16Array of halves) or { buffer, offset } (a
-  // GPUBuffer), holding rows [B·Hkv, n, dim]; `rows`: { int4, float16 (the source's halves),
-  // kvHeads, n, dim, maxLength, held: [B], added: [B] }: row t of batch b's heads goes to key
-  // held[b] + t when t < added[b].
-  void write_quantized(emscripten::val destination, emscripten::val source, emscripten::val rows);
+  // Appends rows to an int8/int4 KV cache's keys and values (the format of
+  // core/kv_cache_format.h), quantized on the GPU by kv_quantize.wgsl, in one command buffer
+  // submitted at once. `writes`: [{ destination, source, float16, dim }], `source` { array } (a
+  // Float32Array, or a Uint16Array of halves: float16) or { buffer, offset } (a GPUBuffer),
+  // holding rows [B·Hkv, n, dim]; `rows`: { int4, kvHeads, n, maxLength, held: [B], added: [B] }:
+  // row t of batch b's heads goes to key held[b] + t when t < added[b].
+  void write_quantized(emscripten::val writes, emscripten::val rows);
 
   // { limits: {...}, pipelines: [keys], jobsInFlight, float16: 'shader-f16' | 'unpack2x16float'
   // (how the kernels read float16 tensors on this device) }
@@ -106,8 +107,21 @@ class WebGpuAttention {
   // then: building a kernel's source costs more than looking its key up).
   emscripten::val pipeline(const std::string& key, const std::function<std::string()>& source, Layout layout,
                            emscripten::val job);
-  // A job's { buffers, created }: the buffers its commands use, destroyed when it ends, and the
-  // pipelines it compiled. Its regions of the reused buffers start from their starts again.
+  // The bind group of `layout` with binding 0 `uniforms` and bindings 1, 2, … `resources` (each
+  // { buffer } or { buffer, offset, size }): the one made for the same layout, buffers and ranges
+  // before, else made now. A decode step, an append and a layer's next call bind what they bound
+  // the token before (the reused buffers' regions start at their starts), and making a bind group
+  // is most of what such a call costs the CPU besides its submission. The kBindGroupCacheSize
+  // least recently used are kept; a job that fails forgets those it made.
+  emscripten::val bind_group(emscripten::val job, const emscripten::val& layout, const emscripten::val& uniforms,
+                             const std::vector<emscripten::val>& resources);
+  // The number this instance gave a GPU object (object_ids_), for bind_group's keys.
+  uint64_t object_id(const emscripten::val& object);
+  // Forgets the pipelines and bind groups that `job` made: they may be what failed.
+  void forget_created(const emscripten::val& job);
+  // A job's { buffers, created, groups }: the buffers its commands use, destroyed when it ends,
+  // and the pipelines and bind groups it made. Its regions of the reused buffers start from their
+  // starts again.
   emscripten::val new_job();
   // Starts a run's job (new_job()'s, with readbacks: released by finish(), or by abandon()
   // until close_job()) and pushes its error scopes.
@@ -122,11 +136,13 @@ class WebGpuAttention {
   // copies and kernels) after the commands of the calls before, so calls never see each other's
   // data, and no call makes a buffer for it. Outgrown, it is replaced by one sized for the whole
   // call (the old one is destroyed with the call's buffers), up to kReusedBufferMaxBytes; a
-  // larger region is a buffer of the call's own. An instance has three: for uniforms; for what
+  // larger region is a buffer of the call's own. An instance has four: for uniforms; for what
   // a call gives its kernels to read from the CPU (inputs, masks, the variants' data, segments),
   // which no kernel writes (a dispatch may bind a buffer read-only several times, never also
-  // writable); and for the partial records of key splits, which one kernel writes and the merge
-  // reads (each record is written before it is read: no call relies on zeros there).
+  // writable); for the partial records of key splits, which one kernel writes and the merge
+  // reads; and for the query that a quantized cache's call quantizes first, which the kernels
+  // after read beside the records they write (each record and query element is written before
+  // it is read: no call relies on zeros there).
   struct ReusedBuffer {
     uint32_t usage = 0;
     uint64_t alignment = 256;
@@ -203,14 +219,17 @@ class WebGpuAttention {
   // Map<key, GPUComputePipeline>: a JS Map, so that the cache, which grows with the variants a
   // program uses, stays off the wasm heap (whose use the tests hold flat across calls).
   emscripten::val pipelines_;
-  emscripten::val jobs_;       // Map<id, { buffers, readbacks, created }>
+  emscripten::val jobs_;       // Map<id, { buffers, readbacks, created, groups }>
+  // Map<key, GPUBindGroup> in order of last use, and WeakMap<GPU object, number> (bind_group).
+  emscripten::val bind_groups_, object_ids_;
+  uint64_t next_object_id_ = 0;
   emscripten::val flash_layout_, weights_layout_, write_layout_, backward_layout_;
   emscripten::val flash_bgl_, weights_bgl_, write_bgl_, backward_bgl_;
   // Stand-ins for the bindings a variant does not use, made once for every call: one read-only
   // (no mask, no statistics to read) and, since the writable bindings of one dispatch must not
   // alias, one each for statistics and log-sum-exp. No kernel reads or writes them.
   emscripten::val stand_in_read_, stand_in_stats_, stand_in_lse_;
-  ReusedBuffer uniform_uploads_, storage_uploads_, records_;
+  ReusedBuffer uniform_uploads_, storage_uploads_, records_, workspaces_;
   WebGpuLimits limits_;
   uint32_t min_storage_offset_alignment_ = 256;  // minStorageBufferOffsetAlignment
   int next_job_ = 1;

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <utility>
 
+#include "core/round_up.h"
+
 namespace sdpa {
 namespace {
 
@@ -618,9 +620,15 @@ WebGpuChunkElements webgpu_chunk_elements(const AttentionPlan& p, const WebGpuCh
   WebGpuChunkElements n;
   n.query = c.query_rows() * p.E;
   n.output = c.query_rows() * p.Ev;
-  // Heads kv0…kv0 + nkv − 1 at the plan's head strides (a KV cache's maxLength·E), the last one Lk rows.
-  n.key = c.nkv == 0 ? 0 : (c.nkv - 1) * p.key_head_stride + p.Lk * p.E;
-  n.value = c.nkv == 0 ? 0 : (c.nkv - 1) * p.value_head_stride + p.Lk * p.Ev;
+  // Heads kv0…kv0 + nkv − 1 at the plan's head strides (a KV cache's maxLength·E), the last one
+  // Lk rows rounded up to kWebGpuBoundKeyRows within its stride (a dense tensor's: Lk).
+  const auto heads = [&](int64_t stride, int64_t width) {
+    if (c.nkv == 0 || width == 0) return int64_t{0};
+    const int64_t last_rows = std::min(stride / width, round_up(p.Lk, kWebGpuBoundKeyRows));
+    return (c.nkv - 1) * stride + last_rows * width;
+  };
+  n.key = heads(p.key_head_stride, p.E);
+  n.value = heads(p.value_head_stride, p.Ev);
   return n;
 }
 

@@ -636,26 +636,37 @@ TEST(WebGpuPlan, QuantizedDecodeStreamsWithSubgroupsElseSharesTheFloatTileKernel
   EXPECT_LE(partial.workgroup_bytes(), small.max_workgroup_storage_bytes);
 }
 
-TEST(WebGpuPlan, ChunksOfAStridedCacheReachItsLastHeadsRows) {
-  // A KV cache: 3 KV heads of maxLength = 100 rows, 40 held.
-  AttentionRequest r;
-  r.query_shape = {1, 3, 1, 8};
-  r.key_shape = {1, 3, 40, 8};
-  r.value_shape = {1, 3, 40, 4};
-  r.key_head_stride = 100 * 8;
-  r.value_head_stride = 100 * 4;
+TEST(WebGpuPlan, ChunksOfAStridedCacheBindItsLastHeadsRowsRoundedUp) {
+  // A KV cache of 3 KV heads: its last head bound to its held rows rounded up to
+  // kWebGpuBoundKeyRows, at most its maxLength rows (the bind group then stays for 256 tokens).
+  const auto bytes = [](int64_t max_length, int64_t held, AttentionPlan* p) {
+    AttentionRequest r;
+    r.query_shape = {1, 3, 1, 8};
+    r.key_shape = {1, 3, held, 8};
+    r.value_shape = {1, 3, held, 4};
+    r.key_head_stride = max_length * 8;
+    r.value_head_stride = max_length * 4;
+    EXPECT_TRUE(plan_attention(r, p).ok());
+    WebGpuChunk whole;
+    whole.nbh = 3;
+    whole.rows = 1;
+    whole.nkv = 3;
+    return webgpu_chunk_bytes(*p, whole);
+  };
   AttentionPlan p;
-  ASSERT_TRUE(plan_attention(r, &p).ok());
-  WebGpuChunk whole;
-  whole.nbh = 3;
-  whole.rows = 1;
-  whole.nkv = 3;
-  const WebGpuChunkBytes b = webgpu_chunk_bytes(p, whole);
-  EXPECT_EQ(b.key, 4u * (2 * 100 * 8 + 40 * 8));
-  EXPECT_EQ(b.value, 4u * (2 * 100 * 4 + 40 * 4));
-  const WebGpuUniforms u = webgpu_uniforms(p, whole, 0, GridPart{});
+  WebGpuChunkBytes b = bytes(100, 40, &p);  // maxLength 100, 40 held: the whole last head
+  EXPECT_EQ(b.key, 4u * 3 * 100 * 8);
+  EXPECT_EQ(b.value, 4u * 3 * 100 * 4);
+  const WebGpuUniforms u = webgpu_uniforms(p, WebGpuChunk{0, 3, 0, 1, 0, 3}, 0, GridPart{});
   EXPECT_EQ(u[kUfKeyStride], 800u);
   EXPECT_EQ(u[kUfValueStride], 400u);
+  for (const int64_t held : {257, 300, 512}) {  // maxLength 1000: 512 rows of the last head
+    b = bytes(1000, held, &p);
+    EXPECT_EQ(b.key, 4u * (2 * 1000 * 8 + 512 * 8)) << held;
+    EXPECT_EQ(b.value, 4u * (2 * 1000 * 4 + 512 * 4)) << held;
+  }
+  b = bytes(513, 513, &p);  // a dense tensor: exactly its rows
+  EXPECT_EQ(b.key, 4u * 3 * 513 * 8);
 }
 
 // Float16 tensors: each tensor's type and the device's read path are part of the variant (the

@@ -5,8 +5,9 @@
 // return to their baseline over many calls and create/run/dispose cycles.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAttention, WebGPUError, type Attention, type AttentionOptions, type BackwardOptions, type GpuLike, type Tensor } from 'sdpa-web';
+import { asCached, asScoredQuery } from './support/quantized.js';
 import { randomMasks, randomTensor } from './support/tensors.js';
-import { expectMatchesReference } from './support/tolerance.js';
+import { expectMatchesReference, expectResultMatchesReference } from './support/tolerance.js';
 import { asHardware, testDevice } from './support/webgpu.js';
 
 const STORAGE = 0x80, COPY_SRC = 0x4, COPY_DST = 0x8, MAP_READ = 0x1;
@@ -413,6 +414,104 @@ describe('17. the buffers an instance reuses across calls', () => {
     await bounded(expectMatchesReference(attn, oracle, q, k, v, { returnWeights: true, isCausal: true }, { factor: 4 }, 'outgrowing call'), 120_000, 'outgrowing call');
     expect(uniformBuffers, 'the uniforms buffer replaced part-way, more than once').toBeGreaterThanOrEqual(3);
     await expectMatchesReference(attn, oracle, ...small, {}, { factor: 4 }, 'small call after');
+    attn.dispose();
+    device.destroy();
+  });
+
+  it('a decode loop on a GPU KV cache of each dtype makes its bind groups and buffers once: later appends and GPU-resident steps make none, and every step matches the float64 reference', async () => {
+    const device = await testDevice();
+    const counts = { bindGroups: 0, buffers: 0 };
+    const proxy = proxyDevice(device, {
+      createBindGroup: (t, desc: GPUBindGroupDescriptor) => (counts.bindGroups++, t.createBindGroup(desc)),
+      createBuffer: (t, desc: GPUBufferDescriptor) => (counts.buffers++, t.createBuffer(desc)),
+    });
+    const attn = await createAttention({ backend: 'webgpu', gpuDevice: proxy });
+    const Hq = 4, Hkv = 2, E = 32, first = 260, steps = 6, options: AttentionOptions = { enableGqa: true };
+    // Keys and values that float16 holds exactly; int8/int4 caches hold them rounded (asCached).
+    const halves = (shape: number[], seed: number): Tensor => {
+      const t = randomTensor(shape, seed);
+      return { data: t.data.map((x) => Math.round(x * 256) / 256), shape };
+    };
+    const query = randomTensor([1, Hq, 1, E], 1);
+    const gpuQuery = device.createBuffer({ size: query.data.byteLength, usage: STORAGE | COPY_DST });
+    device.queue.writeBuffer(gpuQuery, 0, query.data as Float32Array<ArrayBuffer>);
+    const out = device.createBuffer({ size: query.data.byteLength, usage: STORAGE | COPY_SRC | COPY_DST });
+    const staging = device.createBuffer({ size: query.data.byteLength, usage: MAP_READ | COPY_DST });
+    const readOut = async (): Promise<Float32Array> => {
+      const encoder = device.createCommandEncoder();
+      encoder.copyBufferToBuffer(out, 0, staging, 0, query.data.byteLength);
+      device.queue.submit([encoder.finish()]);
+      await staging.mapAsync(MAP_READ);
+      const data = new Float32Array(staging.getMappedRange().slice(0));
+      staging.unmap();
+      return data;
+    };
+    for (const dtype of ['float32', 'float16', 'int8', 'int4'] as const) {
+      const cache = attn.createKvCache({ batch: 1, kvHeads: Hkv, maxLength: first + steps, headDim: E, dtype });
+      const keys = halves([1, Hkv, first + steps, E], 2), values = halves([1, Hkv, first + steps, E], 3);
+      const rows = (t: Tensor, from: number, to: number): Tensor => {
+        const data = new Float32Array(Hkv * (to - from) * E);
+        for (let h = 0; h < Hkv; h++) data.set(t.data.subarray((h * (first + steps) + from) * E, (h * (first + steps) + to) * E), h * (to - from) * E);
+        return { data, shape: [1, Hkv, to - from, E] };
+      };
+      cache.append(rows(keys, 0, first), rows(values, 0, first));
+      for (let t = first; t < first + steps; t++) {
+        const before = { ...counts };
+        cache.append(rows(keys, t, t + 1), rows(values, t, t + 1));
+        await attn.scaledDotProductAttention({ buffer: gpuQuery, shape: query.shape }, cache, { ...options, outputLocation: 'gpu', out });
+        // From the second token on, the appends and steps bind what they bound the token before.
+        if (t > first) expect({ ...counts }, `${dtype} cache, token ${t}: device objects made`).toEqual(before);
+        const k = asCached(rows(keys, 0, t + 1), dtype), v = asCached(rows(values, 0, t + 1), dtype);
+        expectResultMatchesReference({ output: { data: await readOut(), shape: query.shape } }, oracle, asScoredQuery(query, dtype), k, v, options, 4, `${dtype} cache, token ${t}`);
+      }
+      cache.dispose();
+    }
+    attn.dispose();
+    device.destroy();
+  });
+
+  it('more bind groups than an instance keeps (300 output buffers), and a bind group whose call failed validation: the calls after still bind what they should', async () => {
+    const device = await testDevice();
+    let breakBindGroups = false;
+    const proxy = proxyDevice(device, {
+      // A bind group missing its last binding: the call fails validation.
+      createBindGroup: (t, desc: GPUBindGroupDescriptor) => t.createBindGroup(breakBindGroups ? { ...desc, entries: [...desc.entries].slice(0, -1) } : desc),
+    });
+    const attn = await createAttention({ backend: 'webgpu', gpuDevice: proxy });
+    const q = randomTensor([1, 2, 3, 8], 1), k = randomTensor([1, 2, 5, 8], 2), v = randomTensor([1, 2, 5, 8], 3);
+    const upload = (t: Tensor): GPUBuffer => {
+      const buffer = device.createBuffer({ size: t.data.byteLength, usage: STORAGE | COPY_DST | COPY_SRC });
+      device.queue.writeBuffer(buffer, 0, t.data as Float32Array<ArrayBuffer>);
+      return buffer;
+    };
+    const [gq, gk, gv] = [q, k, v].map(upload) as [GPUBuffer, GPUBuffer, GPUBuffer];
+    const gpuCall = (out: GPUBuffer) =>
+      attn.scaledDotProductAttention({ buffer: gq, shape: q.shape }, { buffer: gk, shape: k.shape }, { buffer: gv, shape: v.shape }, { outputLocation: 'gpu', out });
+    const read = async (buffer: GPUBuffer): Promise<Float32Array> => {
+      const staging = device.createBuffer({ size: q.data.byteLength, usage: MAP_READ | COPY_DST });
+      const encoder = device.createCommandEncoder();
+      encoder.copyBufferToBuffer(buffer, 0, staging, 0, q.data.byteLength);
+      device.queue.submit([encoder.finish()]);
+      await staging.mapAsync(MAP_READ);
+      const data = new Float32Array(staging.getMappedRange().slice(0));
+      staging.destroy();
+      return data;
+    };
+    const outs = Array.from({ length: 300 }, () => device.createBuffer({ size: q.data.byteLength, usage: STORAGE | COPY_SRC | COPY_DST }));
+    for (const out of outs) await gpuCall(out);
+    // The first output's bind group was dropped long ago; the last ones are still kept.
+    for (const out of [outs[0]!, outs[299]!, outs[150]!]) {
+      await gpuCall(out);
+      expectResultMatchesReference({ output: { data: await read(out), shape: q.shape } }, oracle, q, k, v, {}, 4, 'after 300 output buffers');
+    }
+    // A call whose bind group is broken fails; the same call after it makes a good one.
+    const fresh = device.createBuffer({ size: q.data.byteLength, usage: STORAGE | COPY_SRC | COPY_DST });
+    breakBindGroups = true;
+    const error = await bounded(settled(gpuCall(fresh)), 30_000, 'broken bind group');
+    breakBindGroups = false;
+    expect(error).toBeInstanceOf(WebGPUError);
+    await gpuCall(fresh);
+    expectResultMatchesReference({ output: { data: await read(fresh), shape: q.shape } }, oracle, q, k, v, {}, 4, 'after the failed call');
     attn.dispose();
     device.destroy();
   });

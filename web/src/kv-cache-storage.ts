@@ -224,17 +224,18 @@ export class GpuKvStorage implements KvStorage {
     else this.writeFloat(rows, this.shape.dtype);
   }
 
-  /** Rows quantized on the GPU (kv_quantize.wgsl): CPU arrays uploaded as they are, GPU tensors read in place. */
+  /** Rows quantized on the GPU (kv_quantize.wgsl), keys and values in one submission: CPU arrays uploaded as they are, GPU tensors read in place. */
   private writeQuantized({ key, value, n, added, held }: AppendRows, dtype: 'int8' | 'int4'): void {
     const { batch, kvHeads, maxLength, headDim, valueDim } = this.shape;
-    const heldRows = Array.from(held), addedRows = Array.from({ length: batch }, (_, b) => added(b));
-    for (const [tensor, dim, target] of [[key, headDim, this.keyBuffer], [value, valueDim, this.valueBuffer]] as const) {
+    const writes = ([[key, headDim, this.keyBuffer], [value, valueDim, this.valueBuffer]] as const).map(([tensor, dim, destination]) => {
       const float16 = tensorDtype(tensor) === 'float16';
       const source = isGpuTensor(tensor)
         ? { buffer: tensor.buffer, offset: tensor.offset ?? 0 }
         : { array: float16 ? float16Bits((tensor as CpuTensor).data as Uint16Array) : ((tensor as CpuTensor).data as Float32Array) };
-      this.gpu.context.writeQuantized(target, source, { int4: dtype === 'int4', float16, kvHeads, n, dim, maxLength, held: heldRows, added: addedRows });
-    }
+      return { destination, source, float16, dim };
+    });
+    const addedRows = Array.from({ length: batch }, (_, b) => added(b));
+    this.gpu.context.writeQuantized(writes, { int4: dtype === 'int4', kvHeads, n, maxLength, held: Array.from(held), added: addedRows });
   }
 
   private writeFloat({ key, value, n, added, held }: AppendRows, dtype: DType): void {
@@ -243,6 +244,7 @@ export class GpuKvStorage implements KvStorage {
     const half = dtype === 'float16';
     const bytes = half ? 2 : 4;
     let encoder: ReturnType<GpuDeviceApi['createCommandEncoder']> | undefined;
+    const halfWrites: Parameters<GpuState['context']['writeFloat16']>[0] = [];
     for (const [tensor, dim, target] of [[key, headDim, this.keyBuffer], [value, valueDim, this.valueBuffer]] as const) {
       const gpuSource = isGpuTensor(tensor);
       const data = gpuSource ? undefined : stored(tensor as CpuTensor, dtype);
@@ -263,10 +265,11 @@ export class GpuKvStorage implements KvStorage {
       }
       if (runs.length > 0) {
         const source = gpuSource ? { buffer: tensor.buffer, offset, float32: sourceBytes === 4 } : { array: data as Uint16Array };
-        this.gpu.context.writeFloat16(target, source, runs);
+        halfWrites.push({ destination: target, source, runs });
       }
     }
     if (encoder) device.queue.submit([encoder.finish()]);
+    if (halfWrites.length > 0) this.gpu.context.writeFloat16(halfWrites);
   }
 
   describeIn(record: CallRecord, sources: WebGpuSources | undefined, length: number): void {
