@@ -35,6 +35,18 @@ function proxyDevice(device: GPUDevice, overrides: Record<string, (target: GPUDe
   });
 }
 
+/** The first `count` floats of `buffer`, read back through a staging buffer of the test's own. */
+async function readFloats(device: GPUDevice, buffer: GPUBuffer, count: number): Promise<Float32Array> {
+  const staging = device.createBuffer({ size: 4 * count, usage: MAP_READ | COPY_DST });
+  const encoder = device.createCommandEncoder();
+  encoder.copyBufferToBuffer(buffer, 0, staging, 0, 4 * count);
+  device.queue.submit([encoder.finish()]);
+  await staging.mapAsync(MAP_READ);
+  const data = new Float32Array(staging.getMappedRange().slice(0));
+  staging.destroy();
+  return data;
+}
+
 let oracle: Attention;
 beforeAll(async () => {
   oracle = await createAttention({ backend: 'scalar' });
@@ -436,16 +448,6 @@ describe('17. the buffers an instance reuses across calls', () => {
     const gpuQuery = device.createBuffer({ size: query.data.byteLength, usage: STORAGE | COPY_DST });
     device.queue.writeBuffer(gpuQuery, 0, query.data as Float32Array<ArrayBuffer>);
     const out = device.createBuffer({ size: query.data.byteLength, usage: STORAGE | COPY_SRC | COPY_DST });
-    const staging = device.createBuffer({ size: query.data.byteLength, usage: MAP_READ | COPY_DST });
-    const readOut = async (): Promise<Float32Array> => {
-      const encoder = device.createCommandEncoder();
-      encoder.copyBufferToBuffer(out, 0, staging, 0, query.data.byteLength);
-      device.queue.submit([encoder.finish()]);
-      await staging.mapAsync(MAP_READ);
-      const data = new Float32Array(staging.getMappedRange().slice(0));
-      staging.unmap();
-      return data;
-    };
     for (const dtype of ['float32', 'float16', 'int8', 'int4'] as const) {
       const cache = attn.createKvCache({ batch: 1, kvHeads: Hkv, maxLength: first + steps, headDim: E, dtype });
       const keys = halves([1, Hkv, first + steps, E], 2), values = halves([1, Hkv, first + steps, E], 3);
@@ -462,7 +464,7 @@ describe('17. the buffers an instance reuses across calls', () => {
         // From the second token on, the appends and steps bind what they bound the token before.
         if (t > first) expect({ ...counts }, `${dtype} cache, token ${t}: device objects made`).toEqual(before);
         const k = asCached(rows(keys, 0, t + 1), dtype), v = asCached(rows(values, 0, t + 1), dtype);
-        expectResultMatchesReference({ output: { data: await readOut(), shape: query.shape } }, oracle, asScoredQuery(query, dtype), k, v, options, 4, `${dtype} cache, token ${t}`);
+        expectResultMatchesReference({ output: { data: await readFloats(device, out, query.data.length), shape: query.shape } }, oracle, asScoredQuery(query, dtype), k, v, options, 4, `${dtype} cache, token ${t}`);
       }
       cache.dispose();
     }
@@ -487,22 +489,12 @@ describe('17. the buffers an instance reuses across calls', () => {
     const [gq, gk, gv] = [q, k, v].map(upload) as [GPUBuffer, GPUBuffer, GPUBuffer];
     const gpuCall = (out: GPUBuffer) =>
       attn.scaledDotProductAttention({ buffer: gq, shape: q.shape }, { buffer: gk, shape: k.shape }, { buffer: gv, shape: v.shape }, { outputLocation: 'gpu', out });
-    const read = async (buffer: GPUBuffer): Promise<Float32Array> => {
-      const staging = device.createBuffer({ size: q.data.byteLength, usage: MAP_READ | COPY_DST });
-      const encoder = device.createCommandEncoder();
-      encoder.copyBufferToBuffer(buffer, 0, staging, 0, q.data.byteLength);
-      device.queue.submit([encoder.finish()]);
-      await staging.mapAsync(MAP_READ);
-      const data = new Float32Array(staging.getMappedRange().slice(0));
-      staging.destroy();
-      return data;
-    };
     const outs = Array.from({ length: 300 }, () => device.createBuffer({ size: q.data.byteLength, usage: STORAGE | COPY_SRC | COPY_DST }));
     for (const out of outs) await gpuCall(out);
     // The first output's bind group was dropped long ago; the last ones are still kept.
     for (const out of [outs[0]!, outs[299]!, outs[150]!]) {
       await gpuCall(out);
-      expectResultMatchesReference({ output: { data: await read(out), shape: q.shape } }, oracle, q, k, v, {}, 4, 'after 300 output buffers');
+      expectResultMatchesReference({ output: { data: await readFloats(device, out, q.data.length), shape: q.shape } }, oracle, q, k, v, {}, 4, 'after 300 output buffers');
     }
     // A call whose bind group is broken fails; the same call after it makes a good one.
     const fresh = device.createBuffer({ size: q.data.byteLength, usage: STORAGE | COPY_SRC | COPY_DST });
@@ -511,7 +503,7 @@ describe('17. the buffers an instance reuses across calls', () => {
     breakBindGroups = false;
     expect(error).toBeInstanceOf(WebGPUError);
     await gpuCall(fresh);
-    expectResultMatchesReference({ output: { data: await read(fresh), shape: q.shape } }, oracle, q, k, v, {}, 4, 'after the failed call');
+    expectResultMatchesReference({ output: { data: await readFloats(device, fresh, q.data.length), shape: q.shape } }, oracle, q, k, v, {}, 4, 'after the failed call');
     attn.dispose();
     device.destroy();
   });
