@@ -479,8 +479,8 @@ void WebGpuAttention::encode_dispatch(val job, const val& pass, const val& pipel
   const val region = upload_uniforms(job, uniforms, bytes);
   const val buffer = region["buffer"];
   if (bindings->group.isUndefined() || !buffer.strictlyEquals(bindings->uniform_buffer)) {
-    const val uniforms = buffer_range(buffer, 0, static_cast<uint64_t>(region["size"].as<double>()));
-    bindings->group = bind_group(job, bindings->layout, uniforms, bindings->resources);
+    const val uniform_binding = buffer_range(buffer, 0, static_cast<uint64_t>(region["size"].as<double>()));
+    bindings->group = bind_group(job, bindings->layout, uniform_binding, bindings->resources);
     bindings->uniform_buffer = buffer;
   }
   val offsets = val::array();
