@@ -419,7 +419,6 @@ void WebGpuAttention::encode_quantize(val job, val pass, const QuantizePass& q, 
 }
 
 void WebGpuAttention::write_quantized(val writes, val rows) {
-  val job = new_job();
   const bool int4 = rows["int4"].isTrue();
   const val held = rows["held"], added = rows["added"];
   const auto batch = held["length"].as<uint32_t>();
@@ -431,38 +430,36 @@ void WebGpuAttention::write_quantized(val writes, val rows) {
     segment_words.push_back(held[b].as<uint32_t>());
     segment_words.push_back(added[b].as<uint32_t>());
   }
-  const val segments = upload(job, segment_words.data(), 4 * segment_words.size());
-  val encoder = device_.call<val>("createCommandEncoder");
-  val pass = encoder.call<val>("beginComputePass");
-  const int count = writes["length"].as<int>();
-  for (int w = 0; w < count; ++w) {
-    const val write = writes[w], source = write["source"];
-    const bool half = write["float16"].isTrue();
-    QuantizePass q;
-    q.out = int4 ? 1 : 0;
-    q.source_f16 = half;
-    q.hkv = hkv;
-    q.n = n;
-    q.dim = write["dim"].as<uint32_t>();
-    const QuantizedLayout layout = quantized_layout(int4 ? KvQuant::kInt4 : KvQuant::kInt8, int64_t{batch} * hkv, max_length, q.dim);
-    q.blocks = static_cast<uint32_t>(layout.blocks);
-    q.rows = static_cast<uint32_t>(layout.rows);
-    q.scale_start = static_cast<uint32_t>(layout.scale_offset / 4);
-    q.units = batch * hkv * n * q.blocks;
-    const uint64_t elements = uint64_t{batch} * hkv * n * q.dim;
-    val from = val::undefined();
-    if (source["buffer"].isUndefined()) {
-      from = half ? upload_halves(job, source["array"], 0, elements) : upload_floats(job, source["array"], 0, elements);
-    } else {
-      const uint64_t element_bytes = half ? 2 : 4;
-      uint64_t skipped;
-      from = bind_from(source["buffer"], static_cast<uint64_t>(source["offset"].as<double>()), element_bytes * elements, &skipped);
-      q.source_base = static_cast<uint32_t>(skipped / element_bytes);
+  submit_compute_pass([&](const val& job, const val& pass) {
+    const val segments = upload(job, segment_words.data(), 4 * segment_words.size());
+    const int count = writes["length"].as<int>();
+    for (int w = 0; w < count; ++w) {
+      const val write = writes[w], source = write["source"];
+      const bool half = write["float16"].isTrue();
+      QuantizePass q;
+      q.out = int4 ? 1 : 0;
+      q.source_f16 = half;
+      q.hkv = hkv;
+      q.n = n;
+      q.dim = write["dim"].as<uint32_t>();
+      const QuantizedLayout layout = quantized_layout(int4 ? KvQuant::kInt4 : KvQuant::kInt8, int64_t{batch} * hkv, max_length, q.dim);
+      q.blocks = static_cast<uint32_t>(layout.blocks);
+      q.rows = static_cast<uint32_t>(layout.rows);
+      q.scale_start = static_cast<uint32_t>(layout.scale_offset / 4);
+      q.units = batch * hkv * n * q.blocks;
+      const uint64_t elements = uint64_t{batch} * hkv * n * q.dim;
+      val from = val::undefined();
+      if (source["buffer"].isUndefined()) {
+        from = half ? upload_halves(job, source["array"], 0, elements) : upload_floats(job, source["array"], 0, elements);
+      } else {
+        const uint64_t element_bytes = half ? 2 : 4;
+        uint64_t skipped;
+        from = bind_from(source["buffer"], static_cast<uint64_t>(source["offset"].as<double>()), element_bytes * elements, &skipped);
+        q.source_base = static_cast<uint32_t>(skipped / element_bytes);
+      }
+      encode_quantize(job, pass, q, segments, from, whole(write["destination"]));
     }
-    encode_quantize(job, pass, q, segments, from, whole(write["destination"]));
-  }
-  pass.call<void>("end");
-  submit_and_destroy_buffers(encoder, job);
+  });
 }
 
 void WebGpuAttention::encode_merge(val job, val pass, const val& merge_pipeline, uint64_t rows,
@@ -540,43 +537,35 @@ void WebGpuAttention::forget_created(const val& job) {
   for (int g = 0; g < bind_groups; ++g) bind_groups_.call<bool>("delete", groups[g]);
 }
 
-void WebGpuAttention::submit_and_destroy_buffers(const val& encoder, const val& job) {
+void WebGpuAttention::submit_compute_pass(const std::function<void(const val& job, const val& pass)>& encode) {
+  val job = new_job();
+  val encoder = device_.call<val>("createCommandEncoder");
+  val pass = encoder.call<val>("beginComputePass");
+  encode(job, pass);
+  pass.call<void>("end");
   val commands = val::array();
   commands.call<void>("push", encoder.call<val>("finish"));
   queue_.call<void>("submit", commands);
+  // The submitted work still runs on the job's buffers.
   const val buffers = job["buffers"];
   const int count = buffers["length"].as<int>();
   for (int n = 0; n < count; ++n) buffers[n].call<void>("destroy");
 }
 
-void WebGpuAttention::submit_write_float16(const val& destination, const val& source,
-                                           const std::vector<std::array<uint64_t, 3>>& runs) {
-  // Its buffers are destroyed once submitted: the submitted work still runs on them.
-  val job = new_job();
-  val encoder = device_.call<val>("createCommandEncoder");
-  val pass = encoder.call<val>("beginComputePass");
-  encode_write_float16(job, pass, destination, 0, source, runs);
-  pass.call<void>("end");
-  submit_and_destroy_buffers(encoder, job);
-}
-
 void WebGpuAttention::write_float16(val writes) {
-  val job = new_job();
-  val encoder = device_.call<val>("createCommandEncoder");
-  val pass = encoder.call<val>("beginComputePass");
-  const int count = writes["length"].as<int>();
-  for (int w = 0; w < count; ++w) {
-    const val write = writes[w], runs = write["runs"];
-    std::vector<std::array<uint64_t, 3>> parsed;
-    const int values = runs["length"].as<int>();
-    for (int i = 0; i + 2 < values; i += 3) {
-      parsed.push_back({static_cast<uint64_t>(runs[i].as<double>()), static_cast<uint64_t>(runs[i + 1].as<double>()),
-                        static_cast<uint64_t>(runs[i + 2].as<double>())});
+  submit_compute_pass([&](const val& job, const val& pass) {
+    const int count = writes["length"].as<int>();
+    for (int w = 0; w < count; ++w) {
+      const val write = writes[w], runs = write["runs"];
+      std::vector<std::array<uint64_t, 3>> parsed;
+      const int values = runs["length"].as<int>();
+      for (int i = 0; i + 2 < values; i += 3) {
+        parsed.push_back({static_cast<uint64_t>(runs[i].as<double>()), static_cast<uint64_t>(runs[i + 1].as<double>()),
+                          static_cast<uint64_t>(runs[i + 2].as<double>())});
+      }
+      encode_write_float16(job, pass, write["destination"], 0, write["source"], parsed);
     }
-    encode_write_float16(job, pass, write["destination"], 0, write["source"], parsed);
-  }
-  pass.call<void>("end");
-  submit_and_destroy_buffers(encoder, job);
+  });
 }
 
 val WebGpuAttention::trace_layout(const AttentionPlan& plan, const val& sources) const {
@@ -628,7 +617,12 @@ val WebGpuAttention::run(const AttentionPlan& plan, const AttentionInputs& in, f
       const auto count = static_cast<uint64_t>(plan.output_elements());
       val zeros = val::object();
       zeros.set("array", val::global("Uint16Array").new_(static_cast<double>(count)));
-      if (count > 0) submit_write_float16(output_source["buffer"], zeros, {{static_cast<uint64_t>(output_source["offset"].as<double>()) / 2, 0, count}});
+      if (count > 0) {
+        submit_compute_pass([&](const val& job, const val& pass) {
+          encode_write_float16(job, pass, output_source["buffer"], 0, zeros,
+                               {{static_cast<uint64_t>(output_source["offset"].as<double>()) / 2, 0, count}});
+        });
+      }
     } else if (output_bytes > 0) {
       val encoder = device_.call<val>("createCommandEncoder");
       encoder.call<void>("clearBuffer", output_source["buffer"], output_source["offset"], static_cast<double>(output_bytes));

@@ -208,11 +208,9 @@ class WebGpuAttention {
   // of that grid its uniforms.
   void encode_merge(emscripten::val job, emscripten::val pass, const emscripten::val& merge_pipeline, uint64_t rows,
                     const std::function<WebGpuUniforms(const GridPart&)>& uniforms, SharedBindings* bindings);
-  // Submits `encoder`'s commands, then destroys `job`'s buffers (the submitted work still runs on them).
-  void submit_and_destroy_buffers(const emscripten::val& encoder, const emscripten::val& job);
-  // encode_write_float16 in a command buffer of its own, submitted at once.
-  void submit_write_float16(const emscripten::val& destination, const emscripten::val& source,
-                            const std::vector<std::array<uint64_t, 3>>& runs);
+  // A command buffer of one compute pass, encoded by encode(job, pass) in a job of its own, submitted
+  // at once; then the job's buffers are destroyed.
+  void submit_compute_pass(const std::function<void(const emscripten::val& job, const emscripten::val& pass)>& encode);
 
   emscripten::val device_;
   emscripten::val queue_;
