@@ -352,13 +352,14 @@ inline int64_t webgpu_row_offset(const AttentionPlan& p, int64_t bh, int64_t row
   return (bh * p.Lq + row) * width;
 }
 
-// Elements of query, key and value a chunk binds (key/value: from its first head kv0 to its
-// last head's row Lk rounded up to kWebGpuBoundKeyRows, within the plan's head strides), and of
-// the output it writes.
 // A KV cache's key/value binding ends at its last head's rows rounded up to this (at most its
 // maxLength), so that a decode step binds what the step before bound, and keeps its bind group
 // (cpp/webgpu/device.cpp), for 256 tokens at a time; a dense tensor's binding is exactly its data.
 constexpr int64_t kWebGpuBoundKeyRows = 256;
+
+// Elements of query, key and value a chunk binds (key/value: from its first head kv0 to its
+// last head's row Lk rounded up to kWebGpuBoundKeyRows, within the plan's head strides), and of
+// the output it writes.
 struct WebGpuChunkElements {
   int64_t query = 0, key = 0, value = 0, output = 0;
 };
